@@ -1,0 +1,19 @@
+/* cmd.h - the nubo subcommands. Each takes argc/argv after the subcommand
+ * name and returns the process exit status. */
+#ifndef NB_CMD_H
+#define NB_CMD_H
+
+#include <stdbool.h>
+
+int nb_cmd_aio(int argc, char **argv);
+int nb_cmd_serve(int argc, char **argv);
+int nb_cmd_compute(int argc, char **argv);
+int nb_cmd_db(int argc, char **argv);
+
+/* Runs the roles named in [DEFAULT] roles (api, conductor, scheduler,
+ * placement, compute) from the loaded configuration until SIGTERM/SIGINT;
+ * with bootstrap, first creates the default identity records, flavors and
+ * demo image (aio). Returns the exit status. */
+int nb_run_roles(bool bootstrap, const char *admin_password, const char *demo_password);
+
+#endif

@@ -1,0 +1,40 @@
+/* main.c - the nubo binary: dispatches to a subcommand. */
+#include "cmd/cmd.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void usage(void)
+{
+    fputs("usage: nubo <command> [options]\n"
+          "  aio --state-dir DIR --port PORT [--driver fake|libvirt] [--fake-hosts N]\n"
+          "      [--admin-password P] [--set SECTION.KEY=VALUE ...]   all-in-one cloud\n"
+          "  serve --config FILE          control-plane roles\n"
+          "  compute --config FILE        one hypervisor agent\n"
+          "  db sync|version --config FILE\n",
+          stderr);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage();
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "aio"))
+        return nb_cmd_aio(argc - 2, argv + 2);
+    if (!strcmp(cmd, "serve"))
+        return nb_cmd_serve(argc - 2, argv + 2);
+    if (!strcmp(cmd, "compute"))
+        return nb_cmd_compute(argc - 2, argv + 2);
+    if (!strcmp(cmd, "db"))
+        return nb_cmd_db(argc - 2, argv + 2);
+    if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
+        usage();
+        return 0;
+    }
+    fprintf(stderr, "nubo: unknown command '%s'\n", cmd);
+    usage();
+    return 2;
+}

@@ -1,0 +1,60 @@
+/* ctx.h - the request context passed to every call.
+ *
+ * A context carries who is asking (user, project, roles), which request this
+ * is (request ID, printed on every log line, stored with every instance action
+ * event and fault), the negotiated microversion, and the one error recorded
+ * for the request. Errors are reported once, where detected, with
+ * nb_error(); callers then just return -1 and the HTTP layer turns the
+ * recorded error into a status and an OpenStack error body. */
+#ifndef NB_CTX_H
+#define NB_CTX_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#define NB_ID_LEN 64
+
+struct nb_ctx {
+    char request_id[48];           /* "req-<uuid>" */
+    char global_request_id[48];    /* from X-OpenStack-Request-ID, or "" */
+    char user_id[NB_ID_LEN];       /* "" when unauthenticated (system work) */
+    char user_name[NB_ID_LEN];
+    char project_id[NB_ID_LEN];
+    char project_name[NB_ID_LEN];
+    char domain_id[NB_ID_LEN];
+    bool is_admin;                 /* has the admin role */
+    bool is_member;                /* has member (or admin) role */
+    bool is_reader;                /* has any role on the project */
+    bool system;                   /* internal work (conductor, periodic tasks) */
+    char token_expires[40];        /* ISO time of token expiry, "" if none */
+    int mv_major, mv_minor;        /* negotiated microversion, 0.0 if none */
+
+    /* The recorded error: HTTP status, OpenStack error name, message. */
+    int err_status;
+    char err_name[48];
+    char err_msg[1024];
+};
+
+/* Initializes ctx with a fresh request ID and no identity. */
+void nb_ctx_init(struct nb_ctx *ctx);
+
+/* Initializes an internal (system, admin) context that keeps request_id if
+ * it is non-NULL and non-empty, else makes a new one. */
+void nb_ctx_init_system(struct nb_ctx *ctx, const char *request_id);
+
+/* Records an error: status (400, 404, …), name (e.g. "badRequest",
+ * "itemNotFound"; NULL picks the default for the status) and a printf-style
+ * message naming the offending value. The first error wins. Returns -1, so
+ * `return nb_error(ctx, 404, NULL, "Flavor %s could not be found.", id);`. */
+int nb_error(struct nb_ctx *ctx, int status, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* True when ctx's microversion is >= major.minor. */
+bool nb_ctx_mv_ge(const struct nb_ctx *ctx, int major, int minor);
+
+/* Serializes the identity and request ID of ctx (for bus messages). New ref. */
+json_t *nb_ctx_to_json(const struct nb_ctx *ctx);
+/* Restores a context from nb_ctx_to_json() output (missing keys -> empty). */
+void nb_ctx_from_json(struct nb_ctx *ctx, json_t *j);
+
+#endif

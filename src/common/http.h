@@ -1,0 +1,116 @@
+/* http.h - the HTTP server and router shared by every API service.
+ *
+ * One libmicrohttpd server (thread pool) serves every service on one port
+ * under a prefix: /identity, /compute, /image, /placement, /volume. Each
+ * module registers its routes at start-up with nb_http_route(). A route is
+ * {method, path pattern, handler, flags}; patterns use "{name}" segments,
+ * e.g. "/compute/v2.1/servers/{server_id}/action". Exact segments win over
+ * "{}" segments.
+ *
+ * For each request the server: reads the body (up to [api] max_request_body_size,
+ * else 413), makes a context with a new request ID, checks X-Auth-Token
+ * through the auth hook unless the route is NB_ROUTE_NO_AUTH (401 on failure),
+ * negotiates the microversion for compute/placement (406 when out of range),
+ * calls the handler, and renders either resp->body or the error recorded in
+ * ctx in the service's OpenStack error shape. Every response carries
+ * x-openstack-request-id (and x-compute-request-id for compute). */
+#ifndef NB_HTTP_H
+#define NB_HTTP_H
+
+#include "common/ctx.h"
+#include <jansson.h>
+#include <stddef.h>
+
+enum nb_service {
+    NB_SVC_IDENTITY,
+    NB_SVC_COMPUTE,
+    NB_SVC_IMAGE,
+    NB_SVC_PLACEMENT,
+    NB_SVC_VOLUME,
+    NB_SVC_OTHER,
+};
+
+struct nb_req {
+    const char *method;       /* "GET", … */
+    const char *path;         /* full path, e.g. "/compute/v2.1/servers" */
+    enum nb_service service;
+    void *conn;               /* opaque MHD connection, for header/query lookups */
+    const char *body;         /* raw body (NUL-terminated), may be "" */
+    size_t body_len;
+    json_t *json;             /* parsed body, NULL if empty; owned by the server */
+    int nparams;              /* path parameters from "{name}" segments */
+    const char *param_names[8];
+    char *param_values[8];    /* URL-decoded */
+    /* In-process dispatch only (conn == NULL): */
+    const char *const *dispatch_headers; /* NULL-terminated name, value, … */
+    int nquery;
+    char *query_keys[32], *query_values[32];
+};
+
+struct nb_resp {
+    int status;               /* defaults to 200 */
+    json_t *body;             /* JSON body (stolen by the server), or NULL */
+    char *raw;                /* or a raw body (malloc'd, freed by the server) */
+    size_t raw_len;
+    const char *content_type; /* for raw; default application/json */
+    int nheaders;
+    char *header_names[8];    /* malloc'd, freed by the server */
+    char *header_values[8];
+};
+
+/* Returns 0 on success (resp filled), -1 after nb_error() on ctx. */
+typedef int (*nb_handler_fn)(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp);
+
+enum {
+    NB_ROUTE_NO_AUTH = 1 << 0, /* no token needed (version discovery, token create) */
+};
+
+/* Registers a route. Call before nb_http_start(). Not thread-safe. */
+void nb_http_route(const char *method, const char *pattern, nb_handler_fn fn, int flags);
+
+/* The auth hook: validates token, fills ctx identity. 0 ok, -1 after
+ * nb_error(ctx, 401, …). Set by the identity module. */
+typedef int (*nb_auth_fn)(struct nb_ctx *ctx, const char *token);
+void nb_http_set_auth(nb_auth_fn fn);
+
+/* Starts serving on host:port with nthreads threads. 0/-1. */
+int nb_http_start(const char *host, int port, int nthreads);
+/* Stops accepting, lets in-flight requests finish, then returns. */
+void nb_http_stop(void);
+/* Returns the "http://host:port" base URL this server advertises (borrowed). */
+const char *nb_http_base_url(void);
+/* Sets the advertised base URL (defaults to http://<host>:<port>). */
+void nb_http_set_base_url(const char *url);
+
+/* Request accessors. Returned strings are borrowed for the request's life. */
+const char *nb_req_param(const struct nb_req *req, const char *name);
+const char *nb_req_header(const struct nb_req *req, const char *name);
+const char *nb_req_query(const struct nb_req *req, const char *name);
+/* Calls fn for every query argument (repeated keys included). */
+void nb_req_query_each(const struct nb_req *req,
+                       void (*fn)(void *opaque, const char *key, const char *value),
+                       void *opaque);
+
+/* Response helpers: set status and body (steals body). Return 0. */
+int nb_resp_json(struct nb_resp *resp, int status, json_t *body);
+int nb_resp_empty(struct nb_resp *resp, int status);
+void nb_resp_header(struct nb_resp *resp, const char *name, const char *value);
+
+/* Requires a JSON object body; on failure records 400 (naming the problem)
+ * and returns NULL. Borrowed. */
+json_t *nb_req_json_object(struct nb_ctx *ctx, struct nb_req *req);
+
+/* Microversion ranges the server negotiates per service. */
+#define NB_COMPUTE_MV_MIN_MAJOR 2
+#define NB_COMPUTE_MV_MIN_MINOR 1
+#define NB_COMPUTE_MV_MAX_MAJOR 2
+#define NB_COMPUTE_MV_MAX_MINOR 93
+#define NB_PLACEMENT_MV_MAX_MINOR 39
+
+/* Dispatches one request in-process without a socket (benchmarks, unit
+ * tests). headers is a NULL-terminated name, value, … array; query is the
+ * raw query string or NULL. Fills *status and returns the body (malloc'd). */
+char *nb_http_dispatch(const char *method, const char *path, const char *query,
+                       const char *const *headers, const char *body, int *status);
+
+#endif

@@ -1,0 +1,20 @@
+/* json.h - small jansson helpers used by every API module. */
+#ifndef NB_JSON_H
+#define NB_JSON_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+/* Borrowed string value of obj[key], or NULL if absent or not a string. */
+const char *nb_json_str(const json_t *obj, const char *key);
+/* obj[key] as integer, or def if absent/not an integer. */
+long long nb_json_int(const json_t *obj, const char *key, long long def);
+/* Parses text (NULL -> NULL); returns a new ref or NULL. */
+json_t *nb_json_parse(const char *text);
+/* Compact dump, caller frees; "null" for NULL. */
+char *nb_json_dump(const json_t *j);
+/* Builds a JSON object from printf-formatted text; aborts on bad format
+ * (programming error). New reference. */
+json_t *nb_json_pack_text(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,30 @@
+/* log.h - oslo.log-shaped logging, one file per role.
+ *
+ * Lines look like nova's:
+ *   2026-11-29 18:00:00.123 4242 INFO nubo.compute.manager [req-… user project] [instance: …] msg
+ * The logger name's second component picks the file: "nubo.compute.*" goes to
+ * nubo-compute.log, "nubo.scheduler.*" to nubo-scheduler.log, etc. (log_dir set
+ * with nb_log_open). Without a log_dir, lines go to stderr. Thread-safe. */
+#ifndef NB_LOG_H
+#define NB_LOG_H
+
+#include "common/ctx.h"
+
+enum nb_log_level { NB_LOG_DEBUG, NB_LOG_INFO, NB_LOG_WARNING, NB_LOG_ERROR };
+
+/* Directs logs to files under dir (created if missing); debug enables DEBUG.
+ * Also echoes WARNING and above to stderr when echo is true. Returns 0/-1. */
+int nb_log_open(const char *dir, bool debug, bool echo);
+void nb_log_close(void);
+
+/* Logs one line. ctx may be NULL (prints "[-]"), instance may be NULL. */
+void nb_log(enum nb_log_level lvl, const char *logger, const struct nb_ctx *ctx,
+            const char *instance, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+#define NB_DEBUG(lg, ctx, inst, ...) nb_log(NB_LOG_DEBUG, lg, ctx, inst, __VA_ARGS__)
+#define NB_INFO(lg, ctx, inst, ...) nb_log(NB_LOG_INFO, lg, ctx, inst, __VA_ARGS__)
+#define NB_WARN(lg, ctx, inst, ...) nb_log(NB_LOG_WARNING, lg, ctx, inst, __VA_ARGS__)
+#define NB_ERROR(lg, ctx, inst, ...) nb_log(NB_LOG_ERROR, lg, ctx, inst, __VA_ARGS__)
+
+#endif

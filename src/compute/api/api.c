@@ -1,0 +1,33 @@
+/* api.c - registers every Compute API resource, and the shared
+ * schema-style input error (see api.h). */
+#include "compute/api/api.h"
+#include "common/json.h"
+
+#include <stdlib.h>
+
+int nb_compute_api_init(struct nb_env *env)
+{
+    int (*inits[])(struct nb_env *) = {
+        nb_compute_versions_init,      nb_compute_flavors_init,
+        nb_compute_keypairs_init,      nb_compute_availability_zones_init,
+        nb_compute_aggregates_init,    nb_compute_server_groups_init,
+        nb_compute_services_init,      nb_compute_hypervisors_init,
+        nb_compute_servers_init,       nb_compute_server_actions_init,
+        nb_compute_server_metadata_init, nb_compute_instance_actions_init,
+        nb_compute_quotas_init,        nb_compute_limits_init,
+    };
+    for (size_t i = 0; i < sizeof(inits) / sizeof(inits[0]); i++)
+        if (inits[i](env) < 0)
+            return -1;
+    return 0;
+}
+
+int nb_compute_bad_field(struct nb_ctx *ctx, const char *field, const json_t *value,
+                         const char *why)
+{
+    char *v = nb_json_dump(value);
+    int rc = nb_error(ctx, 400, NULL, "Invalid input for field/attribute %s. Value: %s. %s",
+                      field, v, why);
+    free(v);
+    return rc;
+}

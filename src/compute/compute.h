@@ -1,0 +1,82 @@
+/* compute.h - Nova's vocabulary and the records every compute part writes:
+ * states, instance actions and their events, faults; and the bus contract
+ * between the compute API, the conductor, the scheduler and the agents.
+ *
+ * Bus contract (all messages carry the caller's context):
+ *   API -> "conductor" cast:
+ *     build_instances   {"instance_uuids": [...]}       instances already in the DB
+ *                                                        (building/scheduling), action
+ *                                                        "create" already started.
+ *     start_instance    {"uuid"}   stop_instance {"uuid"}
+ *     reboot_instance   {"uuid", "reboot_type": "SOFT"|"HARD"}
+ *     delete_instance   {"uuid"}   (API has set task_state deleting)
+ *   conductor -> "scheduler" call:
+ *     select_destinations {"instance_uuid", "spec": {...}} -> {"host", "node",
+ *        "rp_uuid"} or {"error": "No valid host was found. …", "details": "…"}
+ *   conductor -> "compute.<host>" cast / call: build_and_run_instance,
+ *     start/stop/reboot/destroy, get_console_output (call).
+ *   agent -> "conductor" cast/call: instance_update, compute_node_update,
+ *     service_heartbeat, power_sync, …
+ * The conductor is the only writer of instance state after create; the API
+ * writes the initial row and the task state of an accepted action. */
+#ifndef NB_COMPUTE_H
+#define NB_COMPUTE_H
+
+#include "common/ctx.h"
+#include <jansson.h>
+
+struct nb_db;
+
+/* vm_state */
+#define NB_VM_BUILDING "building"
+#define NB_VM_ACTIVE "active"
+#define NB_VM_STOPPED "stopped"
+#define NB_VM_PAUSED "paused"
+#define NB_VM_SUSPENDED "suspended"
+#define NB_VM_ERROR "error"
+#define NB_VM_DELETED "deleted"
+#define NB_VM_SOFT_DELETED "soft-delete"
+#define NB_VM_SHELVED_OFFLOADED "shelved_offloaded"
+#define NB_VM_RESIZED "resized"
+#define NB_VM_RESCUED "rescued"
+
+/* task_state */
+#define NB_TASK_SCHEDULING "scheduling"
+#define NB_TASK_NETWORKING "networking"
+#define NB_TASK_BDM "block_device_mapping"
+#define NB_TASK_SPAWNING "spawning"
+#define NB_TASK_POWERING_OFF "powering-off"
+#define NB_TASK_POWERING_ON "powering-on"
+#define NB_TASK_REBOOTING "rebooting"
+#define NB_TASK_REBOOTING_HARD "rebooting_hard"
+#define NB_TASK_REBOOT_PENDING "reboot_pending"
+#define NB_TASK_REBOOT_STARTED "reboot_started"
+#define NB_TASK_REBOOT_PENDING_HARD "reboot_pending_hard"
+#define NB_TASK_REBOOT_STARTED_HARD "reboot_started_hard"
+#define NB_TASK_DELETING "deleting"
+
+/* The API status for a vm_state/task_state pair, as Nova's
+ * nova.api.openstack.common.status_from_state (borrowed static string). */
+const char *nb_server_status(const char *vm_state, const char *task_state);
+
+/* Starts an instance action (instance_actions row) for ctx->request_id.
+ * Returns 0/-1. Idempotent per (instance, request_id). */
+int nb_action_start(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid,
+                    const char *action);
+/* Sets finish_time (and message on error) of the request's action. */
+int nb_action_finish(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid,
+                     const char *message);
+/* Starts an event of the request's action (creating the action with
+ * fallback_action if none exists). host may be NULL. 0/-1. */
+int nb_event_start(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid,
+                   const char *event, const char *host);
+/* Finishes the newest unfinished event of that name: result "Success" or
+ * "Error"; traceback/details may be NULL. 0/-1. */
+int nb_event_finish(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid,
+                    const char *event, const char *result, const char *traceback,
+                    const char *details);
+/* Records an instance fault. 0/-1. */
+int nb_fault_add(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid, int code,
+                 const char *message, const char *details, const char *host);
+
+#endif

@@ -1,0 +1,162 @@
+/* objects.c - Nova's state vocabulary and the action/event/fault records
+ * every compute part writes (see compute.h). */
+#include "compute/compute.h"
+#include "common/util.h"
+#include "db/db.h"
+
+#include <string.h>
+
+const char *nb_server_status(const char *vm_state, const char *task_state)
+{
+    const char *vm = vm_state ? vm_state : "";
+    const char *task = task_state ? task_state : "";
+    if (!strcmp(vm, NB_VM_ACTIVE)) {
+        if (!strcmp(task, NB_TASK_REBOOTING) || !strcmp(task, NB_TASK_REBOOT_PENDING) ||
+            !strcmp(task, NB_TASK_REBOOT_STARTED))
+            return "REBOOT";
+        if (!strcmp(task, NB_TASK_REBOOTING_HARD) || !strcmp(task, NB_TASK_REBOOT_PENDING_HARD) ||
+            !strcmp(task, NB_TASK_REBOOT_STARTED_HARD))
+            return "HARD_REBOOT";
+        if (!strcmp(task, "rebuilding") || !strcmp(task, "rebuild_block_device_mapping") ||
+            !strcmp(task, "rebuild_spawning"))
+            return "REBUILD";
+        if (!strcmp(task, "updating_password"))
+            return "PASSWORD";
+        if (!strcmp(task, "resize_prep") || !strcmp(task, "resize_migrating") ||
+            !strcmp(task, "resize_migrated") || !strcmp(task, "resize_finish"))
+            return "RESIZE";
+        if (!strcmp(task, "migrating"))
+            return "MIGRATING";
+        return "ACTIVE";
+    }
+    if (!strcmp(vm, NB_VM_BUILDING))
+        return "BUILD";
+    if (!strcmp(vm, NB_VM_STOPPED)) {
+        if (!strcmp(task, "resize_prep") || !strcmp(task, "resize_migrating") ||
+            !strcmp(task, "resize_migrated") || !strcmp(task, "resize_finish"))
+            return "RESIZE";
+        if (!strcmp(task, "rebuilding") || !strcmp(task, "rebuild_spawning"))
+            return "REBUILD";
+        return "SHUTOFF";
+    }
+    if (!strcmp(vm, NB_VM_RESIZED))
+        return !strcmp(task, "resize_reverting") ? "REVERT_RESIZE" : "VERIFY_RESIZE";
+    if (!strcmp(vm, NB_VM_PAUSED))
+        return "PAUSED";
+    if (!strcmp(vm, NB_VM_SUSPENDED))
+        return "SUSPENDED";
+    if (!strcmp(vm, NB_VM_RESCUED))
+        return "RESCUE";
+    if (!strcmp(vm, NB_VM_ERROR))
+        return !strcmp(task, "rebuilding") ? "REBUILD" : "ERROR";
+    if (!strcmp(vm, NB_VM_DELETED))
+        return "DELETED";
+    if (!strcmp(vm, NB_VM_SOFT_DELETED))
+        return "SOFT_DELETED";
+    if (!strcmp(vm, "shelved") || !strcmp(vm, NB_VM_SHELVED_OFFLOADED))
+        return !strcmp(vm, "shelved") ? "SHELVED" : "SHELVED_OFFLOADED";
+    return "UNKNOWN";
+}
+
+int nb_action_start(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid,
+                    const char *action)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    if (nb_db_int(db, ctx, 0,
+                  "SELECT COUNT(*) FROM instance_actions WHERE instance_uuid = ? AND request_id = ?",
+                  "ss", instance_uuid, ctx->request_id) > 0)
+        return 0;
+    return nb_db_exec(db, ctx,
+                      "INSERT INTO instance_actions (action, instance_uuid, request_id, user_id, "
+                      "project_id, start_time, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                      "sssssss", action, instance_uuid, ctx->request_id,
+                      ctx->user_id[0] ? ctx->user_id : NULL,
+                      ctx->project_id[0] ? ctx->project_id : NULL, now, now) < 0
+               ? -1
+               : 0;
+}
+
+int nb_action_finish(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid,
+                     const char *message)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    return nb_db_exec(db, ctx,
+                      "UPDATE instance_actions SET finish_time = ?, updated_at = ?, "
+                      "message = COALESCE(?, message) WHERE instance_uuid = ? AND request_id = ?",
+                      "sssss", now, now, message, instance_uuid, ctx->request_id) < 0
+               ? -1
+               : 0;
+}
+
+int nb_event_start(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid,
+                   const char *event, const char *host)
+{
+    long long action_id = nb_db_int(db, ctx, 0,
+                                    "SELECT id FROM instance_actions WHERE instance_uuid = ? AND "
+                                    "request_id = ? ORDER BY id DESC LIMIT 1",
+                                    "ss", instance_uuid, ctx->request_id);
+    if (action_id < 0)
+        return -1;
+    if (action_id == 0) {
+        /* Work not started by an API request (periodic tasks): make one. */
+        if (nb_action_start(db, ctx, instance_uuid, event) < 0)
+            return -1;
+        action_id = nb_db_int(db, ctx, 0,
+                              "SELECT id FROM instance_actions WHERE instance_uuid = ? AND "
+                              "request_id = ? ORDER BY id DESC LIMIT 1",
+                              "ss", instance_uuid, ctx->request_id);
+        if (action_id <= 0)
+            return -1;
+    }
+    char now[32];
+    nb_now_iso_us(now);
+    return nb_db_exec(db, ctx,
+                      "INSERT INTO instance_actions_events (action_id, event, start_time, host, "
+                      "created_at) VALUES (?, ?, ?, ?, ?)",
+                      "issss", action_id, event, now, host, now) < 0
+               ? -1
+               : 0;
+}
+
+int nb_event_finish(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid,
+                    const char *event, const char *result, const char *traceback,
+                    const char *details)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    int n = nb_db_exec(db, ctx,
+                       "UPDATE instance_actions_events SET finish_time = ?, result = ?, "
+                       "traceback = ?, details = ? WHERE id = (SELECT e.id FROM "
+                       "instance_actions_events e JOIN instance_actions a ON a.id = e.action_id "
+                       "WHERE a.instance_uuid = ? AND a.request_id = ? AND e.event = ? AND "
+                       "e.finish_time IS NULL ORDER BY e.id DESC LIMIT 1)",
+                       "sssssss", now, result, traceback, details, instance_uuid, ctx->request_id,
+                       event);
+    if (n < 0)
+        return -1;
+    if (n == 0) /* finish of an event never started: record it whole */
+        return nb_event_start(db, ctx, instance_uuid, event, NULL) < 0
+                   ? -1
+                   : nb_event_finish(db, ctx, instance_uuid, event, result, traceback, details);
+    if (result && strcmp(result, "Error") == 0)
+        nb_db_exec(db, ctx,
+                   "UPDATE instance_actions SET message = 'Error' WHERE instance_uuid = ? AND "
+                   "request_id = ?",
+                   "ss", instance_uuid, ctx->request_id);
+    return 0;
+}
+
+int nb_fault_add(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid, int code,
+                 const char *message, const char *details, const char *host)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    return nb_db_exec(db, ctx,
+                      "INSERT INTO instance_faults (instance_uuid, code, message, details, host, "
+                      "created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                      "sissss", instance_uuid, (long long)code, message, details, host, now) < 0
+               ? -1
+               : 0;
+}

@@ -1,0 +1,88 @@
+/* driver.h - the virt driver vtable, as libvirt's own hypervisor drivers.
+ *
+ * A driver manages the guests of one or more hosts. The compute agent calls
+ * it; the conductor never does. Every entry point returns 0 on success or -1
+ * after nb_error() on ctx with a message that says what failed (for a
+ * libvirt driver: libvirt's/QEMU's own text). Instances are passed as the
+ * JSON the conductor sends: {"uuid", "name", "flavor": {...}, "image_ref",
+ * "user_data", "key_data", "metadata", "block_device_mapping": [...], ...}. */
+#ifndef NB_VIRT_DRIVER_H
+#define NB_VIRT_DRIVER_H
+
+#include "common/ctx.h"
+#include <jansson.h>
+
+/* power_state codes, as Nova */
+enum nb_power_state {
+    NB_POWER_NOSTATE = 0,
+    NB_POWER_RUNNING = 1,
+    NB_POWER_PAUSED = 3,
+    NB_POWER_SHUTDOWN = 4,
+    NB_POWER_CRASHED = 6,
+    NB_POWER_SUSPENDED = 7,
+};
+
+struct nb_host_info {
+    char hypervisor_hostname[256];
+    char hypervisor_type[32];      /* "QEMU", "fake" */
+    long hypervisor_version;       /* e.g. 7002022 for 7.2.22 */
+    char cpu_model[64];
+    char cpu_vendor[32];
+    char cpu_arch[16];
+    json_t *cpu_features;          /* array of strings, owned by the struct */
+    int vcpus;
+    long memory_mb;
+    long local_gb;
+    char host_ip[64];
+};
+
+struct nb_guest_info {
+    int power_state;               /* enum nb_power_state */
+};
+
+struct nb_virt_driver;
+
+struct nb_virt_ops {
+    const char *name;
+    /* Host capacity and CPU; fills *info (cpu_features new ref). */
+    int (*host_info)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                     struct nb_host_info *info);
+    int (*spawn)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                 json_t *instance);
+    /* Removes the guest and its local files; absent guest is not an error. */
+    int (*destroy)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                   json_t *instance);
+    int (*power_on)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                    json_t *instance);
+    /* timeout_s: graceful shutdown time before a forced stop (0 = force). */
+    int (*power_off)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                     json_t *instance, int timeout_s);
+    int (*reboot)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                  json_t *instance, bool hard);
+    /* -1 with 404 recorded when the guest does not exist on host. */
+    int (*get_info)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                    const char *uuid, struct nb_guest_info *info);
+    /* UUIDs of guests on host: new JSON object {uuid: power_state}. */
+    json_t *(*list)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host);
+    /* Serial console text (malloc'd) or NULL. */
+    char *(*console_log)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                         const char *uuid);
+    void (*close)(struct nb_virt_driver *drv);
+};
+
+struct nb_virt_driver {
+    const struct nb_virt_ops *ops;
+    void *priv;
+};
+
+/* Creates the driver named by [compute] driver ("fake", later "libvirt").
+ * hosts: the host names this process runs agents for. NULL on error. */
+struct nb_virt_driver *nb_virt_open(const char *name);
+
+/* The fake driver: hosts from [fake] (hosts, cpu_model, vcpus, memory_mb,
+ * disk_gb, hypervisor_version); fault injection via
+ * nb_virt_fake_fail_spawn(host, n): the next n spawns on host fail (-1 = all). */
+struct nb_virt_driver *nb_virt_fake_open(void);
+void nb_virt_fake_fail_spawn(const char *host, int n);
+
+#endif

@@ -1,0 +1,54 @@
+/* placement.h - the Placement service under /placement, and its in-process
+ * API for the scheduler and the compute agents.
+ *
+ * The in-process calls do exactly what the matching HTTP calls do (same
+ * validation, generations, 409s) and share their code; they exist so that an
+ * all-in-one does not pay for HTTP to itself. Resource amounts are JSON
+ * objects {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}. */
+#ifndef NB_PLACEMENT_H
+#define NB_PLACEMENT_H
+
+#include "common/ctx.h"
+#include "common/env.h"
+#include <jansson.h>
+
+int nb_placement_init(struct nb_env *env);
+
+/* Creates the provider if missing (by uuid), else renames it. 0/-1. */
+int nb_placement_ensure_provider(struct nb_ctx *ctx, const char *rp_uuid, const char *name);
+/* Replaces the provider's inventories: {"VCPU": {"total":…, "reserved":…,
+ * "allocation_ratio":…, "min_unit":…, "max_unit":…, "step_size":…}, …}.
+ * Generation is handled internally (retried on a concurrent change). 0/-1. */
+int nb_placement_set_inventories(struct nb_ctx *ctx, const char *rp_uuid, json_t *inventories);
+/* Sets the provider's traits (array of names), creating custom ones. 0/-1. */
+int nb_placement_set_traits(struct nb_ctx *ctx, const char *rp_uuid, json_t *traits);
+
+/* GET /allocation_candidates in-process. resources: amounts; required: array
+ * of trait names or NULL; member_of: array of aggregate UUIDs (any of) or
+ * NULL; limit 0 = no limit. Returns the 1.36+ response body (new ref):
+ * {"allocation_requests": [{"allocations": {rp_uuid: {"resources": {…}}}, …}],
+ *  "provider_summaries": {rp_uuid: {"resources": {rc: {"capacity", "used"}}, "traits": [...]}}},
+ * or NULL on error. */
+json_t *nb_placement_candidates(struct nb_ctx *ctx, json_t *resources, json_t *required,
+                                json_t *member_of, int limit);
+
+/* Why there was no candidate: for each requested resource class, the
+ * largest free amount on any provider. Returns a new string such as
+ * "MEMORY_MB: requested 4096, largest free 2048 (fake-1); VCPU: ok" listing
+ * only the short classes ("" if none is short), or NULL on error. */
+char *nb_placement_explain_shortage(struct nb_ctx *ctx, json_t *resources);
+
+/* PUT /allocations/{consumer} for one provider, atomically checking
+ * capacity. consumer_generation: -1 for a new consumer (null in the API),
+ * else the expected generation. 0; -1 with 409 recorded when capacity or
+ * generation does not allow it. */
+int nb_placement_claim(struct nb_ctx *ctx, const char *consumer_uuid, const char *project_id,
+                       const char *user_id, const char *rp_uuid, json_t *resources,
+                       long long consumer_generation);
+/* Removes all allocations of the consumer (and the consumer). 0/-1
+ * (no allocation is not an error). */
+int nb_placement_delete_allocations(struct nb_ctx *ctx, const char *consumer_uuid);
+/* Provider UUID holding the consumer's allocations, or NULL. Caller frees. */
+char *nb_placement_consumer_provider(struct nb_ctx *ctx, const char *consumer_uuid);
+
+#endif

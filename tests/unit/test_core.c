@@ -1,0 +1,252 @@
+/* test_core.c - unit tests of the shared core: util, config, db, bus, the
+ * HTTP router (through in-process dispatch) and the status mapping. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "bus/bus.h"
+#include "common/config.h"
+#include "common/http.h"
+#include "common/json.h"
+#include "common/util.h"
+#include "compute/compute.h"
+#include "db/db.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void test_uuid(void **state)
+{
+    (void)state;
+    char a[NB_UUID_LEN], b[NB_UUID_LEN];
+    nb_uuid(a);
+    nb_uuid(b);
+    assert_true(nb_is_uuid(a));
+    assert_string_not_equal(a, b);
+    assert_true(nb_is_uuid("0123456789abcdef0123456789ABCDEF"));
+    assert_false(nb_is_uuid("not-a-uuid"));
+    assert_false(nb_is_uuid("0123456789abcdef0123456789abcdeg"));
+    assert_false(nb_is_uuid(NULL));
+}
+
+static void test_time_parse(void **state)
+{
+    (void)state;
+    assert_true(nb_time_parse("1970-01-01T00:00:10Z") == 10.0);
+    assert_true(nb_time_parse("1970-01-01T01:00:10+01:00") == 10.0);
+    assert_true(nb_time_parse("1970-01-01T00:00:10.5") == 10.5);
+    assert_true(nb_time_parse("garbage") < 0);
+    char buf[32];
+    assert_string_equal(nb_time_iso(86400, buf), "1970-01-02T00:00:00Z");
+}
+
+static void test_config(void **state)
+{
+    (void)state;
+    nb_conf_reset();
+    char path[] = "/tmp/nubo-test-conf-XXXXXX";
+    int fd = mkstemp(path);
+    const char *text = "[DEFAULT]\nhost = h1\n[scheduler]\nmax_attempts = 5\n[x]\nflag = True\n";
+    assert_int_equal(write(fd, text, strlen(text)), (int)strlen(text));
+    close(fd);
+    assert_int_equal(nb_conf_load(path), 0);
+    assert_string_equal(nb_conf_str("DEFAULT", "host", "?"), "h1");
+    assert_int_equal(nb_conf_int("scheduler", "max_attempts", 3), 5);
+    assert_int_equal(nb_conf_int("scheduler", "missing", 3), 3);
+    assert_true(nb_conf_bool("x", "flag", false));
+    assert_int_equal(nb_conf_set_arg("scheduler.max_attempts=7"), 0);
+    assert_int_equal(nb_conf_int("scheduler", "max_attempts", 3), 7);
+    assert_int_equal(nb_conf_set_arg("noequals"), -1);
+    assert_int_equal(nb_conf_set_arg(".k=v"), -1);
+    /* write + reload round trip */
+    assert_int_equal(nb_conf_write(path), 0);
+    nb_conf_reset();
+    assert_int_equal(nb_conf_load(path), 0);
+    assert_int_equal(nb_conf_int("scheduler", "max_attempts", 3), 7);
+    unlink(path);
+    nb_conf_reset();
+}
+
+static struct nb_db *open_temp_db(char *path)
+{
+    strcpy(path, "/tmp/nubo-test-db-XXXXXX");
+    int fd = mkstemp(path);
+    close(fd);
+    struct nb_db *db = nb_db_open(path);
+    assert_non_null(db);
+    return db;
+}
+
+static void test_db_sync_and_queries(void **state)
+{
+    (void)state;
+    char path[64];
+    struct nb_db *db = open_temp_db(path);
+    int n = nb_db_sync(db);
+    assert_true(n >= 1);
+    assert_int_equal(nb_db_sync(db), 0); /* idempotent */
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(nb_db_exec(db, &ctx,
+                                "INSERT INTO flavors (flavorid, name, memory_mb, vcpus) "
+                                "VALUES (?, ?, ?, ?)",
+                                "ssii", "1", "m1.tiny", 512LL, 1LL),
+                     1);
+    json_t *rows = nb_db_rows(db, &ctx, "SELECT name, memory_mb FROM flavors", "");
+    assert_int_equal(json_array_size(rows), 1);
+    assert_string_equal(nb_json_str(json_array_get(rows, 0), "name"), "m1.tiny");
+    assert_int_equal(nb_json_int(json_array_get(rows, 0), "memory_mb", 0), 512);
+    json_decref(rows);
+    /* unique constraint -> 409 recorded */
+    assert_int_equal(nb_db_exec(db, &ctx,
+                                "INSERT INTO flavors (flavorid, name, memory_mb, vcpus) "
+                                "VALUES (?, ?, ?, ?)",
+                                "ssii", "2", "m1.tiny", 1LL, 1LL),
+                     -1);
+    assert_int_equal(ctx.err_status, 409);
+    /* rollback leaves nothing behind */
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(nb_db_begin(db, &ctx), 0);
+    nb_db_exec(db, &ctx, "INSERT INTO flavors (flavorid, name, memory_mb, vcpus) VALUES ('9', 'x', 1, 1)", "");
+    nb_db_rollback(db);
+    assert_int_equal(nb_db_int(db, &ctx, -5, "SELECT COUNT(*) FROM flavors", ""), 1);
+    /* JSON functions work as in the runbooks */
+    nb_db_exec(db, &ctx,
+               "INSERT INTO block_device_mapping (instance_uuid, connection_info) VALUES (?, ?)",
+               "ss", "u1", "{\"data\": {\"format\": \"qcow2\"}}");
+    json_t *row = nb_db_row(db, &ctx,
+                            "SELECT JSON_EXTRACT(connection_info, '$.data.format') AS f FROM "
+                            "block_device_mapping WHERE instance_uuid = 'u1' AND deleted = 0",
+                            "");
+    assert_string_equal(nb_json_str(row, "f"), "qcow2");
+    json_decref(row);
+    /* wrong number of arguments is an error, not a crash */
+    assert_int_equal(nb_db_exec(db, &ctx, "SELECT ?", ""), -1);
+    nb_db_close(db);
+    unlink(path);
+}
+
+static json_t *echo_handler(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    int *casts = opaque;
+    if (!strcmp(method, "cast")) {
+        __atomic_add_fetch(casts, 1, __ATOMIC_SEQ_CST);
+        return NULL;
+    }
+    return json_pack("{s:s, s:O}", "request_id", ctx->request_id, "args", args);
+}
+
+static void test_bus(void **state)
+{
+    (void)state;
+    static int casts;
+    assert_int_equal(nb_bus_init(), 0);
+    assert_int_equal(nb_bus_listen("test", echo_handler, &casts, 2), 0);
+    struct nb_ctx ctx;
+    nb_ctx_init(&ctx);
+    json_t *r = nb_bus_call(&ctx, "test", "echo", json_pack("{s:i}", "x", 42), 5000);
+    assert_non_null(r);
+    assert_string_equal(nb_json_str(r, "request_id"), ctx.request_id);
+    assert_int_equal(nb_json_int(json_object_get(r, "args"), "x", 0), 42);
+    json_decref(r);
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(nb_bus_cast(&ctx, "test", "cast", NULL), 0);
+    assert_int_equal(nb_bus_cast(&ctx, "nobody", "x", NULL), -1);
+    assert_null(nb_bus_call(&ctx, "nobody", "x", NULL, 100));
+    nb_bus_shutdown(); /* drains the queue */
+    assert_int_equal(casts, 100);
+}
+
+static int h_hello(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    return nb_resp_json(resp, 200, json_pack("{s:s?, s:i, s:i}", "id", nb_req_param(req, "id"),
+                                             "major", ctx->mv_major, "minor", ctx->mv_minor));
+}
+
+static int h_fail(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    (void)req;
+    (void)resp;
+    return nb_error(ctx, 404, "itemNotFound", "Flavor %s could not be found.", "x");
+}
+
+static int h_body(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    json_t *b = nb_req_json_object(ctx, req);
+    if (!b)
+        return -1;
+    return nb_resp_json(resp, 202, json_incref(b));
+}
+
+static void test_router(void **state)
+{
+    (void)state;
+    nb_http_route("GET", "/compute/v2.1/things/{id}", h_hello, NB_ROUTE_NO_AUTH);
+    nb_http_route("GET", "/compute/v2.1/things/detail", h_fail, NB_ROUTE_NO_AUTH);
+    nb_http_route("POST", "/compute/v2.1/things", h_body, NB_ROUTE_NO_AUTH);
+    nb_http_route("GET", "/compute/v2.1/secret", h_hello, 0);
+    int st;
+    char *b = nb_http_dispatch("GET", "/compute/v2.1/things/abc", NULL, NULL, NULL, &st);
+    assert_int_equal(st, 200);
+    json_t *j = nb_json_parse(b);
+    assert_string_equal(nb_json_str(j, "id"), "abc");
+    assert_int_equal(nb_json_int(j, "minor", 0), 1); /* no header -> 2.1 */
+    json_decref(j);
+    free(b);
+    const char *hdr[] = {"OpenStack-API-Version", "compute 2.53", NULL};
+    b = nb_http_dispatch("GET", "/compute/v2.1/things/abc/", NULL, hdr, NULL, &st);
+    j = nb_json_parse(b);
+    assert_int_equal(nb_json_int(j, "minor", 0), 53);
+    json_decref(j);
+    free(b);
+    const char *bad[] = {"X-OpenStack-Nova-API-Version", "2.999", NULL};
+    b = nb_http_dispatch("GET", "/compute/v2.1/things/abc", NULL, bad, NULL, &st);
+    assert_int_equal(st, 406);
+    free(b);
+    /* exact segment wins over a parameter */
+    b = nb_http_dispatch("GET", "/compute/v2.1/things/detail", NULL, NULL, NULL, &st);
+    assert_int_equal(st, 404);
+    j = nb_json_parse(b);
+    assert_string_equal(nb_json_str(json_object_get(j, "itemNotFound"), "message"),
+                        "Flavor x could not be found.");
+    json_decref(j);
+    free(b);
+    b = nb_http_dispatch("POST", "/compute/v2.1/things", NULL, NULL, "{bad json", &st);
+    assert_int_equal(st, 400);
+    free(b);
+    b = nb_http_dispatch("DELETE", "/compute/v2.1/things", NULL, NULL, NULL, &st);
+    assert_int_equal(st, 405);
+    free(b);
+    b = nb_http_dispatch("GET", "/compute/v2.1/secret", NULL, NULL, NULL, &st);
+    assert_int_equal(st, 401);
+    free(b);
+    b = nb_http_dispatch("GET", "/compute/v2.1/nothing", NULL, NULL, NULL, &st);
+    assert_int_equal(st, 404);
+    free(b);
+}
+
+static void test_status(void **state)
+{
+    (void)state;
+    assert_string_equal(nb_server_status("building", "scheduling"), "BUILD");
+    assert_string_equal(nb_server_status("active", NULL), "ACTIVE");
+    assert_string_equal(nb_server_status("active", "rebooting_hard"), "HARD_REBOOT");
+    assert_string_equal(nb_server_status("active", "rebooting"), "REBOOT");
+    assert_string_equal(nb_server_status("stopped", NULL), "SHUTOFF");
+    assert_string_equal(nb_server_status("error", NULL), "ERROR");
+    assert_string_equal(nb_server_status("bogus", NULL), "UNKNOWN");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_uuid),   cmocka_unit_test(test_time_parse),
+        cmocka_unit_test(test_config), cmocka_unit_test(test_db_sync_and_queries),
+        cmocka_unit_test(test_bus),    cmocka_unit_test(test_router),
+        cmocka_unit_test(test_status),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
