@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages nubo needs to build, run and test. Idempotent;
+# apt is only called when something is missing.
+set -euo pipefail
+pkgs=(
+  build-essential meson ninja-build pkg-config clang
+  libmicrohttpd-dev libjansson-dev libsqlite3-dev libinih-dev libcmocka-dev
+  libssl-dev libcrypt-dev uuid-dev
+  sqlite3 curl procps
+  python3 python3-pytest python3-openstackclient python3-osc-placement python3-openstacksdk
+  tempest python3-stestr python3-subunit python3-junitxml
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi

@@ -1,0 +1,58 @@
+"""Placement through osc-placement."""
+import concurrent.futures
+import uuid
+
+from conftest import unique
+
+
+def test_providers_inventories_usages(cloud):
+    rps = cloud.cli("resource", "provider", "list", "-f", "json")
+    names = sorted(r["name"] for r in rps)
+    assert names == ["fake-1", "fake-2", "fake-3"]
+    rp = [r for r in rps if r["name"] == "fake-1"][0]
+    inv = {i["resource_class"]: i for i in
+           cloud.cli("resource", "provider", "inventory", "list", rp["uuid"], "-f", "json")}
+    assert {"VCPU", "MEMORY_MB", "DISK_GB"} <= set(inv)
+    assert inv["VCPU"]["allocation_ratio"] == 4.0
+    assert inv["MEMORY_MB"]["reserved"] == 512
+    cloud.cli("resource", "provider", "show", rp["uuid"], "-f", "json")
+    usage = {u["resource_class"]: u["usage"] for u in
+             cloud.cli("resource", "provider", "usage", "show", rp["uuid"], "-f", "json")}
+    assert "VCPU" in usage
+
+
+def test_allocation_show_and_delete(cloud):
+    s = cloud.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--network",
+                  "none", "--wait", unique("alloc"), "-f", "json")
+    allocs = cloud.cli("resource", "provider", "allocation", "show", s["id"], "-f", "json")
+    assert len(allocs) == 1 and allocs[0]["resources"] == {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
+    cloud.cli("resource", "provider", "allocation", "delete", s["id"])
+    assert cloud.cli("resource", "provider", "allocation", "show", s["id"], "-f", "json") == []
+
+
+def test_concurrent_claims_one_wins(cloud):
+    rp = str(uuid.uuid4())
+    tok = cloud.token()
+    hdr = {"OpenStack-API-Version": "placement 1.39"}
+    st, _, _ = cloud.request("POST", "/placement/resource_providers",
+                             {"name": unique("rp"), "uuid": rp}, token=tok, headers=hdr)
+    assert st == 200
+    st, _, _ = cloud.request("PUT", "/placement/resource_providers/%s/inventories" % rp,
+                             {"resource_provider_generation": 0,
+                              "inventories": {"VCPU": {"total": 4}}}, token=tok, headers=hdr)
+    assert st == 200
+
+    def claim(_):
+        c = str(uuid.uuid4())
+        return cloud.request("PUT", "/placement/allocations/%s" % c, {
+            "allocations": {rp: {"resources": {"VCPU": 3}}}, "project_id": str(uuid.uuid4()),
+            "user_id": str(uuid.uuid4()), "consumer_generation": None}, token=tok, headers=hdr)[0]
+    with concurrent.futures.ThreadPoolExecutor(2) as ex:
+        res = sorted(ex.map(claim, range(2)))
+    assert res == [204, 409]
+
+
+def test_allocation_candidates(cloud):
+    out = cloud.cli("--os-placement-api-version", "1.29", "allocation", "candidate", "list",
+                    "--resource", "VCPU=1", "--resource", "MEMORY_MB=512", "-f", "json")
+    assert len({c["resource provider"] for c in out}) >= 3

@@ -1,0 +1,126 @@
+"""Flavors, keypairs, services, hypervisors, zones, aggregates, server
+groups, images, limits and quotas with the real CLI."""
+import subprocess
+
+from conftest import unique
+
+
+def test_default_flavors(cloud):
+    flv = {f["Name"]: f for f in cloud.cli("flavor", "list", "-f", "json")}
+    assert flv["m1.tiny"]["RAM"] == 512 and flv["m1.tiny"]["VCPUs"] == 1 and flv["m1.tiny"]["Disk"] == 1
+    assert {"m1.small", "m1.medium"} <= set(flv)
+
+
+def test_flavor_crud_and_extra_specs(cloud):
+    name = unique("f")
+    f = cloud.cli("flavor", "create", "--ram", "256", "--vcpus", "1", "--disk", "2",
+                  "--property", "hw:cpu_policy=shared", name, "-f", "json")
+    assert f["name"] == name and f["ram"] == 256
+    shown = cloud.cli("flavor", "show", name, "-f", "json")
+    assert "hw:cpu_policy" in str(shown["properties"])
+    cloud.cli("flavor", "delete", name)
+    assert cloud.cli("flavor", "show", name, check=False).returncode != 0
+
+
+def test_keypairs_import_and_generate(cloud, tmp_path):
+    key = tmp_path / "k"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True)
+    name = unique("kp")
+    kp = cloud.cli("keypair", "create", "--public-key", str(key) + ".pub", name, "-f", "json")
+    fp = subprocess.run(["ssh-keygen", "-l", "-E", "md5", "-f", str(key) + ".pub"],
+                        capture_output=True, text=True).stdout.split()[1]
+    assert kp["fingerprint"] == fp.replace("MD5:", "")
+    gen = unique("gen")
+    priv = cloud.cli("keypair", "create", gen)
+    assert "PRIVATE KEY" in priv
+    names = [k["Name"] for k in cloud.cli("keypair", "list", "-f", "json")]
+    assert name in names and gen in names
+    s = cloud.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--network",
+                  "none", "--key-name", name, "--wait", unique("k"), "-f", "json")
+    assert s["key_name"] == name
+    cloud.cli("keypair", "delete", name, gen)
+
+
+def test_services_and_hypervisors(cloud):
+    svcs = cloud.cli("compute", "service", "list", "-f", "json")
+    comp = [s for s in svcs if s["Binary"] == "nova-compute"]
+    assert sorted(s["Host"] for s in comp) == ["fake-1", "fake-2", "fake-3"]
+    assert all(s["State"] == "up" and s["Status"] == "enabled" for s in comp)
+    assert {"nova-scheduler", "nova-conductor"} <= {s["Binary"] for s in svcs}
+    only = cloud.cli("compute", "service", "list", "--service", "nova-compute", "-f", "json")
+    assert len(only) == 3
+    hyp = cloud.cli("hypervisor", "list", "--long", "-f", "json")
+    assert len(hyp) == 3 and all(h["State"] == "up" for h in hyp)
+    show = cloud.cli("hypervisor", "show", "fake-1", "-f", "json")
+    assert show["hypervisor_type"] and show["service_host"] if "service_host" in show else True
+    stats = cloud.cli("hypervisor", "stats", "show", "-f", "json")
+    assert stats["count"] == 3 and stats["vcpus"] > 0 and stats["memory_mb"] > 0
+
+
+def test_service_disable_enable(fresh_cloud):
+    c = fresh_cloud()
+    c.cli("compute", "service", "set", "--disable", "--disable-reason", "maintenance",
+          "fake-1", "nova-compute")
+    svc = [s for s in c.cli("compute", "service", "list", "--long", "-f", "json")
+           if s["Host"] == "fake-1" and s["Binary"] == "nova-compute"][0]
+    assert svc["Status"] == "disabled" and svc["Disabled Reason"] == "maintenance"
+    # ComputeFilter keeps disabled hosts out
+    for _ in range(3):
+        s = c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--network",
+                  "none", "--wait", unique("d"), "-f", "json")
+        assert c.cli("server", "show", s["id"], "-f", "json")["OS-EXT-SRV-ATTR:host"] != "fake-1"
+    c.cli("compute", "service", "set", "--enable", "fake-1", "nova-compute")
+
+
+def test_zones_and_aggregates(fresh_cloud):
+    c = fresh_cloud()
+    agg = c.cli("aggregate", "create", "--zone", "az1", "agg1", "-f", "json")
+    c.cli("aggregate", "add", "host", "agg1", "fake-1")
+    zones = {z["Zone Name"] for z in c.cli("availability", "zone", "list", "-f", "json")}
+    assert "az1" in zones
+    s = c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--network",
+              "none", "--availability-zone", "az1", "--wait", unique("z"), "-f", "json")
+    shown = c.cli("server", "show", s["id"], "-f", "json")
+    assert shown["OS-EXT-SRV-ATTR:host"] == "fake-1"
+    assert shown["OS-EXT-AZ:availability_zone"] == "az1"
+
+
+def test_server_group_anti_affinity(fresh_cloud):
+    c = fresh_cloud()
+    g = c.cli("server", "group", "create", "--policy", "anti-affinity", "g1", "-f", "json")
+    hosts = set()
+    for i in range(3):
+        s = c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--network",
+                  "none", "--hint", "group=%s" % g["id"], "--wait", "ga%d" % i, "-f", "json")
+        hosts.add(c.cli("server", "show", s["id"], "-f", "json")["OS-EXT-SRV-ATTR:host"])
+    assert len(hosts) == 3
+    c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--network", "none",
+          "--hint", "group=%s" % g["id"], "--wait", "ga4", check=False)
+    s4 = [x for x in c.cli("server", "list", "-f", "json") if x["Name"] == "ga4"][0]
+    assert s4["Status"] == "ERROR"
+    tok = c.token()
+    _, _, body = c.request("GET", "/compute/v2.1/servers/%s" % s4["ID"], token=tok)
+    assert "ServerGroupAntiAffinityFilter: 3 -> 0" in body["server"]["fault"]["details"]
+
+
+def test_images_records(cloud):
+    imgs = {i["Name"]: i for i in cloud.cli("image", "list", "-f", "json")}
+    assert imgs["cirros"]["Status"] == "active"
+    name = unique("img")
+    im = cloud.cli("image", "create", "--disk-format", "raw", "--container-format", "bare",
+                   "--property", "hw_disk_bus=virtio", name, "-f", "json")
+    assert im["status"] == "queued"
+    cloud.cli("image", "set", "--property", "os_distro=debian", name)
+    shown = cloud.cli("image", "show", name, "-f", "json")
+    assert "os_distro" in str(shown["properties"])
+    assert name in [i["Name"] for i in cloud.cli("image", "list", "--status", "queued", "-f", "json")]
+    cloud.cli("image", "delete", name)
+    assert cloud.cli("image", "show", name, check=False).returncode != 0
+
+
+def test_limits_and_quotas(cloud):
+    lim = {l["Name"]: l["Value"] for l in cloud.cli("limits", "show", "--absolute", "-f", "json")}
+    assert lim["maxTotalInstances"] == 10 and lim["maxTotalCores"] == 20
+    assert lim["maxTotalRAMSize"] == 51200
+    q = cloud.cli("quota", "show", "demo", "-f", "json")
+    assert q["instances"] == 10 or {"Resource": "instances", "Limit": 10} in q

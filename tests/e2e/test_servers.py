@@ -1,0 +1,152 @@
+"""Servers through the whole pipeline (API -> scheduler -> placement ->
+conductor -> compute agent, fake hosts), as an operator drives them."""
+import time
+
+import pytest
+
+from conftest import unique
+
+
+def boot(cloud, name=None, cloud_name="nubo", *extra, wait=True):
+    args = ["server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--network", "none"]
+    args += list(extra) + [name or unique("srv"), "-f", "json"]
+    if wait:
+        args.insert(2, "--wait")
+    return cloud.cli(*args, cloud=cloud_name)
+
+
+def test_boot_to_active_with_runbook_columns(cloud):
+    s = boot(cloud)
+    assert s["status"] == "ACTIVE"
+    out = cloud.cli("server", "show", s["id"], "-c", "OS-EXT-SRV-ATTR:hypervisor_hostname",
+                    "-c", "volumes_attached", "-c", "status", "-f", "json")
+    assert out["status"] == "ACTIVE"
+    assert out["OS-EXT-SRV-ATTR:hypervisor_hostname"].startswith("fake-")
+    v = cloud.cli("server", "show", s["id"], "-f", "value", "-c", "status",
+                  "-c", "OS-EXT-STS:power_state")
+    assert v.split() == ["ACTIVE", "Running"] or v.split() == ["ACTIVE", "1"]
+    full = cloud.cli("server", "show", s["id"], "-f", "json")
+    assert full["OS-EXT-STS:vm_state"] == "active"
+    assert full["OS-EXT-STS:task_state"] is None
+    assert full["OS-SRV-USG:launched_at"]
+    assert full["OS-EXT-SRV-ATTR:instance_name"] == s["id"]
+
+
+def test_events_follow_the_pipeline(cloud):
+    s = boot(cloud)
+    events = cloud.cli("server", "event", "list", s["id"], "-f", "json")
+    assert [e["Action"] for e in events] == ["create"]
+    req = events[0]["Request ID"]
+    assert req.startswith("req-")
+    detail = cloud.cli("server", "event", "show", s["id"], req, "-f", "json")
+    names = [e["event"] for e in detail["events"]]
+    assert "conductor_schedule_and_build_instances" in names
+    assert "compute__do_build_and_run_instance" in names
+    for e in detail["events"]:
+        assert e["result"] == "Success", e
+    host = cloud.cli("server", "show", s["id"], "-f", "value", "-c",
+                     "OS-EXT-SRV-ATTR:host").strip()
+    assert any(e.get("host") == host for e in detail["events"])
+    # one request ID across the role logs: API, conductor, scheduler, compute
+    for role in ("api", "conductor", "scheduler", "compute"):
+        assert req in cloud.log(role), role
+
+
+def test_power_actions(cloud):
+    s = boot(cloud)
+    sid = s["id"]
+    cloud.cli("server", "stop", sid)
+    st = cloud.wait_server(sid, ("SHUTOFF",))
+    assert st["OS-EXT-STS:power_state"] in ("Shutdown", 4)
+    cloud.cli("server", "start", sid)
+    cloud.wait_server(sid, ("ACTIVE",))
+    cloud.cli("server", "reboot", "--hard", "--wait", sid)
+    assert cloud.wait_server(sid, ("ACTIVE",))["OS-EXT-STS:task_state"] is None
+    cloud.cli("server", "reboot", "--soft", "--wait", sid)
+    cloud.wait_server(sid, ("ACTIVE",))
+    actions = [e["Action"] for e in cloud.cli("server", "event", "list", sid, "-f", "json")]
+    assert actions[:4] == ["reboot", "reboot", "start", "stop"]
+
+
+def test_reset_state_and_lock(cloud):
+    s = boot(cloud)
+    sid = s["id"]
+    cloud.cli("server", "set", "--state", "error", sid)
+    assert cloud.cli("server", "show", sid, "-f", "json")["status"] == "ERROR"
+    cloud.cli("server", "set", "--state", "active", sid)
+    assert cloud.cli("server", "show", sid, "-f", "json")["status"] == "ACTIVE"
+    cloud.cli("server", "lock", sid)
+    # the admin may still act on a locked server; the owner may not
+    demo = boot(cloud, None, "nubo-demo")
+    cloud.cli("server", "lock", demo["id"])
+    p = cloud.cli("server", "stop", demo["id"], cloud="nubo-demo", check=False)
+    assert p.returncode != 0 and "locked" in p.stderr.lower()
+    cloud.cli("server", "unlock", demo["id"])
+
+
+def test_delete_releases_everything(cloud):
+    s = boot(cloud)
+    sid = s["id"]
+    assert cloud.sql("SELECT COUNT(*) AS n FROM allocations WHERE consumer_id = '%s'" % sid)[0]["n"] == 3
+    cloud.cli("server", "delete", "--wait", sid)
+    p = cloud.cli("server", "show", sid, check=False)
+    assert p.returncode != 0
+    assert cloud.sql("SELECT COUNT(*) AS n FROM allocations WHERE consumer_id = '%s'" % sid)[0]["n"] == 0
+    row = cloud.sql("SELECT vm_state, deleted, id FROM instances WHERE uuid = '%s'" % sid)[0]
+    assert row["vm_state"] == "deleted" and row["deleted"] == row["id"]
+
+
+def test_member_isolation_and_hidden_admin_fields(cloud):
+    admin_srv = boot(cloud)
+    demo_srv = boot(cloud, None, "nubo-demo")
+    ids = [x["ID"] for x in cloud.cli("server", "list", "-f", "json", cloud="nubo-demo")]
+    assert demo_srv["id"] in ids and admin_srv["id"] not in ids
+    p = cloud.cli("server", "show", admin_srv["id"], cloud="nubo-demo", check=False)
+    assert p.returncode != 0 and "No server with a name or ID" in p.stderr + p.stdout or "404" in p.stderr
+    shown = cloud.cli("server", "show", demo_srv["id"], "-f", "json", cloud="nubo-demo")
+    assert not [k for k in shown if k.startswith("OS-EXT-SRV-ATTR")]
+    # admin sees it with all_tenants
+    all_ids = [x["ID"] for x in cloud.cli("server", "list", "--all-projects", "-f", "json")]
+    assert demo_srv["id"] in all_ids
+
+
+def test_list_filters_and_paging(cloud):
+    prefix = unique("page")
+    for i in range(5):
+        boot(cloud, "%s-%d" % (prefix, i))
+    listed = cloud.cli("server", "list", "--name", prefix, "-f", "json")
+    assert len(listed) == 5
+    tok = cloud.token()
+    st, _, body = cloud.request("GET", "/compute/v2.1/servers?name=%s&limit=2" % prefix, token=tok)
+    assert st == 200 and len(body["servers"]) == 2
+    nxt = body["servers_links"][0]["href"]
+    assert "marker=" in nxt
+    st, _, body2 = cloud.request("GET", nxt[nxt.index("/compute"):], token=tok)
+    assert len(body2["servers"]) == 2
+    assert not {s["id"] for s in body["servers"]} & {s["id"] for s in body2["servers"]}
+    st, _, body = cloud.request("GET", "/compute/v2.1/servers/detail?status=ACTIVE&name=%s" % prefix,
+                                token=tok)
+    assert len(body["servers"]) == 5
+
+
+def test_metadata(cloud):
+    s = boot(cloud, None, "nubo", "--property", "a=1")
+    sid = s["id"]
+    cloud.cli("server", "set", "--property", "b=2", sid)
+    props = cloud.cli("server", "show", sid, "-f", "json")["properties"]
+    assert props in ({"a": "1", "b": "2"}, "a='1', b='2'")
+    cloud.cli("server", "unset", "--property", "a", sid)
+    props = cloud.cli("server", "show", sid, "-f", "json")["properties"]
+    assert props in ({"b": "2"}, "b='2'")
+
+
+def test_sdk_create_and_wait(cloud):
+    conn = cloud.sdk("nubo-demo")
+    img = conn.image.find_image("cirros")
+    flv = conn.compute.find_flavor("m1.tiny")
+    srv = conn.compute.create_server(name=unique("sdk"), image_id=img.id, flavor_id=flv.id,
+                                     networks="none")
+    srv = conn.compute.wait_for_server(srv, wait=30)
+    assert srv.status == "ACTIVE"
+    conn.compute.delete_server(srv)
+    conn.compute.wait_for_delete(srv, wait=30)
