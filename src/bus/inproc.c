@@ -49,7 +49,10 @@ static struct topic *topics[MAX_TOPICS];
 static int ntopics;
 static pthread_rwlock_t topics_lock = PTHREAD_RWLOCK_INITIALIZER;
 
-int nb_bus_init(void) { return 0; }
+int nb_bus_init(void)
+{
+    return 0;
+}
 
 static struct topic *find_topic(const char *name)
 {

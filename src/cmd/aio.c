@@ -14,31 +14,30 @@ static int write_clouds_yaml(const char *dir, const char *url, const char *admin
 {
     char path[1100];
     snprintf(path, sizeof(path), "%s/clouds.yaml", dir);
-    char *text = nb_strdup_printf(
-        "clouds:\n"
-        "  nubo:\n"
-        "    auth:\n"
-        "      auth_url: %s/identity/v3\n"
-        "      username: admin\n"
-        "      password: \"%s\"\n"
-        "      project_name: admin\n"
-        "      user_domain_id: default\n"
-        "      project_domain_id: default\n"
-        "    region_name: RegionOne\n"
-        "    identity_api_version: 3\n"
-        "    interface: public\n"
-        "  nubo-demo:\n"
-        "    auth:\n"
-        "      auth_url: %s/identity/v3\n"
-        "      username: demo\n"
-        "      password: \"%s\"\n"
-        "      project_name: demo\n"
-        "      user_domain_id: default\n"
-        "      project_domain_id: default\n"
-        "    region_name: RegionOne\n"
-        "    identity_api_version: 3\n"
-        "    interface: public\n",
-        url, admin_pw, url, demo_pw);
+    char *text = nb_strdup_printf("clouds:\n"
+                                  "  nubo:\n"
+                                  "    auth:\n"
+                                  "      auth_url: %s/identity/v3\n"
+                                  "      username: admin\n"
+                                  "      password: \"%s\"\n"
+                                  "      project_name: admin\n"
+                                  "      user_domain_id: default\n"
+                                  "      project_domain_id: default\n"
+                                  "    region_name: RegionOne\n"
+                                  "    identity_api_version: 3\n"
+                                  "    interface: public\n"
+                                  "  nubo-demo:\n"
+                                  "    auth:\n"
+                                  "      auth_url: %s/identity/v3\n"
+                                  "      username: demo\n"
+                                  "      password: \"%s\"\n"
+                                  "      project_name: demo\n"
+                                  "      user_domain_id: default\n"
+                                  "      project_domain_id: default\n"
+                                  "    region_name: RegionOne\n"
+                                  "    identity_api_version: 3\n"
+                                  "    interface: public\n",
+                                  url, admin_pw, url, demo_pw);
     int rc = nb_write_file(path, text, strlen(text), 0600);
     free(text);
     return rc;
@@ -47,10 +46,14 @@ static int write_clouds_yaml(const char *dir, const char *url, const char *admin
 int nb_cmd_aio(int argc, char **argv)
 {
     static const struct option opts[] = {
-        {"state-dir", required_argument, NULL, 'd'}, {"port", required_argument, NULL, 'p'},
-        {"driver", required_argument, NULL, 'D'},    {"fake-hosts", required_argument, NULL, 'n'},
-        {"set", required_argument, NULL, 's'},       {"admin-password", required_argument, NULL, 'a'},
-        {"listen", required_argument, NULL, 'l'},    {NULL, 0, NULL, 0},
+        {"state-dir", required_argument, NULL, 'd'},
+        {"port", required_argument, NULL, 'p'},
+        {"driver", required_argument, NULL, 'D'},
+        {"fake-hosts", required_argument, NULL, 'n'},
+        {"set", required_argument, NULL, 's'},
+        {"admin-password", required_argument, NULL, 'a'},
+        {"listen", required_argument, NULL, 'l'},
+        {NULL, 0, NULL, 0},
     };
     const char *dir = "/var/lib/nubo", *port = "8774", *driver = "fake", *listen = "127.0.0.1";
     const char *admin_pw = getenv("NUBO_ADMIN_PASSWORD");

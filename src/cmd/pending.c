@@ -10,11 +10,11 @@
 #include "image/image.h"
 #include "placement/placement.h"
 
-#define PENDING(decl)                                                                        \
-    __attribute__((weak)) decl                                                               \
-    {                                                                                        \
-        NB_WARN("nubo.main", NULL, NULL, "%s is not implemented yet", __func__);             \
-        return 0;                                                                            \
+#define PENDING(decl)                                                                              \
+    __attribute__((weak)) decl                                                                     \
+    {                                                                                              \
+        NB_WARN("nubo.main", NULL, NULL, "%s is not implemented yet", __func__);                   \
+        return 0;                                                                                  \
     }
 
 PENDING(int nb_identity_init(struct nb_env *env))

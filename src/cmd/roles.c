@@ -27,7 +27,8 @@
 
 static bool role_enabled(const char *role)
 {
-    const char *roles = nb_conf_str("DEFAULT", "roles", "api,conductor,scheduler,placement,compute");
+    const char *roles =
+        nb_conf_str("DEFAULT", "roles", "api,conductor,scheduler,placement,compute");
     char *copy = strdup(roles), *save = NULL;
     bool on = false;
     for (char *r = strtok_r(copy, ", ", &save); r && !on; r = strtok_r(NULL, ", ", &save))
@@ -55,8 +56,8 @@ static int start_agents(struct nb_env *env, struct nb_virt_driver **drv_out)
     if (!drv)
         return -1;
     *drv_out = drv;
-    const char *hosts = !strcmp(name, "fake") ? nb_conf_str("fake", "hosts", "fake-1,fake-2,fake-3")
-                                              : env->my_host;
+    const char *hosts =
+        !strcmp(name, "fake") ? nb_conf_str("fake", "hosts", "fake-1,fake-2,fake-3") : env->my_host;
     char *copy = strdup(hosts), *save = NULL;
     int rc = 0;
     for (char *h = strtok_r(copy, ", ", &save); h && rc == 0; h = strtok_r(NULL, ", ", &save))
@@ -85,8 +86,8 @@ int nb_run_roles(bool bootstrap, const char *admin_password, const char *demo_pa
     };
     char logdir[1024];
     snprintf(logdir, sizeof(logdir), "%s/log", state);
-    if (nb_log_open(nb_conf_str("DEFAULT", "log_dir", logdir), nb_conf_bool("DEFAULT", "debug", false),
-                    true) < 0) {
+    if (nb_log_open(nb_conf_str("DEFAULT", "log_dir", logdir),
+                    nb_conf_bool("DEFAULT", "debug", false), true) < 0) {
         fprintf(stderr, "nubo: cannot create log directory\n");
         return 1;
     }

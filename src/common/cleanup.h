@@ -9,18 +9,24 @@
 #include <jansson.h>
 #include <stdlib.h>
 
-static inline void nb_freep(void *p) { free(*(void **)p); }
-static inline void nb_json_decrefp(json_t **p) { json_decref(*p); }
+static inline void nb_freep(void *p)
+{
+    free(*(void **)p);
+}
+static inline void nb_json_decrefp(json_t **p)
+{
+    json_decref(*p);
+}
 
 #define _cleanup_free_ __attribute__((cleanup(nb_freep)))
 #define _cleanup_json_ __attribute__((cleanup(nb_json_decrefp)))
 
 /* Returns *pp and sets *pp to NULL: ownership leaves the cleanup scope. */
-#define NB_STEAL(pp)                                                           \
-    ({                                                                         \
-        __typeof__(*(pp)) nb_tmp_ = *(pp);                                     \
-        *(pp) = NULL;                                                          \
-        nb_tmp_;                                                               \
+#define NB_STEAL(pp)                                                                               \
+    ({                                                                                             \
+        __typeof__(*(pp)) nb_tmp_ = *(pp);                                                         \
+        *(pp) = NULL;                                                                              \
+        nb_tmp_;                                                                                   \
     })
 
 #endif

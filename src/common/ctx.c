@@ -62,12 +62,11 @@ bool nb_ctx_mv_ge(const struct nb_ctx *ctx, int major, int minor)
 
 json_t *nb_ctx_to_json(const struct nb_ctx *ctx)
 {
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:b, s:b, s:b}",
-                     "request_id", ctx->request_id, "global_request_id", ctx->global_request_id,
-                     "user_id", ctx->user_id, "user_name", ctx->user_name, "project_id",
-                     ctx->project_id, "project_name", ctx->project_name, "is_admin",
-                     ctx->is_admin, "is_member", ctx->is_member, "is_reader", ctx->is_reader,
-                     "system", ctx->system);
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:b, s:b, s:b, s:b}", "request_id",
+                     ctx->request_id, "global_request_id", ctx->global_request_id, "user_id",
+                     ctx->user_id, "user_name", ctx->user_name, "project_id", ctx->project_id,
+                     "project_name", ctx->project_name, "is_admin", ctx->is_admin, "is_member",
+                     ctx->is_member, "is_reader", ctx->is_reader, "system", ctx->system);
 }
 
 void nb_ctx_from_json(struct nb_ctx *ctx, json_t *j)

@@ -15,19 +15,19 @@
 #define NB_ID_LEN 64
 
 struct nb_ctx {
-    char request_id[48];           /* "req-<uuid>" */
-    char global_request_id[48];    /* from X-OpenStack-Request-ID, or "" */
-    char user_id[NB_ID_LEN];       /* "" when unauthenticated (system work) */
+    char request_id[48];        /* "req-<uuid>" */
+    char global_request_id[48]; /* from X-OpenStack-Request-ID, or "" */
+    char user_id[NB_ID_LEN];    /* "" when unauthenticated (system work) */
     char user_name[NB_ID_LEN];
     char project_id[NB_ID_LEN];
     char project_name[NB_ID_LEN];
     char domain_id[NB_ID_LEN];
-    bool is_admin;                 /* has the admin role */
-    bool is_member;                /* has member (or admin) role */
-    bool is_reader;                /* has any role on the project */
-    bool system;                   /* internal work (conductor, periodic tasks) */
-    char token_expires[40];        /* ISO time of token expiry, "" if none */
-    int mv_major, mv_minor;        /* negotiated microversion, 0.0 if none */
+    bool is_admin;          /* has the admin role */
+    bool is_member;         /* has member (or admin) role */
+    bool is_reader;         /* has any role on the project */
+    bool system;            /* internal work (conductor, periodic tasks) */
+    char token_expires[40]; /* ISO time of token expiry, "" if none */
+    int mv_major, mv_minor; /* negotiated microversion, 0.0 if none */
 
     /* The recorded error: HTTP status, OpenStack error name, message. */
     int err_status;

@@ -7,10 +7,10 @@
 struct nb_db;
 
 struct nb_env {
-    struct nb_db *db;          /* NULL in a process without database access */
-    const char *state_path;    /* [DEFAULT] state_path */
-    const char *region;        /* [DEFAULT] region_name, e.g. "RegionOne" */
-    const char *my_host;       /* [DEFAULT] host: this process's host name */
+    struct nb_db *db;       /* NULL in a process without database access */
+    const char *state_path; /* [DEFAULT] state_path */
+    const char *region;     /* [DEFAULT] region_name, e.g. "RegionOne" */
+    const char *my_host;    /* [DEFAULT] host: this process's host name */
 };
 
 #endif

@@ -58,9 +58,18 @@ void nb_http_route(const char *method, const char *pattern, nb_handler_fn fn, in
     free(copy);
 }
 
-void nb_http_set_auth(nb_auth_fn fn) { auth_fn = fn; }
-const char *nb_http_base_url(void) { return base_url; }
-void nb_http_set_base_url(const char *url) { nb_strlcpy(base_url, url, sizeof(base_url)); }
+void nb_http_set_auth(nb_auth_fn fn)
+{
+    auth_fn = fn;
+}
+const char *nb_http_base_url(void)
+{
+    return base_url;
+}
+void nb_http_set_base_url(const char *url)
+{
+    nb_strlcpy(base_url, url, sizeof(base_url));
+}
 
 static enum nb_service service_of(const char *path)
 {
@@ -285,15 +294,15 @@ static void render_error(struct nb_ctx *ctx, enum nb_service svc, struct nb_resp
     resp->status = st;
     switch (svc) {
     case NB_SVC_IDENTITY:
-        resp->body = json_pack("{s:{s:i, s:s, s:s}}", "error", "code", st, "message", msg,
-                               "title", status_title(st));
+        resp->body = json_pack("{s:{s:i, s:s, s:s}}", "error", "code", st, "message", msg, "title",
+                               status_title(st));
         break;
     case NB_SVC_PLACEMENT: {
-        const char *code = nb_startswith(ctx->err_name, "placement.") ? ctx->err_name
-                                                                     : "placement.undefined_code";
-        resp->body = json_pack("{s:[{s:i, s:s, s:s, s:s, s:s}]}", "errors", "status", st, "title",
-                               status_title(st), "detail", msg, "code", code, "request_id",
-                               ctx->request_id);
+        const char *code =
+            nb_startswith(ctx->err_name, "placement.") ? ctx->err_name : "placement.undefined_code";
+        resp->body =
+            json_pack("{s:[{s:i, s:s, s:s, s:s, s:s}]}", "errors", "status", st, "title",
+                      status_title(st), "detail", msg, "code", code, "request_id", ctx->request_id);
         break;
     }
     case NB_SVC_IMAGE:
@@ -380,15 +389,18 @@ static int negotiate(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
     } else if (strcasecmp(v, "latest") == 0) {
         maj = hi_maj, min = hi_min;
     } else if (parse_version(v, &maj, &min) < 0) {
-        return nb_error(ctx, 400, NULL, "API Version String %s is of invalid format. Must be of format MajorNum.MinorNum.", v);
+        return nb_error(
+            ctx, 400, NULL,
+            "API Version String %s is of invalid format. Must be of format MajorNum.MinorNum.", v);
     } else if (maj < lo_maj || (maj == lo_maj && min < lo_min) || maj > hi_maj ||
                (maj == hi_maj && min > hi_min)) {
         if (req->service == NB_SVC_PLACEMENT)
-            return nb_error(ctx, 406, "placement.undefined_code",
-                            "Unacceptable version header: %s", v);
-        return nb_error(ctx, 406, "notAcceptable",
-                        "Version %s is not supported by the API. Minimum is %d.%d and maximum is %d.%d.",
-                        v, lo_maj, lo_min, hi_maj, hi_min);
+            return nb_error(ctx, 406, "placement.undefined_code", "Unacceptable version header: %s",
+                            v);
+        return nb_error(
+            ctx, 406, "notAcceptable",
+            "Version %s is not supported by the API. Minimum is %d.%d and maximum is %d.%d.", v,
+            lo_maj, lo_min, hi_maj, hi_min);
     }
     ctx->mv_major = maj;
     ctx->mv_minor = min;
@@ -432,13 +444,15 @@ static void handle(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
     if (!(r->flags & NB_ROUTE_NO_AUTH)) {
         const char *tok = nb_req_header(req, "X-Auth-Token");
         if (!tok || !*tok || !auth_fn) {
-            nb_error(ctx, 401, "Unauthorized", "The request you have made requires authentication.");
+            nb_error(ctx, 401, "Unauthorized",
+                     "The request you have made requires authentication.");
             render_error(ctx, req->service, resp);
             return;
         }
         if (auth_fn(ctx, tok) < 0) {
             if (!ctx->err_status)
-                nb_error(ctx, 401, "Unauthorized", "The request you have made requires authentication.");
+                nb_error(ctx, 401, "Unauthorized",
+                         "The request you have made requires authentication.");
             render_error(ctx, req->service, resp);
             return;
         }
@@ -500,8 +514,7 @@ struct conn_state {
     bool too_big;
 };
 
-static void log_request(struct nb_ctx *ctx, struct nb_req *req, int status, size_t len,
-                        double t0)
+static void log_request(struct nb_ctx *ctx, struct nb_req *req, int status, size_t len, double t0)
 {
     char mv[32] = "";
     if (ctx->mv_major)
@@ -563,7 +576,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
     struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
     if (len || resp.body || resp.raw)
         MHD_add_response_header(r, "Content-Type",
-                                 resp.content_type ? resp.content_type : "application/json");
+                                resp.content_type ? resp.content_type : "application/json");
     MHD_add_response_header(r, "x-openstack-request-id", ctx.request_id);
     if (req.service == NB_SVC_COMPUTE)
         MHD_add_response_header(r, "x-compute-request-id", ctx.request_id);
@@ -600,8 +613,7 @@ int nb_http_start(const char *host, int port, int nthreads)
         fprintf(stderr, "nubo: bad listen address %s\n", host);
         return -1;
     }
-    daemon_ = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-                                   MHD_USE_ERROR_LOG,
+    daemon_ = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG,
                                (uint16_t)port, NULL, NULL, answer, NULL, MHD_OPTION_SOCK_ADDR,
                                &addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)nthreads,
                                MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,

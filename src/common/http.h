@@ -31,16 +31,16 @@ enum nb_service {
 };
 
 struct nb_req {
-    const char *method;       /* "GET", … */
-    const char *path;         /* full path, e.g. "/compute/v2.1/servers" */
+    const char *method; /* "GET", … */
+    const char *path;   /* full path, e.g. "/compute/v2.1/servers" */
     enum nb_service service;
-    void *conn;               /* opaque MHD connection, for header/query lookups */
-    const char *body;         /* raw body (NUL-terminated), may be "" */
+    void *conn;       /* opaque MHD connection, for header/query lookups */
+    const char *body; /* raw body (NUL-terminated), may be "" */
     size_t body_len;
-    json_t *json;             /* parsed body, NULL if empty; owned by the server */
-    int nparams;              /* path parameters from "{name}" segments */
+    json_t *json; /* parsed body, NULL if empty; owned by the server */
+    int nparams;  /* path parameters from "{name}" segments */
     const char *param_names[8];
-    char *param_values[8];    /* URL-decoded */
+    char *param_values[8]; /* URL-decoded */
     /* In-process dispatch only (conn == NULL): */
     const char *const *dispatch_headers; /* NULL-terminated name, value, … */
     int nquery;
@@ -48,13 +48,13 @@ struct nb_req {
 };
 
 struct nb_resp {
-    int status;               /* defaults to 200 */
-    json_t *body;             /* JSON body (stolen by the server), or NULL */
-    char *raw;                /* or a raw body (malloc'd, freed by the server) */
+    int status;   /* defaults to 200 */
+    json_t *body; /* JSON body (stolen by the server), or NULL */
+    char *raw;    /* or a raw body (malloc'd, freed by the server) */
     size_t raw_len;
     const char *content_type; /* for raw; default application/json */
     int nheaders;
-    char *header_names[8];    /* malloc'd, freed by the server */
+    char *header_names[8]; /* malloc'd, freed by the server */
     char *header_values[8];
 };
 
@@ -88,8 +88,7 @@ const char *nb_req_header(const struct nb_req *req, const char *name);
 const char *nb_req_query(const struct nb_req *req, const char *name);
 /* Calls fn for every query argument (repeated keys included). */
 void nb_req_query_each(const struct nb_req *req,
-                       void (*fn)(void *opaque, const char *key, const char *value),
-                       void *opaque);
+                       void (*fn)(void *opaque, const char *key, const char *value), void *opaque);
 
 /* Response helpers: set status and body (steals body). Return 0. */
 int nb_resp_json(struct nb_resp *resp, int status, json_t *body);

@@ -111,7 +111,7 @@ void nb_log(enum nb_log_level lvl, const char *logger, const struct nb_ctx *ctx,
     fprintf(f, "%s.%03d %d %s %s %s %s%s\n", ts, (int)(tv.tv_usec / 1000), (int)getpid(),
             names[lvl], logger, reqs, inst, msg);
     if (f != stderr && log_echo && lvl >= NB_LOG_WARNING)
-        fprintf(stderr, "%s.%03d %d %s %s %s %s%s\n", ts, (int)(tv.tv_usec / 1000),
-                (int)getpid(), names[lvl], logger, reqs, inst, msg);
+        fprintf(stderr, "%s.%03d %d %s %s %s %s%s\n", ts, (int)(tv.tv_usec / 1000), (int)getpid(),
+                names[lvl], logger, reqs, inst, msg);
     pthread_mutex_unlock(&log_lock);
 }

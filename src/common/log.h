@@ -19,8 +19,7 @@ void nb_log_close(void);
 
 /* Logs one line. ctx may be NULL (prints "[-]"), instance may be NULL. */
 void nb_log(enum nb_log_level lvl, const char *logger, const struct nb_ctx *ctx,
-            const char *instance, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+            const char *instance, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
 #define NB_DEBUG(lg, ctx, inst, ...) nb_log(NB_LOG_DEBUG, lg, ctx, inst, __VA_ARGS__)
 #define NB_INFO(lg, ctx, inst, ...) nb_log(NB_LOG_INFO, lg, ctx, inst, __VA_ARGS__)

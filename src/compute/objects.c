@@ -63,9 +63,10 @@ int nb_action_start(struct nb_db *db, struct nb_ctx *ctx, const char *instance_u
 {
     char now[32];
     nb_now_iso_us(now);
-    if (nb_db_int(db, ctx, 0,
-                  "SELECT COUNT(*) FROM instance_actions WHERE instance_uuid = ? AND request_id = ?",
-                  "ss", instance_uuid, ctx->request_id) > 0)
+    if (nb_db_int(
+            db, ctx, 0,
+            "SELECT COUNT(*) FROM instance_actions WHERE instance_uuid = ? AND request_id = ?",
+            "ss", instance_uuid, ctx->request_id) > 0)
         return 0;
     return nb_db_exec(db, ctx,
                       "INSERT INTO instance_actions (action, instance_uuid, request_id, user_id, "

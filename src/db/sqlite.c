@@ -33,8 +33,14 @@ struct nb_db {
     struct cached cache[CACHE_SIZE];
 };
 
-static void db_lock(struct nb_db *db) { pthread_mutex_lock(&db->lock); }
-static void db_unlock(struct nb_db *db) { pthread_mutex_unlock(&db->lock); }
+static void db_lock(struct nb_db *db)
+{
+    pthread_mutex_lock(&db->lock);
+}
+static void db_unlock(struct nb_db *db)
+{
+    pthread_mutex_unlock(&db->lock);
+}
 
 struct nb_db *nb_db_open(const char *path)
 {
@@ -113,8 +119,7 @@ static sqlite3_stmt *prepare(struct nb_db *db, struct nb_ctx *ctx, const char *s
     c->sql = NULL;
     if (sqlite3_prepare_v3(db->conn, sql, -1, SQLITE_PREPARE_PERSISTENT, &c->st, NULL) !=
         SQLITE_OK) {
-        NB_ERROR("nubo.db", ctx, NULL, "SQL prepare failed: %s: %s", sqlite3_errmsg(db->conn),
-                 sql);
+        NB_ERROR("nubo.db", ctx, NULL, "SQL prepare failed: %s: %s", sqlite3_errmsg(db->conn), sql);
         nb_error(ctx, 500, NULL, "Database error.");
         c->st = NULL;
         return NULL;
@@ -277,8 +282,7 @@ long long nb_db_int(struct nb_db *db, struct nb_ctx *ctx, long long def, const c
         json_t *row = json_array_get(rows, 0);
         const char *k;
         json_t *val;
-        json_object_foreach(row, k, val)
-        {
+        json_object_foreach (row, k, val) {
             if (json_is_integer(val))
                 v = json_integer_value(val);
             else if (json_is_real(val))
@@ -344,8 +348,7 @@ int nb_db_version(struct nb_db *db)
                    "name TEXT NOT NULL, applied_at TEXT NOT NULL DEFAULT (datetime('now')))",
                    "") < 0)
         return -1;
-    return (int)nb_db_int(db, &ctx, 0, "SELECT COALESCE(MAX(version), 0) FROM nubo_migrations",
-                          "");
+    return (int)nb_db_int(db, &ctx, 0, "SELECT COALESCE(MAX(version), 0) FROM nubo_migrations", "");
 }
 
 int nb_db_sync(struct nb_db *db)
@@ -369,8 +372,8 @@ int nb_db_sync(struct nb_db *db)
             nb_db_rollback(db);
             return -1;
         }
-        if (nb_db_exec(db, &ctx, "INSERT INTO nubo_migrations (version, name) VALUES (?, ?)",
-                       "is", (long long)m->version, m->name) < 0 ||
+        if (nb_db_exec(db, &ctx, "INSERT INTO nubo_migrations (version, name) VALUES (?, ?)", "is",
+                       (long long)m->version, m->name) < 0 ||
             nb_db_commit(db, &ctx) < 0) {
             if (db->in_tx)
                 nb_db_rollback(db);
