@@ -26,7 +26,7 @@ for _ in $(seq 100); do
 done
 export OS_CLIENT_CONFIG_FILE=$state/clouds.yaml
 export PATH=/usr/bin:$PATH
-openstack --os-cloud nubo-demo server create --flavor m1.tiny --image cirros --network none --wait demo -f value -c id -c status
+openstack --os-cloud nubo-demo server create --flavor m1.tiny --image cirros --wait demo -f value -c id -c status
 cat <<MSG
 
 nubo is running (pid $(cat "$state/nubo.pid"), logs in $state/log/).

@@ -416,6 +416,22 @@ static int negotiate(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
     return 0;
 }
 
+/* Answers a request without a valid token as keystonemiddleware does on
+ * every service: the identity error shape plus WWW-Authenticate. */
+static void reject_unauthenticated(struct nb_ctx *ctx, struct nb_resp *resp)
+{
+    if (!ctx->err_status || ctx->err_status == 401) {
+        ctx->err_status = 0;
+        nb_error(ctx, 401, "Unauthorized", "The request you have made requires authentication.");
+        render_error(ctx, NB_SVC_IDENTITY, resp);
+        char hdr[320];
+        snprintf(hdr, sizeof(hdr), "Keystone uri=\"%s/identity\"", base_url);
+        nb_resp_header(resp, "WWW-Authenticate", hdr);
+        return;
+    }
+    render_error(ctx, NB_SVC_IDENTITY, resp);
+}
+
 /* Runs one parsed request through routing, auth, negotiation and the
  * handler; leaves the outcome in resp. */
 static void handle(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
@@ -443,17 +459,8 @@ static void handle(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
     }
     if (!(r->flags & NB_ROUTE_NO_AUTH)) {
         const char *tok = nb_req_header(req, "X-Auth-Token");
-        if (!tok || !*tok || !auth_fn) {
-            nb_error(ctx, 401, "Unauthorized",
-                     "The request you have made requires authentication.");
-            render_error(ctx, req->service, resp);
-            return;
-        }
-        if (auth_fn(ctx, tok) < 0) {
-            if (!ctx->err_status)
-                nb_error(ctx, 401, "Unauthorized",
-                         "The request you have made requires authentication.");
-            render_error(ctx, req->service, resp);
+        if (!tok || !*tok || !auth_fn || auth_fn(ctx, tok) < 0) {
+            reject_unauthenticated(ctx, resp);
             return;
         }
     }

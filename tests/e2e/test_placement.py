@@ -22,8 +22,7 @@ def test_providers_inventories_usages(cloud):
 
 
 def test_allocation_show_and_delete(cloud):
-    s = cloud.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--network",
-                  "none", "--wait", unique("alloc"), "-f", "json")
+    s = cloud.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--wait", unique("alloc"), "-f", "json")
     allocs = cloud.cli("resource", "provider", "allocation", "show", s["id"], "-f", "json")
     assert len(allocs) == 1 and allocs[0]["resources"] == {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
     cloud.cli("resource", "provider", "allocation", "delete", s["id"])

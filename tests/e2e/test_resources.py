@@ -35,8 +35,7 @@ def test_keypairs_import_and_generate(cloud, tmp_path):
     assert "PRIVATE KEY" in priv
     names = [k["Name"] for k in cloud.cli("keypair", "list", "-f", "json")]
     assert name in names and gen in names
-    s = cloud.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--network",
-                  "none", "--key-name", name, "--wait", unique("k"), "-f", "json")
+    s = cloud.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--key-name", name, "--wait", unique("k"), "-f", "json")
     assert s["key_name"] == name
     cloud.cli("keypair", "delete", name, gen)
 
@@ -66,8 +65,7 @@ def test_service_disable_enable(fresh_cloud):
     assert svc["Status"] == "disabled" and svc["Disabled Reason"] == "maintenance"
     # ComputeFilter keeps disabled hosts out
     for _ in range(3):
-        s = c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--network",
-                  "none", "--wait", unique("d"), "-f", "json")
+        s = c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--wait", unique("d"), "-f", "json")
         assert c.cli("server", "show", s["id"], "-f", "json")["OS-EXT-SRV-ATTR:host"] != "fake-1"
     c.cli("compute", "service", "set", "--enable", "fake-1", "nova-compute")
 
@@ -78,8 +76,7 @@ def test_zones_and_aggregates(fresh_cloud):
     c.cli("aggregate", "add", "host", "agg1", "fake-1")
     zones = {z["Zone Name"] for z in c.cli("availability", "zone", "list", "-f", "json")}
     assert "az1" in zones
-    s = c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--network",
-              "none", "--availability-zone", "az1", "--wait", unique("z"), "-f", "json")
+    s = c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--availability-zone", "az1", "--wait", unique("z"), "-f", "json")
     shown = c.cli("server", "show", s["id"], "-f", "json")
     assert shown["OS-EXT-SRV-ATTR:host"] == "fake-1"
     assert shown["OS-EXT-AZ:availability_zone"] == "az1"
@@ -90,12 +87,10 @@ def test_server_group_anti_affinity(fresh_cloud):
     g = c.cli("server", "group", "create", "--policy", "anti-affinity", "g1", "-f", "json")
     hosts = set()
     for i in range(3):
-        s = c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--network",
-                  "none", "--hint", "group=%s" % g["id"], "--wait", "ga%d" % i, "-f", "json")
+        s = c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--hint", "group=%s" % g["id"], "--wait", "ga%d" % i, "-f", "json")
         hosts.add(c.cli("server", "show", s["id"], "-f", "json")["OS-EXT-SRV-ATTR:host"])
     assert len(hosts) == 3
-    c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--network", "none",
-          "--hint", "group=%s" % g["id"], "--wait", "ga4", check=False)
+    c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--hint", "group=%s" % g["id"], "--wait", "ga4", check=False)
     s4 = [x for x in c.cli("server", "list", "-f", "json") if x["Name"] == "ga4"][0]
     assert s4["Status"] == "ERROR"
     tok = c.token()

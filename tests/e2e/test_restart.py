@@ -43,8 +43,7 @@ def test_kill_during_boot_then_restart(fresh_cloud):
         assert c.sql("SELECT COUNT(*) AS n FROM instance_faults WHERE instance_uuid = '%s'"
                      % r["uuid"])[0]["n"] >= 1
     # the cloud still works after the restart
-    s = c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--network",
-              "none", "--wait", "after", "-f", "json")
+    s = c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--wait", "after", "-f", "json")
     assert s["status"] == "ACTIVE"
 
 

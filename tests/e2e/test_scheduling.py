@@ -20,8 +20,7 @@ def fault(cloud, sid):
 
 def test_no_valid_host_explains_placement_shortage(cloud):
     big = create_flavor(cloud, 10 ** 6)
-    s = cloud.cli("server", "create", "--flavor", big, "--image", "cirros", "--network", "none",
-                  "--wait", unique("big"), "-f", "json", check=False)
+    s = cloud.cli("server", "create", "--flavor", big, "--image", "cirros", "--wait", unique("big"), "-f", "json", check=False)
     sid = cloud.cli("server", "list", "--flavor", big, "-f", "json")[0]["ID"]
     f = fault(cloud, sid)
     assert f["message"] == "No valid host was found. "
@@ -41,8 +40,7 @@ def test_no_valid_host_explains_filters(fresh_cloud):
         c.cli("aggregate", "add", "host", "agg1", h)
     c.cli("aggregate", "create", "--zone", "az2", "agg2")
     # az2 exists (named by an aggregate) but has no host
-    s = c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--network", "none",
-              "--availability-zone", "az2", "--wait", unique("az"), "-f", "json", check=False)
+    s = c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--availability-zone", "az2", "--wait", unique("az"), "-f", "json", check=False)
     sid = c.cli("server", "list", "-f", "json")[0]["ID"]
     f = fault(c, sid)
     assert f["message"].startswith("No valid host was found.")
@@ -54,8 +52,7 @@ def test_no_valid_host_explains_filters(fresh_cloud):
 
 
 def test_unknown_zone_is_refused_at_api(cloud):
-    p = cloud.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--network",
-                  "none", "--availability-zone", "nowhere", unique("z"), check=False)
+    p = cloud.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--availability-zone", "nowhere", unique("z"), check=False)
     assert p.returncode != 0 and "availability zone" in p.stderr.lower()
 
 
@@ -63,8 +60,7 @@ def test_reschedule_moves_allocation(fresh_cloud):
     c = fresh_cloud("--set", "fake.fail_spawn_hosts=fake-1,fake-2",
                     "--set", "filter_scheduler.ram_weight_multiplier=1.0")
     # Boot several: any landing first on a failing host must be rescheduled
-    ids = [c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--network",
-                 "none", "--wait", unique("rs"), "-f", "json")["id"] for _ in range(3)]
+    ids = [c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--wait", unique("rs"), "-f", "json")["id"] for _ in range(3)]
     for sid in ids:
         s = c.cli("server", "show", sid, "-f", "json")
         assert s["status"] == "ACTIVE" and s["OS-EXT-SRV-ATTR:host"] == "fake-3"
@@ -75,8 +71,7 @@ def test_reschedule_moves_allocation(fresh_cloud):
 
 def test_all_hosts_fail_gives_exhausted_fault(fresh_cloud):
     c = fresh_cloud("--set", "fake.fail_spawn_hosts=fake-1,fake-2,fake-3")
-    c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--network", "none",
-          "--wait", unique("ex"), check=False)
+    c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--wait", unique("ex"), check=False)
     sid = c.cli("server", "list", "-f", "json")[0]["ID"]
     f = fault(c, sid)
     assert f["message"].startswith("Exceeded maximum number of retries. Exhausted all hosts "
@@ -109,9 +104,7 @@ def test_quota_exceeded_message(fresh_cloud):
     c = fresh_cloud()
     c.cli("quota", "set", "--cores", "2", "demo")
     flv = create_flavor(c, 256, vcpus=2)
-    c.cli("server", "create", "--flavor", flv, "--image", "cirros", "--network", "none",
-          "--wait", "q1", cloud="nubo-demo")
-    p = c.cli("server", "create", "--flavor", flv, "--image", "cirros", "--network", "none",
-              "q2", cloud="nubo-demo", check=False)
+    c.cli("server", "create", "--flavor", flv, "--image", "cirros", "--wait", "q1", cloud="nubo-demo")
+    p = c.cli("server", "create", "--flavor", flv, "--image", "cirros", "q2", cloud="nubo-demo", check=False)
     assert p.returncode != 0
     assert "Quota exceeded for cores: Requested 2, but already used 2 of 2 cores" in p.stderr

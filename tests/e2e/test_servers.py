@@ -8,7 +8,7 @@ from conftest import unique
 
 
 def boot(cloud, name=None, cloud_name="nubo", *extra, wait=True):
-    args = ["server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--network", "none"]
+    args = ["server", "create", "--flavor", "m1.tiny", "--image", "cirros"]
     args += list(extra) + [name or unique("srv"), "-f", "json"]
     if wait:
         args.insert(2, "--wait")
