@@ -31,7 +31,7 @@ struct nb_ctx {
 
     /* The recorded error: HTTP status, OpenStack error name, message. */
     int err_status;
-    char err_name[48];
+    char err_name[64];
     char err_msg[1024];
 };
 

@@ -300,9 +300,12 @@ static void render_error(struct nb_ctx *ctx, enum nb_service svc, struct nb_resp
     case NB_SVC_PLACEMENT: {
         const char *code =
             nb_startswith(ctx->err_name, "placement.") ? ctx->err_name : "placement.undefined_code";
-        resp->body =
-            json_pack("{s:[{s:i, s:s, s:s, s:s, s:s}]}", "errors", "status", st, "title",
-                      status_title(st), "detail", msg, "code", code, "request_id", ctx->request_id);
+        json_t *e = json_pack("{s:i, s:s, s:s, s:s}", "status", st, "title", status_title(st),
+                              "detail", msg, "request_id", ctx->request_id);
+        /* error codes appeared in placement 1.23 */
+        if (ctx->mv_major == 1 && ctx->mv_minor >= 23)
+            json_object_set_new(e, "code", json_string(code));
+        resp->body = json_pack("{s:[o]}", "errors", e);
         break;
     }
     case NB_SVC_IMAGE:
@@ -620,7 +623,7 @@ int nb_http_start(const char *host, int port, int nthreads)
         fprintf(stderr, "nubo: bad listen address %s\n", host);
         return -1;
     }
-    daemon_ = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ERROR_LOG,
+    daemon_ = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
                                (uint16_t)port, NULL, NULL, answer, NULL, MHD_OPTION_SOCK_ADDR,
                                &addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)nthreads,
                                MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,

@@ -1,0 +1,448 @@
+/* test_placement.c - placement's capacity math, and the in-process API and
+ * HTTP handlers on a scratch SQLite database: claims against capacity
+ * (including two threads racing for the last units), shortage
+ * explanations, candidates, generations and error codes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "common/ctx.h"
+#include "common/env.h"
+#include "common/http.h"
+#include "common/json.h"
+#include "common/util.h"
+#include "db/db.h"
+#include "placement/internal.h"
+#include "placement/placement.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static struct nb_db *g_db;
+static struct nb_env g_env;
+
+static struct plc_inv inv_of(long long total, long long reserved, double ratio, long long min,
+                             long long max, long long step, long long used)
+{
+    struct plc_inv inv = {.rc = "VCPU",
+                          .total = total,
+                          .reserved = reserved,
+                          .ratio = ratio,
+                          .min_unit = min,
+                          .max_unit = max,
+                          .step_size = step,
+                          .used = used};
+    return inv;
+}
+
+static void test_capacity(void **state)
+{
+    (void)state;
+    assert_int_equal(plc_capacity(10, 2, 1.0), 8);
+    assert_int_equal(plc_capacity(10, 2, 1.5), 12);
+    /* int() truncation, as placement reports capacity */
+    assert_int_equal(plc_capacity(3, 0, 1.5), 4);
+    assert_int_equal(plc_capacity(4, 0, 16.0), 64);
+    assert_int_equal(plc_capacity(1, 2, 1.0), -1);
+    assert_int_equal(plc_capacity(8, 0, 0.0), 0);
+}
+
+static void test_fit(void **state)
+{
+    (void)state;
+    struct plc_inv inv = inv_of(8, 0, 1.0, 1, 8, 1, 5);
+    assert_int_equal(plc_fit(&inv, inv.used, 3), PLC_FIT_OK); /* exactly full */
+    assert_int_equal(plc_fit(&inv, inv.used, 4), PLC_FIT_CAPACITY);
+    assert_int_equal(plc_free(&inv), 3);
+    inv = inv_of(8, 2, 2.0, 2, 4, 2, 0);                       /* capacity 12 */
+    assert_int_equal(plc_fit(&inv, 0, 1), PLC_FIT_CONSTRAINT); /* < min_unit */
+    assert_int_equal(plc_fit(&inv, 0, 3), PLC_FIT_CONSTRAINT); /* step_size */
+    assert_int_equal(plc_fit(&inv, 0, 6), PLC_FIT_CONSTRAINT); /* > max_unit */
+    assert_int_equal(plc_fit(&inv, 8, 4), PLC_FIT_OK);
+    assert_int_equal(plc_fit(&inv, 10, 4), PLC_FIT_CAPACITY);
+    /* fractional ratio: 3 * 1.5 = 4.5 holds 4, not 5 */
+    inv = inv_of(3, 0, 1.5, 1, 10, 1, 0);
+    assert_int_equal(plc_fit(&inv, 0, 4), PLC_FIT_OK);
+    assert_int_equal(plc_fit(&inv, 0, 5), PLC_FIT_CAPACITY);
+    /* over-committed provider (total lowered below usage) has no room */
+    inv = inv_of(4, 0, 1.0, 1, 10, 1, 6);
+    assert_int_equal(plc_fit(&inv, inv.used, 1), PLC_FIT_CAPACITY);
+    assert_int_equal(plc_free(&inv), 0);
+}
+
+static void test_inventory_rule(void **state)
+{
+    (void)state;
+    /* reserved == total is allowed from 1.26 only */
+    assert_false(plc_inv_capacity_ok(4, 4, 1.0, 25));
+    assert_true(plc_inv_capacity_ok(4, 4, 1.0, 26));
+    assert_false(plc_inv_capacity_ok(4, 5, 1.0, 39));
+    assert_true(plc_inv_capacity_ok(4, 3, 1.0, 1));
+}
+
+/* ---- in-process API on a database ---- */
+
+static const char RP1[] = "11111111-1111-4111-8111-111111111111";
+static const char RP2[] = "22222222-2222-4222-8222-222222222222";
+
+static void reset_db(void)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    const char *tables[] = {"allocations",
+                            "consumers",
+                            "inventories",
+                            "resource_provider_traits",
+                            "resource_provider_aggregates",
+                            "resource_providers"};
+    for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+        char sql[128];
+        snprintf(sql, sizeof(sql), "DELETE FROM %s", tables[i]);
+        assert_true(nb_db_exec(g_db, &ctx, sql, "") >= 0);
+    }
+    /* Direct SQL must tell the search snapshot, as placement's writes do. */
+    assert_true(nb_db_exec(g_db, &ctx, "UPDATE placement_state SET version = version + 1", "") >=
+                0);
+}
+
+static void make_provider(const char *uuid, const char *name, int vcpus, int ram)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(nb_placement_ensure_provider(&ctx, uuid, name), 0);
+    json_t *inv = json_pack("{s:{s:i, s:i}, s:{s:i, s:i}}", "VCPU", "total", vcpus, "max_unit",
+                            vcpus, "MEMORY_MB", "total", ram, "max_unit", ram);
+    assert_int_equal(nb_placement_set_inventories(&ctx, uuid, inv), 0);
+    json_decref(inv);
+}
+
+static int claim(const char *consumer, const char *rp, int vcpus, struct nb_ctx *ctx)
+{
+    json_t *res = json_pack("{s:i, s:i}", "VCPU", vcpus, "MEMORY_MB", 0);
+    int rc = nb_placement_claim(ctx, consumer, "proj", "user", rp, res, -1);
+    json_decref(res);
+    return rc;
+}
+
+static void test_claim_capacity(void **state)
+{
+    (void)state;
+    reset_db();
+    make_provider(RP1, "node-1", 4, 2048);
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(claim("aaaaaaaa-0000-4000-8000-000000000001", RP1, 3, &ctx), 0);
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(claim("aaaaaaaa-0000-4000-8000-000000000002", RP1, 2, &ctx), -1);
+    assert_int_equal(ctx.err_status, 409);
+    assert_non_null(strstr(ctx.err_msg, RP1));
+    assert_non_null(strstr(ctx.err_msg, "'VCPU'"));
+    /* the same consumer again: 1.28 semantics want its generation */
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(claim("aaaaaaaa-0000-4000-8000-000000000001", RP1, 1, &ctx), -1);
+    assert_int_equal(ctx.err_status, 409);
+    assert_string_equal(ctx.err_name, "placement.concurrent_update");
+    nb_ctx_init_system(&ctx, NULL);
+    char *who = nb_placement_consumer_provider(&ctx, "aaaaaaaa-0000-4000-8000-000000000001");
+    assert_non_null(who);
+    assert_string_equal(who, RP1);
+    free(who);
+
+    /* explanation names the largest free amount and where */
+    json_t *want = json_pack("{s:i, s:i}", "VCPU", 2, "MEMORY_MB", 512);
+    char *why = nb_placement_explain_shortage(&ctx, want);
+    assert_non_null(why);
+    assert_string_equal(why, "VCPU: requested 2, largest free 1 (node-1)");
+    free(why);
+    json_t *cands = nb_placement_candidates(&ctx, want, NULL, NULL, 0);
+    assert_non_null(cands);
+    assert_int_equal(json_array_size(json_object_get(cands, "allocation_requests")), 0);
+    json_decref(cands);
+    json_decref(want);
+
+    /* freeing makes room again */
+    assert_int_equal(nb_placement_delete_allocations(&ctx, "aaaaaaaa-0000-4000-8000-000000000001"),
+                     0);
+    want = json_pack("{s:i}", "VCPU", 4);
+    why = nb_placement_explain_shortage(&ctx, want);
+    assert_string_equal(why, "");
+    free(why);
+    cands = nb_placement_candidates(&ctx, want, NULL, NULL, 0);
+    json_t *areqs = json_object_get(cands, "allocation_requests");
+    assert_int_equal(json_array_size(areqs), 1);
+    json_t *res = json_object_get(
+        json_object_get(json_object_get(json_array_get(areqs, 0), "allocations"), RP1),
+        "resources");
+    assert_int_equal(nb_json_int(res, "VCPU", 0), 4);
+    json_t *sum = json_object_get(json_object_get(cands, "provider_summaries"), RP1);
+    assert_int_equal(
+        nb_json_int(json_object_get(json_object_get(sum, "resources"), "MEMORY_MB"), "capacity", 0),
+        2048);
+    json_decref(cands);
+    json_decref(want);
+}
+
+static void test_candidates_traits(void **state)
+{
+    (void)state;
+    reset_db();
+    make_provider(RP1, "node-1", 8, 4096);
+    make_provider(RP2, "node-2", 2, 4096);
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *traits = json_pack("[s, s]", "HW_CPU_X86_AVX2", "CUSTOM_GOLD");
+    assert_int_equal(nb_placement_set_traits(&ctx, RP2, traits), 0);
+    json_decref(traits);
+
+    json_t *want = json_pack("{s:i}", "VCPU", 2);
+    json_t *req = json_pack("[s]", "CUSTOM_GOLD");
+    json_t *c = nb_placement_candidates(&ctx, want, req, NULL, 0);
+    json_t *areqs = json_object_get(c, "allocation_requests");
+    assert_int_equal(json_array_size(areqs), 1);
+    assert_non_null(json_object_get(json_object_get(json_array_get(areqs, 0), "allocations"), RP2));
+    json_decref(c);
+    json_decref(req);
+
+    req = json_pack("[s]", "!CUSTOM_GOLD");
+    c = nb_placement_candidates(&ctx, want, req, NULL, 0);
+    areqs = json_object_get(c, "allocation_requests");
+    assert_int_equal(json_array_size(areqs), 1);
+    assert_non_null(json_object_get(json_object_get(json_array_get(areqs, 0), "allocations"), RP1));
+    json_decref(c);
+    json_decref(req);
+
+    /* both fit without traits, limited to one */
+    c = nb_placement_candidates(&ctx, want, NULL, NULL, 1);
+    assert_int_equal(json_array_size(json_object_get(c, "allocation_requests")), 1);
+    assert_int_equal(json_object_size(json_object_get(c, "provider_summaries")), 1);
+    json_decref(c);
+
+    /* unknown trait is a 400 */
+    req = json_pack("[s]", "CUSTOM_NOPE");
+    nb_ctx_init_system(&ctx, NULL);
+    assert_null(nb_placement_candidates(&ctx, want, req, NULL, 0));
+    assert_int_equal(ctx.err_status, 400);
+    json_decref(req);
+    json_decref(want);
+}
+
+static size_t ncands(json_t *want, json_t *required)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *c = nb_placement_candidates(&ctx, want, required, NULL, 0);
+    assert_non_null(c);
+    size_t n = json_array_size(json_object_get(c, "allocation_requests"));
+    json_decref(c);
+    return n;
+}
+
+/* The cached search snapshot follows every kind of change. */
+static void test_snapshot_refresh(void **state)
+{
+    (void)state;
+    reset_db();
+    make_provider(RP1, "node-1", 4, 1024);
+    json_t *six = json_pack("{s:i}", "VCPU", 6);
+    json_t *gold = json_pack("[s]", "CUSTOM_GOLD");
+    assert_int_equal(ncands(six, NULL), 0);
+    make_provider(RP1, "node-1", 8, 1024); /* inventory grows */
+    assert_int_equal(ncands(six, NULL), 1);
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(nb_placement_set_traits(&ctx, RP1, gold), 0);
+    assert_int_equal(ncands(six, gold), 1);
+    json_t *none = json_array();
+    assert_int_equal(nb_placement_set_traits(&ctx, RP1, none), 0);
+    assert_int_equal(ncands(six, gold), 0);
+    json_decref(none);
+    /* usage is always current */
+    assert_int_equal(claim("dddddddd-0000-4000-8000-000000000001", RP1, 3, &ctx), 0);
+    assert_int_equal(ncands(six, NULL), 0);
+    make_provider(RP2, "node-2", 6, 1024); /* a new provider */
+    assert_int_equal(ncands(six, NULL), 1);
+    json_decref(six);
+    json_decref(gold);
+}
+
+struct racer {
+    const char *consumer;
+    int rc;
+    int status;
+};
+
+static void *race(void *arg)
+{
+    struct racer *r = arg;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    r->rc = claim(r->consumer, RP1, 3, &ctx);
+    r->status = ctx.err_status;
+    return NULL;
+}
+
+static void test_concurrent_claims(void **state)
+{
+    (void)state;
+    for (int round = 0; round < 20; round++) {
+        reset_db();
+        make_provider(RP1, "node-1", 4, 2048);
+        struct racer a = {"bbbbbbbb-0000-4000-8000-000000000001", 0, 0};
+        struct racer b = {"bbbbbbbb-0000-4000-8000-000000000002", 0, 0};
+        pthread_t ta, tb;
+        assert_int_equal(pthread_create(&ta, NULL, race, &a), 0);
+        assert_int_equal(pthread_create(&tb, NULL, race, &b), 0);
+        pthread_join(ta, NULL);
+        pthread_join(tb, NULL);
+        /* exactly one of two 3-VCPU claims on 4 VCPUs wins */
+        assert_int_equal((a.rc == 0) + (b.rc == 0), 1);
+        assert_int_equal(a.rc == 0 ? b.status : a.status, 409);
+        struct nb_ctx ctx;
+        nb_ctx_init_system(&ctx, NULL);
+        assert_int_equal(nb_db_int(g_db, &ctx, -1,
+                                   "SELECT SUM(used) FROM allocations WHERE resource_class = ?",
+                                   "s", "VCPU"),
+                         3);
+    }
+}
+
+/* ---- HTTP handlers through in-process dispatch ---- */
+
+static int fake_auth(struct nb_ctx *ctx, const char *token)
+{
+    ctx->is_admin = strcmp(token, "admin") == 0;
+    ctx->is_member = ctx->is_reader = true;
+    nb_strlcpy(ctx->project_id, "proj", sizeof(ctx->project_id));
+    return 0;
+}
+
+static json_t *call(const char *method, const char *path, const char *query, const char *mv,
+                    const char *body, int *status)
+{
+    const char *hdr[] = {"X-Auth-Token",     "admin", "OpenStack-API-Version", mv, "Content-Type",
+                         "application/json", NULL};
+    char *text = nb_http_dispatch(method, path, query, hdr, body, status);
+    json_t *j = nb_json_parse(text);
+    free(text);
+    return j;
+}
+
+static void test_http(void **state)
+{
+    (void)state;
+    reset_db();
+    int st;
+    json_t *j = call("GET", "/placement", NULL, "placement 1.0", NULL, &st);
+    assert_int_equal(st, 200);
+    assert_string_equal(
+        nb_json_str(json_array_get(json_object_get(j, "versions"), 0), "max_version"), "1.39");
+    json_decref(j);
+
+    char body[512];
+    snprintf(body, sizeof(body), "{\"name\": \"n1\", \"uuid\": \"%s\"}", RP1);
+    j = call("POST", "/placement/resource_providers", NULL, "placement 1.19", body, &st);
+    assert_int_equal(st, 201);
+    json_decref(j);
+    j = call("POST", "/placement/resource_providers", NULL, "placement 1.20", "{\"name\": \"n1\"}",
+             &st);
+    assert_int_equal(st, 409);
+    assert_string_equal(nb_json_str(json_array_get(json_object_get(j, "errors"), 0), "code"),
+                        "placement.duplicate_name");
+    json_decref(j);
+
+    char path[256];
+    snprintf(path, sizeof(path), "/placement/resource_providers/%s/inventories", RP1);
+    j = call("PUT", path, NULL, "placement 1.39",
+             "{\"resource_provider_generation\": 0, \"inventories\": "
+             "{\"VCPU\": {\"total\": 2, \"allocation_ratio\": 2.0}}}",
+             &st);
+    assert_int_equal(st, 200);
+    assert_int_equal(nb_json_int(j, "resource_provider_generation", -1), 1);
+    json_decref(j);
+    /* stale generation */
+    j = call("PUT", path, NULL, "placement 1.39",
+             "{\"resource_provider_generation\": 0, \"inventories\": {}}", &st);
+    assert_int_equal(st, 409);
+    assert_string_equal(nb_json_str(json_array_get(json_object_get(j, "errors"), 0), "code"),
+                        "placement.concurrent_update");
+    json_decref(j);
+
+    snprintf(body, sizeof(body),
+             "{\"allocations\": {\"%s\": {\"resources\": {\"VCPU\": 3}}}, \"project_id\": "
+             "\"p\", \"user_id\": \"u\", \"consumer_generation\": null}",
+             RP1);
+    j = call("PUT", "/placement/allocations/cccccccc-0000-4000-8000-000000000001", NULL,
+             "placement 1.28", body, &st);
+    assert_int_equal(st, 204);
+    json_decref(j);
+    j = call("GET", "/placement/allocations/cccccccc-0000-4000-8000-000000000001", NULL,
+             "placement 1.28", NULL, &st);
+    assert_int_equal(st, 200);
+    assert_int_equal(nb_json_int(j, "consumer_generation", -1), 1);
+    json_decref(j);
+
+    /* removing an inventory in use is refused */
+    j = call("PUT", path, NULL, "placement 1.39",
+             "{\"resource_provider_generation\": 2, \"inventories\": {}}", &st);
+    assert_int_equal(st, 409);
+    assert_string_equal(nb_json_str(json_array_get(json_object_get(j, "errors"), 0), "code"),
+                        "placement.inventory.inuse");
+    json_decref(j);
+
+    j = call("GET", "/placement/allocation_candidates", "resources=VCPU:1", "placement 1.39", NULL,
+             &st);
+    assert_int_equal(st, 200);
+    json_t *sum = json_object_get(json_object_get(j, "provider_summaries"), RP1);
+    json_t *vcpu = json_object_get(json_object_get(sum, "resources"), "VCPU");
+    assert_int_equal(nb_json_int(vcpu, "capacity", 0), 4);
+    assert_int_equal(nb_json_int(vcpu, "used", 0), 3);
+    json_decref(j);
+    j = call("GET", "/placement/allocation_candidates", "resources=VCPU:2", "placement 1.39", NULL,
+             &st);
+    assert_int_equal(json_array_size(json_object_get(j, "allocation_requests")), 0);
+    json_decref(j);
+
+    snprintf(path, sizeof(path), "/placement/resource_providers/%s", RP1);
+    j = call("DELETE", path, NULL, "placement 1.39", NULL, &st);
+    assert_int_equal(st, 409);
+    json_decref(j);
+    j = call("DELETE", "/placement/allocations/cccccccc-0000-4000-8000-000000000001", NULL,
+             "placement 1.39", NULL, &st);
+    assert_int_equal(st, 204);
+    json_decref(j);
+    j = call("DELETE", path, NULL, "placement 1.39", NULL, &st);
+    assert_int_equal(st, 204);
+    json_decref(j);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    static char dir[] = "/tmp/nubo-test-placement-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[512];
+    snprintf(path, sizeof(path), "%s/nubo.sqlite", dir);
+    g_db = nb_db_open(path);
+    assert_non_null(g_db);
+    assert_true(nb_db_sync(g_db) >= 0);
+    g_env.db = g_db;
+    g_env.state_path = dir;
+    assert_int_equal(nb_placement_init(&g_env), 0);
+    nb_http_set_auth(fake_auth);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_capacity),          cmocka_unit_test(test_fit),
+        cmocka_unit_test(test_inventory_rule),    cmocka_unit_test(test_claim_capacity),
+        cmocka_unit_test(test_candidates_traits), cmocka_unit_test(test_concurrent_claims),
+        cmocka_unit_test(test_snapshot_refresh),  cmocka_unit_test(test_http),
+    };
+    return cmocka_run_group_tests(tests, setup, NULL);
+}
