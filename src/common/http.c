@@ -283,7 +283,31 @@ static const char *status_title(int status)
 }
 
 /* Renders the error recorded in ctx in the service's shape into resp. */
-static void render_error(struct nb_ctx *ctx, enum nb_service svc, struct nb_resp *resp)
+/* Glance's errors are webob pages: JSON, HTML or text by Accept. */
+static void render_image_error(const char *accept, int st, const char *msg, struct nb_resp *resp)
+{
+    char code[64];
+    snprintf(code, sizeof(code), "%d %s", st, status_title(st));
+    if (accept && strstr(accept, "application/json")) {
+        char *m = nb_strdup_printf("%s<br /><br />\n\n\n", msg);
+        resp->body = json_pack("{s:s, s:s, s:s}", "message", m, "code", code, "title",
+                               status_title(st));
+        free(m);
+    } else if (accept && (strstr(accept, "text/html") || strstr(accept, "*/*"))) {
+        resp->raw = nb_strdup_printf("<html>\n <head>\n  <title>%s</title>\n </head>\n <body>\n"
+                                     "  <h1>%s</h1>\n  %s<br /><br />\n\n\n\n </body>\n</html>",
+                                     code, code, msg);
+        resp->raw_len = strlen(resp->raw);
+        resp->content_type = "text/html; charset=UTF-8";
+    } else {
+        resp->raw = nb_strdup_printf("%s\n\n%s\n\n   ", code, msg);
+        resp->raw_len = strlen(resp->raw);
+        resp->content_type = "text/plain; charset=UTF-8";
+    }
+}
+
+static void render_error(struct nb_ctx *ctx, enum nb_service svc, const char *accept,
+                         struct nb_resp *resp)
 {
     int st = ctx->err_status ? ctx->err_status : 500;
     const char *msg = ctx->err_msg[0] ? ctx->err_msg : "An unknown error occurred.";
@@ -309,9 +333,7 @@ static void render_error(struct nb_ctx *ctx, enum nb_service svc, struct nb_resp
         break;
     }
     case NB_SVC_IMAGE:
-        resp->raw = nb_strdup_printf("%d %s\n\n%s\n\n   ", st, status_title(st), msg);
-        resp->raw_len = strlen(resp->raw);
-        resp->content_type = "text/plain; charset=UTF-8";
+        render_image_error(accept, st, msg, resp);
         break;
     default:
         resp->body = json_pack("{s:{s:i, s:s}}", ctx->err_name[0] ? ctx->err_name : "computeFault",
@@ -426,13 +448,13 @@ static void reject_unauthenticated(struct nb_ctx *ctx, struct nb_resp *resp)
     if (!ctx->err_status || ctx->err_status == 401) {
         ctx->err_status = 0;
         nb_error(ctx, 401, "Unauthorized", "The request you have made requires authentication.");
-        render_error(ctx, NB_SVC_IDENTITY, resp);
+        render_error(ctx, NB_SVC_IDENTITY, NULL, resp);
         char hdr[320];
         snprintf(hdr, sizeof(hdr), "Keystone uri=\"%s/identity\"", base_url);
         nb_resp_header(resp, "WWW-Authenticate", hdr);
         return;
     }
-    render_error(ctx, NB_SVC_IDENTITY, resp);
+    render_error(ctx, NB_SVC_IDENTITY, NULL, resp);
 }
 
 /* Runs one parsed request through routing, auth, negotiation and the
@@ -452,12 +474,12 @@ static void handle(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
                      req->method);
         else
             nb_error(ctx, 404, NULL, "The resource could not be found.");
-        render_error(ctx, req->service, resp);
+        render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
         return;
     }
     if (req->body_len > max_body) {
         nb_error(ctx, 413, NULL, "Request is too large.");
-        render_error(ctx, req->service, resp);
+        render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
         return;
     }
     if (!(r->flags & NB_ROUTE_NO_AUTH)) {
@@ -468,7 +490,7 @@ static void handle(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
         }
     }
     if (negotiate(ctx, req, resp) < 0) {
-        render_error(ctx, req->service, resp);
+        render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
         return;
     }
     if (req->body_len > 0) {
@@ -479,7 +501,7 @@ static void handle(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
     if (r->fn(ctx, req, resp) < 0 || (ctx->err_status && resp->status < 400)) {
         if (!ctx->err_status)
             nb_error(ctx, 500, NULL, "An unexpected error occurred.");
-        render_error(ctx, req->service, resp);
+        render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
     }
 }
 

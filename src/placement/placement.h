@@ -51,4 +51,10 @@ int nb_placement_delete_allocations(struct nb_ctx *ctx, const char *consumer_uui
 /* Provider UUID holding the consumer's allocations, or NULL. Caller frees. */
 char *nb_placement_consumer_provider(struct nb_ctx *ctx, const char *consumer_uuid);
 
+/* Records that placement's tables (resource_providers, inventories, traits,
+ * provider aggregates) were changed by direct SQL — the compute API mirrors
+ * host aggregates and deletes a deleted service's providers that way — so
+ * the candidate cache is rebuilt. Call it in the same transaction. 0/-1. */
+int nb_placement_tables_changed(struct nb_ctx *ctx);
+
 #endif

@@ -18,6 +18,7 @@
 #include "common/util.h"
 #include "db/db.h"
 #include "placement/internal.h"
+#include "placement/placement.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -375,6 +376,11 @@ int plc_world_changed(struct nb_ctx *ctx)
                       "UPDATE placement_state SET version = version + 1 WHERE id = 1", "") < 0
                ? -1
                : 0;
+}
+
+int nb_placement_tables_changed(struct nb_ctx *ctx)
+{
+    return plc_world_changed(ctx);
 }
 
 void plc_world_free(struct plc_world *w)

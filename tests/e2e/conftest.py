@@ -104,7 +104,9 @@ class Cloud:
     def cli(self, *args, cloud="nubo", check=True, parse=True, timeout=120):
         """Runs `openstack --os-cloud CLOUD ARGS`; with -f json parses the output."""
         cmd = [OPENSTACK, "--os-cloud", cloud] + [str(a) for a in args]
-        p = subprocess.run(cmd, env=self.env(), capture_output=True, text=True, timeout=timeout)
+        # stdin closed: OSC uploads a non-tty stdin as image data
+        p = subprocess.run(cmd, env=self.env(), capture_output=True, text=True, timeout=timeout,
+                           stdin=subprocess.DEVNULL, preexec_fn=lambda: os.close(0))
         if check and p.returncode != 0:
             raise CliError(args, p.returncode, p.stdout, p.stderr)
         if not check:

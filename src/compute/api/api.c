@@ -2,6 +2,7 @@
  * schema-style input error (see api.h). */
 #include "compute/api/api.h"
 #include "common/json.h"
+#include "compute/api/resources.h"
 
 #include <stdlib.h>
 
@@ -25,9 +26,5 @@ int nb_compute_api_init(struct nb_env *env)
 int nb_compute_bad_field(struct nb_ctx *ctx, const char *field, const json_t *value,
                          const char *why)
 {
-    char *v = nb_json_dump(value);
-    int rc = nb_error(ctx, 400, NULL, "Invalid input for field/attribute %s. Value: %s. %s",
-                      field, v, why);
-    free(v);
-    return rc;
+    return nb_res_bad_field(ctx, field, value, why);
 }
