@@ -70,10 +70,11 @@ int nb_action_start(struct nb_db *db, struct nb_ctx *ctx, const char *instance_u
         return 0;
     return nb_db_exec(db, ctx,
                       "INSERT INTO instance_actions (action, instance_uuid, request_id, user_id, "
-                      "project_id, start_time, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                      "sssssss", action, instance_uuid, ctx->request_id,
+                      "project_id, start_time, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, "
+                      "?, ?)",
+                      "ssssssss", action, instance_uuid, ctx->request_id,
                       ctx->user_id[0] ? ctx->user_id : NULL,
-                      ctx->project_id[0] ? ctx->project_id : NULL, now, now) < 0
+                      ctx->project_id[0] ? ctx->project_id : NULL, now, now, now) < 0
                ? -1
                : 0;
 }
@@ -113,6 +114,9 @@ int nb_event_start(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uu
     }
     char now[32];
     nb_now_iso_us(now);
+    if (nb_db_exec(db, ctx, "UPDATE instance_actions SET updated_at = ? WHERE id = ?", "si", now,
+                   action_id) < 0)
+        return -1;
     return nb_db_exec(db, ctx,
                       "INSERT INTO instance_actions_events (action_id, event, start_time, host, "
                       "created_at) VALUES (?, ?, ?, ?, ?)",

@@ -1,0 +1,415 @@
+/* server_actions.c - POST /compute/v2.1/servers/{id}/action: os-start,
+ * os-stop, reboot, lock, unlock and os-resetState, as Nova's servers.py,
+ * lock_server.py and admin_actions.py with compute/api.py's state checks.
+ *
+ * Each accepted action sets the instance's task state in the API (so that
+ * clients polling for it see the change at once), records an instance
+ * action under the request ID in the same transaction, and then casts the
+ * work to the conductor (compute.h's bus contract). Nova actions nubo does
+ * not implement yet are refused with 400 rather than pretended. */
+#include "bus/bus.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "compute/api/api.h"
+#include "compute/api/servers_priv.h"
+#include "compute/compute.h"
+#include "db/db.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* One state rule of Nova's check_instance_state: allowed vm_states and
+ * task_states (NULL lists allow any; "" in tasks stands for None). */
+struct state_rule {
+    const char *const *vm;
+    const char *const *task;
+    bool must_have_launched;
+};
+
+static bool in_set(const char *v, const char *const *set)
+{
+    for (; *set; set++)
+        if (!strcmp(v ? v : "", *set))
+            return true;
+    return false;
+}
+
+/* 409 with Nova's wording when inst breaks rule (action as named in the
+ * message, e.g. "stop"). */
+static int check_state(struct nb_ctx *ctx, const json_t *inst, const char *action,
+                       const struct state_rule *rule)
+{
+    const char *uuid = nb_json_str(inst, "uuid");
+    const char *vm = nb_json_str(inst, "vm_state");
+    const char *task = nb_json_str(inst, "task_state");
+    if (rule->vm && !in_set(vm, rule->vm))
+        return nb_srv_invalid_state(ctx, action, uuid, "vm_state", vm);
+    if (rule->task && !in_set(task, rule->task))
+        return nb_srv_invalid_state(ctx, action, uuid, "task_state", task);
+    if (rule->must_have_launched && !nb_json_str(inst, "launched_at"))
+        return nb_srv_invalid_state(ctx, action, uuid, "launched_at", NULL);
+    return 0;
+}
+
+/* Nova's check_instance_host: 409 "Instance <id> is not ready". */
+static int check_host(struct nb_ctx *ctx, const json_t *inst)
+{
+    const char *host = nb_json_str(inst, "host");
+    if (!host || !*host)
+        return nb_error(ctx, 409, NULL, "Instance %s is not ready", nb_json_str(inst, "uuid"));
+    return 0;
+}
+
+/* Sets the task state if the instance is still as checked (expected task
+ * states, "" = None), records the action, and commits. -1 after 409 when
+ * the instance changed meanwhile. */
+static int begin_task(struct nb_ctx *ctx, const json_t *inst, const char *action_name,
+                      const char *message_action, const char *task_state,
+                      const char *const *expected_tasks, bool reset_progress)
+{
+    struct nb_db *db = nb_srv_db();
+    const char *uuid = nb_json_str(inst, "uuid");
+    const char *cur = nb_json_str(inst, "task_state");
+    char now[32];
+    nb_now_iso_us(now);
+    if (!in_set(cur, expected_tasks))
+        return nb_srv_invalid_state(ctx, message_action, uuid, "task_state", cur);
+    if (nb_db_begin(db, ctx) < 0)
+        return -1;
+    int n = nb_db_exec(db, ctx,
+                       "UPDATE instances SET task_state = ?, updated_at = ?, "
+                       "progress = CASE WHEN ? THEN 0 ELSE progress END WHERE uuid = ? AND "
+                       "deleted = 0 AND vm_state = ? AND (task_state = ? OR (task_state IS NULL "
+                       "AND ? IS NULL))",
+                       "ssbssss", task_state, now, (int)reset_progress, uuid,
+                       nb_json_str(inst, "vm_state"), cur, cur);
+    if (n < 0 ||
+        (n == 0 && nb_srv_invalid_state(ctx, message_action, uuid, "task_state",
+                                        "(changed meanwhile)") < 0) ||
+        nb_action_start(db, ctx, uuid, action_name) < 0) {
+        nb_db_rollback(db);
+        return -1;
+    }
+    return nb_db_commit(db, ctx);
+}
+
+/* Casts method {"uuid", extra…} to the conductor. */
+static int cast_conductor(struct nb_ctx *ctx, const char *method, const char *uuid, json_t *args)
+{
+    json_object_set_new(args, "uuid", json_string(uuid));
+    if (nb_bus_cast(ctx, "conductor", method, args) < 0) {
+        NB_ERROR("nubo.compute.api", ctx, uuid, "no conductor listening for %s", method);
+        return nb_error(ctx, 503, NULL, "The compute conductor is not available.");
+    }
+    return 0;
+}
+
+static const char *const none_only[] = {"", NULL};
+
+static int do_start(struct nb_ctx *ctx, json_t *inst, json_t *args)
+{
+    (void)args;
+    static const char *const vm[] = {NB_VM_STOPPED, NULL};
+    const struct state_rule rule = {vm, none_only, true};
+    if (nb_srv_policy(ctx, "os_compute_api:servers:start",
+                      nb_srv_is_member_of(ctx, nb_json_str(inst, "project_id"))) < 0 ||
+        nb_srv_check_lock(ctx, inst) < 0 || check_host(ctx, inst) < 0 ||
+        check_state(ctx, inst, "start", &rule) < 0 ||
+        begin_task(ctx, inst, "start", "start", NB_TASK_POWERING_ON, none_only, false) < 0)
+        return -1;
+    return cast_conductor(ctx, "start_instance", nb_json_str(inst, "uuid"), json_object());
+}
+
+static int do_stop(struct nb_ctx *ctx, json_t *inst, json_t *args)
+{
+    (void)args;
+    static const char *const vm[] = {NB_VM_ACTIVE, NB_VM_ERROR, NULL};
+    const struct state_rule rule = {vm, none_only, true};
+    if (nb_srv_policy(ctx, "os_compute_api:servers:stop",
+                      nb_srv_is_member_of(ctx, nb_json_str(inst, "project_id"))) < 0 ||
+        nb_srv_check_lock(ctx, inst) < 0 || check_host(ctx, inst) < 0 ||
+        check_state(ctx, inst, "stop", &rule) < 0 ||
+        begin_task(ctx, inst, "stop", "stop", NB_TASK_POWERING_OFF, none_only, true) < 0)
+        return -1;
+    return cast_conductor(ctx, "stop_instance", nb_json_str(inst, "uuid"), json_object());
+}
+
+static int validate_reboot(struct nb_ctx *ctx, json_t *args, const char **type)
+{
+    static const char *const keys[] = {"type", NULL};
+    if (!json_is_object(args))
+        return nb_srv_bad(ctx, "reboot", args, "is not of type 'object'");
+    json_t *t = json_object_get(args, "type");
+    if (!t)
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input for field/attribute reboot. Value: {...}. 'type' is a "
+                        "required property");
+    if (nb_srv_check_keys(ctx, "reboot", args, keys) < 0)
+        return -1;
+    static const char *const ok[] = {"HARD", "Hard", "hard", "SOFT", "Soft", "soft", NULL};
+    if (!json_is_string(t) || !in_set(json_string_value(t), ok))
+        return nb_srv_bad(ctx, "type", t,
+                          "is not one of ['HARD', 'Hard', 'hard', 'SOFT', 'Soft', 'soft']");
+    *type = strcasecmp(json_string_value(t), "hard") == 0 ? "HARD" : "SOFT";
+    return 0;
+}
+
+static int check_reboot(struct nb_ctx *ctx, json_t *args)
+{
+    const char *type;
+    return validate_reboot(ctx, args, &type);
+}
+
+static int do_reboot(struct nb_ctx *ctx, json_t *inst, json_t *args)
+{
+    const char *type;
+    if (validate_reboot(ctx, args, &type) < 0)
+        return -1;
+    bool hard = !strcmp(type, "HARD");
+    static const char *const soft_vm[] = {NB_VM_ACTIVE, NULL};
+    static const char *const hard_vm[] = {NB_VM_ACTIVE,    NB_VM_STOPPED, NB_VM_PAUSED,
+                                          NB_VM_SUSPENDED, NB_VM_ERROR,   NULL};
+    /* task_states.ALLOW_REBOOT */
+    static const char *const hard_tasks[] = {"",
+                                             "rebooting",
+                                             "reboot_pending",
+                                             "reboot_started",
+                                             "resuming",
+                                             "rebooting_hard",
+                                             "unpausing",
+                                             "pausing",
+                                             "suspending",
+                                             NULL};
+    const struct state_rule rule = {hard ? hard_vm : soft_vm, hard ? hard_tasks : none_only, true};
+    if (nb_srv_policy(ctx, "os_compute_api:servers:reboot",
+                      nb_srv_is_member_of(ctx, nb_json_str(inst, "project_id"))) < 0 ||
+        nb_srv_check_lock(ctx, inst) < 0 || check_state(ctx, inst, "reboot", &rule) < 0 ||
+        begin_task(ctx, inst, "reboot", "reboot", hard ? NB_TASK_REBOOTING_HARD : NB_TASK_REBOOTING,
+                   rule.task, false) < 0)
+        return -1;
+    return cast_conductor(ctx, "reboot_instance", nb_json_str(inst, "uuid"),
+                          json_pack("{s:s}", "reboot_type", type));
+}
+
+static int check_reset_state(struct nb_ctx *ctx, json_t *args)
+{
+    static const char *const keys[] = {"state", NULL};
+    if (!json_is_object(args))
+        return nb_srv_bad(ctx, "os-resetState", args, "is not of type 'object'");
+    json_t *st = json_object_get(args, "state");
+    if (!st)
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input for field/attribute os-resetState. Value: {...}. 'state' "
+                        "is a required property");
+    if (nb_srv_check_keys(ctx, "os-resetState", args, keys) < 0)
+        return -1;
+    const char *state = json_string_value(st);
+    if (!state || (strcmp(state, "active") && strcmp(state, "error")))
+        return nb_srv_bad(ctx, "state", st, "is not one of ['active', 'error']");
+    return 0;
+}
+
+static int do_reset_state(struct nb_ctx *ctx, json_t *inst, json_t *args)
+{
+    const char *state = json_string_value(json_object_get(args, "state"));
+    if (nb_srv_policy(ctx, "os_compute_api:os-admin-actions:reset_state", ctx->is_admin) < 0)
+        return -1;
+    struct nb_db *db = nb_srv_db();
+    const char *uuid = nb_json_str(inst, "uuid");
+    char now[32];
+    nb_now_iso_us(now);
+    if (nb_db_begin(db, ctx) < 0)
+        return -1;
+    if (nb_action_start(db, ctx, uuid, "resetState") < 0 ||
+        nb_db_exec(db, ctx,
+                   "UPDATE instances SET vm_state = ?, task_state = NULL, updated_at = ? WHERE "
+                   "uuid = ? AND deleted = 0",
+                   "sss", state, now, uuid) < 0 ||
+        nb_action_finish(db, ctx, uuid, NULL) < 0) {
+        nb_db_rollback(db);
+        return -1;
+    }
+    if (nb_db_commit(db, ctx) < 0)
+        return -1;
+    NB_INFO("nubo.compute.api", ctx, uuid, "State of instance reset to %s by an administrator",
+            state);
+    return 0;
+}
+
+/* Records lock/unlock as Nova's wrap_instance_event(prefix='api') does:
+ * action, event api_<name>, the change, event result; one transaction. */
+static int lock_change(struct nb_ctx *ctx, const json_t *inst, const char *name, bool lock,
+                       const char *locked_by, const char *reason)
+{
+    struct nb_db *db = nb_srv_db();
+    const char *uuid = nb_json_str(inst, "uuid");
+    char event[32];
+    snprintf(event, sizeof(event), "api_%s", name);
+    char now[32];
+    nb_now_iso_us(now);
+    const char *host = nb_srv_env()->my_host;
+    if (nb_db_begin(db, ctx) < 0)
+        return -1;
+    int rc = -1;
+    if (nb_action_start(db, ctx, uuid, name) < 0 || nb_event_start(db, ctx, uuid, event, host) < 0)
+        goto fail;
+    if (lock)
+        rc = nb_db_exec(db, ctx,
+                        "UPDATE instances SET locked = 1, locked_by = ?, locked_reason = "
+                        "COALESCE(?, locked_reason), updated_at = ? WHERE uuid = ? AND deleted = 0",
+                        "ssss", locked_by, reason, now, uuid);
+    else
+        rc = nb_db_exec(db, ctx,
+                        "UPDATE instances SET locked = 0, locked_by = NULL, locked_reason = NULL, "
+                        "updated_at = ? WHERE uuid = ? AND deleted = 0",
+                        "ss", now, uuid);
+    if (rc < 0 || nb_event_finish(db, ctx, uuid, event, "Success", NULL, NULL) < 0)
+        goto fail;
+    return nb_db_commit(db, ctx);
+fail:
+    nb_db_rollback(db);
+    return -1;
+}
+
+static int check_lock(struct nb_ctx *ctx, json_t *args)
+{
+    if (!nb_ctx_mv_ge(ctx, 2, 73))
+        return 0;
+    if (!json_is_null(args) && !json_is_object(args))
+        return nb_srv_bad(ctx, "lock", args, "is not of type 'object', 'null'");
+    static const char *const keys[] = {"locked_reason", NULL};
+    if (json_is_object(args)) {
+        if (nb_srv_check_keys(ctx, "lock", args, keys) < 0)
+            return -1;
+        json_t *r = json_object_get(args, "locked_reason");
+        if (r && nb_srv_check_string(ctx, "locked_reason", r, 1, 255, false) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int do_lock(struct nb_ctx *ctx, json_t *inst, json_t *args)
+{
+    const char *reason = NULL;
+    if (nb_ctx_mv_ge(ctx, 2, 73) && json_is_object(args))
+        reason = json_string_value(json_object_get(args, "locked_reason"));
+    const char *project = nb_json_str(inst, "project_id");
+    if (nb_srv_policy(ctx, "os_compute_api:os-lock-server:lock",
+                      nb_srv_is_member_of(ctx, project)) < 0)
+        return -1;
+    bool owner = !strcmp(project, ctx->project_id);
+    if (nb_json_int(inst, "locked", 0) && owner)
+        return 0;
+    return lock_change(ctx, inst, "lock", true, owner ? "owner" : "admin", reason);
+}
+
+static int do_unlock(struct nb_ctx *ctx, json_t *inst, json_t *args)
+{
+    (void)args;
+    const char *project = nb_json_str(inst, "project_id");
+    if (nb_srv_policy(ctx, "os_compute_api:os-lock-server:unlock",
+                      nb_srv_is_member_of(ctx, project)) < 0)
+        return -1;
+    /* a lock taken by an admin of another project needs unlock_override */
+    bool owner = !strcmp(project, ctx->project_id);
+    const char *by = nb_json_str(inst, "locked_by");
+    if (by && strcmp(by, owner ? "owner" : "admin") &&
+        nb_srv_policy(ctx, "os_compute_api:os-lock-server:unlock:unlock_override", ctx->is_admin) <
+            0)
+        return -1;
+    return lock_change(ctx, inst, "unlock", false, NULL, NULL);
+}
+
+typedef int (*action_fn)(struct nb_ctx *ctx, json_t *inst, json_t *args);
+typedef int (*check_fn)(struct nb_ctx *ctx, json_t *args);
+
+/* Each action: its body check (run before the server is looked up, as
+ * Nova's schema decorators) and its work. */
+static const struct {
+    const char *name;
+    check_fn check;
+    action_fn fn;
+} actions[] = {
+    {"os-start", NULL, do_start},        {"os-stop", NULL, do_stop},
+    {"reboot", check_reboot, do_reboot}, {"lock", check_lock, do_lock},
+    {"unlock", NULL, do_unlock},         {"os-resetState", check_reset_state, do_reset_state},
+};
+
+/* Nova's other server actions: known, but not available in nubo yet. */
+static const char *const not_yet[] = {"addFixedIp",
+                                      "removeFixedIp",
+                                      "changePassword",
+                                      "confirmResize",
+                                      "revertResize",
+                                      "resize",
+                                      "rebuild",
+                                      "createImage",
+                                      "createBackup",
+                                      "evacuate",
+                                      "os-migrateLive",
+                                      "migrate",
+                                      "pause",
+                                      "unpause",
+                                      "suspend",
+                                      "resume",
+                                      "rescue",
+                                      "unrescue",
+                                      "shelve",
+                                      "shelveOffload",
+                                      "unshelve",
+                                      "os-getConsoleOutput",
+                                      "os-getVNCConsole",
+                                      "os-getSPICEConsole",
+                                      "os-getRDPConsole",
+                                      "os-getSerialConsole",
+                                      "addSecurityGroup",
+                                      "removeSecurityGroup",
+                                      "addFloatingIp",
+                                      "removeFloatingIp",
+                                      "injectNetworkInfo",
+                                      "forceDelete",
+                                      "restore",
+                                      "trigger_crash_dump",
+                                      NULL};
+
+static int h_server_action(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    json_t *body = req->json;
+    if (!json_is_object(body) || json_object_size(body) != 1)
+        return nb_error(ctx, 400, NULL, "Malformed request body");
+    const char *name = json_object_iter_key(json_object_iter(body));
+    json_t *args = json_object_get(body, name);
+    if (!strcmp(name, "resetNetwork"))
+        return nb_error(ctx, 410, NULL, "Gone");
+    action_fn fn = NULL;
+    check_fn check = NULL;
+    for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++) {
+        if (!strcmp(actions[i].name, name)) {
+            fn = actions[i].fn;
+            check = actions[i].check;
+        }
+    }
+    if (!fn) {
+        if (in_set(name, not_yet))
+            return nb_error(ctx, 400, NULL, "The '%s' server action is not supported by nubo yet.",
+                            name);
+        return nb_error(ctx, 400, NULL, "There is no such action: %s", name);
+    }
+    if (check && check(ctx, args) < 0)
+        return -1;
+    json_t *inst = nb_srv_instance_get(ctx, nb_req_param(req, "server_id"), false);
+    if (!inst)
+        return -1;
+    int rc = fn(ctx, inst, args);
+    json_decref(inst);
+    return rc < 0 ? -1 : nb_resp_empty(resp, 202);
+}
+
+int nb_compute_server_actions_init(struct nb_env *env)
+{
+    (void)env;
+    nb_http_route("POST", "/compute/v2.1/servers/{server_id}/action", h_server_action, 0);
+    return 0;
+}

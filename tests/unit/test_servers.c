@@ -1,0 +1,369 @@
+/* test_servers.c - unit tests of the Compute API's server logic: Nova's
+ * quota arithmetic and messages, hostname sanitizing, time formats and
+ * hostId, and, on a scratch database through in-process dispatch, server
+ * listing (filters, paging, policy) and instance destruction. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "common/config.h"
+#include "common/env.h"
+#include "common/http.h"
+#include "common/json.h"
+#include "common/util.h"
+#include "compute/api/api.h"
+#include "compute/api/servers_priv.h"
+#include "db/db.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* ---- pure logic ------------------------------------------------------------ */
+
+static void test_quota_message(void **state)
+{
+    (void)state;
+    char msg[256];
+    long long lim[3] = {10, 20, 51200}, used[3] = {5, 19, 1024};
+    /* one instance of 2 vCPUs with 19 of 20 cores used */
+    assert_int_equal(nb_quota_instances_allowed(lim, used, 2, 512, 1, 1, msg, sizeof(msg)), -1);
+    assert_string_equal(msg, "Quota exceeded for cores: Requested 2, but already used 19 of 20 "
+                             "cores");
+    /* two resources over: sorted names, values in the same order */
+    long long used2[3] = {9, 19, 51000};
+    assert_int_equal(nb_quota_instances_allowed(lim, used2, 2, 512, 1, 1, msg, sizeof(msg)), -1);
+    assert_string_equal(msg, "Quota exceeded for cores, ram: Requested 2, 512, but already used "
+                             "19, 51000 of 20, 51200 cores, ram");
+    /* fits: all requested */
+    long long used3[3] = {0, 0, 0};
+    assert_int_equal(nb_quota_instances_allowed(lim, used3, 1, 512, 1, 3, msg, sizeof(msg)), 3);
+}
+
+static void test_quota_multi_create(void **state)
+{
+    (void)state;
+    char msg[256];
+    long long lim[3] = {10, 20, 51200}, used[3] = {7, 7, 3584};
+    /* 5 asked, at least 1: only 3 instances left, so 3 are built */
+    assert_int_equal(nb_quota_instances_allowed(lim, used, 1, 512, 1, 5, msg, sizeof(msg)), 3);
+    /* at least 4: refused, the request shown as a range */
+    assert_int_equal(nb_quota_instances_allowed(lim, used, 1, 512, 4, 5, msg, sizeof(msg)), -1);
+    assert_string_equal(msg, "Quota exceeded for instances: Requested 4-5, but already used 7 "
+                             "of 10 instances");
+    /* unlimited instances and ram: cores decide */
+    long long lim2[3] = {-1, 8, -1}, used2[3] = {100, 6, 99999};
+    assert_int_equal(nb_quota_instances_allowed(lim2, used2, 1, 512, 1, 4, msg, sizeof(msg)), 2);
+    /* zero-vCPU flavors never exhaust cores */
+    assert_int_equal(nb_quota_instances_allowed(lim2, used2, 0, 0, 1, 4, msg, sizeof(msg)), 4);
+}
+
+static void test_sanitize_hostname(void **state)
+{
+    (void)state;
+    struct {
+        const char *in, *out;
+    } cases[] = {
+        {"My Server_1.test", "my-server-1-test"},
+        {"--a--", "a"},
+        {"..x..", "x"},
+        {"caf\xc3\xa9 \xc3\x89t\xc3\xa9", "caf\xc3\xa9-\xc3\xa9t\xc3\xa9"},
+        {"\xe6\x97\xa5\xe6\x9c\xac", ""},
+        {"a!b@c#d", "abcd"},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char *h = nb_srv_sanitize_hostname(cases[i].in);
+        assert_string_equal(h, cases[i].out);
+        free(h);
+    }
+    char longname[101];
+    memset(longname, 'x', 100);
+    longname[100] = '\0';
+    char *h = nb_srv_sanitize_hostname(longname);
+    assert_int_equal(strlen(h), 63);
+    free(h);
+}
+
+static void test_bool_and_times(void **state)
+{
+    (void)state;
+    assert_int_equal(nb_srv_bool_from_string("True", true), 1);
+    assert_int_equal(nb_srv_bool_from_string(" yes ", true), 1);
+    assert_int_equal(nb_srv_bool_from_string("off", true), 0);
+    assert_int_equal(nb_srv_bool_from_string("maybe", true), -1);
+    assert_int_equal(nb_srv_bool_from_string("maybe", false), 0);
+    char buf[32];
+    assert_string_equal(nb_srv_isotime("2026-11-29T18:00:00.123456", buf), "2026-11-29T18:00:00Z");
+    assert_string_equal(nb_srv_dbtime("2026-11-29 18:00:00.5", buf), "2026-11-29T18:00:00.500000");
+    assert_string_equal(nb_srv_dbtime("2026-11-29T18:00:00Z", buf), "2026-11-29T18:00:00.000000");
+    assert_null(nb_srv_isotime(NULL, buf));
+    assert_null(nb_srv_isotime("bad", buf));
+    char id[57];
+    nb_srv_host_id("p1", "host1", id);
+    /* hashlib.sha224(b"p1host1").hexdigest() */
+    assert_string_equal(id, "4a619b6f283c9bde622de1daf53a68c016813525d84227419b69d671");
+    nb_srv_host_id("p1", NULL, id);
+    assert_string_equal(id, "");
+}
+
+/* ---- on a database ------------------------------------------------------------ */
+
+static struct nb_env env;
+static char db_path[64];
+
+/* Token "role:project:user" -> identity (tests only). */
+static int fake_auth(struct nb_ctx *ctx, const char *token)
+{
+    if (!token)
+        return nb_error(ctx, 401, NULL, "The request you have made requires authentication.");
+    char role[16] = "", project[64] = "", user[64] = "";
+    if (sscanf(token, "%15[^:]:%63[^:]:%63s", role, project, user) != 3)
+        return nb_error(ctx, 401, NULL, "bad token");
+    nb_strlcpy(ctx->project_id, project, sizeof(ctx->project_id));
+    nb_strlcpy(ctx->user_id, user, sizeof(ctx->user_id));
+    ctx->is_admin = !strcmp(role, "admin");
+    ctx->is_member = ctx->is_admin || !strcmp(role, "member");
+    ctx->is_reader = true;
+    return 0;
+}
+
+static int setup_db(void **state)
+{
+    (void)state;
+    snprintf(db_path, sizeof(db_path), "/tmp/nubo-test-servers-%d.sqlite", (int)getpid());
+    unlink(db_path);
+    env.db = nb_db_open(db_path);
+    assert_non_null(env.db);
+    assert_true(nb_db_sync(env.db) >= 0);
+    env.state_path = "/tmp";
+    env.region = "RegionOne";
+    env.my_host = "api-host";
+    nb_http_set_base_url("http://127.0.0.1:1");
+    nb_http_set_auth(fake_auth);
+    nb_compute_servers_init(&env);
+    nb_compute_quotas_init(&env);
+    nb_compute_limits_init(&env);
+    return 0;
+}
+
+static int teardown_db(void **state)
+{
+    (void)state;
+    nb_db_close(env.db);
+    unlink(db_path);
+    char wal[80];
+    snprintf(wal, sizeof(wal), "%s-wal", db_path);
+    unlink(wal);
+    snprintf(wal, sizeof(wal), "%s-shm", db_path);
+    unlink(wal);
+    return 0;
+}
+
+/* Inserts an instance row directly (what a create would have stored). */
+static void add_instance(const char *uuid, const char *project, const char *name,
+                         const char *vm_state, const char *created, int vcpus, int ram)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(
+        nb_db_exec(
+            env.db, &ctx,
+            "INSERT INTO instances (uuid, project_id, user_id, display_name, vm_state, "
+            "flavor, created_at, updated_at, vcpus, memory_mb) VALUES (?, ?, 'u1', ?, ?, "
+            "'{\"flavorid\": \"1\", \"name\": \"m1.tiny\", \"vcpus\": 1, \"memory_mb\": 512}',"
+            " ?, ?, ?, ?)",
+            "ssssssii", uuid, project, name, vm_state, created, created, (long long)vcpus,
+            (long long)ram),
+        1);
+}
+
+static json_t *get(const char *token, const char *path, const char *query, int *status)
+{
+    const char *hdr[] = {"X-Auth-Token", token, "OpenStack-API-Version", "compute 2.79", NULL};
+    char *b = nb_http_dispatch("GET", path, query, hdr, NULL, status);
+    json_t *j = nb_json_parse(b);
+    free(b);
+    return j;
+}
+
+static void test_list_filters_and_paging(void **state)
+{
+    (void)state;
+    add_instance("00000000-0000-0000-0000-000000000001", "pA", "web-1", "active",
+                 "2026-01-01T00:00:01.000000", 1, 512);
+    add_instance("00000000-0000-0000-0000-000000000002", "pA", "web-2", "stopped",
+                 "2026-01-01T00:00:02.000000", 1, 512);
+    add_instance("00000000-0000-0000-0000-000000000003", "pA", "db-1", "error",
+                 "2026-01-01T00:00:03.000000", 2, 1024);
+    add_instance("00000000-0000-0000-0000-000000000004", "pB", "web-9", "active",
+                 "2026-01-01T00:00:04.000000", 1, 512);
+    int st;
+    /* a member sees its project only, newest first */
+    json_t *j = get("member:pA:u1", "/compute/v2.1/servers", NULL, &st);
+    assert_int_equal(st, 200);
+    json_t *s = json_object_get(j, "servers");
+    assert_int_equal(json_array_size(s), 3);
+    assert_string_equal(nb_json_str(json_array_get(s, 0), "name"), "db-1");
+    json_decref(j);
+    /* name is a regular expression */
+    j = get("member:pA:u1", "/compute/v2.1/servers", "name=^web", &st);
+    assert_int_equal(json_array_size(json_object_get(j, "servers")), 2);
+    json_decref(j);
+    /* status maps to vm_state */
+    j = get("member:pA:u1", "/compute/v2.1/servers/detail", "status=SHUTOFF", &st);
+    s = json_object_get(j, "servers");
+    assert_int_equal(json_array_size(s), 1);
+    assert_string_equal(nb_json_str(json_array_get(s, 0), "status"), "SHUTOFF");
+    json_decref(j);
+    j = get("member:pA:u1", "/compute/v2.1/servers", "status=NOPE", &st);
+    assert_int_equal(st, 400);
+    json_decref(j);
+    /* paging: limit gives a next link with the marker; the marker continues */
+    j = get("member:pA:u1", "/compute/v2.1/servers", "limit=2", &st);
+    s = json_object_get(j, "servers");
+    assert_int_equal(json_array_size(s), 2);
+    const char *href = nb_json_str(json_array_get(json_object_get(j, "servers_links"), 0), "href");
+    assert_non_null(strstr(href, "marker=00000000-0000-0000-0000-000000000002"));
+    json_decref(j);
+    j = get("member:pA:u1", "/compute/v2.1/servers",
+            "limit=2&marker=00000000-0000-0000-0000-000000000002", &st);
+    s = json_object_get(j, "servers");
+    assert_int_equal(json_array_size(s), 1);
+    assert_string_equal(nb_json_str(json_array_get(s, 0), "name"), "web-1");
+    assert_null(json_object_get(j, "servers_links"));
+    json_decref(j);
+    j = get("member:pA:u1", "/compute/v2.1/servers", "marker=nope", &st);
+    assert_int_equal(st, 400);
+    json_decref(j);
+    /* sort by name ascending */
+    j = get("member:pA:u1", "/compute/v2.1/servers", "sort_key=display_name&sort_dir=asc", &st);
+    assert_string_equal(nb_json_str(json_array_get(json_object_get(j, "servers"), 0), "name"),
+                        "db-1");
+    assert_string_equal(nb_json_str(json_array_get(json_object_get(j, "servers"), 2), "name"),
+                        "web-2");
+    json_decref(j);
+    /* all_tenants: admins only */
+    j = get("member:pA:u1", "/compute/v2.1/servers", "all_tenants=1", &st);
+    assert_int_equal(st, 403);
+    json_decref(j);
+    j = get("admin:pAdmin:u9", "/compute/v2.1/servers", "all_tenants=1&name=web", &st);
+    assert_int_equal(st, 200);
+    assert_int_equal(json_array_size(json_object_get(j, "servers")), 3);
+    json_decref(j);
+    j = get("admin:pAdmin:u9", "/compute/v2.1/servers", "all_tenants=1&project_id=pB", &st);
+    assert_int_equal(json_array_size(json_object_get(j, "servers")), 1);
+    json_decref(j);
+    /* another project's server is not found for a member, found for an admin */
+    j = get("member:pA:u1", "/compute/v2.1/servers/00000000-0000-0000-0000-000000000004", NULL,
+            &st);
+    assert_int_equal(st, 404);
+    json_decref(j);
+    j = get("admin:pAdmin:u9", "/compute/v2.1/servers/00000000-0000-0000-0000-000000000004", NULL,
+            &st);
+    assert_int_equal(st, 200);
+    json_t *srv = json_object_get(j, "server");
+    assert_string_equal(nb_json_str(srv, "OS-EXT-SRV-ATTR:instance_name"),
+                        "00000000-0000-0000-0000-000000000004");
+    assert_true(json_is_object(json_object_get(srv, "flavor")));
+    assert_int_equal(nb_json_int(json_object_get(srv, "flavor"), "vcpus", 0), 1);
+    json_decref(j);
+    /* a member sees no admin-only attributes */
+    j = get("member:pA:u1", "/compute/v2.1/servers/00000000-0000-0000-0000-000000000001", NULL,
+            &st);
+    srv = json_object_get(j, "server");
+    assert_null(json_object_get(srv, "OS-EXT-SRV-ATTR:host"));
+    assert_null(json_object_get(srv, "host_status"));
+    assert_non_null(json_object_get(srv, "OS-EXT-STS:vm_state"));
+    json_decref(j);
+}
+
+static void test_quota_and_limits(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    long long used[NB_Q_COUNT];
+    assert_int_equal(nb_quota_usages(&ctx, "pA", NULL, used), 0);
+    assert_int_equal(used[NB_Q_INSTANCES], 3);
+    assert_int_equal(used[NB_Q_CORES], 4);
+    assert_int_equal(used[NB_Q_RAM], 2048);
+    /* a project limit in table quotas wins over the default */
+    assert_int_equal(nb_db_exec(env.db, &ctx,
+                                "INSERT INTO quotas (project_id, resource, hard_limit) VALUES "
+                                "('pA', 'cores', 5)",
+                                ""),
+                     1);
+    assert_int_equal(nb_db_begin(env.db, &ctx), 0);
+    assert_int_equal(nb_quota_check_instances(&ctx, "pA", "u1", 2, 512, 1, 1), -1);
+    nb_db_rollback(env.db);
+    assert_int_equal(ctx.err_status, 403);
+    assert_string_equal(ctx.err_msg,
+                        "Quota exceeded for cores: Requested 2, but already used 4 of 5 cores");
+    int st;
+    json_t *j = get("member:pA:u1", "/compute/v2.1/limits", NULL, &st);
+    assert_int_equal(st, 200);
+    json_t *abs = json_object_get(json_object_get(j, "limits"), "absolute");
+    assert_int_equal(nb_json_int(abs, "maxTotalCores", 0), 5);
+    assert_int_equal(nb_json_int(abs, "totalCoresUsed", 0), 4);
+    assert_int_equal(nb_json_int(abs, "maxTotalInstances", 0), 10);
+    assert_null(json_object_get(abs, "maxPersonality")); /* gone at 2.57 */
+    assert_null(json_object_get(abs, "maxImageMeta"));   /* gone at 2.39 */
+    json_decref(j);
+}
+
+static void test_destroy_instance(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    const char *u = "00000000-0000-0000-0000-000000000002";
+    assert_int_equal(nb_db_exec(env.db, &ctx,
+                                "INSERT INTO instance_metadata (instance_uuid, key, value) VALUES "
+                                "(?, 'k', 'v')",
+                                "s", u),
+                     1);
+    assert_int_equal(nb_db_begin(env.db, &ctx), 0);
+    assert_int_equal(nb_srv_destroy_instance(&ctx, u, true), 1);
+    assert_int_equal(nb_db_commit(env.db, &ctx), 0);
+    assert_int_equal(nb_db_int(env.db, &ctx, -1,
+                               "SELECT COUNT(*) FROM instances WHERE uuid = ? AND deleted = 0", "s",
+                               u),
+                     0);
+    assert_int_equal(nb_db_int(env.db, &ctx, -1,
+                               "SELECT COUNT(*) FROM instance_metadata WHERE instance_uuid = ? "
+                               "AND deleted = 0",
+                               "s", u),
+                     0);
+    /* deleted servers are gone from the list, and from the quota usage */
+    long long used[NB_Q_COUNT];
+    assert_int_equal(nb_quota_usages(&ctx, "pA", NULL, used), 0);
+    assert_int_equal(used[NB_Q_INSTANCES], 2);
+    /* with a host, an "unscheduled only" destroy does nothing */
+    assert_int_equal(nb_db_exec(env.db, &ctx, "UPDATE instances SET host = 'h1' WHERE uuid = ?",
+                                "s", "00000000-0000-0000-0000-000000000001"),
+                     1);
+    assert_int_equal(nb_db_begin(env.db, &ctx), 0);
+    assert_int_equal(nb_srv_destroy_instance(&ctx, "00000000-0000-0000-0000-000000000001", true),
+                     0);
+    nb_db_rollback(env.db);
+}
+
+int main(void)
+{
+    const struct CMUnitTest pure[] = {
+        cmocka_unit_test(test_quota_message),
+        cmocka_unit_test(test_quota_multi_create),
+        cmocka_unit_test(test_sanitize_hostname),
+        cmocka_unit_test(test_bool_and_times),
+    };
+    const struct CMUnitTest with_db[] = {
+        cmocka_unit_test(test_list_filters_and_paging),
+        cmocka_unit_test(test_quota_and_limits),
+        cmocka_unit_test(test_destroy_instance),
+    };
+    int failed = cmocka_run_group_tests_name("servers-logic", pure, NULL, NULL);
+    failed += cmocka_run_group_tests_name("servers-db", with_db, setup_db, teardown_db);
+    return failed;
+}
