@@ -1,15 +1,37 @@
-/* agent.h - the per-host compute agent (topic "compute.<host>"). */
+/* agent.h - the per-host compute agent (Nova's nova-compute), topic
+ * "compute.<host>".
+ *
+ * An agent drives one hypervisor host through a virt driver. It never opens
+ * the database: it registers its service and compute node, heartbeats and
+ * reports usage through the conductor, and reports inventory and traits to
+ * placement. Methods it serves (casts unless marked call):
+ *   build_and_run_instance {"instance", "node"} -> conductor build_result
+ *   start_instance / stop_instance / reboot_instance {"instance",
+ *     "reboot_type"} / terminate_instance {"instance"} -> conductor op_result
+ *   destroy_guest {"uuid"}          (cleanup after a lost race, no reply)
+ *   get_console_output (call) {"uuid", "length"} -> {"output"} | {"error", "code"}
+ *   guest_info (call) {"uuid"} -> {"found", "power_state"}
+ *   get_host_uptime (call) -> " 18:00:00 up 2 days, …  load average: …" (string)
+ *   ping (call) -> {"ok", "host"}
+ * Periodic work for all agents of the process runs in one thread: service
+ * heartbeats every [DEFAULT] report_interval (10 s), usage every
+ * [DEFAULT] update_resources_interval (60 s, and soon after each build or
+ * delete), power-state sync every [compute] sync_power_state_interval
+ * (600 s; <= 0 disables). */
 #ifndef NB_AGENT_H
 #define NB_AGENT_H
 
 #include "common/env.h"
 #include "compute/virt/driver.h"
 
-/* Starts the agent of host on drv: registers the service and compute node,
- * reports inventory, starts heartbeats and power sync. env->db is not used
- * (agents talk to the conductor). 0/-1. */
+/* Starts the agent of host on drv: listens on "compute.<host>" ([compute]
+ * agent_workers threads, default 2), registers the service and compute
+ * node and reports inventory (retried by the periodic thread if the
+ * conductor is not there yet), and joins the periodic work. env->db is not
+ * used. 0/-1 (logged). */
 int nb_compute_agent_start(struct nb_env *env, struct nb_virt_driver *drv, const char *host);
-/* Stops every agent's periodic tasks (before the bus shuts down). */
+/* Stops every agent's periodic work (call before the bus shuts down).
+ * Idempotent. */
 void nb_compute_agents_stop(void);
 
 #endif

@@ -1,0 +1,397 @@
+/* manager.c - the compute agent: the "compute.<host>" handler (spawn,
+ * power actions, terminate, console), agent start/stop, and the one
+ * periodic thread that runs heartbeats, usage reports and power sync for
+ * every agent of the process.
+ *
+ * The agent reports every outcome back to the conductor (build_result,
+ * op_result); it writes no state itself. Driver errors carry the driver's
+ * own message, which becomes the fault message. Operations on one instance
+ * are serialised with a striped lock. */
+#include "bus/bus.h"
+#include "common/cleanup.h"
+#include "common/config.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "compute/agent/agent.h"
+#include "compute/agent/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* The agents of this process (nb_compute_agents_stop has no argument, so
+ * the registry is process-wide). */
+static pthread_mutex_t agents_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t agents_cond = PTHREAD_COND_INITIALIZER;
+static struct agent *agents;
+static bool periodic_running, periodic_stop;
+static pthread_t periodic_thread;
+
+static pthread_mutex_t *instance_lock(struct agent *a, const char *uuid)
+{
+    unsigned h = 5381;
+    for (const char *p = uuid ? uuid : ""; *p; p++)
+        h = h * 33u + (unsigned char)*p;
+    return &a->locks[h % AGENT_LOCKS];
+}
+
+/* A scratch context for a driver call: same identity and request ID, its
+ * own error slot. */
+static void op_ctx(struct nb_ctx *dst, const struct nb_ctx *src)
+{
+    *dst = *src;
+    dst->err_status = 0;
+    dst->err_name[0] = dst->err_msg[0] = '\0';
+}
+
+static int guest_power_state(struct agent *a, struct nb_ctx *ctx, const char *uuid)
+{
+    struct nb_ctx tmp;
+    op_ctx(&tmp, ctx);
+    struct nb_guest_info gi = {0};
+    if (a->drv->ops->get_info(a->drv, &tmp, a->host, uuid, &gi) < 0)
+        return NB_POWER_NOSTATE;
+    return gi.power_state;
+}
+
+static void build_and_run(struct agent *a, struct nb_ctx *ctx, json_t *args)
+{
+    json_t *inst = json_object_get(args, "instance");
+    const char *uuid = nb_json_str(inst, "uuid");
+    if (!uuid)
+        return;
+    struct nb_ctx dctx;
+    op_ctx(&dctx, ctx);
+    double t0 = nb_time_mono();
+    pthread_mutex_t *lk = instance_lock(a, uuid);
+    pthread_mutex_lock(lk);
+    NB_INFO(LOG_AGENT, ctx, uuid, "Starting instance build on host %s", a->host);
+    int rc = a->drv->ops->spawn(a->drv, &dctx, a->host, inst);
+    double spawned = nb_time_mono();
+    if (rc == 0) {
+        NB_INFO(LOG_AGENT, ctx, uuid, "Took %.2f seconds to spawn the instance on the hypervisor.",
+                spawned - t0);
+    } else {
+        NB_ERROR(LOG_AGENT, ctx, uuid, "Instance failed to spawn on %s: %s", a->host, dctx.err_msg);
+        /* leave nothing behind for the reschedule */
+        struct nb_ctx cctx;
+        op_ctx(&cctx, ctx);
+        a->drv->ops->destroy(a->drv, &cctx, a->host, inst);
+    }
+    pthread_mutex_unlock(lk);
+    __atomic_store_n(&a->dirty, true, __ATOMIC_RELAXED);
+    if (rc == 0)
+        NB_INFO(LOG_AGENT, ctx, uuid, "Took %.2f seconds to build instance.", nb_time_mono() - t0);
+    nb_bus_cast(ctx, "conductor", "build_result",
+                json_pack("{s:s, s:s, s:b, s:s?}", "uuid", uuid, "host", a->host, "ok", rc == 0,
+                          "message", rc == 0 ? NULL : dctx.err_msg));
+}
+
+/* start/stop/reboot/terminate: the driver call, then op_result. */
+static void power_op(struct agent *a, struct nb_ctx *ctx, const char *op, json_t *args)
+{
+    json_t *inst = json_object_get(args, "instance");
+    const char *uuid = nb_json_str(inst, "uuid");
+    if (!uuid)
+        return;
+    bool hard =
+        !strcmp(nb_json_str(args, "reboot_type") ? nb_json_str(args, "reboot_type") : "", "HARD");
+    struct nb_ctx dctx;
+    op_ctx(&dctx, ctx);
+    pthread_mutex_t *lk = instance_lock(a, uuid);
+    pthread_mutex_lock(lk);
+    int rc;
+    const char *done;
+    if (!strcmp(op, "start")) {
+        rc = a->drv->ops->power_on(a->drv, &dctx, a->host, inst);
+        done = "Instance started";
+    } else if (!strcmp(op, "stop")) {
+        rc = a->drv->ops->power_off(a->drv, &dctx, a->host, inst,
+                                    (int)nb_conf_int("DEFAULT", "shutdown_timeout", 60));
+        done = "Instance shut down";
+    } else if (!strcmp(op, "reboot")) {
+        rc = a->drv->ops->reboot(a->drv, &dctx, a->host, inst, hard);
+        done = hard ? "Instance rebooted (hard)" : "Instance rebooted (soft)";
+    } else {
+        rc = a->drv->ops->destroy(a->drv, &dctx, a->host, inst);
+        done = "Instance destroyed successfully.";
+        __atomic_store_n(&a->dirty, true, __ATOMIC_RELAXED);
+    }
+    int power = !strcmp(op, "terminate") ? NB_POWER_NOSTATE : guest_power_state(a, ctx, uuid);
+    pthread_mutex_unlock(lk);
+    if (rc == 0)
+        NB_INFO(LOG_AGENT, ctx, uuid, "%s", done);
+    else
+        NB_ERROR(LOG_AGENT, ctx, uuid, "%s of the instance failed on %s: %s", op, a->host,
+                 dctx.err_msg);
+    nb_bus_cast(ctx, "conductor", "op_result",
+                json_pack("{s:s, s:s, s:s, s:b, s:s?, s:i}", "uuid", uuid, "host", a->host, "op",
+                          op, "ok", rc == 0, "message", rc == 0 ? NULL : dctx.err_msg,
+                          "power_state", power));
+}
+
+static void destroy_guest(struct agent *a, struct nb_ctx *ctx, json_t *args)
+{
+    const char *uuid = nb_json_str(args, "uuid");
+    if (!uuid)
+        return;
+    struct nb_ctx dctx;
+    op_ctx(&dctx, ctx);
+    _cleanup_json_ json_t *inst = json_pack("{s:s}", "uuid", uuid);
+    pthread_mutex_t *lk = instance_lock(a, uuid);
+    pthread_mutex_lock(lk);
+    int rc = a->drv->ops->destroy(a->drv, &dctx, a->host, inst);
+    pthread_mutex_unlock(lk);
+    __atomic_store_n(&a->dirty, true, __ATOMIC_RELAXED);
+    if (rc == 0)
+        NB_INFO(LOG_AGENT, ctx, uuid, "Guest of a deleted instance destroyed on %s", a->host);
+    else
+        NB_ERROR(LOG_AGENT, ctx, uuid, "Could not destroy the guest on %s: %s", a->host,
+                 dctx.err_msg);
+}
+
+static json_t *console_output(struct agent *a, struct nb_ctx *ctx, json_t *args)
+{
+    const char *uuid = nb_json_str(args, "uuid");
+    long long length = nb_json_int(args, "length", -1);
+    struct nb_ctx dctx;
+    op_ctx(&dctx, ctx);
+    _cleanup_free_ char *text =
+        a->drv->ops->console_log ? a->drv->ops->console_log(a->drv, &dctx, a->host, uuid) : NULL;
+    if (!text)
+        return json_pack("{s:s, s:i}", "error",
+                         dctx.err_msg[0] ? dctx.err_msg : "No console log is available.", "code",
+                         dctx.err_status ? dctx.err_status : 404);
+    const char *start = text;
+    if (length >= 0) {
+        /* keep the last `length` lines */
+        size_t len = strlen(text);
+        long long lines = 0;
+        for (size_t i = len; i > 0; i--) {
+            if (text[i - 1] == '\n' && i != len && ++lines == length) {
+                start = text + i;
+                break;
+            }
+        }
+        if (length == 0)
+            start = text + len;
+    }
+    return json_pack("{s:s}", "output", start);
+}
+
+/* uptime(1)'s line for the host (os-hypervisors uptime): the agent runs on
+ * the host, so the host's /proc is read. A JSON string, or null. */
+static json_t *host_uptime(void)
+{
+    double up = 0, l1 = 0, l5 = 0, l15 = 0;
+    FILE *f = fopen("/proc/uptime", "r");
+    if (!f || fscanf(f, "%lf", &up) != 1) {
+        if (f)
+            fclose(f);
+        return json_null();
+    }
+    fclose(f);
+    if ((f = fopen("/proc/loadavg", "r"))) {
+        if (fscanf(f, "%lf %lf %lf", &l1, &l5, &l15) != 3)
+            l1 = l5 = l15 = 0;
+        fclose(f);
+    }
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    long mins = (long)up / 60, days = mins / 1440;
+    char span[64];
+    if (days > 0)
+        snprintf(span, sizeof(span), "%ld day%s, %2ld:%02ld", days, days == 1 ? "" : "s",
+                 (mins % 1440) / 60, mins % 60);
+    else if (mins >= 60)
+        snprintf(span, sizeof(span), "%2ld:%02ld", mins / 60, mins % 60);
+    else
+        snprintf(span, sizeof(span), "%ld min", mins);
+    char line[256];
+    snprintf(line, sizeof(line), " %02d:%02d:%02d up %s,  0 users,  load average: %.2f, %.2f, %.2f",
+             tm.tm_hour, tm.tm_min, tm.tm_sec, span, l1, l5, l15);
+    return json_string(line);
+}
+
+json_t *nb_agent_handle(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    struct agent *a = opaque;
+    if (!strcmp(method, "build_and_run_instance"))
+        build_and_run(a, ctx, args);
+    else if (!strcmp(method, "start_instance"))
+        power_op(a, ctx, "start", args);
+    else if (!strcmp(method, "stop_instance"))
+        power_op(a, ctx, "stop", args);
+    else if (!strcmp(method, "reboot_instance"))
+        power_op(a, ctx, "reboot", args);
+    else if (!strcmp(method, "terminate_instance"))
+        power_op(a, ctx, "terminate", args);
+    else if (!strcmp(method, "destroy_guest"))
+        destroy_guest(a, ctx, args);
+    else if (!strcmp(method, "get_console_output"))
+        return console_output(a, ctx, args);
+    else if (!strcmp(method, "guest_info")) {
+        struct nb_ctx dctx;
+        op_ctx(&dctx, ctx);
+        struct nb_guest_info gi = {0};
+        const char *uuid = nb_json_str(args, "uuid");
+        bool found = uuid && a->drv->ops->get_info(a->drv, &dctx, a->host, uuid, &gi) == 0;
+        return json_pack("{s:b, s:i}", "found", found, "power_state",
+                         found ? gi.power_state : NB_POWER_NOSTATE);
+    } else if (!strcmp(method, "get_host_uptime"))
+        return host_uptime();
+    else if (!strcmp(method, "ping"))
+        return json_pack("{s:b, s:s}", "ok", 1, "host", a->host);
+    else
+        NB_ERROR(LOG_AGENT, ctx, NULL, "unknown compute method %s", method);
+    return NULL;
+}
+
+/* One pass of periodic work over all agents; returns seconds until the
+ * next thing is due (capped). Called without agents_lock held for the
+ * bus/driver work: the list only grows, and agents are never freed while
+ * the thread runs. */
+static double periodic_pass(void)
+{
+    double report = (double)nb_conf_int("DEFAULT", "report_interval", 10);
+    double usage = (double)nb_conf_int("DEFAULT", "update_resources_interval", 60);
+    double sync = nb_conf_double("compute", "sync_power_state_interval", 600);
+    if (usage <= 0)
+        usage = 60;
+    pthread_mutex_lock(&agents_lock);
+    struct agent *list = agents;
+    pthread_mutex_unlock(&agents_lock);
+
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *beats = json_array();
+    double now = nb_time_mono(), wait = 1.0;
+    for (struct agent *a = list; a && !periodic_stop; a = a->next) {
+        if (!a->registered) {
+            if (now >= a->next_register && nb_rt_register(a, &ctx) < 0)
+                a->next_register = now + 5;
+            if (!a->registered)
+                continue;
+            a->next_heartbeat = now + report;
+            a->next_usage = now;
+            a->next_sync = sync > 0 ? now + sync : -1;
+        }
+        if (now >= a->next_heartbeat) {
+            json_array_append_new(beats, json_string(a->host));
+            a->next_heartbeat = now + report;
+        }
+        if (now >= a->next_usage ||
+            (__atomic_load_n(&a->dirty, __ATOMIC_RELAXED) && now - a->last_usage >= 1.0)) {
+            __atomic_store_n(&a->dirty, false, __ATOMIC_RELAXED);
+            nb_rt_update_usage(a, &ctx);
+            a->last_usage = now;
+            a->next_usage = now + usage;
+        }
+        if (a->next_sync >= 0 && now >= a->next_sync) {
+            struct nb_ctx sctx;
+            nb_ctx_init_system(&sctx, NULL);
+            nb_power_sync(a, &sctx);
+            a->next_sync = nb_time_mono() + sync;
+        }
+        if (a->next_sync >= 0 && a->next_sync - now < wait)
+            wait = a->next_sync - now;
+    }
+    if (json_array_size(beats))
+        nb_bus_cast(&ctx, "conductor", "service_heartbeat",
+                    json_pack("{s:s, s:O}", "binary", "nova-compute", "hosts", beats));
+    json_decref(beats);
+    return wait < 0.05 ? 0.05 : wait;
+}
+
+static void *periodic_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&agents_lock);
+    while (!periodic_stop) {
+        pthread_mutex_unlock(&agents_lock);
+        double wait = periodic_pass();
+        pthread_mutex_lock(&agents_lock);
+        if (periodic_stop)
+            break;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        long ns = ts.tv_nsec + (long)(wait * 1e9);
+        ts.tv_sec += ns / 1000000000L;
+        ts.tv_nsec = ns % 1000000000L;
+        pthread_cond_timedwait(&agents_cond, &agents_lock, &ts);
+    }
+    pthread_mutex_unlock(&agents_lock);
+    return NULL;
+}
+
+int nb_compute_agent_start(struct nb_env *env, struct nb_virt_driver *drv, const char *host)
+{
+    if (!drv || !host || !*host) {
+        NB_ERROR(LOG_AGENT, NULL, NULL, "a compute agent needs a driver and a host name");
+        return -1;
+    }
+    struct agent *a = calloc(1, sizeof(*a));
+    a->env = env;
+    a->drv = drv;
+    nb_strlcpy(a->host, host, sizeof(a->host));
+    snprintf(a->topic, sizeof(a->topic), "compute.%s", host);
+    for (int i = 0; i < AGENT_LOCKS; i++)
+        pthread_mutex_init(&a->locks[i], NULL);
+
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    /* Listen first, then register: once registered the host can be chosen,
+     * so it must already answer. If the conductor is not up yet, the
+     * periodic thread retries the registration. */
+    if (nb_bus_listen(a->topic, nb_agent_handle, a,
+                      (int)nb_conf_int("compute", "agent_workers", 2)) < 0) {
+        NB_ERROR(LOG_AGENT, &ctx, NULL, "cannot listen on topic %s", a->topic);
+        for (int i = 0; i < AGENT_LOCKS; i++)
+            pthread_mutex_destroy(&a->locks[i]);
+        free(a);
+        return -1;
+    }
+    if (nb_rt_register(a, &ctx) < 0)
+        a->next_register = nb_time_mono() + 1;
+    double now = nb_time_mono();
+    double sync = nb_conf_double("compute", "sync_power_state_interval", 600);
+    a->next_heartbeat = now + (double)nb_conf_int("DEFAULT", "report_interval", 10);
+    a->next_usage = now + (double)nb_conf_int("DEFAULT", "update_resources_interval", 60);
+    a->last_usage = now;
+    a->next_sync = sync > 0 ? now + sync : -1;
+
+    pthread_mutex_lock(&agents_lock);
+    a->next = agents;
+    agents = a;
+    bool start = !periodic_running;
+    periodic_running = true;
+    periodic_stop = false;
+    pthread_mutex_unlock(&agents_lock);
+    if (start && pthread_create(&periodic_thread, NULL, periodic_main, NULL) != 0) {
+        NB_ERROR(LOG_AGENT, &ctx, NULL, "cannot start the compute periodic thread");
+        pthread_mutex_lock(&agents_lock);
+        periodic_running = false;
+        pthread_mutex_unlock(&agents_lock);
+        return -1;
+    }
+    NB_INFO(LOG_AGENT, &ctx, NULL, "Compute agent for host %s started (driver %s)", host,
+            drv->ops->name);
+    return 0;
+}
+
+void nb_compute_agents_stop(void)
+{
+    pthread_mutex_lock(&agents_lock);
+    bool running = periodic_running;
+    periodic_stop = true;
+    pthread_cond_broadcast(&agents_cond);
+    pthread_mutex_unlock(&agents_lock);
+    if (running)
+        pthread_join(periodic_thread, NULL);
+    pthread_mutex_lock(&agents_lock);
+    periodic_running = false;
+    pthread_mutex_unlock(&agents_lock);
+}

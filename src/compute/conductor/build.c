@@ -1,0 +1,541 @@
+/* build.c - the build workflow: schedule, networking, block device
+ * mapping, spawn on the chosen host, and reschedule on a failed spawn.
+ *
+ *   building/scheduling --select_destinations--> host set, networking
+ *     -> block_device_mapping -> spawning --cast build_and_run_instance-->
+ *   agent: driver spawn --cast build_result--> active (power 1) | reschedule
+ *
+ * Each step is an instance action event under the request's ID (Nova's
+ * conductor_schedule_and_build_instances and
+ * compute__do_build_and_run_instance, and nubo's compute_networking,
+ * compute_block_device_mapping, compute_spawn inside the latter). A failed
+ * spawn records a fault, releases the allocation, remembers the host in
+ * request_spec.retry and schedules again, up to [scheduler] max_attempts;
+ * then ERROR with Nova's MaxRetriesExceeded message. No host at all: ERROR
+ * with Nova's NoValidHost message and the scheduler's explanation. */
+#include "bus/bus.h"
+#include "common/cleanup.h"
+#include "common/config.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "compute/compute.h"
+#include "compute/conductor/internal.h"
+#include "db/db.h"
+#include "image/image.h"
+#include "placement/placement.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define EXCEEDED_FMT                                                                               \
+    "Exceeded maximum number of retries. Exhausted all hosts available for retrying build "        \
+    "failures for instance %s."
+
+/* Glance's own fields; everything else in an image view is a property. */
+static bool core_image_field(const char *k)
+{
+    static const char *const core[] = {"id",           "name",
+                                       "status",       "visibility",
+                                       "protected",    "os_hidden",
+                                       "checksum",     "owner",
+                                       "size",         "virtual_size",
+                                       "min_disk",     "min_ram",
+                                       "disk_format",  "container_format",
+                                       "created_at",   "updated_at",
+                                       "tags",         "self",
+                                       "file",         "schema",
+                                       "direct_url",   "locations",
+                                       "os_hash_algo", "os_hash_value",
+                                       "stores",       NULL};
+    for (int i = 0; core[i]; i++)
+        if (!strcmp(core[i], k))
+            return true;
+    return false;
+}
+
+/* {"id", "disk_format", "properties"} of the image, or null when booting
+ * without one. An image that vanished since the API accepted the request is
+ * scheduled without properties (the spawn will report it). New ref. */
+static json_t *image_for_spec(struct nb_ctx *ctx, const char *image_ref)
+{
+    if (!image_ref || !*image_ref)
+        return json_null();
+    _cleanup_json_ json_t *img = nb_image_lookup(ctx, image_ref);
+    cond_clear_error(ctx);
+    json_t *props = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach (img, k, v) {
+        if (!core_image_field(k))
+            json_object_set(props, k, v);
+    }
+    return json_pack("{s:s, s:s?, s:o}", "id", image_ref, "disk_format",
+                     nb_json_str(img, "disk_format"), "properties", props);
+}
+
+/* The server group of the instance: from the request's scheduler hint, else
+ * from membership. {"uuid","policy","rules","members"} or null. New ref. */
+static json_t *group_for_spec(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                              json_t *rspec)
+{
+    const char *g = nb_json_str(json_object_get(rspec, "scheduler_hints"), "group");
+    json_t *hint_list = json_object_get(json_object_get(rspec, "scheduler_hints"), "group");
+    if (!g && json_is_array(hint_list))
+        g = json_string_value(json_array_get(hint_list, 0));
+    if (!g)
+        g = nb_json_str(rspec, "group");
+    if (!g)
+        g = nb_json_str(json_object_get(rspec, "group"), "uuid");
+    _cleanup_json_ json_t *grp = NULL;
+    if (g)
+        grp = nb_db_row(c->db, ctx,
+                        "SELECT id, uuid, policy, rules FROM instance_groups WHERE uuid = ? AND "
+                        "deleted = 0",
+                        "s", g);
+    if (!grp)
+        grp = nb_db_row(c->db, ctx,
+                        "SELECT g.id, g.uuid, g.policy, g.rules FROM instance_groups g JOIN "
+                        "instance_group_member m ON m.group_id = g.id WHERE m.instance_uuid = ? "
+                        "AND g.deleted = 0 LIMIT 1",
+                        "s", uuid);
+    cond_clear_error(ctx);
+    if (!grp)
+        return json_null();
+    _cleanup_json_ json_t *rows =
+        nb_db_rows(c->db, ctx, "SELECT instance_uuid FROM instance_group_member WHERE group_id = ?",
+                   "i", nb_json_int(grp, "id", 0));
+    cond_clear_error(ctx);
+    json_t *members = json_array();
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        if (nb_json_str(r, "instance_uuid"))
+            json_array_append_new(members, json_string(nb_json_str(r, "instance_uuid")));
+    }
+    /* a member being built may not be in the table yet if the API adds it
+     * after the cast; the instance itself is always a member */
+    json_t *rules = nb_json_parse(nb_json_str(grp, "rules"));
+    return json_pack("{s:s?, s:s?, s:o, s:o}", "uuid", nb_json_str(grp, "uuid"), "policy",
+                     nb_json_str(grp, "policy"), "rules", rules ? rules : json_object(), "members",
+                     members);
+}
+
+/* True if the boot disk is a volume (no local root disk to claim). */
+static bool boot_from_volume(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
+{
+    long long n = nb_db_int(c->db, ctx, 0,
+                            "SELECT COUNT(*) FROM block_device_mapping WHERE instance_uuid = ? AND "
+                            "deleted = 0 AND boot_index = 0 AND destination_type = 'volume'",
+                            "s", uuid);
+    cond_clear_error(ctx);
+    return n > 0;
+}
+
+/* The zone and forced host asked for: the API's request_spec fields
+ * (availability_zone, force_hosts), else the instance's availability_zone
+ * column parsed as Nova's "zone:host[:node]". */
+static void zone_and_host(json_t *row, json_t *rspec, char *zone, char *host, size_t n)
+{
+    zone[0] = host[0] = '\0';
+    json_t *azj = json_object_get(rspec, "availability_zone");
+    const char *az = azj ? json_string_value(azj) : nb_json_str(row, "availability_zone");
+    const char *forced =
+        json_string_value(json_array_get(json_object_get(rspec, "force_hosts"), 0));
+    if (az) {
+        const char *colon = strchr(az, ':');
+        if (colon) {
+            snprintf(zone, n, "%.*s", (int)(colon - az), az);
+            snprintf(host, n, "%s", colon + 1);
+            char *second = strchr(host, ':');
+            if (second)
+                *second = '\0';
+        } else {
+            snprintf(zone, n, "%s", az);
+        }
+    }
+    if (forced)
+        snprintf(host, n, "%s", forced);
+}
+
+/* The select_destinations spec for the instance row (see scheduler.h). */
+static json_t *spec_for(struct conductor *c, struct nb_ctx *ctx, json_t *row, json_t *rspec)
+{
+    const char *uuid = nb_json_str(row, "uuid");
+    json_t *flavor = nb_json_parse(nb_json_str(row, "flavor"));
+    char zone[256], host[256];
+    zone_and_host(row, rspec, zone, host, sizeof(zone));
+    /* the image as the API saw it at boot (Nova keeps it in the request
+     * spec), else looked up now */
+    json_t *image = json_object_get(rspec, "image");
+    image = json_is_object(json_object_get(image, "properties"))
+                ? json_incref(image)
+                : image_for_spec(ctx, nb_json_str(row, "image_ref"));
+    json_t *bfv = json_object_get(rspec, "is_bfv");
+    bool is_bfv = json_is_boolean(bfv) ? json_is_true(bfv) : boot_from_volume(c, ctx, uuid);
+    const char *requested = nb_json_str(json_object_get(rspec, "requested_destination"), "host");
+    json_t *retry = json_object_get(rspec, "retry");
+    json_t *tried = json_object_get(retry, "hosts");
+    return json_pack("{s:o, s:o, s:s?, s:s?, s:s?, s:o, s:o, s:b, s:s?, s:s?}", "flavor",
+                     flavor ? flavor : json_object(), "image", image, "availability_zone",
+                     zone[0] ? zone : NULL, "force_host", host[0] ? host : NULL, "requested_host",
+                     requested, "group", group_for_spec(c, ctx, uuid, rspec), "retry_hosts",
+                     tried ? json_incref(tried) : json_array(), "is_bfv", is_bfv, "project_id",
+                     nb_json_str(row, "project_id"), "user_id", nb_json_str(row, "user_id"));
+}
+
+/* request_spec of the row as an object (new ref, {} if unparsable). */
+static json_t *request_spec_of(json_t *row)
+{
+    json_t *r = nb_json_parse(nb_json_str(row, "request_spec"));
+    if (!json_is_object(r)) {
+        json_decref(r);
+        r = json_object();
+    }
+    return r;
+}
+
+/* request_spec.retry, created if missing (borrowed from rspec). */
+static json_t *retry_of(json_t *rspec)
+{
+    json_t *retry = json_object_get(rspec, "retry");
+    if (!json_is_object(retry)) {
+        retry = json_pack("{s:i, s:[], s:[]}", "num_attempts", 0, "hosts", "failures");
+        json_object_set_new(rspec, "retry", retry);
+    }
+    if (!json_is_array(json_object_get(retry, "hosts")))
+        json_object_set_new(retry, "hosts", json_array());
+    if (!json_is_array(json_object_get(retry, "failures")))
+        json_object_set_new(retry, "failures", json_array());
+    return retry;
+}
+
+/* "Attempt 1 on fake-2: why" lines of the earlier failures. Caller frees. */
+static char *failures_text(json_t *retry)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    size_t i;
+    json_t *e;
+    json_array_foreach (json_object_get(retry, "failures"), i, e) {
+        fprintf(f, "%sAttempt %zu: %s", i ? "\n" : "", i + 1, json_string_value(e));
+    }
+    fclose(f);
+    return buf;
+}
+
+/* Ends the build in ERROR while it is still scheduling: fault, events,
+ * action. A concurrent delete wins (nothing to do then). */
+static void fail_build(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                       const char *message, const char *details)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    int n = nb_db_exec(c->db, ctx,
+                       "UPDATE instances SET vm_state = 'error', task_state = NULL, host = NULL, "
+                       "node = NULL, updated_at = ? WHERE uuid = ? AND deleted = 0 AND "
+                       "task_state = 'scheduling'",
+                       "ss", now, uuid);
+    cond_clear_error(ctx);
+    if (n <= 0) {
+        cond_event_finish(c, ctx, uuid, EV_SCHEDULE, false,
+                          "The instance was deleted while it was being scheduled.");
+        NB_INFO(LOG_COND, ctx, uuid, "Build abandoned: the instance is being deleted");
+        return;
+    }
+    cond_fault(c, ctx, uuid, 500, message, details, NULL);
+    cond_event_finish(c, ctx, uuid, EV_SCHEDULE, false, details && *details ? details : message);
+    nb_action_finish(c->db, ctx, uuid, "Error");
+    cond_clear_error(ctx);
+    _cleanup_free_ char *flat = strdup(details ? details : "");
+    for (char *p = flat; *p; p++)
+        if (*p == '\n')
+            *p = '|';
+    NB_WARN(LOG_COND, ctx, uuid, "Failed to schedule_and_build_instances: %s Details: %s", message,
+            flat);
+}
+
+/* After a lost race in a build step: the build stops here, its events end
+ * in Error. The delete that won releases what the instance holds. */
+static void build_aborted(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                          const char *step_event)
+{
+    const char *why = "The instance was deleted while it was being built.";
+    if (step_event)
+        cond_event_finish(c, ctx, uuid, step_event, false, why);
+    cond_event_finish(c, ctx, uuid, EV_BUILD, false, why);
+    NB_INFO(LOG_COND, ctx, uuid, "Build stopped: the instance is being deleted");
+}
+
+/* Moves task_state from one build step to the next, ending the previous
+ * step's event and starting the next one, in one transaction. Returns 1 if
+ * it moved, 0 if the instance left the build meanwhile, -1 on error. */
+static int next_step(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *host,
+                     const char *from, const char *from_event, const char *to, const char *to_event)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    if (nb_db_begin(c->db, ctx) < 0)
+        return -1;
+    int n = nb_db_exec(c->db, ctx,
+                       "UPDATE instances SET task_state = ?, updated_at = ? WHERE uuid = ? AND "
+                       "deleted = 0 AND task_state = ?",
+                       "ssss", to, now, uuid, from);
+    if (n == 1) {
+        cond_event_finish(c, ctx, uuid, from_event, true, NULL);
+        cond_event_start(c, ctx, uuid, to_event, host);
+    }
+    if (n < 0) {
+        nb_db_rollback(c->db);
+        return -1;
+    }
+    return nb_db_commit(c->db, ctx) < 0 ? -1 : n;
+}
+
+/* networking: ports and IPs for the requested networks. nubo has no network
+ * service yet, so a request for networks other than "none"/"auto" is only
+ * logged; the step and its event are kept so the pipeline reads as Nova's. */
+static void do_networking(struct nb_ctx *ctx, const char *uuid, json_t *rspec)
+{
+    json_t *nets = json_object_get(rspec, "networks");
+    if (!nets)
+        nets = json_object_get(rspec, "requested_networks");
+    if (!nets || json_is_null(nets) ||
+        (json_is_string(nets) && !strcmp(json_string_value(nets), "none")))
+        NB_INFO(LOG_COND, ctx, uuid, "Networking: no network requested");
+    else {
+        _cleanup_free_ char *text = nb_json_dump(nets);
+        NB_INFO(LOG_COND, ctx, uuid,
+                "Networking: requested %s; no network service is configured, "
+                "no port allocated",
+                text);
+    }
+}
+
+/* Hands the instance to its host's agent. */
+static int cast_build(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *host,
+                      const char *node)
+{
+    _cleanup_json_ json_t *row = cond_instance_get(c, ctx, uuid);
+    if (!row)
+        return -1;
+    json_t *inst = cond_instance_for_agent(c, ctx, row);
+    return cond_cast_compute(c, ctx, host, "build_and_run_instance",
+                             json_pack("{s:o, s:s}", "instance", inst, "node", node));
+}
+
+static void build_failed(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                         const char *host, const char *message);
+
+/* The instance has a host: run the build steps and cast the spawn. */
+static void build_on_host(struct conductor *c, struct nb_ctx *ctx, const char *uuid, json_t *rspec,
+                          json_t *sel)
+{
+    const char *host = nb_json_str(sel, "host");
+    const char *node = nb_json_str(sel, "node") ? nb_json_str(sel, "node") : host;
+    json_t *retry = retry_of(rspec);
+    json_object_set_new(retry, "num_attempts",
+                        json_integer(nb_json_int(retry, "num_attempts", 0) + 1));
+    char now[32];
+    nb_now_iso_us(now);
+    if (nb_db_begin(c->db, ctx) < 0)
+        goto db_error;
+    int n =
+        nb_db_exec(c->db, ctx,
+                   "UPDATE instances SET host = ?, node = ?, availability_zone = "
+                   "COALESCE(?, availability_zone), task_state = 'networking', "
+                   "request_spec = ?, updated_at = ? WHERE uuid = ? AND deleted = 0 AND "
+                   "task_state = 'scheduling'",
+                   "sssjss", host, node, nb_json_str(sel, "availability_zone"), rspec, now, uuid);
+    if (n < 0) {
+        nb_db_rollback(c->db);
+        goto db_error;
+    }
+    if (n == 0) {
+        nb_db_rollback(c->db);
+        /* deleted while scheduling: give back the claim the scheduler made */
+        nb_placement_delete_allocations(ctx, uuid);
+        cond_clear_error(ctx);
+        cond_event_finish(c, ctx, uuid, EV_SCHEDULE, false,
+                          "The instance was deleted while it was being scheduled.");
+        return;
+    }
+    cond_event_finish(c, ctx, uuid, EV_SCHEDULE, true, NULL);
+    cond_event_start(c, ctx, uuid, EV_BUILD, host);
+    cond_event_start(c, ctx, uuid, EV_NETWORKING, host);
+    if (nb_db_commit(c->db, ctx) < 0)
+        goto db_error;
+    NB_INFO(LOG_COND, ctx, uuid, "Scheduled on host %s (node %s), attempt %lld", host, node,
+            nb_json_int(retry, "num_attempts", 1));
+
+    do_networking(ctx, uuid, rspec);
+    n = next_step(c, ctx, uuid, host, NB_TASK_NETWORKING, EV_NETWORKING, NB_TASK_BDM, EV_BDM);
+    if (n <= 0) {
+        if (n < 0)
+            goto db_error;
+        build_aborted(c, ctx, uuid, EV_NETWORKING);
+        return;
+    }
+    /* block_device_mapping: volumes are attached by the agent from the BDMs
+     * it is given; nothing is created here until a volume service exists. */
+    n = next_step(c, ctx, uuid, host, NB_TASK_BDM, EV_BDM, NB_TASK_SPAWNING, EV_SPAWN);
+    if (n <= 0) {
+        if (n < 0)
+            goto db_error;
+        build_aborted(c, ctx, uuid, EV_BDM);
+        return;
+    }
+    if (cast_build(c, ctx, uuid, host, node) < 0) {
+        char msg[512];
+        snprintf(msg, sizeof(msg), "The compute service of host %s is not reachable.", host);
+        cond_clear_error(ctx);
+        build_failed(c, ctx, uuid, host, msg);
+    }
+    return;
+db_error:
+    NB_ERROR(LOG_COND, ctx, uuid, "database error during the build: %s", ctx->err_msg);
+    cond_clear_error(ctx);
+}
+
+void cond_build_instance(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
+{
+    _cleanup_json_ json_t *row = cond_instance_get(c, ctx, uuid);
+    if (!row || nb_json_int(row, "deleted", 0) != 0 ||
+        strcmp(nb_json_str(row, "vm_state") ? nb_json_str(row, "vm_state") : "", NB_VM_BUILDING) ||
+        strcmp(nb_json_str(row, "task_state") ? nb_json_str(row, "task_state") : "",
+               NB_TASK_SCHEDULING)) {
+        NB_INFO(LOG_COND, ctx, uuid, "Not building: instance is %s",
+                row ? "no longer waiting to be scheduled" : "unknown");
+        return;
+    }
+    _cleanup_json_ json_t *rspec = request_spec_of(row);
+    json_t *retry = retry_of(rspec);
+    long long attempts = nb_json_int(retry, "num_attempts", 0);
+    cond_event_start(c, ctx, uuid, EV_SCHEDULE, c->env->my_host);
+    char exceeded[256];
+    snprintf(exceeded, sizeof(exceeded), EXCEEDED_FMT, uuid);
+    if (attempts >= c->max_attempts) {
+        _cleanup_free_ char *details = failures_text(retry);
+        fail_build(c, ctx, uuid, exceeded, details);
+        return;
+    }
+    json_t *spec = spec_for(c, ctx, row, rspec);
+    _cleanup_json_ json_t *sel = nb_bus_call(
+        ctx, "scheduler", "select_destinations",
+        json_pack("{s:s, s:o}", "instance_uuid", uuid, "spec", spec), c->call_timeout_ms);
+    if (!sel || !json_is_object(sel)) {
+        char msg[1100];
+        snprintf(msg, sizeof(msg), "%s",
+                 ctx->err_msg[0] ? ctx->err_msg : "The scheduler gave no answer.");
+        cond_clear_error(ctx);
+        fail_build(c, ctx, uuid, msg, "select_destinations failed; see the conductor log");
+        return;
+    }
+    const char *error = nb_json_str(sel, "error");
+    if (error) {
+        const char *explain = nb_json_str(sel, "details");
+        if (attempts > 0) {
+            _cleanup_free_ char *prev = failures_text(retry);
+            _cleanup_free_ char *details = nb_strdup_printf(
+                "%s\nNo other host for the retry: %s\n%s", prev, error, explain ? explain : "");
+            fail_build(c, ctx, uuid, exceeded, details);
+        } else {
+            fail_build(c, ctx, uuid, error, explain);
+        }
+        return;
+    }
+    build_on_host(c, ctx, uuid, rspec, sel);
+}
+
+/* A spawn failed on host: fault, events, release the claim, remember the
+ * host and schedule again (cond_build_instance ends in ERROR once the
+ * attempts are used up). */
+static void build_failed(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                         const char *host, const char *message)
+{
+    _cleanup_json_ json_t *row = cond_instance_get(c, ctx, uuid);
+    if (!row)
+        return;
+    _cleanup_json_ json_t *rspec = request_spec_of(row);
+    json_t *retry = retry_of(rspec);
+    json_array_append_new(json_object_get(retry, "hosts"), json_string(host));
+    _cleanup_free_ char *failure = nb_strdup_printf("%s: %s", host, message);
+    json_array_append_new(json_object_get(retry, "failures"), json_string(failure));
+    char now[32];
+    nb_now_iso_us(now);
+    if (nb_db_begin(c->db, ctx) < 0) {
+        cond_clear_error(ctx);
+        return;
+    }
+    int n = nb_db_exec(c->db, ctx,
+                       "UPDATE instances SET host = NULL, node = NULL, task_state = 'scheduling', "
+                       "request_spec = ?, updated_at = ? WHERE uuid = ? AND deleted = 0 AND "
+                       "task_state = 'spawning' AND host = ?",
+                       "jsss", rspec, now, uuid, host);
+    cond_event_finish(c, ctx, uuid, EV_SPAWN, false, message);
+    cond_event_finish(c, ctx, uuid, EV_BUILD, false, message);
+    if (n == 1)
+        cond_fault(c, ctx, uuid, 500, message, failure, host);
+    if (nb_db_commit(c->db, ctx) < 0 || n != 1) {
+        cond_clear_error(ctx);
+        NB_INFO(LOG_COND, ctx, uuid, "Build on %s failed (%s) but the instance is being deleted",
+                host, message);
+        return;
+    }
+    if (nb_placement_delete_allocations(ctx, uuid) < 0) {
+        NB_ERROR(LOG_COND, ctx, uuid, "could not release the allocation on %s: %s", host,
+                 ctx->err_msg);
+        cond_clear_error(ctx);
+    }
+    NB_WARN(LOG_COND, ctx, uuid,
+            "Build of instance failed on host %s: %s; allocation released, rescheduling "
+            "(attempt %lld of %d done)",
+            host, message, nb_json_int(retry, "num_attempts", 0), c->max_attempts);
+    cond_build_instance(c, ctx, uuid);
+}
+
+void cond_build_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
+{
+    const char *uuid = nb_json_str(args, "uuid");
+    const char *host = nb_json_str(args, "host");
+    if (!uuid || !host)
+        return;
+    if (!json_is_true(json_object_get(args, "ok"))) {
+        const char *msg = nb_json_str(args, "message");
+        build_failed(c, ctx, uuid, host, msg ? msg : "The spawn failed.");
+        return;
+    }
+    char now[32];
+    nb_now_iso_us(now);
+    if (nb_db_begin(c->db, ctx) < 0) {
+        cond_clear_error(ctx);
+        return;
+    }
+    int n = nb_db_exec(c->db, ctx,
+                       "UPDATE instances SET vm_state = 'active', task_state = NULL, "
+                       "power_state = 1, launched_at = ?, updated_at = ? WHERE uuid = ? AND "
+                       "deleted = 0 AND task_state = 'spawning' AND host = ?",
+                       "ssss", now, now, uuid, host);
+    if (n == 1) {
+        cond_event_finish(c, ctx, uuid, EV_SPAWN, true, NULL);
+        cond_event_finish(c, ctx, uuid, EV_BUILD, true, NULL);
+        nb_action_finish(c->db, ctx, uuid, NULL);
+    }
+    if (nb_db_commit(c->db, ctx) < 0 || n != 1) {
+        cond_clear_error(ctx);
+        build_aborted(c, ctx, uuid, EV_SPAWN);
+        /* the guest may have been created after the delete destroyed
+         * nothing: destroy it now (absent guest is not an error) */
+        cond_cast_compute(c, ctx, host, "destroy_guest", json_pack("{s:s}", "uuid", uuid));
+        return;
+    }
+    _cleanup_json_ json_t *row = cond_instance_get(c, ctx, uuid);
+    double created = row ? nb_time_parse(nb_json_str(row, "created_at")) : -1;
+    if (created > 0)
+        NB_INFO(LOG_COND, ctx, uuid, "Instance is ACTIVE on host %s; took %.3f seconds to build",
+                host, nb_time_now() - created);
+    else
+        NB_INFO(LOG_COND, ctx, uuid, "Instance is ACTIVE on host %s", host);
+}

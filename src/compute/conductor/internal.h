@@ -1,0 +1,88 @@
+/* internal.h - what the conductor's files share: the role's state and the
+ * instance helpers every workflow uses.
+ *
+ * Concurrency rule: every state transition is one conditional UPDATE
+ * ("… WHERE task_state = <expected> AND deleted = 0") committed before the
+ * next step is announced. A workflow whose UPDATE changes no row has lost a
+ * race (typically to a delete) and cleans up only what it created itself:
+ * its allocation, its guest. */
+#ifndef NB_CONDUCTOR_INTERNAL_H
+#define NB_CONDUCTOR_INTERNAL_H
+
+#include "common/ctx.h"
+#include "common/env.h"
+#include <jansson.h>
+#include <stdbool.h>
+
+#define LOG_COND "nubo.conductor.manager"
+
+/* Nova's event names. */
+#define EV_SCHEDULE "conductor_schedule_and_build_instances"
+#define EV_BUILD "compute__do_build_and_run_instance"
+#define EV_NETWORKING "compute_networking"
+#define EV_BDM "compute_block_device_mapping"
+#define EV_SPAWN "compute_spawn"
+#define EV_START "compute_start_instance"
+#define EV_STOP "compute_stop_instance"
+#define EV_REBOOT "compute_reboot_instance"
+#define EV_TERMINATE "compute_terminate_instance"
+
+struct conductor {
+    struct nb_env *env;
+    struct nb_db *db;
+    int max_attempts;           /* [scheduler] max_attempts */
+    int call_timeout_ms;        /* bus calls to the scheduler and agents */
+    long long last_id_at_start; /* highest instances.id when the conductor
+                                 * started: recovery leaves newer rows to the
+                                 * workers handling their requests */
+};
+
+/* Forgets the error recorded on ctx (after a handled failure). */
+void cond_clear_error(struct nb_ctx *ctx);
+
+/* The instance row (deleted or not), or NULL. New ref. */
+json_t *cond_instance_get(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
+
+/* The instance as the agent gets it: row fields, flavor, metadata, BDMs.
+ * New ref. */
+json_t *cond_instance_for_agent(struct conductor *c, struct nb_ctx *ctx, json_t *row);
+
+/* Event helpers that log (WARNING) instead of failing: the record of an
+ * event must never stop the work it records. */
+void cond_event_start(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *event,
+                      const char *host);
+void cond_event_finish(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *event,
+                       bool ok, const char *details);
+void cond_fault(struct conductor *c, struct nb_ctx *ctx, const char *uuid, int code,
+                const char *message, const char *details, const char *host);
+
+/* Soft-deletes the instance (deleted = id, vm_state deleted, timestamps),
+ * its metadata, faults and BDMs, drops its tags and server group
+ * membership (as the API's local delete does), then releases its
+ * allocations. Idempotent. 0/-1. */
+int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
+
+/* Casts method to "compute.<host>". 0, or -1 (logged) if no agent listens. */
+int cond_cast_compute(struct conductor *c, struct nb_ctx *ctx, const char *host, const char *method,
+                      json_t *args);
+
+/* build.c */
+void cond_build_instance(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
+void cond_build_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+
+/* actions.c */
+void cond_power_action(struct conductor *c, struct nb_ctx *ctx, const char *method, json_t *args);
+void cond_delete_instance(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
+void cond_op_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+void cond_power_sync(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+
+/* hosts.c: the agents' records */
+json_t *cond_service_update(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+json_t *cond_compute_node_update(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+void cond_service_heartbeat(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+json_t *cond_instances_on_host(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+
+/* recovery.c */
+void cond_recover_start(struct conductor *c);
+
+#endif

@@ -1,0 +1,341 @@
+/* recovery.c - puts back in order what a killed nubo left half-done, so
+ * that no server stays in BUILD (or in a task state) forever and no
+ * allocation outlives its instance.
+ *
+ * Runs once, in a thread started with the conductor, over the instances
+ * that existed before the start (newer ones belong to live requests):
+ *  1. allocations of deleted instances, of ERROR instances without a host
+ *     and of builds not yet scheduled are released;
+ *  2. once the scheduler answers: builds waiting to be scheduled are
+ *     scheduled again, under the request ID of their create action;
+ *  3. builds past scheduling: the host's agent is asked about the guest; a
+ *     running guest means only the report was lost (ACTIVE), no guest means
+ *     the build starts over from scheduling; an agent that does not answer
+ *     within 15 s means ERROR with a fault (Nova's behaviour on restart);
+ *  4. deletes and power actions left in a task state are run again.
+ * Events the crash left open are closed with result Error. */
+#include "bus/bus.h"
+#include "common/cleanup.h"
+#include "common/config.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "compute/compute.h"
+#include "compute/conductor/internal.h"
+#include "compute/virt/driver.h"
+#include "db/db.h"
+#include "placement/placement.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static bool wait_for(const char *topic, double max_s);
+static bool agent_up(json_t *waited, const char *host);
+
+#define INTERRUPTED "Interrupted: nubo stopped before this event finished."
+
+/* Closes the events the crash left open on the instance's actions. */
+static void close_open_events(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    nb_db_exec(c->db, ctx,
+               "UPDATE instance_actions_events SET finish_time = ?, result = 'Error', details = ? "
+               "WHERE finish_time IS NULL AND action_id IN (SELECT id FROM instance_actions "
+               "WHERE instance_uuid = ?)",
+               "sss", now, INTERRUPTED, uuid);
+    cond_clear_error(ctx);
+}
+
+/* A context carrying the request ID of the instance's newest action (so
+ * resumed work is recorded under it), else a fresh one. */
+static void ctx_for_action(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                           const char *action)
+{
+    struct nb_ctx tmp;
+    nb_ctx_init_system(&tmp, NULL);
+    _cleanup_json_ json_t *row =
+        action ? nb_db_row(c->db, &tmp,
+                           "SELECT request_id, user_id, project_id FROM instance_actions WHERE "
+                           "instance_uuid = ? AND action = ? ORDER BY id DESC LIMIT 1",
+                           "ss", uuid, action)
+               : NULL;
+    nb_ctx_init_system(ctx, row ? nb_json_str(row, "request_id") : NULL);
+    if (row && nb_json_str(row, "user_id"))
+        nb_strlcpy(ctx->user_id, nb_json_str(row, "user_id"), sizeof(ctx->user_id));
+    if (row && nb_json_str(row, "project_id"))
+        nb_strlcpy(ctx->project_id, nb_json_str(row, "project_id"), sizeof(ctx->project_id));
+}
+
+/* A build past scheduling whose host's agent cannot be asked: ERROR with a
+ * fault, as Nova's compute does with BUILDING instances on restart. Its
+ * host keeps the allocation until the server is deleted. */
+static void fail_interrupted_build(struct conductor *c, struct nb_ctx *actx, const char *uuid,
+                                   const char *host, const char *task)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    int n = nb_db_exec(c->db, actx,
+                       "UPDATE instances SET vm_state = 'error', task_state = NULL, "
+                       "updated_at = ? WHERE uuid = ? AND deleted = 0 AND task_state = ?",
+                       "sss", now, uuid, task);
+    cond_clear_error(actx);
+    if (n != 1)
+        return;
+    close_open_events(c, actx, uuid);
+    char msg[512];
+    snprintf(msg, sizeof(msg),
+             "Build of instance %s aborted: nubo stopped while the instance was in task "
+             "state %s on host %s, and that host's compute service does not answer.",
+             uuid, task, host ? host : "(none)");
+    cond_fault(c, actx, uuid, 500, msg,
+               "The build was interrupted by a restart; delete the server and create it "
+               "again. Its allocation stays on the host until then.",
+               host);
+    nb_action_finish(c->db, actx, uuid, "Error");
+    cond_clear_error(actx);
+    NB_WARN(LOG_COND, actx, uuid, "%s Instance set to ERROR.", msg);
+}
+
+/* The guest had been spawned; only the report was lost: ACTIVE. */
+static void finish_spawned_build(struct conductor *c, struct nb_ctx *actx, const char *uuid,
+                                 const char *host, const char *task)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    int n = nb_db_exec(c->db, actx,
+                       "UPDATE instances SET vm_state = 'active', task_state = NULL, "
+                       "power_state = 1, launched_at = ?, updated_at = ? WHERE uuid = ? AND "
+                       "deleted = 0 AND task_state = ? AND host = ?",
+                       "sssss", now, now, uuid, task, host);
+    cond_clear_error(actx);
+    if (n != 1)
+        return;
+    cond_event_finish(c, actx, uuid, EV_SPAWN, true, NULL);
+    cond_event_finish(c, actx, uuid, EV_BUILD, true, NULL);
+    close_open_events(c, actx, uuid);
+    nb_action_finish(c->db, actx, uuid, NULL);
+    cond_clear_error(actx);
+    NB_INFO(LOG_COND, actx, uuid,
+            "The guest was running on %s when nubo restarted: build completed, instance ACTIVE",
+            host);
+}
+
+/* No guest (or not a running one): clean the host, start over from
+ * scheduling. The attempt made counts towards max_attempts. */
+static void reschedule_interrupted_build(struct conductor *c, struct nb_ctx *actx, const char *uuid,
+                                         const char *host, const char *task)
+{
+    cond_cast_compute(c, actx, host, "destroy_guest", json_pack("{s:s}", "uuid", uuid));
+    char now[32];
+    nb_now_iso_us(now);
+    int n = nb_db_exec(c->db, actx,
+                       "UPDATE instances SET host = NULL, node = NULL, task_state = 'scheduling', "
+                       "updated_at = ? WHERE uuid = ? AND deleted = 0 AND task_state = ? AND "
+                       "host = ?",
+                       "ssss", now, uuid, task, host);
+    cond_clear_error(actx);
+    if (n != 1)
+        return;
+    close_open_events(c, actx, uuid);
+    nb_placement_delete_allocations(actx, uuid);
+    cond_clear_error(actx);
+    NB_INFO(LOG_COND, actx, uuid,
+            "Build on %s was interrupted in task state %s by a restart: scheduling again", host,
+            task);
+    cond_build_instance(c, actx, uuid);
+}
+
+/* Builds that were past scheduling when nubo died: the host's agent says
+ * whether the guest runs (then ACTIVE) or not (then scheduled again); if
+ * the agent does not answer, ERROR. */
+static void resume_interrupted_builds(struct conductor *c, struct nb_ctx *ctx, json_t *waited)
+{
+    _cleanup_json_ json_t *rows = nb_db_rows(
+        c->db, ctx,
+        "SELECT uuid, host, task_state FROM instances WHERE deleted = 0 AND vm_state = "
+        "'building' AND task_state IN ('networking', 'block_device_mapping', 'spawning') AND "
+        "id <= ? ORDER BY id",
+        "i", c->last_id_at_start);
+    cond_clear_error(ctx);
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        const char *uuid = nb_json_str(r, "uuid"), *host = nb_json_str(r, "host");
+        const char *task = nb_json_str(r, "task_state");
+        if (!uuid || !task)
+            continue;
+        struct nb_ctx actx;
+        ctx_for_action(c, &actx, uuid, "create");
+        if (!host || !agent_up(waited, host)) {
+            fail_interrupted_build(c, &actx, uuid, host, task);
+            continue;
+        }
+        char topic[300];
+        snprintf(topic, sizeof(topic), "compute.%s", host);
+        _cleanup_json_ json_t *info =
+            nb_bus_call(&actx, topic, "guest_info", json_pack("{s:s}", "uuid", uuid), 10000);
+        cond_clear_error(&actx);
+        if (!info)
+            fail_interrupted_build(c, &actx, uuid, host, task);
+        else if (json_is_true(json_object_get(info, "found")) &&
+                 nb_json_int(info, "power_state", 0) == NB_POWER_RUNNING)
+            finish_spawned_build(c, &actx, uuid, host, task);
+        else
+            reschedule_interrupted_build(c, &actx, uuid, host, task);
+    }
+}
+
+/* Releases allocations whose instance is gone or never got a host. */
+static void release_leaked_allocations(struct conductor *c, struct nb_ctx *ctx)
+{
+    _cleanup_json_ json_t *rows = nb_db_rows(
+        c->db, ctx,
+        "SELECT DISTINCT a.consumer_id AS uuid FROM allocations a JOIN instances i ON "
+        "i.uuid = a.consumer_id WHERE i.deleted != 0 OR (i.vm_state = 'error' AND i.host IS "
+        "NULL) OR (i.vm_state = 'building' AND i.task_state = 'scheduling' AND i.host IS NULL "
+        "AND i.id <= ?)",
+        "i", c->last_id_at_start);
+    cond_clear_error(ctx);
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        const char *uuid = nb_json_str(r, "uuid");
+        if (nb_placement_delete_allocations(ctx, uuid) == 0)
+            NB_WARN(LOG_COND, ctx, uuid,
+                    "Released the allocations of an instance that is deleted, unscheduled or "
+                    "failed without a host (left by an interrupted run)");
+        cond_clear_error(ctx);
+    }
+}
+
+/* Whether host's agent answers, asked once per recovery (waits up to 15 s
+ * for agents that start after the conductor). */
+static bool agent_up(json_t *waited, const char *host)
+{
+    json_t *known = json_object_get(waited, host);
+    if (known)
+        return json_is_true(known);
+    char topic[300];
+    snprintf(topic, sizeof(topic), "compute.%s", host);
+    bool up = wait_for(topic, 15);
+    json_object_set_new(waited, host, json_boolean(up));
+    return up;
+}
+
+/* Waits until topic answers a ping, up to max_s seconds. */
+static bool wait_for(const char *topic, double max_s)
+{
+    double deadline = nb_time_mono() + max_s;
+    do {
+        struct nb_ctx ctx;
+        nb_ctx_init_system(&ctx, NULL);
+        json_t *r = nb_bus_call(&ctx, topic, "ping", json_object(), 2000);
+        if (r) {
+            json_decref(r);
+            return true;
+        }
+        usleep(250 * 1000);
+    } while (nb_time_mono() < deadline);
+    return false;
+}
+
+static void resume_builds(struct conductor *c, struct nb_ctx *ctx)
+{
+    _cleanup_json_ json_t *rows = nb_db_rows(
+        c->db, ctx,
+        "SELECT uuid, task_state FROM instances WHERE deleted = 0 AND vm_state = 'building' AND "
+        "(task_state IS NULL OR task_state = 'scheduling') AND id <= ? ORDER BY id",
+        "i", c->last_id_at_start);
+    cond_clear_error(ctx);
+    if (json_array_size(rows) && !wait_for("scheduler", 30))
+        NB_ERROR(LOG_COND, ctx, NULL, "the scheduler does not answer; scheduling anyway");
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        const char *uuid = nb_json_str(r, "uuid");
+        struct nb_ctx actx;
+        ctx_for_action(c, &actx, uuid, "create");
+        close_open_events(c, &actx, uuid);
+        nb_db_exec(c->db, &actx,
+                   "UPDATE instances SET task_state = 'scheduling', host = NULL, node = NULL "
+                   "WHERE uuid = ? AND deleted = 0 AND vm_state = 'building' AND "
+                   "(task_state IS NULL OR task_state = 'scheduling')",
+                   "s", uuid);
+        cond_clear_error(&actx);
+        NB_INFO(LOG_COND, &actx, uuid, "Resuming the build interrupted by a restart");
+        cond_build_instance(c, &actx, uuid);
+    }
+}
+
+/* Deletes and power actions left in a task state: run them again. */
+static void resume_actions(struct conductor *c, struct nb_ctx *ctx, json_t *waited)
+{
+    _cleanup_json_ json_t *rows = nb_db_rows(
+        c->db, ctx,
+        "SELECT uuid, host, task_state FROM instances WHERE deleted = 0 AND task_state IN "
+        "('deleting', 'powering-on', 'powering-off', 'rebooting', 'rebooting_hard', "
+        "'reboot_pending', 'reboot_pending_hard', 'reboot_started', 'reboot_started_hard') "
+        "AND id <= ? ORDER BY id",
+        "i", c->last_id_at_start);
+    cond_clear_error(ctx);
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        const char *uuid = nb_json_str(r, "uuid"), *host = nb_json_str(r, "host");
+        const char *task = nb_json_str(r, "task_state");
+        if (!uuid || !task)
+            continue;
+        if (host)
+            agent_up(waited, host); /* else the delete/action falls back to local handling */
+        const char *action = !strcmp(task, "deleting")       ? "delete"
+                             : !strcmp(task, "powering-on")  ? "start"
+                             : !strcmp(task, "powering-off") ? "stop"
+                                                             : "reboot";
+        struct nb_ctx actx;
+        ctx_for_action(c, &actx, uuid, action);
+        close_open_events(c, &actx, uuid);
+        NB_INFO(LOG_COND, &actx, uuid, "Resuming %s (task_state %s) interrupted by a restart",
+                action, task);
+        json_t *args = json_pack("{s:s, s:s}", "uuid", uuid, "reboot_type",
+                                 strstr(task, "hard") ? "HARD" : "SOFT");
+        if (!strcmp(action, "delete"))
+            cond_delete_instance(c, &actx, uuid);
+        else
+            cond_power_action(c, &actx,
+                              !strcmp(action, "start")  ? "start_instance"
+                              : !strcmp(action, "stop") ? "stop_instance"
+                                                        : "reboot_instance",
+                              args);
+        json_decref(args);
+    }
+}
+
+static void *recovery_main(void *arg)
+{
+    struct conductor *c = arg;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    release_leaked_allocations(c, &ctx);
+    resume_builds(c, &ctx);
+    json_t *waited = json_object(); /* {host: agent answers?} */
+    resume_interrupted_builds(c, &ctx, waited);
+    resume_actions(c, &ctx, waited);
+    json_decref(waited);
+    NB_INFO(LOG_COND, &ctx, NULL, "start-up recovery done");
+    return NULL;
+}
+
+void cond_recover_start(struct conductor *c)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, recovery_main, c) != 0)
+        NB_ERROR(LOG_COND, NULL, NULL, "cannot start the recovery thread");
+    pthread_attr_destroy(&attr);
+}

@@ -1,0 +1,789 @@
+/* scheduler.c - the scheduler role: select_destinations on topic
+ * "scheduler" (contract in scheduler.h).
+ *
+ * One request goes: resources from the flavor -> placement allocation
+ * candidates -> host states (placement's usage + the cached view of compute
+ * nodes, services and aggregates) -> request filters (retry, availability
+ * zone) -> [filter_scheduler] enabled_filters -> weighers -> claim in
+ * placement on the best host, falling to the next one on a 409. Every step
+ * adds a line to the explanation that becomes the fault details when no
+ * host is left.
+ *
+ * The host view (compute_nodes, services, aggregates) is cached for
+ * [scheduler] host_cache_ms (default 500) so a burst of boots does not
+ * re-read it per request; usage always comes fresh from placement, and the
+ * claim is atomic there. Requests with a server group are serialised, so
+ * that two members cannot both see a host as free of the group. */
+#include "common/cleanup.h"
+#include "common/config.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "compute/scheduler/host_state.h"
+#include "compute/scheduler/scheduler.h"
+#include "bus/bus.h"
+#include "db/db.h"
+#include "placement/placement.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOG_MGR "nubo.scheduler.manager"
+#define LOG_FILTERS "nubo.scheduler.filters"
+#define MAX_FILTERS 32
+#define MAX_WEIGHERS 8
+
+#define NO_HOST_PLACEMENT "No valid host was found. "
+#define NO_HOST_FILTERS "No valid host was found. There are not enough hosts available."
+
+/* A consistent snapshot of the compute hosts, shared by requests. */
+struct host_cache {
+    int refs;
+    double built; /* nb_time_mono() */
+    size_t n;
+    struct nb_host_state *hosts;
+    double *heartbeat; /* last_seen_up (or created_at) per host, -1 = never */
+    bool *forced_down;
+    json_t *by_rp; /* {rp_uuid: index} */
+    json_t *keep;  /* owns the JSON the host states borrow */
+};
+
+struct scheduler {
+    struct nb_env *env;
+    pthread_mutex_t cache_lock;
+    struct host_cache *cache;
+    pthread_mutex_t group_lock;
+    const struct nb_sched_filter *filters[MAX_FILTERS];
+    size_t nfilters;
+    const struct nb_sched_weigher *weighers[MAX_WEIGHERS];
+    double multipliers[MAX_WEIGHERS];
+    size_t nweighers;
+};
+
+static void clear_error(struct nb_ctx *ctx)
+{
+    ctx->err_status = 0;
+    ctx->err_name[0] = '\0';
+    ctx->err_msg[0] = '\0';
+}
+
+static void cache_unref(struct host_cache *c)
+{
+    if (!c || --c->refs > 0)
+        return;
+    free(c->hosts);
+    free(c->heartbeat);
+    free(c->forced_down);
+    json_decref(c->by_rp);
+    json_decref(c->keep);
+    free(c);
+}
+
+/* Parses a JSON text column into a value kept alive by c->keep. */
+static json_t *keep_json(struct host_cache *c, const char *text)
+{
+    json_t *j = text ? nb_json_parse(text) : NULL;
+    if (j)
+        json_array_append_new(c->keep, j);
+    return j;
+}
+
+/* {host: [aggregate objects]} from the aggregate tables. New ref or NULL. */
+static json_t *load_aggregates(struct nb_db *db, struct nb_ctx *ctx)
+{
+    _cleanup_json_ json_t *hosts =
+        nb_db_rows(db, ctx,
+                   "SELECT a.id, a.uuid, a.name, h.host FROM aggregates a "
+                   "JOIN aggregate_hosts h ON h.aggregate_id = a.id WHERE a.deleted = 0",
+                   "");
+    _cleanup_json_ json_t *meta =
+        nb_db_rows(db, ctx,
+                   "SELECT m.aggregate_id, m.key, m.value FROM aggregate_metadata m "
+                   "JOIN aggregates a ON a.id = m.aggregate_id WHERE a.deleted = 0",
+                   "");
+    if (!hosts || !meta)
+        return NULL;
+    json_t *aggs = json_object(); /* {id: {"name","uuid","metadata"}} */
+    size_t i;
+    json_t *r;
+    json_array_foreach (hosts, i, r) {
+        char id[32];
+        snprintf(id, sizeof(id), "%lld", nb_json_int(r, "id", 0));
+        if (!json_object_get(aggs, id))
+            json_object_set_new(aggs, id,
+                                json_pack("{s:s?, s:s?, s:{}}", "name", nb_json_str(r, "name"),
+                                          "uuid", nb_json_str(r, "uuid"), "metadata"));
+    }
+    json_array_foreach (meta, i, r) {
+        char id[32];
+        snprintf(id, sizeof(id), "%lld", nb_json_int(r, "aggregate_id", 0));
+        json_t *a = json_object_get(aggs, id);
+        const char *k = nb_json_str(r, "key"), *v = nb_json_str(r, "value");
+        if (a && k)
+            json_object_set_new(json_object_get(a, "metadata"), k, json_string(v ? v : ""));
+    }
+    json_t *by_host = json_object();
+    json_array_foreach (hosts, i, r) {
+        char id[32];
+        snprintf(id, sizeof(id), "%lld", nb_json_int(r, "id", 0));
+        const char *h = nb_json_str(r, "host");
+        if (!h)
+            continue;
+        json_t *list = json_object_get(by_host, h);
+        if (!list) {
+            list = json_array();
+            json_object_set_new(by_host, h, list);
+        }
+        json_array_append(list, json_object_get(aggs, id));
+    }
+    json_decref(aggs);
+    return by_host;
+}
+
+/* The zone(s) of a host: availability_zone metadata of its aggregates
+ * (comma-joined if several differ), else the default zone. */
+static void host_zone(json_t *aggs, const char *def, char *out, size_t n)
+{
+    out[0] = '\0';
+    size_t i;
+    json_t *a;
+    json_array_foreach (aggs, i, a) {
+        const char *z = nb_json_str(json_object_get(a, "metadata"), "availability_zone");
+        if (!z || strstr(out, z))
+            continue;
+        snprintf(out + strlen(out), n - strlen(out), "%s%s", out[0] ? "," : "", z);
+    }
+    if (!out[0])
+        nb_strlcpy(out, def, n);
+}
+
+/* Builds a fresh snapshot of the compute hosts. NULL on a database error. */
+static struct host_cache *cache_build(struct scheduler *s, struct nb_ctx *ctx)
+{
+    struct nb_db *db = s->env->db;
+    _cleanup_json_ json_t *nodes = nb_db_rows(
+        db, ctx,
+        "SELECT uuid, host, hypervisor_hostname, hypervisor_type, hypervisor_version, cpu_info, "
+        "vcpus, memory_mb, local_gb, host_ip, cpu_allocation_ratio, ram_allocation_ratio, "
+        "disk_allocation_ratio, supported_instances FROM compute_nodes WHERE deleted = 0 "
+        "ORDER BY id",
+        "");
+    _cleanup_json_ json_t *services =
+        nb_db_rows(db, ctx,
+                   "SELECT host, disabled, disabled_reason, forced_down, last_seen_up, created_at "
+                   "FROM services WHERE binary = 'nova-compute' AND deleted = 0",
+                   "");
+    _cleanup_json_ json_t *counts = nb_db_rows(
+        db, ctx,
+        "SELECT host, COUNT(*) AS n FROM instances WHERE deleted = 0 AND host IS NOT NULL "
+        "GROUP BY host",
+        "");
+    _cleanup_json_ json_t *aggs = load_aggregates(db, ctx);
+    if (!nodes || !services || !counts || !aggs)
+        return NULL;
+
+    _cleanup_json_ json_t *svc_by_host = json_object();
+    size_t i;
+    json_t *r;
+    json_array_foreach (services, i, r) {
+        if (nb_json_str(r, "host"))
+            json_object_set(svc_by_host, nb_json_str(r, "host"), r);
+    }
+    _cleanup_json_ json_t *count_by_host = json_object();
+    json_array_foreach (counts, i, r) {
+        if (nb_json_str(r, "host"))
+            json_object_set(count_by_host, nb_json_str(r, "host"), json_object_get(r, "n"));
+    }
+
+    const char *def_zone = nb_conf_str("DEFAULT", "default_availability_zone", "nova");
+    struct host_cache *c = calloc(1, sizeof(*c));
+    c->refs = 1;
+    c->built = nb_time_mono();
+    c->n = json_array_size(nodes);
+    c->hosts = calloc(c->n ? c->n : 1, sizeof(*c->hosts));
+    c->heartbeat = calloc(c->n ? c->n : 1, sizeof(double));
+    c->forced_down = calloc(c->n ? c->n : 1, sizeof(bool));
+    c->by_rp = json_object();
+    c->keep = json_array();
+    json_array_foreach (nodes, i, r) {
+        struct nb_host_state *hs = &c->hosts[i];
+        const char *host = nb_json_str(r, "host");
+        nb_strlcpy(hs->host, host ? host : "", sizeof(hs->host));
+        const char *node = nb_json_str(r, "hypervisor_hostname");
+        nb_strlcpy(hs->nodename, node ? node : hs->host, sizeof(hs->nodename));
+        const char *uuid = nb_json_str(r, "uuid");
+        nb_strlcpy(hs->rp_uuid, uuid ? uuid : "", sizeof(hs->rp_uuid));
+        const char *type = nb_json_str(r, "hypervisor_type");
+        nb_strlcpy(hs->hypervisor_type, type ? type : "", sizeof(hs->hypervisor_type));
+        hs->hypervisor_version = (long)nb_json_int(r, "hypervisor_version", 0);
+        const char *ip = nb_json_str(r, "host_ip");
+        nb_strlcpy(hs->host_ip, ip ? ip : "", sizeof(hs->host_ip));
+        hs->cpu_info = keep_json(c, nb_json_str(r, "cpu_info"));
+        hs->supported_instances = keep_json(c, nb_json_str(r, "supported_instances"));
+        hs->aggregates = json_object_get(aggs, hs->host);
+        if (hs->aggregates)
+            json_array_append(c->keep, hs->aggregates);
+        host_zone(hs->aggregates, def_zone, hs->availability_zone, sizeof(hs->availability_zone));
+        hs->vcpus_total = nb_json_int(r, "vcpus", 0);
+        hs->memory_mb_total = nb_json_int(r, "memory_mb", 0);
+        hs->local_gb_total = nb_json_int(r, "local_gb", 0);
+        json_t *ratio;
+        hs->cpu_allocation_ratio =
+            json_is_number(ratio = json_object_get(r, "cpu_allocation_ratio"))
+                ? json_number_value(ratio)
+                : 0;
+        hs->ram_allocation_ratio =
+            json_is_number(ratio = json_object_get(r, "ram_allocation_ratio"))
+                ? json_number_value(ratio)
+                : 0;
+        hs->disk_allocation_ratio =
+            json_is_number(ratio = json_object_get(r, "disk_allocation_ratio"))
+                ? json_number_value(ratio)
+                : 0;
+        hs->num_instances = (long)json_integer_value(json_object_get(count_by_host, hs->host));
+
+        json_t *svc = json_object_get(svc_by_host, hs->host);
+        c->heartbeat[i] = -1;
+        if (svc) {
+            hs->has_service = true;
+            hs->service_disabled = nb_json_int(svc, "disabled", 0) != 0;
+            const char *reason = nb_json_str(svc, "disabled_reason");
+            nb_strlcpy(hs->disabled_reason, reason ? reason : "", sizeof(hs->disabled_reason));
+            c->forced_down[i] = nb_json_int(svc, "forced_down", 0) != 0;
+            const char *seen = nb_json_str(svc, "last_seen_up");
+            nb_strlcpy(hs->last_seen_up, seen ? seen : "", sizeof(hs->last_seen_up));
+            if (!seen)
+                seen = nb_json_str(svc, "created_at");
+            c->heartbeat[i] = seen ? nb_time_parse(seen) : -1;
+        }
+        if (hs->rp_uuid[0])
+            json_object_set_new(c->by_rp, hs->rp_uuid, json_integer((json_int_t)i));
+    }
+    return c;
+}
+
+/* A reference to a snapshot no older than [scheduler] host_cache_ms. */
+static struct host_cache *cache_get(struct scheduler *s, struct nb_ctx *ctx)
+{
+    double max_age = (double)nb_conf_int("scheduler", "host_cache_ms", 500) / 1000.0;
+    pthread_mutex_lock(&s->cache_lock);
+    struct host_cache *c = s->cache;
+    if (!c || nb_time_mono() - c->built > max_age) {
+        double t0 = nb_time_mono();
+        struct host_cache *fresh = cache_build(s, ctx);
+        NB_DEBUG(LOG_MGR, ctx, NULL, "host cache rebuilt: %zu host(s) in %.1f ms",
+                 fresh ? fresh->n : 0, (nb_time_mono() - t0) * 1000);
+        if (fresh) {
+            cache_unref(s->cache);
+            s->cache = c = fresh;
+        }
+    }
+    if (c)
+        c->refs++;
+    pthread_mutex_unlock(&s->cache_lock);
+    return c;
+}
+
+static void cache_put(struct scheduler *s, struct host_cache *c)
+{
+    pthread_mutex_lock(&s->cache_lock);
+    cache_unref(c);
+    pthread_mutex_unlock(&s->cache_lock);
+}
+
+/* The flavor object inside an instance's flavor JSON (flat, or Nova's
+ * {"cur": {"nova_object.data": …}} shape). Borrowed. */
+static json_t *flavor_body(json_t *flavor)
+{
+    json_t *cur = json_object_get(flavor, "cur");
+    if (cur)
+        flavor = cur;
+    json_t *data = json_object_get(flavor, "nova_object.data");
+    return data ? data : flavor;
+}
+
+/* Placement resources for the flavor, as Nova's resources_from_flavor
+ * (DISK_GB = root + ephemeral + swap MB rounded up to GB; no root disk when
+ * booting from volume), with "resources:<RC>=<n>" extra specs overriding
+ * and "trait:<T>=required" collected into *required. New ref. */
+static json_t *resources_for(json_t *flavor, bool is_bfv, json_t **required)
+{
+    long long vcpus = nb_json_int(flavor, "vcpus", 0);
+    long long ram = nb_json_int(flavor, "memory_mb", 0);
+    long long root = is_bfv ? 0 : nb_json_int(flavor, "root_gb", 0);
+    long long disk_mb =
+        (root + nb_json_int(flavor, "ephemeral_gb", 0)) * 1024 + nb_json_int(flavor, "swap", 0);
+    long long disk = (disk_mb + 1023) / 1024;
+    json_t *res = json_object();
+    if (vcpus > 0)
+        json_object_set_new(res, "VCPU", json_integer(vcpus));
+    if (ram > 0)
+        json_object_set_new(res, "MEMORY_MB", json_integer(ram));
+    if (disk > 0)
+        json_object_set_new(res, "DISK_GB", json_integer(disk));
+    *required = json_array();
+    const char *key;
+    json_t *v;
+    json_object_foreach (json_object_get(flavor, "extra_specs"), key, v) {
+        const char *val = json_string_value(v);
+        if (!val)
+            continue;
+        if (nb_startswith(key, "resources:")) {
+            long long amount = strtoll(val, NULL, 10);
+            if (amount > 0)
+                json_object_set_new(res, key + strlen("resources:"), json_integer(amount));
+            else
+                json_object_del(res, key + strlen("resources:"));
+        } else if (nb_startswith(key, "trait:") && !strcmp(val, "required")) {
+            json_array_append_new(*required, json_string(key + strlen("trait:")));
+        }
+    }
+    return res;
+}
+
+/* "VCPU=1, MEMORY_MB=512, DISK_GB=1" into buf. */
+static void resources_text(json_t *res, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    const char *rc;
+    json_t *v;
+    json_object_foreach (res, rc, v) {
+        snprintf(buf + strlen(buf), n - strlen(buf), "%s%s=%lld", buf[0] ? ", " : "", rc,
+                 (long long)json_integer_value(v));
+    }
+}
+
+/* Number of other group members per host: {host: n}. Members are read
+ * now (under the group lock), not from the request, so that a member
+ * created and placed since the request was made counts; one without a host
+ * yet (being built) counts where placement holds its allocation. New ref. */
+static json_t *group_hosts(struct scheduler *s, struct nb_ctx *ctx, struct host_cache *c,
+                           json_t *group, const char *self)
+{
+    json_t *out = json_object();
+    _cleanup_json_ json_t *rows = NULL;
+    const char *guuid = nb_json_str(group, "uuid");
+    if (guuid)
+        rows = nb_db_rows(s->env->db, ctx,
+                          "SELECT m.instance_uuid AS uuid FROM instance_group_member m JOIN "
+                          "instance_groups g ON g.id = m.group_id WHERE g.uuid = ?",
+                          "s", guuid);
+    clear_error(ctx);
+    _cleanup_json_ json_t *members = json_array();
+    size_t i;
+    json_t *m;
+    json_array_foreach (rows, i, m) {
+        if (nb_json_str(m, "uuid"))
+            json_array_append_new(members, json_string(nb_json_str(m, "uuid")));
+    }
+    if (!rows)
+        json_array_extend(members, json_object_get(group, "members"));
+    json_array_foreach (members, i, m) {
+        const char *uuid = json_string_value(m);
+        if (!uuid || (self && !strcmp(uuid, self)))
+            continue;
+        _cleanup_json_ json_t *row =
+            nb_db_row(s->env->db, ctx, "SELECT host FROM instances WHERE uuid = ? AND deleted = 0",
+                      "s", uuid);
+        clear_error(ctx);
+        if (!row)
+            continue;
+        char host[256] = "";
+        if (nb_json_str(row, "host")) {
+            nb_strlcpy(host, nb_json_str(row, "host"), sizeof(host));
+        } else {
+            _cleanup_free_ char *rp = nb_placement_consumer_provider(ctx, uuid);
+            clear_error(ctx);
+            json_t *idx = rp ? json_object_get(c->by_rp, rp) : NULL;
+            if (idx)
+                nb_strlcpy(host, c->hosts[json_integer_value(idx)].host, sizeof(host));
+        }
+        if (host[0])
+            json_object_set_new(out, host, json_integer(nb_json_int(out, host, 0) + 1));
+    }
+    return out;
+}
+
+/* The request as the filters see it (borrowing from spec_json). */
+static void build_spec(struct nb_sched_spec *spec, const char *uuid, json_t *spec_json,
+                       json_t *flavor, json_t **image_props_out)
+{
+    memset(spec, 0, sizeof(*spec));
+    spec->instance_uuid = uuid;
+    spec->flavor = flavor;
+    json_t *props = json_object_get(json_object_get(spec_json, "image"), "properties");
+    *image_props_out = json_is_object(props) ? json_incref(props) : json_object();
+    spec->image_props = *image_props_out;
+    spec->default_architecture =
+        nb_conf_str("filter_scheduler", "image_properties_default_architecture", NULL);
+    spec->availability_zone = nb_json_str(spec_json, "availability_zone");
+    spec->default_zone = nb_conf_str("DEFAULT", "default_availability_zone", "nova");
+    json_t *group = json_object_get(spec_json, "group");
+    if (json_is_object(group)) {
+        spec->group_uuid = nb_json_str(group, "uuid");
+        spec->group_policy = nb_json_str(group, "policy");
+        json_t *max = json_object_get(json_object_get(group, "rules"), "max_server_per_host");
+        spec->max_server_per_host = json_is_integer(max)  ? (long)json_integer_value(max)
+                                    : json_is_string(max) ? strtol(json_string_value(max), NULL, 10)
+                                                          : 1;
+    }
+    spec->retry_hosts = json_object_get(spec_json, "retry_hosts");
+    spec->isolation_namespace =
+        nb_conf_str("filter_scheduler", "aggregate_image_properties_isolation_namespace", NULL);
+    spec->isolation_separator =
+        nb_conf_str("filter_scheduler", "aggregate_image_properties_isolation_separator", ".");
+}
+
+/* Joins the JSON array of strings with newlines. Caller frees. */
+static char *join_lines(json_t *lines)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    size_t i;
+    json_t *l;
+    json_array_foreach (lines, i, l)
+        fprintf(f, "%s%s", i ? "\n" : "", json_string_value(l));
+    fclose(f);
+    return buf;
+}
+
+/* details on one line, for the log */
+static char *one_line(const char *text)
+{
+    char *out = strdup(text ? text : "");
+    for (char *p = out; *p; p++)
+        if (*p == '\n')
+            *p = '|';
+    return out;
+}
+
+static json_t *no_host(struct nb_ctx *ctx, const char *uuid, const char *error, json_t *lines)
+{
+    _cleanup_free_ char *details = join_lines(lines);
+    _cleanup_free_ char *flat = one_line(details);
+    NB_INFO(LOG_MGR, ctx, uuid, "%s Explanation: %s", error, flat);
+    return json_pack("{s:s, s:s}", "error", error, "details", details);
+}
+
+/* Host states for the candidates, in placement's order, usage filled from
+ * the provider summaries. Providers that are not compute nodes are left
+ * out. Returns the count; *out is malloc'd. */
+static size_t candidate_hosts(struct host_cache *c, json_t *cands, struct nb_host_state **out)
+{
+    json_t *reqs = json_object_get(cands, "allocation_requests");
+    json_t *sums = json_object_get(cands, "provider_summaries");
+    size_t n = 0;
+    *out = calloc(json_array_size(reqs) + 1, sizeof(**out));
+    double now = nb_time_now();
+    double down_time = (double)nb_conf_int("DEFAULT", "service_down_time", 60);
+    size_t i;
+    json_t *req;
+    json_array_foreach (reqs, i, req) {
+        const char *rp;
+        json_t *alloc;
+        json_object_foreach (json_object_get(req, "allocations"), rp, alloc) {
+            json_t *idx = json_object_get(c->by_rp, rp);
+            if (!idx)
+                continue;
+            size_t k = (size_t)json_integer_value(idx);
+            bool dup = false;
+            for (size_t d = 0; d < n && !dup; d++)
+                dup = !strcmp((*out)[d].rp_uuid, rp);
+            if (dup)
+                continue;
+            struct nb_host_state *hs = &(*out)[n++];
+            *hs = c->hosts[k];
+            hs->forced_down = c->forced_down[k];
+            hs->service_up = hs->has_service && !c->forced_down[k] && c->heartbeat[k] >= 0 &&
+                             fabs(now - c->heartbeat[k]) <= down_time;
+            json_t *r = json_object_get(json_object_get(sums, rp), "resources");
+            hs->vcpu_capacity = nb_json_int(json_object_get(r, "VCPU"), "capacity", 0);
+            hs->vcpu_used = nb_json_int(json_object_get(r, "VCPU"), "used", 0);
+            hs->ram_capacity = nb_json_int(json_object_get(r, "MEMORY_MB"), "capacity", 0);
+            hs->ram_used = nb_json_int(json_object_get(r, "MEMORY_MB"), "used", 0);
+            hs->disk_capacity = nb_json_int(json_object_get(r, "DISK_GB"), "capacity", 0);
+            hs->disk_used = nb_json_int(json_object_get(r, "DISK_GB"), "used", 0);
+        }
+    }
+    return n;
+}
+
+/* Restricts hosts to the forced one (admin "zone:host"): filters are
+ * skipped for forced hosts, as in Nova. */
+static size_t force_host(struct nb_host_state **hosts, size_t n, const char *host, json_t *lines)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(hosts[i]->host, host))
+            hosts[kept++] = hosts[i];
+    char line[512];
+    snprintf(line, sizeof(line), "ForcedHost: %zu -> %zu; host %s forced, filters skipped", n, kept,
+             host);
+    json_array_append_new(lines, json_string(line));
+    return kept;
+}
+
+/* Restricts hosts to the one named in the request (2.74 "host"); unlike a
+ * forced host, filters still run. */
+static size_t requested_host(struct nb_host_state **hosts, size_t n, const char *host,
+                             json_t *lines)
+{
+    size_t kept = 0;
+    char reasons[1024] = "";
+    for (size_t i = 0; i < n; i++) {
+        if (!strcmp(hosts[i]->host, host))
+            hosts[kept++] = hosts[i];
+        else if (strlen(reasons) < sizeof(reasons) - 300)
+            snprintf(reasons + strlen(reasons), sizeof(reasons) - strlen(reasons),
+                     "; %s: host %s was requested", hosts[i]->host, host);
+    }
+    char line[1200];
+    snprintf(line, sizeof(line), "RequestedDestination: %zu -> %zu%s", n, kept, reasons);
+    json_array_append_new(lines, json_string(line));
+    return kept;
+}
+
+static json_t *select_destinations(struct scheduler *s, struct nb_ctx *ctx, json_t *args)
+{
+    const char *uuid = nb_json_str(args, "instance_uuid");
+    json_t *spec_json = json_object_get(args, "spec");
+    json_t *flavor = flavor_body(json_object_get(spec_json, "flavor"));
+    if (!uuid || !json_is_object(flavor))
+        return json_pack("{s:s, s:s}", "error", NO_HOST_PLACEMENT, "details",
+                         "The request has no instance UUID or no flavor.");
+    _cleanup_json_ json_t *lines = json_array();
+    _cleanup_json_ json_t *required = NULL;
+    _cleanup_json_ json_t *res =
+        resources_for(flavor, json_is_true(json_object_get(spec_json, "is_bfv")), &required);
+    char restext[256];
+    resources_text(res, restext, sizeof(restext));
+
+    double t_start = nb_time_mono();
+    _cleanup_json_ json_t *cands =
+        nb_placement_candidates(ctx, res, json_array_size(required) ? required : NULL, NULL,
+                                (int)nb_conf_int("scheduler", "max_placement_results", 1000));
+    if (!cands) {
+        char line[1400];
+        snprintf(line, sizeof(line), "Placement: allocation candidates for %s failed: %s", restext,
+                 ctx->err_msg);
+        clear_error(ctx);
+        json_array_append_new(lines, json_string(line));
+        return no_host(ctx, uuid, NO_HOST_PLACEMENT, lines);
+    }
+    size_t ncand = json_array_size(json_object_get(cands, "allocation_requests"));
+    char line[2048];
+    char traits[512] = "";
+    size_t ti;
+    json_t *tv;
+    json_array_foreach (required, ti, tv) {
+        snprintf(traits + strlen(traits), sizeof(traits) - strlen(traits), "%s%s",
+                 ti ? ", " : " with required traits ", json_string_value(tv));
+    }
+    snprintf(line, sizeof(line), "Placement: %zu candidate(s) for %s%s", ncand, restext, traits);
+    json_array_append_new(lines, json_string(line));
+    NB_INFO(LOG_FILTERS, ctx, uuid, "%s", line);
+    if (ncand == 0) {
+        _cleanup_free_ char *why = nb_placement_explain_shortage(ctx, res);
+        clear_error(ctx);
+        if (why && *why)
+            json_array_append_new(lines, json_string(why));
+        else
+            json_array_append_new(
+                lines, json_string(json_array_size(required)
+                                       ? "no compute host has the required traits with enough "
+                                         "free resources"
+                                       : "no compute host is registered in placement"));
+        return no_host(ctx, uuid, NO_HOST_PLACEMENT, lines);
+    }
+
+    double t_placement = nb_time_mono();
+    struct host_cache *c = cache_get(s, ctx);
+    if (!c) {
+        snprintf(line, sizeof(line), "Database error reading compute hosts: %s", ctx->err_msg);
+        clear_error(ctx);
+        json_array_append_new(lines, json_string(line));
+        return no_host(ctx, uuid, NO_HOST_FILTERS, lines);
+    }
+    struct nb_host_state *states = NULL;
+    size_t n = candidate_hosts(c, cands, &states);
+    struct nb_host_state **hosts = calloc(n + 1, sizeof(*hosts));
+    for (size_t i = 0; i < n; i++)
+        hosts[i] = &states[i];
+    if (n < ncand) {
+        snprintf(line, sizeof(line),
+                 "ComputeNodes: %zu -> %zu; providers without a compute node left out", ncand, n);
+        json_array_append_new(lines, json_string(line));
+    }
+
+    json_t *group = json_object_get(spec_json, "group");
+    bool grouped = json_is_object(group);
+    if (grouped)
+        pthread_mutex_lock(&s->group_lock);
+
+    struct nb_sched_spec spec;
+    _cleanup_json_ json_t *props = NULL;
+    build_spec(&spec, uuid, spec_json, flavor, &props);
+    _cleanup_json_ json_t *ghosts = grouped ? group_hosts(s, ctx, c, group, uuid) : json_object();
+    spec.group_hosts = ghosts;
+
+    const char *forced = nb_json_str(spec_json, "force_host");
+    const char *requested = nb_json_str(spec_json, "requested_host");
+    if (forced && *forced) {
+        n = force_host(hosts, n, forced, lines);
+    } else {
+        if (requested && *requested)
+            n = requested_host(hosts, n, requested, lines);
+        const struct nb_sched_filter *pre[2];
+        size_t npre = 0;
+        if (json_array_size(spec.retry_hosts))
+            pre[npre++] = &nb_filter_retry;
+        if (spec.availability_zone && *spec.availability_zone &&
+            nb_conf_bool("scheduler", "query_placement_for_availability_zone", true))
+            pre[npre++] = &nb_filter_az_prefilter;
+        size_t before = json_array_size(lines);
+        n = nb_sched_run_filters(hosts, n, pre, npre, &spec, lines);
+        n = nb_sched_run_filters(hosts, n, s->filters, s->nfilters, &spec, lines);
+        for (size_t i = before; i < json_array_size(lines); i++)
+            NB_INFO(LOG_FILTERS, ctx, uuid, "%s", json_string_value(json_array_get(lines, i)));
+    }
+
+    json_t *reply = NULL;
+    if (n == 0) {
+        reply = no_host(ctx, uuid, NO_HOST_FILTERS, lines);
+        goto out;
+    }
+    nb_sched_weigh(hosts, n, s->weighers, s->multipliers, s->nweighers);
+    double t_weighed = nb_time_mono();
+    char weights[512] = "";
+    for (size_t i = 0; i < n && i < 5; i++)
+        snprintf(weights + strlen(weights), sizeof(weights) - strlen(weights), "%s%s=%.3f",
+                 i ? ", " : "", hosts[i]->host, hosts[i]->weight);
+    snprintf(line, sizeof(line), "Weighed: %s%s", weights, n > 5 ? ", …" : "");
+    json_array_append_new(lines, json_string(line));
+
+    const char *project = nb_json_str(spec_json, "project_id");
+    const char *user = nb_json_str(spec_json, "user_id");
+    for (size_t i = 0; i < n && !reply; i++) {
+        if (nb_placement_claim(ctx, uuid, project ? project : ctx->project_id,
+                               user ? user : ctx->user_id, hosts[i]->rp_uuid, res, -1) == 0) {
+            _cleanup_free_ char *details = join_lines(lines);
+            double t_end = nb_time_mono();
+            NB_INFO(LOG_MGR, ctx, uuid,
+                    "Selected host %s (node %s) and claimed %s; weighed hosts: %s%s; took "
+                    "%.1f ms (candidates %.1f, hosts/filters/weighers %.1f, claim %.1f)",
+                    hosts[i]->host, hosts[i]->nodename, restext, weights, n > 5 ? ", …" : "",
+                    (t_end - t_start) * 1000, (t_placement - t_start) * 1000,
+                    (t_weighed - t_placement) * 1000, (t_end - t_weighed) * 1000);
+            reply = json_pack("{s:s, s:s, s:s, s:s, s:s}", "host", hosts[i]->host, "node",
+                              hosts[i]->nodename, "rp_uuid", hosts[i]->rp_uuid, "availability_zone",
+                              hosts[i]->availability_zone, "details", details);
+            break;
+        }
+        snprintf(line, sizeof(line), "Claim: %s refused (%d): %s", hosts[i]->host, ctx->err_status,
+                 ctx->err_msg);
+        NB_INFO(LOG_MGR, ctx, uuid, "%s", line);
+        clear_error(ctx);
+        json_array_append_new(lines, json_string(line));
+    }
+    if (!reply)
+        reply = no_host(ctx, uuid, NO_HOST_FILTERS, lines);
+out:
+    if (grouped)
+        pthread_mutex_unlock(&s->group_lock);
+    free(hosts);
+    free(states);
+    cache_put(s, c);
+    return reply;
+}
+
+static json_t *handle(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    struct scheduler *s = opaque;
+    if (!strcmp(method, "select_destinations"))
+        return select_destinations(s, ctx, args);
+    if (!strcmp(method, "ping"))
+        return json_pack("{s:b}", "ok", 1);
+    NB_ERROR(LOG_MGR, ctx, NULL, "unknown scheduler method %s", method);
+    return json_pack("{s:s}", "error", "unknown method");
+}
+
+/* The last dotted component: "nova.scheduler.weights.ram.RAMWeigher" ->
+ * "RAMWeigher". */
+static const char *class_name(const char *s)
+{
+    const char *dot = strrchr(s, '.');
+    return dot ? dot + 1 : s;
+}
+
+/* Parses enabled_filters and weight_classes. -1 (logged) on unknown names. */
+static int configure(struct scheduler *s)
+{
+    const char *filters =
+        nb_conf_str("filter_scheduler", "enabled_filters",
+                    "ComputeFilter,ComputeCapabilitiesFilter,ImagePropertiesFilter,"
+                    "ServerGroupAntiAffinityFilter,ServerGroupAffinityFilter");
+    _cleanup_free_ char *copy = strdup(filters);
+    char *save = NULL;
+    for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        const struct nb_sched_filter *f = nb_sched_filter_find(class_name(t));
+        if (!f || s->nfilters == MAX_FILTERS) {
+            NB_ERROR(LOG_MGR, NULL, NULL, "[filter_scheduler] enabled_filters: unknown filter %s",
+                     t);
+            return -1;
+        }
+        s->filters[s->nfilters++] = f;
+    }
+    const char *weighers =
+        nb_conf_str("filter_scheduler", "weight_classes", "nova.scheduler.weights.all_weighers");
+    _cleanup_free_ char *wcopy = strdup(weighers);
+    for (char *t = strtok_r(wcopy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        const char *name = class_name(t);
+        const struct nb_sched_weigher *list[MAX_WEIGHERS];
+        size_t nl = 0;
+        if (!strcmp(name, "all_weighers")) {
+            list[nl++] = &nb_weigher_ram;
+            list[nl++] = &nb_weigher_cpu;
+            list[nl++] = &nb_weigher_disk;
+        } else if ((list[0] = nb_sched_weigher_find(name))) {
+            nl = 1;
+        } else {
+            NB_ERROR(LOG_MGR, NULL, NULL, "[filter_scheduler] weight_classes: unknown weigher %s",
+                     t);
+            return -1;
+        }
+        for (size_t i = 0; i < nl && s->nweighers < MAX_WEIGHERS; i++) {
+            s->weighers[s->nweighers] = list[i];
+            s->multipliers[s->nweighers++] =
+                nb_conf_double("filter_scheduler", list[i]->multiplier_key, 1.0);
+        }
+    }
+    return 0;
+}
+
+int nb_scheduler_start(struct nb_env *env)
+{
+    struct scheduler *s = calloc(1, sizeof(*s));
+    s->env = env;
+    pthread_mutex_init(&s->cache_lock, NULL);
+    pthread_mutex_init(&s->group_lock, NULL);
+    if (configure(s) < 0) {
+        free(s);
+        return -1;
+    }
+    if (nb_bus_listen("scheduler", handle, s, (int)nb_conf_int("scheduler", "workers", 4)) < 0) {
+        NB_ERROR(LOG_MGR, NULL, NULL, "cannot listen on topic scheduler");
+        free(s);
+        return -1;
+    }
+    char names[512] = "";
+    for (size_t i = 0; i < s->nfilters; i++)
+        snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s", i ? "," : "",
+                 s->filters[i]->name);
+    NB_INFO(LOG_MGR, NULL, NULL, "scheduler started; filters %s; %zu weigher(s)", names,
+            s->nweighers);
+    return 0;
+}

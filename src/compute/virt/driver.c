@@ -1,0 +1,18 @@
+/* driver.c - picks the virt driver named by [compute] driver.
+ *
+ * Drivers register nothing at run time: this file knows the built-in ones
+ * and opens the one asked for, as libvirt's virConnectOpen picks a driver by
+ * URI scheme. An unknown name is reported once here and NULL returned. */
+#include "common/log.h"
+#include "compute/virt/driver.h"
+
+#include <string.h>
+
+struct nb_virt_driver *nb_virt_open(const char *name)
+{
+    if (!name || !strcmp(name, "fake"))
+        return nb_virt_fake_open();
+    NB_ERROR("nubo.compute.virt", NULL, NULL,
+             "Unknown virt driver '%s' in [compute] driver (this build knows: fake)", name);
+    return NULL;
+}

@@ -1,0 +1,507 @@
+/* fake.c - the fake virt driver: any number of hypervisor hosts in one
+ * process, no hypervisor behind them.
+ *
+ * Hosts come from [fake] hosts (comma list, default "fake-1,fake-2,fake-3");
+ * each has a CPU model, capacity and hypervisor version from [fake]
+ * cpu_model / vcpus / memory_mb / disk_gb / hypervisor_version, overridable
+ * per host with "<key>.<host>" (e.g. `--set fake.memory_mb.fake-2=1024`).
+ * Guests live in memory as {uuid: {"power_state", "console"}} per host and
+ * are mirrored to $state_path/fake/<host>.json (unless [fake]
+ * persist_guests = false), so that, as with a real hypervisor, guests
+ * outlive a restart of nubo. Editing that file behind nubo's back (say,
+ * setting a guest's power_state to 4, or removing a guest) is how a test
+ * makes a guest "shut down by itself" or vanish: every guest operation
+ * first re-reads a file whose mtime is not that of the driver's own write.
+ *
+ * Fault injection: [fake] fail_spawn_hosts (comma list: every spawn there
+ * fails) and nb_virt_fake_fail_spawn(host, n). [fake] spawn_delay_ms makes
+ * spawns take time (to have builds in flight in tests).
+ *
+ * Thread-safety: one mutex per driver guards the hosts and their guests;
+ * the injection table has its own. Spawn does no I/O but the small per-host
+ * state file write. */
+#include "common/config.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "compute/virt/driver.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LOGGER "nubo.compute.virt.fake"
+#define MAX_INJECT 256
+#define CONSOLE_MAX 4096
+
+struct fake_host {
+    char name[256];
+    char cpu_model[64];
+    int vcpus;
+    long memory_mb;
+    long disk_gb;
+    long hv_version;
+    json_t *guests;          /* {uuid: {"power_state": n, "console": "…"}} */
+    char *state_file;        /* NULL when not persisted */
+    struct timespec written; /* mtime after our last write of state_file */
+};
+
+struct fake_priv {
+    pthread_mutex_t lock;
+    struct fake_host *hosts;
+    size_t nhosts;
+    json_t *index; /* {host name: index into hosts} */
+    long spawn_delay_ms;
+};
+
+/* Pending spawn failures, shared by every fake driver of the process:
+ * nb_virt_fake_fail_spawn() has no driver argument. n = -1 means all. */
+static pthread_mutex_t inject_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    char host[256];
+    int n;
+} injections[MAX_INJECT];
+static int ninjections;
+
+void nb_virt_fake_fail_spawn(const char *host, int n)
+{
+    pthread_mutex_lock(&inject_lock);
+    int i;
+    for (i = 0; i < ninjections; i++)
+        if (!strcmp(injections[i].host, host))
+            break;
+    if (i == ninjections && ninjections < MAX_INJECT)
+        nb_strlcpy(injections[ninjections++].host, host, sizeof(injections[0].host));
+    if (i < ninjections)
+        injections[i].n = n;
+    pthread_mutex_unlock(&inject_lock);
+}
+
+/* True (and one pending failure consumed) if the next spawn on host fails. */
+static bool take_injected_failure(const char *host)
+{
+    bool fail = false;
+    pthread_mutex_lock(&inject_lock);
+    for (int i = 0; i < ninjections; i++) {
+        if (strcmp(injections[i].host, host) || injections[i].n == 0)
+            continue;
+        fail = true;
+        if (injections[i].n > 0)
+            injections[i].n--;
+    }
+    pthread_mutex_unlock(&inject_lock);
+    return fail;
+}
+
+/* [fake] key.<host> if set, else [fake] key, else def. */
+static long host_conf_int(const char *host, const char *key, long def)
+{
+    char k[320];
+    snprintf(k, sizeof(k), "%s.%s", key, host);
+    if (nb_conf_str("fake", k, NULL))
+        return nb_conf_int("fake", k, def);
+    return nb_conf_int("fake", key, def);
+}
+
+static const char *host_conf_str(const char *host, const char *key, const char *def)
+{
+    char k[320];
+    snprintf(k, sizeof(k), "%s.%s", key, host);
+    const char *v = nb_conf_str("fake", k, NULL);
+    return v ? v : nb_conf_str("fake", key, def);
+}
+
+/* CPU flags (libvirt names) a model offers. Haswell-noTSX-IBRS as QEMU
+ * defines it; other names get the x86-64-v2 baseline. */
+static json_t *model_features(const char *model)
+{
+    static const char *const haswell[] = {
+        "aes",          "apic",    "avx",     "avx2",   "bmi1",   "bmi2",   "clflush",  "cmov",
+        "cx16",         "cx8",     "de",      "erms",   "f16c",   "fma",    "fpu",      "fsgsbase",
+        "fxsr",         "invpcid", "lahf_lm", "lm",     "mca",    "mce",    "mmx",      "movbe",
+        "msr",          "mtrr",    "nx",      "pae",    "pat",    "pcid",   "pclmuldq", "pge",
+        "pni",          "popcnt",  "pse",     "pse36",  "rdrand", "rdtscp", "sep",      "smep",
+        "spec-ctrl",    "sse",     "sse2",    "sse4.1", "sse4.2", "ssse3",  "syscall",  "tsc",
+        "tsc-deadline", "vme",     "x2apic",  "xsave",  NULL};
+    static const char *const baseline[] = {"apic",   "clflush", "cmov",    "cx16",    "cx8",
+                                           "fpu",    "fxsr",    "lahf_lm", "lm",      "mmx",
+                                           "nx",     "pni",     "popcnt",  "sse",     "sse2",
+                                           "sse4.1", "sse4.2",  "ssse3",   "syscall", NULL};
+    const char *const *list = nb_startswith(model, "Haswell") ? haswell : baseline;
+    json_t *a = json_array();
+    for (int i = 0; list[i]; i++)
+        json_array_append_new(a, json_string(list[i]));
+    return a;
+}
+
+static struct fake_host *find_host(struct fake_priv *p, const char *host)
+{
+    json_t *i = host ? json_object_get(p->index, host) : NULL;
+    return i ? &p->hosts[json_integer_value(i)] : NULL;
+}
+
+static void reload_if_changed(struct fake_host *h);
+
+/* Looks the host up, recording 404 on ctx if this driver does not run it. */
+static struct fake_host *get_host(struct fake_priv *p, struct nb_ctx *ctx, const char *host)
+{
+    struct fake_host *h = find_host(p, host);
+    if (!h)
+        nb_error(ctx, 404, NULL, "Host %s is not managed by the fake virt driver.",
+                 host ? host : "(null)");
+    return h;
+}
+
+/* get_host for guest operations (lock held): first picks up changes made
+ * to the host's state file behind nubo's back. */
+static struct fake_host *get_host_guests(struct fake_priv *p, struct nb_ctx *ctx, const char *host)
+{
+    struct fake_host *h = get_host(p, ctx, host);
+    if (h)
+        reload_if_changed(h);
+    return h;
+}
+
+static const char *instance_uuid(json_t *instance)
+{
+    return nb_json_str(instance, "uuid");
+}
+
+static void console_append(json_t *guest, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void console_append(json_t *guest, const char *fmt, ...)
+{
+    char line[512], ts[32];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    const char *old = nb_json_str(guest, "console");
+    size_t oldlen = old ? strlen(old) : 0;
+    /* keep the tail only, as a serial log ring would */
+    if (oldlen > CONSOLE_MAX)
+        old += oldlen - CONSOLE_MAX;
+    char *text = nb_strdup_printf("%s[%s] %s\n", old ? old : "", nb_now_iso(ts), line);
+    json_object_set_new(guest, "console", json_string(text));
+    free(text);
+}
+
+/* Writes h's guests to its state file (no fsync: a crash may lose the last
+ * change, as a hypervisor may lose a guest). Called with the lock held. */
+static void persist(struct fake_host *h)
+{
+    if (!h->state_file)
+        return;
+    char *text = json_dumps(h->guests, JSON_COMPACT);
+    char *tmp = nb_strdup_printf("%s.tmp", h->state_file);
+    FILE *f = fopen(tmp, "w");
+    bool ok = f && fputs(text, f) >= 0;
+    if (f && fclose(f) != 0)
+        ok = false;
+    if (ok && rename(tmp, h->state_file) == 0) {
+        struct stat st;
+        if (stat(h->state_file, &st) == 0)
+            h->written = st.st_mtim;
+    } else {
+        NB_WARN(LOGGER, NULL, NULL, "cannot write %s: %s", h->state_file, strerror(errno));
+        unlink(tmp);
+    }
+    free(tmp);
+    free(text);
+}
+
+/* Re-reads h's state file if someone else changed it. Lock held. */
+static void reload_if_changed(struct fake_host *h)
+{
+    struct stat st;
+    if (!h->state_file || stat(h->state_file, &st) < 0)
+        return;
+    if (st.st_mtim.tv_sec == h->written.tv_sec && st.st_mtim.tv_nsec == h->written.tv_nsec)
+        return;
+    json_error_t err;
+    json_t *g = json_load_file(h->state_file, 0, &err);
+    if (!json_is_object(g)) {
+        NB_WARN(LOGGER, NULL, NULL, "ignoring unreadable %s: %s", h->state_file, err.text);
+        json_decref(g);
+        return;
+    }
+    NB_INFO(LOGGER, NULL, NULL, "guests of %s changed outside nubo; reloaded %s", h->name,
+            h->state_file);
+    json_decref(h->guests);
+    h->guests = g;
+    h->written = st.st_mtim;
+}
+
+static int fake_host_info(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                          struct nb_host_info *info)
+{
+    struct fake_priv *p = drv->priv;
+    struct fake_host *h = get_host(p, ctx, host);
+    if (!h)
+        return -1;
+    memset(info, 0, sizeof(*info));
+    nb_strlcpy(info->hypervisor_hostname, h->name, sizeof(info->hypervisor_hostname));
+    nb_strlcpy(info->hypervisor_type, "fake", sizeof(info->hypervisor_type));
+    info->hypervisor_version = h->hv_version;
+    nb_strlcpy(info->cpu_model, h->cpu_model, sizeof(info->cpu_model));
+    nb_strlcpy(info->cpu_vendor, "Intel", sizeof(info->cpu_vendor));
+    nb_strlcpy(info->cpu_arch, "x86_64", sizeof(info->cpu_arch));
+    info->cpu_features = model_features(h->cpu_model);
+    info->vcpus = h->vcpus;
+    info->memory_mb = h->memory_mb;
+    info->local_gb = h->disk_gb;
+    nb_strlcpy(info->host_ip, "127.0.0.1", sizeof(info->host_ip));
+    return 0;
+}
+
+static int fake_spawn(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                      json_t *instance)
+{
+    struct fake_priv *p = drv->priv;
+    const char *uuid = instance_uuid(instance);
+    if (!uuid)
+        return nb_error(ctx, 400, NULL, "Instance without uuid given to the fake driver.");
+    if (p->spawn_delay_ms > 0)
+        usleep((useconds_t)p->spawn_delay_ms * 1000);
+    if (take_injected_failure(host))
+        return nb_error(ctx, 500, NULL,
+                        "Fake driver: spawn failure injected on host %s for instance %s.", host,
+                        uuid);
+    pthread_mutex_lock(&p->lock);
+    int rc = -1;
+    struct fake_host *h = get_host_guests(p, ctx, host);
+    if (!h)
+        goto out;
+    if (json_object_get(h->guests, uuid)) {
+        nb_error(ctx, 409, NULL, "Fake driver: guest %s already exists on host %s.", uuid, host);
+        goto out;
+    }
+    json_t *g = json_pack("{s:i}", "power_state", NB_POWER_RUNNING);
+    console_append(g, "fake guest %s booted on %s", uuid, host);
+    json_object_set_new(h->guests, uuid, g);
+    persist(h);
+    rc = 0;
+out:
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+static int fake_destroy(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                        json_t *instance)
+{
+    struct fake_priv *p = drv->priv;
+    const char *uuid = instance_uuid(instance);
+    pthread_mutex_lock(&p->lock);
+    struct fake_host *h = get_host_guests(p, ctx, host);
+    if (h && uuid && json_object_get(h->guests, uuid)) {
+        json_object_del(h->guests, uuid);
+        persist(h);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return h ? 0 : -1;
+}
+
+/* Sets the power state of an existing guest; 404 if absent. */
+static int set_power(struct fake_priv *p, struct nb_ctx *ctx, const char *host, const char *uuid,
+                     int state, const char *what)
+{
+    pthread_mutex_lock(&p->lock);
+    int rc = -1;
+    struct fake_host *h = get_host_guests(p, ctx, host);
+    json_t *g = h && uuid ? json_object_get(h->guests, uuid) : NULL;
+    if (h && !g)
+        nb_error(ctx, 404, NULL, "Fake driver: no guest %s on host %s.", uuid ? uuid : "(null)",
+                 host);
+    if (g) {
+        json_object_set_new(g, "power_state", json_integer(state));
+        console_append(g, "%s", what);
+        persist(h);
+        rc = 0;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+static int fake_power_on(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                         json_t *instance)
+{
+    return set_power(drv->priv, ctx, host, instance_uuid(instance), NB_POWER_RUNNING, "powered on");
+}
+
+static int fake_power_off(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                          json_t *instance, int timeout_s)
+{
+    return set_power(drv->priv, ctx, host, instance_uuid(instance), NB_POWER_SHUTDOWN,
+                     timeout_s > 0 ? "shut down (ACPI)" : "powered off (forced)");
+}
+
+static int fake_reboot(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                       json_t *instance, bool hard)
+{
+    return set_power(drv->priv, ctx, host, instance_uuid(instance), NB_POWER_RUNNING,
+                     hard ? "hard reboot" : "soft reboot");
+}
+
+static int fake_get_info(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                         const char *uuid, struct nb_guest_info *info)
+{
+    struct fake_priv *p = drv->priv;
+    pthread_mutex_lock(&p->lock);
+    int rc = -1;
+    struct fake_host *h = get_host_guests(p, ctx, host);
+    json_t *g = h && uuid ? json_object_get(h->guests, uuid) : NULL;
+    if (h && !g)
+        nb_error(ctx, 404, NULL, "Fake driver: no guest %s on host %s.", uuid ? uuid : "(null)",
+                 host);
+    if (g) {
+        info->power_state = (int)nb_json_int(g, "power_state", NB_POWER_NOSTATE);
+        rc = 0;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+static json_t *fake_list(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host)
+{
+    struct fake_priv *p = drv->priv;
+    pthread_mutex_lock(&p->lock);
+    json_t *out = NULL;
+    struct fake_host *h = get_host_guests(p, ctx, host);
+    if (h) {
+        out = json_object();
+        const char *uuid;
+        json_t *g;
+        json_object_foreach (h->guests, uuid, g)
+            json_object_set_new(out, uuid,
+                                json_integer(nb_json_int(g, "power_state", NB_POWER_NOSTATE)));
+    }
+    pthread_mutex_unlock(&p->lock);
+    return out;
+}
+
+static char *fake_console_log(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                              const char *uuid)
+{
+    struct fake_priv *p = drv->priv;
+    pthread_mutex_lock(&p->lock);
+    char *out = NULL;
+    struct fake_host *h = get_host_guests(p, ctx, host);
+    json_t *g = h && uuid ? json_object_get(h->guests, uuid) : NULL;
+    if (h && !g)
+        nb_error(ctx, 404, NULL, "Fake driver: no guest %s on host %s.", uuid ? uuid : "(null)",
+                 host);
+    if (g) {
+        const char *c = nb_json_str(g, "console");
+        out = strdup(c ? c : "");
+    }
+    pthread_mutex_unlock(&p->lock);
+    return out;
+}
+
+static void fake_close(struct nb_virt_driver *drv)
+{
+    struct fake_priv *p = drv->priv;
+    for (size_t i = 0; i < p->nhosts; i++) {
+        json_decref(p->hosts[i].guests);
+        free(p->hosts[i].state_file);
+    }
+    free(p->hosts);
+    json_decref(p->index);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+    free(drv);
+}
+
+static const struct nb_virt_ops fake_ops = {
+    .name = "fake",
+    .host_info = fake_host_info,
+    .spawn = fake_spawn,
+    .destroy = fake_destroy,
+    .power_on = fake_power_on,
+    .power_off = fake_power_off,
+    .reboot = fake_reboot,
+    .get_info = fake_get_info,
+    .list = fake_list,
+    .console_log = fake_console_log,
+    .close = fake_close,
+};
+
+/* Sets up host h: capacity from config, guests from its state file. */
+static void init_host(struct fake_host *h, const char *name, const char *dir)
+{
+    nb_strlcpy(h->name, name, sizeof(h->name));
+    nb_strlcpy(h->cpu_model, host_conf_str(name, "cpu_model", "Haswell-noTSX-IBRS"),
+               sizeof(h->cpu_model));
+    h->vcpus = (int)host_conf_int(name, "vcpus", 16);
+    h->memory_mb = host_conf_int(name, "memory_mb", 32768);
+    h->disk_gb = host_conf_int(name, "disk_gb", 500);
+    h->hv_version = host_conf_int(name, "hypervisor_version", 1000);
+    h->guests = NULL;
+    if (dir) {
+        h->state_file = nb_strdup_printf("%s/%s.json", dir, name);
+        h->guests = json_load_file(h->state_file, 0, NULL);
+        if (h->guests && !json_is_object(h->guests)) {
+            json_decref(h->guests);
+            h->guests = NULL;
+        }
+        struct stat st;
+        if (h->guests && stat(h->state_file, &st) == 0)
+            h->written = st.st_mtim;
+    }
+    if (!h->guests)
+        h->guests = json_object();
+}
+
+/* Applies [fake] fail_spawn_hosts to the injection table. */
+static void configure_injections(void)
+{
+    const char *list = nb_conf_str("fake", "fail_spawn_hosts", "");
+    char *copy = strdup(list), *save = NULL;
+    for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
+        nb_virt_fake_fail_spawn(t, -1);
+    free(copy);
+}
+
+struct nb_virt_driver *nb_virt_fake_open(void)
+{
+    struct fake_priv *p = calloc(1, sizeof(*p));
+    pthread_mutex_init(&p->lock, NULL);
+    p->index = json_object();
+    p->spawn_delay_ms = nb_conf_int("fake", "spawn_delay_ms", 0);
+
+    char *dir = NULL;
+    if (nb_conf_bool("fake", "persist_guests", true)) {
+        dir = nb_strdup_printf("%s/fake", nb_conf_str("DEFAULT", "state_path", "/var/lib/nubo"));
+        if (nb_mkdir_p(dir) < 0) {
+            NB_WARN(LOGGER, NULL, NULL, "cannot create %s (%s): fake guests are not persisted", dir,
+                    strerror(errno));
+            free(dir);
+            dir = NULL;
+        }
+    }
+    char *copy = strdup(nb_conf_str("fake", "hosts", "fake-1,fake-2,fake-3")), *save = NULL;
+    for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save)) {
+        if (json_object_get(p->index, t))
+            continue;
+        p->hosts = realloc(p->hosts, (p->nhosts + 1) * sizeof(*p->hosts));
+        memset(&p->hosts[p->nhosts], 0, sizeof(*p->hosts));
+        init_host(&p->hosts[p->nhosts], t, dir);
+        json_object_set_new(p->index, t, json_integer((json_int_t)p->nhosts));
+        p->nhosts++;
+    }
+    free(copy);
+    free(dir);
+    configure_injections();
+
+    struct nb_virt_driver *drv = calloc(1, sizeof(*drv));
+    drv->ops = &fake_ops;
+    drv->priv = p;
+    NB_INFO(LOGGER, NULL, NULL, "fake virt driver serving %zu host(s)", p->nhosts);
+    return drv;
+}

@@ -1,0 +1,159 @@
+/* test_fake_driver.c - the fake virt driver: hosts from configuration,
+ * guest lifecycle and power states, spawn fault injection, and guests
+ * surviving a re-open (and a change behind nubo's back) through the
+ * per-host state file. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "common/config.h"
+#include "common/util.h"
+#include "compute/virt/driver.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[] = "/tmp/nubo-fake-test-XXXXXX";
+
+static int setup(void **state)
+{
+    (void)state;
+    nb_conf_reset();
+    assert_non_null(mkdtemp(dir));
+    nb_conf_set("DEFAULT", "state_path", dir);
+    nb_conf_set("fake", "hosts", "h1, h2,h3");
+    nb_conf_set("fake", "memory_mb.h2", "1024");
+    nb_conf_set("fake", "fail_spawn_hosts", "h3");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static json_t *instance(const char *uuid)
+{
+    return json_pack("{s:s}", "uuid", uuid);
+}
+
+static void test_hosts_and_capacity(void **state)
+{
+    (void)state;
+    struct nb_virt_driver *drv = nb_virt_open("fake");
+    assert_non_null(drv);
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    struct nb_host_info info;
+    assert_int_equal(drv->ops->host_info(drv, &ctx, "h1", &info), 0);
+    assert_string_equal(info.hypervisor_hostname, "h1");
+    assert_string_equal(info.cpu_model, "Haswell-noTSX-IBRS");
+    assert_int_equal(info.vcpus, 16);
+    assert_int_equal(info.memory_mb, 32768);
+    assert_int_equal(info.local_gb, 500);
+    assert_true(json_array_size(info.cpu_features) > 10);
+    json_decref(info.cpu_features);
+    assert_int_equal(drv->ops->host_info(drv, &ctx, "h2", &info), 0);
+    assert_int_equal(info.memory_mb, 1024); /* per-host override */
+    json_decref(info.cpu_features);
+    assert_int_equal(drv->ops->host_info(drv, &ctx, "nope", &info), -1);
+    assert_int_equal(ctx.err_status, 404);
+    drv->ops->close(drv);
+    assert_null(nb_virt_open("hyperv"));
+}
+
+static void test_lifecycle_and_injection(void **state)
+{
+    (void)state;
+    struct nb_virt_driver *drv = nb_virt_fake_open();
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *a = instance("aaaaaaaa-0000-0000-0000-000000000001");
+    struct nb_guest_info gi;
+    assert_int_equal(drv->ops->spawn(drv, &ctx, "h1", a), 0);
+    assert_int_equal(
+        drv->ops->get_info(drv, &ctx, "h1", "aaaaaaaa-0000-0000-0000-000000000001", &gi), 0);
+    assert_int_equal(gi.power_state, NB_POWER_RUNNING);
+    assert_int_equal(drv->ops->spawn(drv, &ctx, "h1", a), -1); /* exists */
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(drv->ops->power_off(drv, &ctx, "h1", a, 0), 0);
+    drv->ops->get_info(drv, &ctx, "h1", "aaaaaaaa-0000-0000-0000-000000000001", &gi);
+    assert_int_equal(gi.power_state, NB_POWER_SHUTDOWN);
+    assert_int_equal(drv->ops->reboot(drv, &ctx, "h1", a, true), 0);
+    drv->ops->get_info(drv, &ctx, "h1", "aaaaaaaa-0000-0000-0000-000000000001", &gi);
+    assert_int_equal(gi.power_state, NB_POWER_RUNNING);
+    char *log = drv->ops->console_log(drv, &ctx, "h1", "aaaaaaaa-0000-0000-0000-000000000001");
+    assert_non_null(strstr(log, "hard reboot"));
+    free(log);
+
+    /* [fake] fail_spawn_hosts = h3: every spawn there fails */
+    json_t *b = instance("bbbbbbbb-0000-0000-0000-000000000002");
+    assert_int_equal(drv->ops->spawn(drv, &ctx, "h3", b), -1);
+    assert_int_equal(ctx.err_status, 500);
+    assert_non_null(strstr(ctx.err_msg, "spawn failure injected on host h3"));
+    nb_virt_fake_fail_spawn("h3", 0);
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(drv->ops->spawn(drv, &ctx, "h3", b), 0);
+    /* the next one spawn on h2 fails, the one after works */
+    nb_virt_fake_fail_spawn("h2", 1);
+    json_t *c = instance("cccccccc-0000-0000-0000-000000000003");
+    assert_int_equal(drv->ops->spawn(drv, &ctx, "h2", c), -1);
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(drv->ops->spawn(drv, &ctx, "h2", c), 0);
+
+    assert_int_equal(drv->ops->destroy(drv, &ctx, "h2", c), 0);
+    assert_int_equal(drv->ops->destroy(drv, &ctx, "h2", c), 0); /* absent: fine */
+    assert_int_equal(
+        drv->ops->get_info(drv, &ctx, "h2", "cccccccc-0000-0000-0000-000000000003", &gi), -1);
+    assert_int_equal(ctx.err_status, 404);
+    drv->ops->close(drv);
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+}
+
+static void test_persistence_and_outside_change(void **state)
+{
+    (void)state;
+    /* guests from the previous test survive a re-open */
+    struct nb_virt_driver *drv = nb_virt_fake_open();
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *l = drv->ops->list(drv, &ctx, "h1");
+    assert_int_equal(json_object_size(l), 1);
+    assert_int_equal(json_integer_value(json_object_get(l, "aaaaaaaa-0000-0000-0000-000000000001")),
+                     NB_POWER_RUNNING);
+    json_decref(l);
+
+    /* someone shuts the guest down behind nubo's back */
+    char path[256];
+    snprintf(path, sizeof(path), "%s/fake/h1.json", dir);
+    sleep(1); /* a different mtime even on coarse clocks */
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"aaaaaaaa-0000-0000-0000-000000000001\": {\"power_state\": 4}}", f);
+    fclose(f);
+    l = drv->ops->list(drv, &ctx, "h1");
+    assert_int_equal(json_integer_value(json_object_get(l, "aaaaaaaa-0000-0000-0000-000000000001")),
+                     NB_POWER_SHUTDOWN);
+    json_decref(l);
+    drv->ops->close(drv);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_hosts_and_capacity),
+        cmocka_unit_test(test_lifecycle_and_injection),
+        cmocka_unit_test(test_persistence_and_outside_change),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
