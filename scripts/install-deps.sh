@@ -7,7 +7,7 @@ pkgs=(
   libmicrohttpd-dev libjansson-dev libsqlite3-dev libinih-dev libcmocka-dev
   libssl-dev libcrypt-dev uuid-dev
   sqlite3 curl procps
-  python3 python3-pytest python3-openstackclient python3-osc-placement python3-openstacksdk
+  python3 python3-pytest python3-pytest-xdist python3-openstackclient python3-osc-placement python3-openstacksdk
   tempest python3-stestr python3-subunit python3-junitxml
 )
 missing=()

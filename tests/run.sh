@@ -50,7 +50,7 @@ done
 run_e2e() { # label, binary
   local label=$1 bin=$2
   echo "== end-to-end tests ($label)"
-  NUBO_BIN=$bin /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/e2e \
+  NUBO_BIN=$bin /usr/bin/python3 -m pytest -q -p no:cacheprovider -n 2 -W ignore::DeprecationWarning tests/e2e \
     --junitxml="$out/e2e-$label.xml" -o junit_family=xunit2 ${NUBO_E2E_ARGS:-}
   count_junit "$out/e2e-$label.xml"
 }

@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#define MAX_TOPICS 256
+#define MAX_TOPICS 8192
 #define MAX_WORKERS 16
 
 struct reply {

@@ -12,6 +12,7 @@
 #include "common/util.h"
 #include "compute/agent/agent.h"
 #include "compute/api/api.h"
+#include "compute/compute.h"
 #include "compute/conductor/conductor.h"
 #include "compute/scheduler/scheduler.h"
 #include "db/db.h"
@@ -115,9 +116,13 @@ int nb_run_roles(bool bootstrap, const char *admin_password, const char *demo_pa
     if (bootstrap && (nb_identity_bootstrap(&env, admin_password, demo_password) < 0 ||
                       nb_seed_defaults(&env) < 0))
         goto cleanup;
-    if (role_enabled("scheduler") && nb_scheduler_start(&env) < 0)
+    if (role_enabled("scheduler") &&
+        (nb_scheduler_start(&env) < 0 ||
+         nb_service_keepalive_start(env.db, env.my_host, "nova-scheduler", "scheduler") < 0))
         goto cleanup;
-    if (role_enabled("conductor") && nb_conductor_start(&env) < 0)
+    if (role_enabled("conductor") &&
+        (nb_conductor_start(&env) < 0 ||
+         nb_service_keepalive_start(env.db, env.my_host, "nova-conductor", "conductor") < 0))
         goto cleanup;
     if (role_enabled("compute") && start_agents(&env, &drv) < 0)
         goto cleanup;
@@ -141,6 +146,7 @@ int nb_run_roles(bool bootstrap, const char *admin_password, const char *demo_pa
 cleanup:
     nb_http_stop();
     nb_compute_agents_stop();
+    nb_service_keepalive_stop();
     nb_bus_shutdown();
     if (drv && drv->ops->close)
         drv->ops->close(drv);

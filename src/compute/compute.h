@@ -79,4 +79,12 @@ int nb_event_finish(struct nb_db *db, struct nb_ctx *ctx, const char *instance_u
 int nb_fault_add(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid, int code,
                  const char *message, const char *details, const char *host);
 
+/* Registers (or refreshes) the service row of a control-plane role of this
+ * process — binary "nova-conductor" / "nova-scheduler" on host — and keeps
+ * its heartbeat every [DEFAULT] report_interval until
+ * nb_service_keepalive_stop(). 0/-1. */
+int nb_service_keepalive_start(struct nb_db *db, const char *host, const char *binary,
+                               const char *topic);
+void nb_service_keepalive_stop(void);
+
 #endif

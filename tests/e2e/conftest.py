@@ -160,6 +160,8 @@ def unique(prefix):
 def cloud(tmp_path_factory):
     c = Cloud(tmp_path_factory.mktemp("aio"), free_port())
     c.start()
+    # the shared cloud boots many servers in the admin project
+    c.cli("quota", "set", "--instances", "500", "--cores", "1000", "--ram", "1000000", "admin")
     yield c
     rc = c.stop()
     assert rc == 0, "nubo exited with %s on SIGTERM: %s" % (rc, c.tail())
@@ -170,7 +172,10 @@ def fresh_cloud(tmp_path):
     """A private all-in-one for tests that change global state or restart it."""
     clouds = []
 
-    def make(*extra_args):
+    def make(*extra_args, quota=True):
+        if quota:  # room for the boots a test makes in the admin project
+            extra_args = ("--set", "quota.instances=200", "--set", "quota.cores=400",
+                          "--set", "quota.ram=409600") + extra_args
         c = Cloud(tmp_path / ("aio%d" % len(clouds)), free_port(), extra_args)
         clouds.append(c)
         return c.start()

@@ -45,7 +45,8 @@ def test_concurrent_claims_one_wins(cloud):
         c = str(uuid.uuid4())
         return cloud.request("PUT", "/placement/allocations/%s" % c, {
             "allocations": {rp: {"resources": {"VCPU": 3}}}, "project_id": str(uuid.uuid4()),
-            "user_id": str(uuid.uuid4()), "consumer_generation": None}, token=tok, headers=hdr)[0]
+            "user_id": str(uuid.uuid4()), "consumer_generation": None}, token=tok,
+            headers={"OpenStack-API-Version": "placement 1.28"})[0]
     with concurrent.futures.ThreadPoolExecutor(2) as ex:
         res = sorted(ex.map(claim, range(2)))
     assert res == [204, 409]
