@@ -5,6 +5,7 @@ NUBO_BIN selects the binary (default: build/nubo); the sanitizer run sets it
 to the ASan/UBSan build and NUBO_ASAN_LOG to collect reports."""
 import json
 import os
+import pty
 import signal
 import socket
 import subprocess
@@ -104,9 +105,15 @@ class Cloud:
     def cli(self, *args, cloud="nubo", check=True, parse=True, timeout=120):
         """Runs `openstack --os-cloud CLOUD ARGS`; with -f json parses the output."""
         cmd = [OPENSTACK, "--os-cloud", cloud] + [str(a) for a in args]
-        # stdin closed: OSC uploads a non-tty stdin as image data
-        p = subprocess.run(cmd, env=self.env(), capture_output=True, text=True, timeout=timeout,
-                           stdin=subprocess.DEVNULL, preexec_fn=lambda: os.close(0))
+        # stdin is a terminal, as for an operator: OSC uploads a non-tty
+        # stdin as image data
+        master, slave = pty.openpty()
+        try:
+            p = subprocess.run(cmd, env=self.env(), capture_output=True, text=True,
+                               timeout=timeout, stdin=slave)
+        finally:
+            os.close(master)
+            os.close(slave)
         if check and p.returncode != 0:
             raise CliError(args, p.returncode, p.stdout, p.stderr)
         if not check:

@@ -116,7 +116,8 @@ def test_images_records(cloud):
 
 
 def test_limits_and_quotas(cloud):
-    lim = {l["Name"]: l["Value"] for l in cloud.cli("limits", "show", "--absolute", "-f", "json")}
+    lim = {l["Name"]: l["Value"] for l in cloud.cli("limits", "show", "--absolute", "-f", "json",
+                                                    cloud="nubo-demo")}
     assert lim["maxTotalInstances"] == 10 and lim["maxTotalCores"] == 20
     assert lim["maxTotalRAMSize"] == 51200
     q = cloud.cli("quota", "show", "demo", "-f", "json")

@@ -347,7 +347,13 @@ static void test_http(void **state)
     j = call("POST", "/placement/resource_providers", NULL, "placement 1.19", body, &st);
     assert_int_equal(st, 201);
     json_decref(j);
+    /* error codes are in the body from 1.23 */
     j = call("POST", "/placement/resource_providers", NULL, "placement 1.20", "{\"name\": \"n1\"}",
+             &st);
+    assert_int_equal(st, 409);
+    assert_null(json_object_get(json_array_get(json_object_get(j, "errors"), 0), "code"));
+    json_decref(j);
+    j = call("POST", "/placement/resource_providers", NULL, "placement 1.23", "{\"name\": \"n1\"}",
              &st);
     assert_int_equal(st, 409);
     assert_string_equal(nb_json_str(json_array_get(json_object_get(j, "errors"), 0), "code"),
