@@ -3,7 +3,7 @@
 # apt is only called when something is missing.
 set -euo pipefail
 pkgs=(
-  build-essential meson ninja-build pkg-config clang
+  build-essential meson ninja-build pkg-config clang clang-format git
   libmicrohttpd-dev libjansson-dev libsqlite3-dev libinih-dev libcmocka-dev
   libssl-dev libcrypt-dev uuid-dev
   sqlite3 curl procps qemu-utils genisoimage

@@ -41,6 +41,14 @@ PY
   passed=$((passed + t - fl - er - sk)); failed=$((failed + fl + er))
 }
 
+echo "== clang-format"
+if git ls-files 'src/*.[ch]' 'tests/unit/*.c' 'tests/fuzz/*.c' | xargs clang-format --dry-run --Werror 2>"$out/format.log"; then
+  passed=$((passed + 1))
+else
+  echo "files not formatted (clang-format -i them):"; grep -o '^[^:]*' "$out/format.log" | sort -u
+  failed=$((failed + 1))
+fi
+
 echo "== unit tests"
 for b in build build-asan; do
   meson test -C "$b" --suite unit --print-errorlogs || true

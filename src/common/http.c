@@ -290,8 +290,8 @@ static void render_image_error(const char *accept, int st, const char *msg, stru
     snprintf(code, sizeof(code), "%d %s", st, status_title(st));
     if (accept && strstr(accept, "application/json")) {
         char *m = nb_strdup_printf("%s<br /><br />\n\n\n", msg);
-        resp->body = json_pack("{s:s, s:s, s:s}", "message", m, "code", code, "title",
-                               status_title(st));
+        resp->body =
+            json_pack("{s:s, s:s, s:s}", "message", m, "code", code, "title", status_title(st));
         free(m);
     } else if (accept && (strstr(accept, "text/html") || strstr(accept, "*/*"))) {
         resp->raw = nb_strdup_printf("<html>\n <head>\n  <title>%s</title>\n </head>\n <body>\n"
@@ -332,9 +332,7 @@ static void render_error(struct nb_ctx *ctx, enum nb_service svc, const char *ac
         resp->body = json_pack("{s:[o]}", "errors", e);
         break;
     }
-    case NB_SVC_IMAGE:
-        render_image_error(accept, st, msg, resp);
-        break;
+    case NB_SVC_IMAGE: render_image_error(accept, st, msg, resp); break;
     default:
         resp->body = json_pack("{s:{s:i, s:s}}", ctx->err_name[0] ? ctx->err_name : "computeFault",
                                "code", st, "message", msg);
@@ -645,12 +643,12 @@ int nb_http_start(const char *host, int port, int nthreads)
         fprintf(stderr, "nubo: bad listen address %s\n", host);
         return -1;
     }
-    daemon_ = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
-                               (uint16_t)port, NULL, NULL, answer, NULL, MHD_OPTION_SOCK_ADDR,
-                               &addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)nthreads,
-                               MHD_OPTION_NOTIFY_COMPLETED, completed, NULL,
-                               MHD_OPTION_CONNECTION_TIMEOUT, 120U,
-                               MHD_OPTION_LISTENING_ADDRESS_REUSE, 1U, MHD_OPTION_END);
+    daemon_ = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
+        (uint16_t)port, NULL, NULL, answer, NULL, MHD_OPTION_SOCK_ADDR, &addr,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)nthreads, MHD_OPTION_NOTIFY_COMPLETED, completed,
+        NULL, MHD_OPTION_CONNECTION_TIMEOUT, 120U, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1U,
+        MHD_OPTION_END);
     if (!daemon_) {
         fprintf(stderr, "nubo: cannot listen on %s:%d\n", host, port);
         return -1;

@@ -110,7 +110,9 @@ static void test_db_sync_and_queries(void **state)
     /* rollback leaves nothing behind */
     nb_ctx_init_system(&ctx, NULL);
     assert_int_equal(nb_db_begin(db, &ctx), 0);
-    nb_db_exec(db, &ctx, "INSERT INTO flavors (flavorid, name, memory_mb, vcpus) VALUES ('9', 'x', 1, 1)", "");
+    nb_db_exec(db, &ctx,
+               "INSERT INTO flavors (flavorid, name, memory_mb, vcpus) VALUES ('9', 'x', 1, 1)",
+               "");
     nb_db_rollback(db);
     assert_int_equal(nb_db_int(db, &ctx, -5, "SELECT COUNT(*) FROM flavors", ""), 1);
     /* JSON functions work as in the runbooks */
@@ -162,8 +164,9 @@ static void test_bus(void **state)
 
 static int h_hello(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    return nb_resp_json(resp, 200, json_pack("{s:s?, s:i, s:i}", "id", nb_req_param(req, "id"),
-                                             "major", ctx->mv_major, "minor", ctx->mv_minor));
+    return nb_resp_json(resp, 200,
+                        json_pack("{s:s?, s:i, s:i}", "id", nb_req_param(req, "id"), "major",
+                                  ctx->mv_major, "minor", ctx->mv_minor));
 }
 
 static int h_fail(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)

@@ -24,12 +24,12 @@ enum nb_power_state {
 
 struct nb_host_info {
     char hypervisor_hostname[256];
-    char hypervisor_type[32];      /* "QEMU", "fake" */
-    long hypervisor_version;       /* e.g. 7002022 for 7.2.22 */
+    char hypervisor_type[32]; /* "QEMU", "fake" */
+    long hypervisor_version;  /* e.g. 7002022 for 7.2.22 */
     char cpu_model[64];
     char cpu_vendor[32];
     char cpu_arch[16];
-    json_t *cpu_features;          /* array of strings, owned by the struct */
+    json_t *cpu_features; /* array of strings, owned by the struct */
     int vcpus;
     long memory_mb;
     long local_gb;
@@ -37,7 +37,7 @@ struct nb_host_info {
 };
 
 struct nb_guest_info {
-    int power_state;               /* enum nb_power_state */
+    int power_state; /* enum nb_power_state */
 };
 
 struct nb_virt_driver;
