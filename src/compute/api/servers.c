@@ -1410,6 +1410,13 @@ int nb_srv_check_ip(struct nb_ctx *ctx, const char *field, const json_t *v, int 
         return nb_srv_bad(ctx, field, v, family == AF_INET ? "is not a 'ipv4'" : "is not a 'ipv6'");
     if (!family && !ip_ok(json_string_value(v), AF_INET) && !ip_ok(json_string_value(v), AF_INET6))
         return nb_srv_bad(ctx, field, v, "is not valid under any of the given schemas");
+    /* Nova stores addresses in canonical form ("::babe:dc0c:1602") */
+    unsigned char bin[sizeof(struct in6_addr)];
+    char canon[INET6_ADDRSTRLEN];
+    int fam = family ? family : (strchr(json_string_value(v), ':') ? AF_INET6 : AF_INET);
+    if (inet_pton(fam, json_string_value(v), bin) == 1 &&
+        inet_ntop(fam, bin, canon, sizeof(canon)))
+        json_string_set((json_t *)v, canon);
     return 0;
 }
 
