@@ -2,8 +2,8 @@
  *
  * A small array of section/key/value strings: configs have tens of options,
  * so a linear scan is simpler and fast enough. Values replaced by a later set
- * are kept alive (leaked on purpose) because lookups hand out borrowed
- * pointers; this only happens at start-up. */
+ * are kept alive until nb_conf_reset because lookups hand out borrowed
+ * pointers; replacing only happens at start-up. */
 #include "common/config.h"
 #include "common/util.h"
 
@@ -22,6 +22,8 @@ struct opt {
 
 static struct opt *opts;
 static size_t nopts, capopts;
+static char **retired; /* replaced values, kept alive for borrowers */
+static size_t nretired;
 static pthread_rwlock_t conf_lock = PTHREAD_RWLOCK_INITIALIZER;
 
 static struct opt *find(const char *section, const char *key)
@@ -37,7 +39,10 @@ void nb_conf_set(const char *section, const char *key, const char *value)
     pthread_rwlock_wrlock(&conf_lock);
     struct opt *o = find(section, key);
     if (o) {
-        o->value = strdup(value); /* the old value may still be borrowed */
+        /* the old value may still be borrowed: keep it until nb_conf_reset */
+        retired = realloc(retired, (nretired + 1) * sizeof(*retired));
+        retired[nretired++] = o->value;
+        o->value = strdup(value);
     } else {
         if (nopts == capopts) {
             capopts = capopts ? capopts * 2 : 64;
@@ -165,6 +170,16 @@ int nb_conf_write(const char *path)
 void nb_conf_reset(void)
 {
     pthread_rwlock_wrlock(&conf_lock);
+    for (size_t i = 0; i < nopts; i++) {
+        free(opts[i].section);
+        free(opts[i].key);
+        free(opts[i].value);
+    }
+    for (size_t i = 0; i < nretired; i++)
+        free(retired[i]);
+    free(retired);
+    retired = NULL;
+    nretired = 0;
     nopts = 0;
     pthread_rwlock_unlock(&conf_lock);
 }

@@ -10,6 +10,7 @@
  * items; extra properties must be strings, as Glance's permissive schema
  * says) and picks the reported error as jsonschema's best_match does: the
  * least nested error, preferring type mismatches, then the first found. */
+#include "common/pyrepr.h"
 #include "image/image_priv.h"
 #include "common/cleanup.h"
 #include "common/config.h"
@@ -203,115 +204,9 @@ json_t *nb_image_schema_members(void)
 
 /* --- Python repr ------------------------------------------------------------------ */
 
-struct sbuf {
-    char *s;
-    size_t len, cap;
-};
-
-static void sb_add(struct sbuf *b, const char *s, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        b->cap = (b->len + n + 1) * 2;
-        b->s = realloc(b->s, b->cap);
-        if (!b->s)
-            abort();
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-static void sb_str(struct sbuf *b, const char *s)
-{
-    sb_add(b, s, strlen(s));
-}
-
-static void repr_string(struct sbuf *b, const char *s)
-{
-    char q = (strchr(s, '\'') && !strchr(s, '"')) ? '"' : '\'';
-    sb_add(b, &q, 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        char tmp[8];
-        if (*p == '\\')
-            sb_str(b, "\\\\");
-        else if (*p == (unsigned char)q)
-            tmp[0] = '\\', tmp[1] = (char)q, sb_add(b, tmp, 2);
-        else if (*p == '\n')
-            sb_str(b, "\\n");
-        else if (*p == '\t')
-            sb_str(b, "\\t");
-        else if (*p == '\r')
-            sb_str(b, "\\r");
-        else if (*p < 0x20 || *p == 0x7f)
-            snprintf(tmp, sizeof(tmp), "\\x%02x", *p), sb_str(b, tmp);
-        else
-            sb_add(b, (const char *)p, 1);
-    }
-    sb_add(b, &q, 1);
-}
-
-static void repr_value(struct sbuf *b, const json_t *v)
-{
-    char tmp[64];
-    switch (json_typeof(v)) {
-    case JSON_STRING: repr_string(b, json_string_value(v)); break;
-    case JSON_INTEGER:
-        snprintf(tmp, sizeof(tmp), "%lld", (long long)json_integer_value(v));
-        sb_str(b, tmp);
-        break;
-    case JSON_REAL:
-        for (int prec = 1; prec <= 17; prec++) {
-            snprintf(tmp, sizeof(tmp), "%.*g", prec, json_real_value(v));
-            if (strtod(tmp, NULL) == json_real_value(v))
-                break;
-        }
-        if (!strpbrk(tmp, ".eEn"))
-            strcat(tmp, ".0");
-        sb_str(b, tmp);
-        break;
-    case JSON_TRUE: sb_str(b, "True"); break;
-    case JSON_FALSE: sb_str(b, "False"); break;
-    case JSON_NULL: sb_str(b, "None"); break;
-    case JSON_ARRAY: {
-        size_t i;
-        json_t *item;
-        sb_str(b, "[");
-        json_array_foreach (v, i, item) {
-            if (i)
-                sb_str(b, ", ");
-            repr_value(b, item);
-        }
-        sb_str(b, "]");
-        break;
-    }
-    case JSON_OBJECT: {
-        const char *k;
-        json_t *item;
-        bool first = true;
-        sb_str(b, "{");
-        json_object_foreach ((json_t *)v, k, item) {
-            if (!first)
-                sb_str(b, ", ");
-            first = false;
-            repr_string(b, k);
-            sb_str(b, ": ");
-            repr_value(b, item);
-        }
-        sb_str(b, "}");
-        break;
-    }
-    }
-}
-
 char *nb_image_pyrepr(const json_t *v)
 {
-    struct sbuf b = {0};
-    sb_str(&b, "");
-    if (v)
-        repr_value(&b, v);
-    else
-        sb_str(&b, "None");
-    return b.s;
+    return nb_pyrepr(v);
 }
 
 /* --- validation --------------------------------------------------------------------- */

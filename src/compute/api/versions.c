@@ -12,6 +12,7 @@
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
+#include "common/pyrepr.h"
 #include "common/util.h"
 
 #include <ctype.h>
@@ -260,102 +261,9 @@ int nb_res_admin(struct nb_ctx *ctx, const char *rule)
     return ctx->is_admin ? 0 : nb_res_deny(ctx, rule);
 }
 
-/* --- Python-style rendering of values ---------------------------------------------- */
-
-/* repr() of a str: single quotes unless it holds ' and no ". */
-static void repr_string(struct sbuf *b, const char *s)
-{
-    char q = (strchr(s, '\'') && !strchr(s, '"')) ? '"' : '\'';
-    sb_add(b, &q, 1);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        char tmp[8];
-        if (*p == '\\')
-            sb_str(b, "\\\\");
-        else if (*p == (unsigned char)q)
-            tmp[0] = '\\', tmp[1] = (char)q, sb_add(b, tmp, 2);
-        else if (*p == '\n')
-            sb_str(b, "\\n");
-        else if (*p == '\t')
-            sb_str(b, "\\t");
-        else if (*p == '\r')
-            sb_str(b, "\\r");
-        else if (*p < 0x20 || *p == 0x7f)
-            snprintf(tmp, sizeof(tmp), "\\x%02x", *p), sb_str(b, tmp);
-        else
-            sb_add(b, (const char *)p, 1);
-    }
-    sb_add(b, &q, 1);
-}
-
-static void repr_value(struct sbuf *b, const json_t *v)
-{
-    char tmp[64];
-    switch (json_typeof(v)) {
-    case JSON_STRING: repr_string(b, json_string_value(v)); break;
-    case JSON_INTEGER:
-        snprintf(tmp, sizeof(tmp), "%lld", (long long)json_integer_value(v));
-        sb_str(b, tmp);
-        break;
-    case JSON_REAL: {
-        double d = json_real_value(v);
-        snprintf(tmp, sizeof(tmp), "%.17g", d);
-        /* prefer the shortest form that reads back the same, as Python does */
-        for (int prec = 1; prec <= 17; prec++) {
-            char t2[64];
-            snprintf(t2, sizeof(t2), "%.*g", prec, d);
-            if (strtod(t2, NULL) == d) {
-                memcpy(tmp, t2, sizeof(t2));
-                break;
-            }
-        }
-        if (!strpbrk(tmp, ".eEn"))
-            strcat(tmp, ".0");
-        sb_str(b, tmp);
-        break;
-    }
-    case JSON_TRUE: sb_str(b, "True"); break;
-    case JSON_FALSE: sb_str(b, "False"); break;
-    case JSON_NULL: sb_str(b, "None"); break;
-    case JSON_ARRAY: {
-        sb_str(b, "[");
-        size_t i;
-        json_t *item;
-        json_array_foreach (v, i, item) {
-            if (i)
-                sb_str(b, ", ");
-            repr_value(b, item);
-        }
-        sb_str(b, "]");
-        break;
-    }
-    case JSON_OBJECT: {
-        sb_str(b, "{");
-        const char *k;
-        json_t *item;
-        bool first = true;
-        json_object_foreach ((json_t *)v, k, item) {
-            if (!first)
-                sb_str(b, ", ");
-            first = false;
-            repr_string(b, k);
-            sb_str(b, ": ");
-            repr_value(b, item);
-        }
-        sb_str(b, "}");
-        break;
-    }
-    }
-}
-
 char *nb_res_pyrepr(const json_t *v)
 {
-    struct sbuf b = {0};
-    sb_str(&b, "");
-    if (v)
-        repr_value(&b, v);
-    else
-        sb_str(&b, "None");
-    return b.s;
+    return nb_pyrepr(v);
 }
 
 char *nb_res_pystr(const json_t *v)
@@ -392,7 +300,11 @@ int nb_res_only_keys(struct nb_ctx *ctx, const char *field, const json_t *obj,
             continue;
         if (nbad++)
             sb_str(&bad, ", ");
-        repr_string(&bad, k);
+        json_t *ks = json_string(k);
+        char *r = nb_pyrepr(ks);
+        sb_str(&bad, r);
+        free(r);
+        json_decref(ks);
     }
     if (!nbad) {
         free(bad.s);
