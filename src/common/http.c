@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #define MAX_ROUTES 512
 #define MAX_SEGS 16
@@ -247,6 +248,22 @@ void nb_resp_header(struct nb_resp *resp, const char *name, const char *value)
     resp->header_values[resp->nheaders++] = strdup(value);
 }
 
+int nb_resp_file(struct nb_resp *resp, int status, int fd, uint64_t size, const char *content_type)
+{
+    resp->status = status;
+    json_decref(resp->body);
+    resp->body = NULL;
+    free(resp->raw);
+    resp->raw = NULL;
+    if (resp->has_file)
+        close(resp->file_fd);
+    resp->has_file = true;
+    resp->file_fd = fd;
+    resp->file_size = size;
+    resp->content_type = content_type;
+    return 0;
+}
+
 json_t *nb_req_json_object(struct nb_ctx *ctx, struct nb_req *req)
 {
     if (!req->json) {
@@ -455,9 +472,9 @@ static void reject_unauthenticated(struct nb_ctx *ctx, struct nb_resp *resp)
     render_error(ctx, NB_SVC_IDENTITY, NULL, resp);
 }
 
-/* Runs one parsed request through routing, auth, negotiation and the
- * handler; leaves the outcome in resp. */
-static void handle(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+/* Routing, body size check, token check and negotiation. Returns the route,
+ * or NULL with the outcome (an error) rendered into resp. */
+static const struct route *prepare(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
     resp->status = 200;
     const char *grid = nb_req_header(req, "X-OpenStack-Request-ID");
@@ -473,22 +490,81 @@ static void handle(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
         else
             nb_error(ctx, 404, NULL, "The resource could not be found.");
         render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
-        return;
+        return NULL;
     }
-    if (req->body_len > max_body) {
+    if (!(r->flags & NB_ROUTE_STREAM_BODY) && req->body_len > max_body) {
         nb_error(ctx, 413, NULL, "Request is too large.");
         render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
-        return;
+        return NULL;
     }
     if (!(r->flags & NB_ROUTE_NO_AUTH)) {
         const char *tok = nb_req_header(req, "X-Auth-Token");
         if (!tok || !*tok || !auth_fn || auth_fn(ctx, tok) < 0) {
             reject_unauthenticated(ctx, resp);
-            return;
+            return NULL;
         }
     }
     if (negotiate(ctx, req, resp) < 0) {
         render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
+        return NULL;
+    }
+    return r;
+}
+
+/* Calls the handler (or a stream callback) and renders its error, if any. */
+static void run_handler(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp, int rc)
+{
+    if (rc < 0 || (ctx->err_status && resp->status < 400)) {
+        if (!ctx->err_status)
+            nb_error(ctx, 500, NULL, "An unexpected error occurred.");
+        if (resp->has_file) {
+            close(resp->file_fd);
+            resp->has_file = false;
+        }
+        render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
+    }
+}
+
+/* The 413 of a streamed body above [image] image_size_cap, in Glance's words. */
+static uint64_t stream_cap(void)
+{
+    long long cap = nb_conf_int("image", "image_size_cap", 1099511627776LL);
+    return cap > 0 ? (uint64_t)cap : 0;
+}
+
+static int stream_too_big(struct nb_ctx *ctx)
+{
+    return nb_error(ctx, 413, NULL,
+                    "The incoming image is too large: The provided image is too large.");
+}
+
+/* Runs one parsed request through routing, auth, negotiation and the
+ * handler; leaves the outcome in resp. A streamed route gets the buffered
+ * body as one chunk (in-process dispatch). */
+static void handle(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    const struct route *r = prepare(ctx, req, resp);
+    if (!r)
+        return;
+    if (r->flags & NB_ROUTE_STREAM_BODY) {
+        const char *body = req->body;
+        size_t len = req->body_len;
+        req->body = "";
+        req->body_len = 0;
+        int rc = r->fn(ctx, req, resp);
+        if (rc == 0 && !ctx->err_status && req->body_end) {
+            if (len > stream_cap()) {
+                stream_too_big(ctx);
+                rc = -1;
+            } else if (len && req->body_chunk(ctx, req, body, len) < 0) {
+                rc = -1;
+            }
+            if (rc < 0)
+                req->body_abort(ctx, req);
+            else
+                rc = req->body_end(ctx, req, resp);
+        }
+        run_handler(ctx, req, resp, rc);
         return;
     }
     if (req->body_len > 0) {
@@ -496,11 +572,7 @@ static void handle(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
         if (!ct || !nb_startswith(ct, "application/octet-stream"))
             req->json = json_loadb(req->body, req->body_len, JSON_DECODE_ANY, NULL);
     }
-    if (r->fn(ctx, req, resp) < 0 || (ctx->err_status && resp->status < 400)) {
-        if (!ctx->err_status)
-            nb_error(ctx, 500, NULL, "An unexpected error occurred.");
-        render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
-    }
+    run_handler(ctx, req, resp, r->fn(ctx, req, resp));
 }
 
 static void req_free(struct nb_req *req, struct nb_resp *resp)
@@ -514,6 +586,8 @@ static void req_free(struct nb_req *req, struct nb_resp *resp)
     json_decref(req->json);
     json_decref(resp->body);
     free(resp->raw);
+    if (resp->has_file)
+        close(resp->file_fd);
     for (int i = 0; i < resp->nheaders; i++) {
         free(resp->header_names[i]);
         free(resp->header_values[i]);
@@ -523,6 +597,20 @@ static void req_free(struct nb_req *req, struct nb_resp *resp)
 /* Body text of resp (malloc'd) and its length. */
 static char *resp_text(struct nb_resp *resp, size_t *len)
 {
+    if (resp->has_file) {
+        char *buf = malloc(resp->file_size + 1);
+        size_t got = 0;
+        while (buf && got < resp->file_size) {
+            ssize_t n = pread(resp->file_fd, buf + got, resp->file_size - got, (off_t)got);
+            if (n <= 0)
+                break;
+            got += (size_t)n;
+        }
+        if (buf)
+            buf[got] = '\0';
+        *len = buf ? got : 0;
+        return buf ? buf : strdup("");
+    }
     if (resp->raw) {
         *len = resp->raw_len;
         char *raw = resp->raw;
@@ -538,10 +626,22 @@ static char *resp_text(struct nb_resp *resp, size_t *len)
     return strdup("");
 }
 
+/* Per-connection state between the calls of answer() for one request. */
 struct conn_state {
+    /* buffered body */
     char *buf;
     size_t len, cap;
     bool too_big;
+    /* streamed body (NB_ROUTE_STREAM_BODY) */
+    bool streaming;
+    bool rendered;  /* resp holds the outcome; discard the rest of the body */
+    bool body_open; /* body_end or body_abort still owed */
+    uint64_t received, cap_bytes;
+    double t0;
+    struct nb_ctx ctx;
+    struct nb_req req;
+    struct nb_resp resp;
+    char path[2048];
 };
 
 static void log_request(struct nb_ctx *ctx, struct nb_req *req, int status, size_t len, double t0)
@@ -554,6 +654,112 @@ static void log_request(struct nb_ctx *ctx, struct nb_req *req, int status, size
            nb_time_mono() - t0);
 }
 
+static void set_path(char *path, size_t n, const char *url)
+{
+    nb_strlcpy(path, url, n);
+    size_t pl = strlen(path);
+    while (pl > 1 && path[pl - 1] == '/')
+        path[--pl] = '\0';
+}
+
+/* True if method+path routes to a NB_ROUTE_STREAM_BODY route. */
+static bool is_stream_route(const char *method, const char *path)
+{
+    struct nb_req probe = {0};
+    probe.path = path;
+    bool mismatch;
+    const struct route *r = match(&probe, method, &mismatch);
+    for (int i = 0; i < probe.nparams; i++)
+        free(probe.param_values[i]);
+    return r && (r->flags & NB_ROUTE_STREAM_BODY);
+}
+
+/* Queues resp (a file or a memory body) on conn, logs and frees the request. */
+static enum MHD_Result send_response(struct MHD_Connection *conn, struct nb_ctx *ctx,
+                                     struct nb_req *req, struct nb_resp *resp, double t0)
+{
+    size_t len;
+    struct MHD_Response *r;
+    if (resp->has_file) {
+        len = (size_t)resp->file_size;
+        r = MHD_create_response_from_fd64(resp->file_size, resp->file_fd);
+        resp->has_file = false; /* MHD closes it */
+        if (!r)
+            return MHD_NO;
+        MHD_add_response_header(r, "Content-Type",
+                                resp->content_type ? resp->content_type
+                                                   : "application/octet-stream");
+    } else {
+        char *text = resp_text(resp, &len);
+        r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
+        if (len || resp->body || resp->raw)
+            MHD_add_response_header(r, "Content-Type",
+                                    resp->content_type ? resp->content_type : "application/json");
+    }
+    MHD_add_response_header(r, "x-openstack-request-id", ctx->request_id);
+    if (req->service == NB_SVC_COMPUTE)
+        MHD_add_response_header(r, "x-compute-request-id", ctx->request_id);
+    for (int i = 0; i < resp->nheaders; i++)
+        MHD_add_response_header(r, resp->header_names[i], resp->header_values[i]);
+    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)resp->status, r);
+    MHD_destroy_response(r);
+    log_request(ctx, req, resp->status, len, t0);
+    req_free(req, resp);
+    return ret;
+}
+
+/* First call of a streamed request: prepare and call the handler. */
+static void stream_begin(struct conn_state *st, struct MHD_Connection *conn, const char *method)
+{
+    st->t0 = nb_time_mono();
+    nb_ctx_init(&st->ctx);
+    st->req.method = method;
+    st->req.path = st->path;
+    st->req.service = service_of(st->path);
+    st->req.conn = conn;
+    st->req.body = "";
+    st->cap_bytes = stream_cap();
+    const struct route *r = prepare(&st->ctx, &st->req, &st->resp);
+    if (!r) {
+        st->rendered = true;
+        return;
+    }
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+    if (cl && strtoull(cl, NULL, 10) > st->cap_bytes) {
+        stream_too_big(&st->ctx);
+        run_handler(&st->ctx, &st->req, &st->resp, -1);
+        st->rendered = true;
+        return;
+    }
+    int rc = r->fn(&st->ctx, &st->req, &st->resp);
+    if (rc < 0 || st->ctx.err_status || !st->req.body_end) {
+        run_handler(&st->ctx, &st->req, &st->resp, rc);
+        st->rendered = true;
+        return;
+    }
+    st->body_open = true;
+}
+
+/* One piece of a streamed body. */
+static void stream_chunk(struct conn_state *st, const char *data, size_t len)
+{
+    if (st->rendered)
+        return; /* discarded */
+    st->received += len;
+    int rc = 0;
+    if (st->received > st->cap_bytes) {
+        rc = stream_too_big(&st->ctx);
+    } else if (st->req.body_chunk(&st->ctx, &st->req, data, len) < 0) {
+        rc = -1;
+    }
+    if (rc < 0) {
+        st->body_open = false;
+        st->req.body_abort(&st->ctx, &st->req);
+        run_handler(&st->ctx, &st->req, &st->resp, -1);
+        st->rendered = true;
+    }
+}
+
 static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url,
                               const char *method, const char *version, const char *upload_data,
                               size_t *upload_size, void **con_cls)
@@ -563,8 +769,30 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
     struct conn_state *st = *con_cls;
     if (!st) {
         st = calloc(1, sizeof(*st));
+        if (!st)
+            return MHD_NO;
         *con_cls = st;
+        set_path(st->path, sizeof(st->path), url);
+        if (is_stream_route(method, st->path)) {
+            st->streaming = true;
+            stream_begin(st, conn, method);
+        }
         return MHD_YES;
+    }
+    if (st->streaming) {
+        if (*upload_size) {
+            stream_chunk(st, upload_data, *upload_size);
+            *upload_size = 0;
+            return MHD_YES;
+        }
+        if (!st->rendered) {
+            st->body_open = false;
+            run_handler(&st->ctx, &st->req, &st->resp,
+                        st->req.body_end(&st->ctx, &st->req, &st->resp));
+            st->rendered = true;
+        }
+        st->streaming = false; /* answered: completed() has nothing left to abort */
+        return send_response(conn, &st->ctx, &st->req, &st->resp, st->t0);
     }
     if (*upload_size) {
         if (st->len + *upload_size > max_body) {
@@ -587,36 +815,15 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
     struct nb_req req = {0};
     struct nb_resp resp = {0};
     req.method = method;
-    char path[2048];
-    nb_strlcpy(path, url, sizeof(path));
-    size_t pl = strlen(path);
-    while (pl > 1 && path[pl - 1] == '/')
-        path[--pl] = '\0';
-    req.path = path;
-    req.service = service_of(path);
+    req.path = st->path;
+    req.service = service_of(st->path);
     req.conn = conn;
     req.body = st->buf ? st->buf : "";
     if (st->buf)
         st->buf[st->len] = '\0';
     req.body_len = st->too_big ? max_body + 1 : st->len;
     handle(&ctx, &req, &resp);
-
-    size_t len;
-    char *text = resp_text(&resp, &len);
-    struct MHD_Response *r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-    if (len || resp.body || resp.raw)
-        MHD_add_response_header(r, "Content-Type",
-                                resp.content_type ? resp.content_type : "application/json");
-    MHD_add_response_header(r, "x-openstack-request-id", ctx.request_id);
-    if (req.service == NB_SVC_COMPUTE)
-        MHD_add_response_header(r, "x-compute-request-id", ctx.request_id);
-    for (int i = 0; i < resp.nheaders; i++)
-        MHD_add_response_header(r, resp.header_names[i], resp.header_values[i]);
-    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)resp.status, r);
-    MHD_destroy_response(r);
-    log_request(&ctx, &req, resp.status, len, t0);
-    req_free(&req, &resp);
-    return ret;
+    return send_response(conn, &ctx, &req, &resp, t0);
 }
 
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -627,6 +834,17 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     (void)toe;
     struct conn_state *st = *con_cls;
     if (st) {
+        if (st->streaming) {
+            /* the request ended before it was answered (client gone, timeout) */
+            if (st->body_open) {
+                nb_error(&st->ctx, 499, NULL, "The client closed the connection mid-upload.");
+                st->req.body_abort(&st->ctx, &st->req);
+            }
+            nb_log(NB_LOG_WARNING, svc_logger(st->req.service), &st->ctx, NULL,
+                   "\"%s %s\" aborted after %llu body bytes (termination code %d)", st->req.method,
+                   st->req.path, (unsigned long long)st->received, (int)toe);
+            req_free(&st->req, &st->resp);
+        }
         free(st->buf);
         free(st);
     }

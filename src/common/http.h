@@ -13,13 +13,31 @@
  * negotiates the microversion for compute/placement (406 when out of range),
  * calls the handler, and renders either resp->body or the error recorded in
  * ctx in the service's OpenStack error shape. Every response carries
- * x-openstack-request-id (and x-compute-request-id for compute). */
+ * x-openstack-request-id (and x-compute-request-id for compute).
+ *
+ * Streamed bodies (NB_ROUTE_STREAM_BODY): the handler is called once the
+ * headers are in, after routing, the token check and microversion
+ * negotiation, before any body byte is read; req->body is "" and req->json
+ * NULL. It validates the request and either fills resp / records an error as
+ * usual (the body is then read and discarded), or sets req->body_chunk,
+ * req->body_end and req->body_abort (and req->body_opaque) and returns 0.
+ * Then body_chunk gets every piece of the body as it arrives; the only size
+ * limit is [image] image_size_cap (413 above it). Exactly one of body_end
+ * (when the whole body arrived and every chunk returned 0; it fills resp or
+ * records an error) or body_abort (a chunk failed, the cap was exceeded or
+ * the client went away) is called. After a failure the rest of the body is
+ * discarded and the recorded error is answered.
+ *
+ * Streamed responses: nb_resp_file() makes the response the content of an
+ * open file, sent from disk by the server (never read whole into memory). */
 #ifndef NB_HTTP_H
 #define NB_HTTP_H
 
 #include "common/ctx.h"
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum nb_service {
     NB_SVC_IDENTITY,
@@ -29,6 +47,8 @@ enum nb_service {
     NB_SVC_VOLUME,
     NB_SVC_OTHER,
 };
+
+struct nb_resp;
 
 struct nb_req {
     const char *method; /* "GET", … */
@@ -45,6 +65,11 @@ struct nb_req {
     const char *const *dispatch_headers; /* NULL-terminated name, value, … */
     int nquery;
     char *query_keys[32], *query_values[32];
+    /* NB_ROUTE_STREAM_BODY routes: set by the handler (see above). */
+    int (*body_chunk)(struct nb_ctx *ctx, struct nb_req *req, const char *data, size_t len);
+    int (*body_end)(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp);
+    void (*body_abort)(struct nb_ctx *ctx, struct nb_req *req);
+    void *body_opaque;
 };
 
 struct nb_resp {
@@ -56,13 +81,18 @@ struct nb_resp {
     int nheaders;
     char *header_names[8]; /* malloc'd, freed by the server */
     char *header_values[8];
+    /* or a file body (nb_resp_file): fd owned and closed by the server */
+    bool has_file;
+    int file_fd;
+    uint64_t file_size;
 };
 
 /* Returns 0 on success (resp filled), -1 after nb_error() on ctx. */
 typedef int (*nb_handler_fn)(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp);
 
 enum {
-    NB_ROUTE_NO_AUTH = 1 << 0, /* no token needed (version discovery, token create) */
+    NB_ROUTE_NO_AUTH = 1 << 0,     /* no token needed (version discovery, token create) */
+    NB_ROUTE_STREAM_BODY = 1 << 1, /* body handed to the handler in chunks (see above) */
 };
 
 /* Registers a route. Call before nb_http_start(). Not thread-safe. */
@@ -94,6 +124,9 @@ void nb_req_query_each(const struct nb_req *req,
 int nb_resp_json(struct nb_resp *resp, int status, json_t *body);
 int nb_resp_empty(struct nb_resp *resp, int status);
 void nb_resp_header(struct nb_resp *resp, const char *name, const char *value);
+/* Answers status with the size bytes of the file open on fd (read from its
+ * start; the server takes fd and closes it) as content_type. Returns 0. */
+int nb_resp_file(struct nb_resp *resp, int status, int fd, uint64_t size, const char *content_type);
 
 /* Requires a JSON object body; on failure records 400 (naming the problem)
  * and returns NULL. Borrowed. */

@@ -1,4 +1,4 @@
-/* api.c - the Glance v2 image API under /image (records only): version
+/* api.c - the Glance v2 image API under /image: version
  * discovery, /v2/images (create, list, show, PATCH, delete), image tags,
  * the schemas, and the image file route.
  *
@@ -6,10 +6,8 @@
  * "queued" and "shared" unless told otherwise, publicizing needs an admin,
  * the list shows public, community (when asked for or owned), owned and
  * accepted shared images, sorted by created_at desc by default, 25 per page
- * (at most 1000) with a relative "next" link. Image data is not stored yet:
- * GET /file answers 204 (no data, as Glance does for an image without
- * locations); PUT /file completes an empty upload and refuses data with
- * 501. */
+ * (at most 1000) with a relative "next" link. Image data (the /file routes)
+ * is in data.c. */
 #include "image/image.h"
 #include "image/image_priv.h"
 #include "common/cleanup.h"
@@ -944,6 +942,7 @@ static int images_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
     }
     if (nb_db_commit(db, ctx) < 0)
         return -1;
+    nb_image_data_remove(id);
     NB_INFO("nubo.image.api", ctx, NULL, "deleted image %s", id);
     return nb_resp_empty(resp, 204);
 }
@@ -1003,54 +1002,6 @@ static int tags_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
     return nb_error(ctx, 404, NULL, "The resource could not be found.");
 }
 
-/* --- image data ----------------------------------------------------------------------------- */
-
-/* GET /file: no image data is stored yet, so like Glance for an image
- * without locations: 204 No Content. */
-static int file_download(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
-{
-    _cleanup_json_ json_t *rec = visible_record(ctx, req, "No image found with ID %s");
-    if (!rec)
-        return -1;
-    if (strcmp(nb_json_str(rec, "status"), "deactivated") == 0 && !ctx->is_admin)
-        return nb_error(ctx, 403, NULL,
-                        "The requested image has been deactivated. Image data "
-                        "download is forbidden.");
-    return nb_resp_empty(resp, 204);
-}
-
-/* PUT /file. Image data is not stored yet: an empty upload completes as
- * Glance completes one (active, size 0, checksums of no data), since there
- * is nothing to store; any data is refused with 501. */
-static int file_upload(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
-{
-    _cleanup_json_ json_t *rec = visible_record(ctx, req, "No image found with ID %s");
-    if (!rec)
-        return -1;
-    const char *id = nb_json_str(rec, "id"), *status = nb_json_str(rec, "status");
-    if (!nb_image_record_mutable(ctx, rec))
-        return nb_error(ctx, 403, NULL, "You are not authorized to complete upload_image action.");
-    if (strcmp(status, "queued") != 0)
-        return nb_error(ctx, 409, NULL, "Image status transition from %s to saving is not allowed",
-                        status);
-    if (req->body_len > 0)
-        return nb_error(ctx, 501, NULL,
-                        "Image data upload is not available in this nubo yet; image %s stays "
-                        "queued.",
-                        id);
-    char now[32];
-    if (nb_db_exec(nb_image_env->db, ctx,
-                   "UPDATE images SET status = 'active', size = 0, checksum = "
-                   "'d41d8cd98f00b204e9800998ecf8427e', os_hash_algo = 'sha512', "
-                   "os_hash_value = 'cf83e1357eefb8bdf1542850d66d8007d620e4050b5715dc83f4a921d36ce9"
-                   "ce47d0d13c5d85f2b0ff8318d2877eec2f63b931bd47417a81a538327af927da3e', "
-                   "updated_at = ? WHERE id = ? AND deleted = 0 AND status = 'queued'",
-                   "ss", nb_now_iso_us(now), id) < 0)
-        return -1;
-    NB_INFO("nubo.image.api", ctx, NULL, "image %s: empty upload, now active with size 0", id);
-    return nb_resp_empty(resp, 204);
-}
-
 int nb_image_init(struct nb_env *env)
 {
     nb_image_env = env;
@@ -1068,8 +1019,7 @@ int nb_image_init(struct nb_env *env)
     nb_http_route("DELETE", "/image/v2/images/{image_id}", images_delete, 0);
     nb_http_route("PUT", "/image/v2/images/{image_id}/tags/{tag}", tags_update, 0);
     nb_http_route("DELETE", "/image/v2/images/{image_id}/tags/{tag}", tags_delete, 0);
-    nb_http_route("GET", "/image/v2/images/{image_id}/file", file_download, 0);
-    nb_http_route("PUT", "/image/v2/images/{image_id}/file", file_upload, 0);
+    nb_image_data_init();
     nb_image_members_init();
     return 0;
 }

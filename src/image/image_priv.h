@@ -84,4 +84,11 @@ const char *nb_image_isotime(const char *stored, char *buf);
 /* Registers the member routes. */
 void nb_image_members_init(void);
 
+/* --- data.c ------------------------------------------------------------------------ */
+
+/* Registers GET/PUT /v2/images/{image_id}/file (streamed upload, download). */
+void nb_image_data_init(void);
+/* Removes the stored data of image id (also a partial upload). */
+void nb_image_data_remove(const char *id);
+
 #endif

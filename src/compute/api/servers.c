@@ -1414,8 +1414,7 @@ int nb_srv_check_ip(struct nb_ctx *ctx, const char *field, const json_t *v, int 
     unsigned char bin[sizeof(struct in6_addr)];
     char canon[INET6_ADDRSTRLEN];
     int fam = family ? family : (strchr(json_string_value(v), ':') ? AF_INET6 : AF_INET);
-    if (inet_pton(fam, json_string_value(v), bin) == 1 &&
-        inet_ntop(fam, bin, canon, sizeof(canon)))
+    if (inet_pton(fam, json_string_value(v), bin) == 1 && inet_ntop(fam, bin, canon, sizeof(canon)))
         json_string_set((json_t *)v, canon);
     return 0;
 }
