@@ -75,3 +75,22 @@ def test_sdk_connects(cloud):
     conn = cloud.sdk()
     assert any(p.name == "admin" for p in conn.identity.projects())
     assert any(f.name == "m1.tiny" for f in conn.compute.flavors())
+
+
+def test_reader_can_look_but_not_create(cloud):
+    name = unique("rdr")
+    cloud.cli("user", "create", "--password", "pw-" + name, "--project", "demo", name)
+    cloud.cli("role", "add", "--project", "demo", "--user", name, "reader")
+    body = {"auth": {"identity": {"methods": ["password"], "password": {"user": {
+        "name": name, "domain": {"id": "default"}, "password": "pw-" + name}}},
+        "scope": {"project": {"name": "demo", "domain": {"id": "default"}}}}}
+    st, hdrs, _ = cloud.request("POST", "/identity/v3/auth/tokens", body)
+    assert st == 201
+    tok = hdrs["X-Subject-Token"]
+    st, _, _ = cloud.request("GET", "/compute/v2.1/servers", token=tok)
+    assert st == 200
+    image = cloud.cli("image", "show", "cirros", "-f", "value", "-c", "id").strip()
+    st, _, err = cloud.request("POST", "/compute/v2.1/servers", {"server": {
+        "name": "r", "flavorRef": "1", "imageRef": image}}, token=tok)
+    assert st == 403
+    assert "os_compute_api:servers:create" in err["forbidden"]["message"]
