@@ -1,6 +1,7 @@
 /* pyrepr.c - Python's repr() of JSON values, for error messages that must
  * read as OpenStack's (its jsonschema validators print Python values:
  * `Value: {'name': 'x'}`, `True`, `None`, shortest round-trip floats). */
+#include "common/sbuf.h"
 #include "common/pyrepr.h"
 
 #include <stdbool.h>
@@ -8,67 +9,44 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct sbuf {
-    char *s;
-    size_t len, cap;
-};
-
-static void sb_add(struct sbuf *b, const char *s, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        b->cap = (b->len + n + 1) * 2;
-        b->s = realloc(b->s, b->cap);
-        if (!b->s)
-            abort();
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-static void sb_str(struct sbuf *b, const char *s)
-{
-    sb_add(b, s, strlen(s));
-}
-
 /* --- links ------------------------------------------------------------------ */
 
 /* Applies Nova's _update_link_prefix(orig, prefix): the prefix's scheme and
  * host replace the original ones and its path is put in front. malloc'd. */
 
 /* repr() of a str: single quotes unless it holds ' and no ". */
-static void repr_string(struct sbuf *b, const char *s)
+static void repr_string(struct nb_sbuf *b, const char *s)
 {
     char q = (strchr(s, '\'') && !strchr(s, '"')) ? '"' : '\'';
-    sb_add(b, &q, 1);
+    nb_sbuf_add(b, &q, 1);
     for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
         char tmp[8];
         if (*p == '\\')
-            sb_str(b, "\\\\");
+            nb_sbuf_str(b, "\\\\");
         else if (*p == (unsigned char)q)
-            tmp[0] = '\\', tmp[1] = (char)q, sb_add(b, tmp, 2);
+            tmp[0] = '\\', tmp[1] = (char)q, nb_sbuf_add(b, tmp, 2);
         else if (*p == '\n')
-            sb_str(b, "\\n");
+            nb_sbuf_str(b, "\\n");
         else if (*p == '\t')
-            sb_str(b, "\\t");
+            nb_sbuf_str(b, "\\t");
         else if (*p == '\r')
-            sb_str(b, "\\r");
+            nb_sbuf_str(b, "\\r");
         else if (*p < 0x20 || *p == 0x7f)
-            snprintf(tmp, sizeof(tmp), "\\x%02x", *p), sb_str(b, tmp);
+            snprintf(tmp, sizeof(tmp), "\\x%02x", *p), nb_sbuf_str(b, tmp);
         else
-            sb_add(b, (const char *)p, 1);
+            nb_sbuf_add(b, (const char *)p, 1);
     }
-    sb_add(b, &q, 1);
+    nb_sbuf_add(b, &q, 1);
 }
 
-static void repr_value(struct sbuf *b, const json_t *v)
+static void repr_value(struct nb_sbuf *b, const json_t *v)
 {
     char tmp[64];
     switch (json_typeof(v)) {
     case JSON_STRING: repr_string(b, json_string_value(v)); break;
     case JSON_INTEGER:
         snprintf(tmp, sizeof(tmp), "%lld", (long long)json_integer_value(v));
-        sb_str(b, tmp);
+        nb_sbuf_str(b, tmp);
         break;
     case JSON_REAL: {
         double d = json_real_value(v);
@@ -84,38 +62,38 @@ static void repr_value(struct sbuf *b, const json_t *v)
         }
         if (!strpbrk(tmp, ".eEn"))
             strcat(tmp, ".0");
-        sb_str(b, tmp);
+        nb_sbuf_str(b, tmp);
         break;
     }
-    case JSON_TRUE: sb_str(b, "True"); break;
-    case JSON_FALSE: sb_str(b, "False"); break;
-    case JSON_NULL: sb_str(b, "None"); break;
+    case JSON_TRUE: nb_sbuf_str(b, "True"); break;
+    case JSON_FALSE: nb_sbuf_str(b, "False"); break;
+    case JSON_NULL: nb_sbuf_str(b, "None"); break;
     case JSON_ARRAY: {
-        sb_str(b, "[");
+        nb_sbuf_str(b, "[");
         size_t i;
         json_t *item;
         json_array_foreach (v, i, item) {
             if (i)
-                sb_str(b, ", ");
+                nb_sbuf_str(b, ", ");
             repr_value(b, item);
         }
-        sb_str(b, "]");
+        nb_sbuf_str(b, "]");
         break;
     }
     case JSON_OBJECT: {
-        sb_str(b, "{");
+        nb_sbuf_str(b, "{");
         const char *k;
         json_t *item;
         bool first = true;
         json_object_foreach ((json_t *)v, k, item) {
             if (!first)
-                sb_str(b, ", ");
+                nb_sbuf_str(b, ", ");
             first = false;
             repr_string(b, k);
-            sb_str(b, ": ");
+            nb_sbuf_str(b, ": ");
             repr_value(b, item);
         }
-        sb_str(b, "}");
+        nb_sbuf_str(b, "}");
         break;
     }
     }
@@ -123,11 +101,11 @@ static void repr_value(struct sbuf *b, const json_t *v)
 
 char *nb_pyrepr(const json_t *v)
 {
-    struct sbuf b = {0};
-    sb_str(&b, "");
+    struct nb_sbuf b = {0};
+    nb_sbuf_str(&b, "");
     if (v)
         repr_value(&b, v);
     else
-        sb_str(&b, "None");
+        nb_sbuf_str(&b, "None");
     return b.s;
 }

@@ -8,6 +8,7 @@
  * accepted shared images, sorted by created_at desc by default, 25 per page
  * (at most 1000) with a relative "next" link. Image data (the /file routes)
  * is in data.c. */
+#include "common/sbuf.h"
 #include "image/image.h"
 #include "image/image_priv.h"
 #include "common/cleanup.h"
@@ -276,42 +277,11 @@ static const char *params_get(const struct params *p, const char *key)
     return v;
 }
 
-struct sbuf {
-    char *s;
-    size_t len, cap;
-};
-
-static void sb_add(struct sbuf *b, const char *s, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        b->cap = (b->len + n + 1) * 2;
-        b->s = realloc(b->s, b->cap);
-        if (!b->s)
-            abort();
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-static void quote_plus(struct sbuf *b, const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        char tmp[4];
-        if (isalnum(*p) || *p == '_' || *p == '.' || *p == '-' || *p == '~')
-            sb_add(b, (const char *)p, 1);
-        else if (*p == ' ')
-            sb_add(b, "+", 1);
-        else
-            snprintf(tmp, sizeof(tmp), "%%%02X", *p), sb_add(b, tmp, 3);
-    }
-}
-
 /* urlencode(dict(params)) without marker, plus marker=next when given. */
 static char *encode_params(const struct params *p, const char *next_marker)
 {
-    struct sbuf b = {0};
-    sb_add(&b, "", 0);
+    struct nb_sbuf b = {0};
+    nb_sbuf_add(&b, "", 0);
     for (size_t i = 0; i < p->n; i++) {
         bool seen = false;
         for (size_t j = 0; j < i && !seen; j++)
@@ -319,16 +289,16 @@ static char *encode_params(const struct params *p, const char *next_marker)
         if (seen || strcmp(p->keys[i], "marker") == 0)
             continue;
         if (b.len)
-            sb_add(&b, "&", 1);
-        quote_plus(&b, p->keys[i]);
-        sb_add(&b, "=", 1);
-        quote_plus(&b, params_get(p, p->keys[i]));
+            nb_sbuf_add(&b, "&", 1);
+        nb_sbuf_quote_plus(&b, p->keys[i]);
+        nb_sbuf_add(&b, "=", 1);
+        nb_sbuf_quote_plus(&b, params_get(p, p->keys[i]));
     }
     if (next_marker) {
         if (b.len)
-            sb_add(&b, "&", 1);
-        sb_add(&b, "marker=", 7);
-        quote_plus(&b, next_marker);
+            nb_sbuf_add(&b, "&", 1);
+        nb_sbuf_add(&b, "marker=", 7);
+        nb_sbuf_quote_plus(&b, next_marker);
     }
     return b.s;
 }

@@ -7,6 +7,7 @@
  *   GET /compute/v2       {"version": v2.0 (the legacy v2 API)}
  * Links are built from the advertised base URL, or from [api]
  * compute_link_prefix when set (Nova's _update_link_prefix). */
+#include "common/sbuf.h"
 #include "compute/api/api.h"
 #include "compute/api/resources.h"
 #include "common/cleanup.h"
@@ -20,29 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-struct sbuf {
-    char *s;
-    size_t len, cap;
-};
-
-static void sb_add(struct sbuf *b, const char *s, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        b->cap = (b->len + n + 1) * 2;
-        b->s = realloc(b->s, b->cap);
-        if (!b->s)
-            abort();
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-static void sb_str(struct sbuf *b, const char *s)
-{
-    sb_add(b, s, strlen(s));
-}
 
 /* --- links ------------------------------------------------------------------ */
 
@@ -132,27 +110,13 @@ static int qparam_cmp(const void *a, const void *b)
     return c ? c : strcmp(x->value, y->value);
 }
 
-/* Appends s to b as Python's urllib quote_plus does. */
-static void quote_plus(struct sbuf *b, const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        char tmp[4];
-        if (isalnum(*p) || *p == '_' || *p == '.' || *p == '-' || *p == '~')
-            sb_add(b, (const char *)p, 1);
-        else if (*p == ' ')
-            sb_add(b, "+", 1);
-        else
-            snprintf(tmp, sizeof(tmp), "%%%02X", *p), sb_add(b, tmp, 3);
-    }
-}
-
-static void add_pair(struct sbuf *b, const char *k, const char *v)
+static void add_pair(struct nb_sbuf *b, const char *k, const char *v)
 {
     if (b->len)
-        sb_add(b, "&", 1);
-    quote_plus(b, k);
-    sb_add(b, "=", 1);
-    quote_plus(b, v);
+        nb_sbuf_add(b, "&", 1);
+    nb_sbuf_quote_plus(b, k);
+    nb_sbuf_add(b, "=", 1);
+    nb_sbuf_quote_plus(b, v);
 }
 
 void nb_res_next_link(json_t *body, const char *key, struct nb_req *req, const char *collection,
@@ -171,8 +135,8 @@ void nb_res_next_link(json_t *body, const char *key, struct nb_req *req, const c
     nb_req_query_each(req, qlist_add, &q);
     if (q.n)
         qsort(q.items, q.n, sizeof(*q.items), qparam_cmp);
-    struct sbuf qs = {0};
-    sb_str(&qs, "");
+    struct nb_sbuf qs = {0};
+    nb_sbuf_str(&qs, "");
     bool have_marker = false;
     for (size_t i = 0; i < q.n; i++) {
         if (i + 1 < q.n && strcmp(q.items[i].key, q.items[i + 1].key) == 0)
@@ -287,11 +251,11 @@ int nb_res_bad_field(struct nb_ctx *ctx, const char *field, const json_t *value,
 int nb_res_only_keys(struct nb_ctx *ctx, const char *field, const json_t *obj,
                      const char *const *allowed)
 {
-    struct sbuf bad = {0};
+    struct nb_sbuf bad = {0};
     int nbad = 0;
     const char *k;
     json_t *item;
-    sb_str(&bad, "");
+    nb_sbuf_str(&bad, "");
     json_object_foreach ((json_t *)obj, k, item) {
         bool ok = false;
         for (const char *const *a = allowed; *a && !ok; a++)
@@ -299,10 +263,10 @@ int nb_res_only_keys(struct nb_ctx *ctx, const char *field, const json_t *obj,
         if (ok)
             continue;
         if (nbad++)
-            sb_str(&bad, ", ");
+            nb_sbuf_str(&bad, ", ");
         json_t *ks = json_string(k);
         char *r = nb_pyrepr(ks);
-        sb_str(&bad, r);
+        nb_sbuf_str(&bad, r);
         free(r);
         json_decref(ks);
     }
