@@ -6,7 +6,7 @@ pkgs=(
   build-essential meson ninja-build pkg-config clang clang-format git
   libmicrohttpd-dev libjansson-dev libsqlite3-dev libinih-dev libcmocka-dev
   libssl-dev libcrypt-dev uuid-dev
-  sqlite3 curl procps qemu-utils genisoimage
+  sqlite3 curl procps openssh-client qemu-utils genisoimage
   python3 python3-pytest python3-pytest-xdist python3-openstackclient python3-osc-placement python3-openstacksdk
   tempest python3-stestr python3-subunit python3-junitxml
 )
