@@ -215,4 +215,9 @@ void nb_idn_user_routes(void);
 void nb_idn_role_routes(void);
 void nb_idn_assignment_routes(void);
 
+/* 0 if no row of kind ("project" or "user") has name in domain_id; else
+ * -1 with Keystone's 409 "Duplicate entry" recorded (or a database error). */
+int nb_idn_name_taken(struct nb_ctx *ctx, const char *kind, const char *name,
+                      const char *domain_id);
+
 #endif

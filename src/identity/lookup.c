@@ -8,6 +8,9 @@
 #include "common/json.h"
 #include "db/db.h"
 
+#include <assert.h>
+#include <string.h>
+
 json_t *nb_idn_get_project(struct nb_ctx *ctx, const char *id)
 {
     return nb_db_row(nb_idn_db(), ctx, "SELECT * FROM project WHERE id = ? AND is_domain = 0", "s",
@@ -40,4 +43,25 @@ json_t *nb_idn_find_domain(struct nb_ctx *ctx, const json_t *ref)
         return NULL;
     return nb_db_row(nb_idn_db(), ctx, "SELECT * FROM project WHERE name = ? AND is_domain = 1",
                      "s", name);
+}
+
+int nb_idn_name_taken(struct nb_ctx *ctx, const char *kind, const char *name, const char *domain_id)
+{
+    /* kind is one of two table names, never user input */
+    assert(!strcmp(kind, "project") || !strcmp(kind, "user"));
+    long long n = !strcmp(kind, "project")
+                      ? nb_db_int(nb_idn_db(), ctx, -1,
+                                  "SELECT COUNT(*) FROM project WHERE name = ? AND domain_id = ?",
+                                  "ss", name, domain_id)
+                      : nb_db_int(nb_idn_db(), ctx, -1,
+                                  "SELECT COUNT(*) FROM user WHERE name = ? AND domain_id = ?",
+                                  "ss", name, domain_id);
+    if (n < 0)
+        return -1;
+    if (n > 0)
+        return nb_error(ctx, 409, NB_IDN_E409,
+                        "Conflict occurred attempting to store %s - Duplicate entry found "
+                        "with name %s at domain ID %s.",
+                        kind, name, domain_id);
+    return 0;
 }

@@ -111,21 +111,6 @@ static int store_tags(struct nb_ctx *ctx, const char *id, const json_t *tags)
     return 0;
 }
 
-static int name_taken(struct nb_ctx *ctx, const char *name, const char *domain_id)
-{
-    long long n = nb_db_int(nb_idn_db(), ctx, -1,
-                            "SELECT COUNT(*) FROM project WHERE name = ? AND domain_id = ?", "ss",
-                            name, domain_id);
-    if (n < 0)
-        return -1;
-    if (n > 0)
-        return nb_error(ctx, 409, NB_IDN_E409,
-                        "Conflict occurred attempting to store project - Duplicate entry found "
-                        "with name %s at domain ID %s.",
-                        name, domain_id);
-    return 0;
-}
-
 static int list_projects(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
     if (nb_idn_require_admin(ctx, "identity:list_projects") < 0)
@@ -238,7 +223,7 @@ static int create_project(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
     _cleanup_free_ char *extra = nb_idn_extra_from(e, project_attrs, NULL);
     if (nb_db_begin(db, ctx) < 0)
         return -1;
-    if (name_taken(ctx, name, domain_id) < 0 ||
+    if (nb_idn_name_taken(ctx, "project", name, domain_id) < 0 ||
         nb_db_exec(db, ctx,
                    "INSERT INTO project (id, name, domain_id, description, enabled, is_domain, "
                    "parent_id, extra, created_at) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)",
@@ -323,7 +308,7 @@ static int update_project(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
     if (nb_db_begin(db, ctx) < 0)
         return -1;
     if ((name && strcmp(name, nb_json_str(row, "name")) != 0 &&
-         name_taken(ctx, name, nb_json_str(row, "domain_id")) < 0) ||
+         nb_idn_name_taken(ctx, "project", name, nb_json_str(row, "domain_id")) < 0) ||
         nb_db_exec(db, ctx,
                    "UPDATE project SET name = ?, description = ?, enabled = ?, extra = ? "
                    "WHERE id = ?",

@@ -60,21 +60,6 @@ static json_t *user_or_404(struct nb_ctx *ctx, const char *id)
     return row;
 }
 
-static int name_taken(struct nb_ctx *ctx, const char *name, const char *domain_id)
-{
-    long long n = nb_db_int(nb_idn_db(), ctx, -1,
-                            "SELECT COUNT(*) FROM user WHERE name = ? AND domain_id = ?", "ss",
-                            name, domain_id);
-    if (n < 0)
-        return -1;
-    if (n > 0)
-        return nb_error(ctx, 409, NB_IDN_E409,
-                        "Conflict occurred attempting to store user - Duplicate entry found "
-                        "with name %s at domain ID %s.",
-                        name, domain_id);
-    return 0;
-}
-
 /* Checks a default_project_id names a project (not a domain). */
 static int check_default_project(struct nb_ctx *ctx, const char *pid)
 {
@@ -167,7 +152,7 @@ static int create_user(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
     _cleanup_free_ char *extra = nb_idn_extra_from(e, user_attrs, NULL);
     if (nb_db_begin(db, ctx) < 0)
         return -1;
-    if (name_taken(ctx, name, domain_id) < 0 ||
+    if (nb_idn_name_taken(ctx, "user", name, domain_id) < 0 ||
         nb_db_exec(db, ctx,
                    "INSERT INTO user (id, name, domain_id, password_hash, enabled, "
                    "default_project_id, description, email, extra, created_at) "
@@ -231,7 +216,7 @@ static int update_user(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
     if (nb_db_begin(db, ctx) < 0)
         return -1;
     if ((name && strcmp(name, nb_json_str(row, "name")) != 0 &&
-         name_taken(ctx, name, nb_json_str(row, "domain_id")) < 0) ||
+         nb_idn_name_taken(ctx, "user", name, nb_json_str(row, "domain_id")) < 0) ||
         nb_db_exec(db, ctx,
                    "UPDATE user SET name = ?, enabled = ?, default_project_id = ?, "
                    "description = ?, email = ?, extra = ? WHERE id = ?",
