@@ -87,4 +87,13 @@ int nb_service_keepalive_start(struct nb_db *db, const char *host, const char *b
                                const char *topic);
 void nb_service_keepalive_stop(void);
 
+/* The instance as the compute agent, the config drive and the metadata
+ * service see it: {"uuid", "name", "hostname", "project_id", "user_id",
+ * "image_ref", "user_data" (base64 as stored), "key_name", "key_data",
+ * "config_drive", "availability_zone", "host", "node", "launch_index",
+ * "flavor": {...}, "metadata": {key: value}, "block_device_mapping": [...]}.
+ * Missing/NULL columns are left out. New ref (never NULL; a failed
+ * sub-query leaves its part empty and its error on ctx). */
+json_t *nb_instance_agent_view(struct nb_db *db, struct nb_ctx *ctx, const json_t *row);
+
 #endif

@@ -1,6 +1,8 @@
 /* objects.c - Nova's state vocabulary and the action/event/fault records
  * every compute part writes (see compute.h). */
 #include "compute/compute.h"
+#include "common/cleanup.h"
+#include "common/json.h"
 #include "common/util.h"
 #include "db/db.h"
 
@@ -164,4 +166,41 @@ int nb_fault_add(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid
                       "sissss", instance_uuid, (long long)code, message, details, host, now) < 0
                ? -1
                : 0;
+}
+
+/* The instance as the agent (and the metadata service) gets it. */
+json_t *nb_instance_agent_view(struct nb_db *db, struct nb_ctx *ctx, const json_t *row)
+{
+    const char *uuid = nb_json_str(row, "uuid");
+    json_t *inst = json_pack(
+        "{s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:I}",
+        "uuid", uuid, "name", nb_json_str(row, "display_name"), "hostname",
+        nb_json_str(row, "hostname"), "project_id", nb_json_str(row, "project_id"), "user_id",
+        nb_json_str(row, "user_id"), "image_ref", nb_json_str(row, "image_ref"), "user_data",
+        nb_json_str(row, "user_data"), "key_name", nb_json_str(row, "key_name"), "key_data",
+        nb_json_str(row, "key_data"), "config_drive", nb_json_str(row, "config_drive"),
+        "availability_zone", nb_json_str(row, "availability_zone"), "host",
+        nb_json_str(row, "host"), "node", nb_json_str(row, "node"), "launch_index",
+        (json_int_t)nb_json_int(row, "launch_index", 0));
+    json_t *flavor = nb_json_parse(nb_json_str(row, "flavor"));
+    json_object_set_new(inst, "flavor", flavor ? flavor : json_object());
+    json_t *meta = json_object();
+    _cleanup_json_ json_t *mrows = nb_db_rows(
+        db, ctx, "SELECT key, value FROM instance_metadata WHERE instance_uuid = ? AND deleted = 0",
+        "s", uuid);
+    size_t i;
+    json_t *m;
+    json_array_foreach (mrows, i, m) {
+        if (nb_json_str(m, "key"))
+            json_object_set_new(
+                meta, nb_json_str(m, "key"),
+                json_string(nb_json_str(m, "value") ? nb_json_str(m, "value") : ""));
+    }
+    json_object_set_new(inst, "metadata", meta);
+    json_t *bdms = nb_db_rows(db, ctx,
+                              "SELECT * FROM block_device_mapping WHERE instance_uuid = ? AND "
+                              "deleted = 0 ORDER BY boot_index IS NULL, boot_index, id",
+                              "s", uuid);
+    json_object_set_new(inst, "block_device_mapping", bdms ? bdms : json_array());
+    return inst;
 }

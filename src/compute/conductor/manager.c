@@ -37,38 +37,7 @@ json_t *cond_instance_get(struct conductor *c, struct nb_ctx *ctx, const char *u
 
 json_t *cond_instance_for_agent(struct conductor *c, struct nb_ctx *ctx, json_t *row)
 {
-    const char *uuid = nb_json_str(row, "uuid");
-    json_t *inst = json_pack(
-        "{s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:I}",
-        "uuid", uuid, "name", nb_json_str(row, "display_name"), "hostname",
-        nb_json_str(row, "hostname"), "project_id", nb_json_str(row, "project_id"), "user_id",
-        nb_json_str(row, "user_id"), "image_ref", nb_json_str(row, "image_ref"), "user_data",
-        nb_json_str(row, "user_data"), "key_name", nb_json_str(row, "key_name"), "key_data",
-        nb_json_str(row, "key_data"), "config_drive", nb_json_str(row, "config_drive"),
-        "availability_zone", nb_json_str(row, "availability_zone"), "host",
-        nb_json_str(row, "host"), "node", nb_json_str(row, "node"), "launch_index",
-        (json_int_t)nb_json_int(row, "launch_index", 0));
-    json_t *flavor = nb_json_parse(nb_json_str(row, "flavor"));
-    json_object_set_new(inst, "flavor", flavor ? flavor : json_object());
-    json_t *meta = json_object();
-    _cleanup_json_ json_t *mrows = nb_db_rows(
-        c->db, ctx,
-        "SELECT key, value FROM instance_metadata WHERE instance_uuid = ? AND deleted = 0", "s",
-        uuid);
-    size_t i;
-    json_t *m;
-    json_array_foreach (mrows, i, m) {
-        if (nb_json_str(m, "key"))
-            json_object_set_new(
-                meta, nb_json_str(m, "key"),
-                json_string(nb_json_str(m, "value") ? nb_json_str(m, "value") : ""));
-    }
-    json_object_set_new(inst, "metadata", meta);
-    json_t *bdms = nb_db_rows(c->db, ctx,
-                              "SELECT * FROM block_device_mapping WHERE instance_uuid = ? AND "
-                              "deleted = 0 ORDER BY boot_index IS NULL, boot_index, id",
-                              "s", uuid);
-    json_object_set_new(inst, "block_device_mapping", bdms ? bdms : json_array());
+    json_t *inst = nb_instance_agent_view(c->db, ctx, row);
     cond_clear_error(ctx);
     return inst;
 }

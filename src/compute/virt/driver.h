@@ -64,9 +64,29 @@ struct nb_virt_ops {
                     const char *uuid, struct nb_guest_info *info);
     /* UUIDs of guests on host: new JSON object {uuid: power_state}. */
     json_t *(*list)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host);
+    /* pause/unpause: the guest's vCPUs stop/continue (power_state PAUSED/
+     * RUNNING); suspend: the guest's memory is saved to disk and the guest
+     * stops (libvirt managed save; power_state SHUTDOWN, as Nova reports
+     * it); resume: started again from that saved state. */
+    int (*pause)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                 json_t *instance);
+    int (*unpause)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                   json_t *instance);
+    int (*suspend)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                   json_t *instance);
+    int (*resume)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                  json_t *instance);
     /* Serial console text (malloc'd) or NULL. */
     char *(*console_log)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
                          const char *uuid);
+    /* Lifecycle events (optional, may be NULL): the driver calls
+     * cb(opaque, host, uuid, power_state) from its own thread whenever a
+     * guest changes state, whoever caused it. The agent uses it to run the
+     * power sync without waiting for the period. */
+    void (*set_event_callback)(struct nb_virt_driver *drv,
+                               void (*cb)(void *opaque, const char *host, const char *uuid,
+                                          int power_state),
+                               void *opaque);
     void (*close)(struct nb_virt_driver *drv);
 };
 
@@ -83,6 +103,10 @@ struct nb_virt_driver *nb_virt_open(const char *name);
  * disk_gb, hypervisor_version); fault injection via
  * nb_virt_fake_fail_spawn(host, n): the next n spawns on host fail (-1 = all). */
 struct nb_virt_driver *nb_virt_fake_open(void);
+
+/* The libvirt driver ([libvirt] connection_uri, virt_type, images_type;
+ * [DEFAULT] instances_path). Serves one host: [DEFAULT] host. */
+struct nb_virt_driver *nb_virt_libvirt_open(const char *host);
 void nb_virt_fake_fail_spawn(const char *host, int n);
 
 #endif
