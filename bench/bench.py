@@ -51,8 +51,12 @@ class Client:
 
 
 class Aio:
-    def __init__(self, binary, *extra):
-        self.dir = tempfile.mkdtemp(prefix="nubo-bench-")
+    def __init__(self, binary, *extra, state_parent=None):
+        # state_parent: create the state dir there, 0755 (QEMU, run by the
+        # libvirt driver as another user, must reach the instance files)
+        self.dir = tempfile.mkdtemp(prefix="nubo-bench-", dir=state_parent)
+        if state_parent:
+            os.chmod(self.dir, 0o755)
         self.port = free_port()
         self.proc = subprocess.Popen(
             [binary, "aio", "--state-dir", self.dir, "--port", str(self.port),

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # README command 2: runs every test. Installs what is missing, builds the
-# normal build (warnings as errors) and the ASan/UBSan build, then runs
+# normal build (warnings as errors), the ASan/UBSan build and, for the tests
+# with real guests, the test guest image (tests/images/build.sh, exported as
+# NUBO_TEST_IMAGE_DIR), makes sure libvirtd runs (scripts/libvirt-up.sh),
+# then runs
 #   1. unit tests (cmocka) on both builds,
 #   2. the end-to-end suite (pytest + the real openstack CLI/openstacksdk)
 #      against the normal build and again against the sanitizer build, which
@@ -46,6 +49,18 @@ if git ls-files 'src/*.[ch]' 'tests/unit/*.c' 'tests/fuzz/*.c' | xargs clang-for
   passed=$((passed + 1))
 else
   echo "files not formatted (clang-format -i them):"; grep -o '^[^:]*' "$out/format.log" | sort -u
+  failed=$((failed + 1))
+fi
+
+# Tests with real guests boot tests/images/build.sh's image under the system
+# libvirtd; they find it through NUBO_TEST_IMAGE_DIR, and must not skip.
+export NUBO_REQUIRE_LIBVIRT=1
+echo "== test guest image and libvirtd"
+if bash tests/images/build.sh "$root/tests/images/out" && bash scripts/libvirt-up.sh; then
+  export NUBO_TEST_IMAGE_DIR=$root/tests/images/out
+  passed=$((passed + 1))
+else
+  echo "no test guest image or no libvirtd (see above)"
   failed=$((failed + 1))
 fi
 

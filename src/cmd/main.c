@@ -8,7 +8,8 @@ static void usage(void)
 {
     fputs("usage: nubo <command> [options]\n"
           "  aio --state-dir DIR --port PORT [--driver fake|libvirt] [--fake-hosts N]\n"
-          "      [--admin-password P] [--set SECTION.KEY=VALUE ...]   all-in-one cloud\n"
+          "      [--admin-password P] [--demo-image FILE] [--set SECTION.KEY=VALUE ...]\n"
+          "                               all-in-one cloud\n"
           "  serve --config FILE          control-plane roles\n"
           "  compute --config FILE        one hypervisor agent\n"
           "  db sync|version --config FILE\n",

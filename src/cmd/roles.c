@@ -14,6 +14,7 @@
 #include "compute/api/api.h"
 #include "compute/compute.h"
 #include "compute/conductor/conductor.h"
+#include "compute/metadata/metadata.h"
 #include "compute/scheduler/scheduler.h"
 #include "db/db.h"
 #include "identity/identity.h"
@@ -29,7 +30,7 @@
 static bool role_enabled(const char *role)
 {
     const char *roles =
-        nb_conf_str("DEFAULT", "roles", "api,conductor,scheduler,placement,compute");
+        nb_conf_str("DEFAULT", "roles", "api,conductor,scheduler,placement,compute,metadata");
     char *copy = strdup(roles), *save = NULL;
     bool on = false;
     for (char *r = strtok_r(copy, ", ", &save); r && !on; r = strtok_r(NULL, ", ", &save))
@@ -126,6 +127,8 @@ int nb_run_roles(bool bootstrap, const char *admin_password, const char *demo_pa
         goto cleanup;
     if (role_enabled("compute") && start_agents(&env, &drv) < 0)
         goto cleanup;
+    if (role_enabled("metadata") && nb_metadata_start(&env) < 0)
+        goto cleanup;
     if (http) {
         const char *url = nb_conf_str("api", "public_url", NULL);
         if (url)
@@ -147,6 +150,7 @@ cleanup:
     nb_http_stop();
     nb_compute_agents_stop();
     nb_service_keepalive_stop();
+    nb_metadata_stop();
     nb_bus_shutdown();
     if (drv && drv->ops->close)
         drv->ops->close(drv);

@@ -1,9 +1,20 @@
-/* seed.c - devstack-like default flavors and the demo image record. */
+/* seed.c - devstack-like default flavors and the demo image.
+ *
+ * Without [aio] demo_image the `cirros` image is a record without data
+ * (enough for the fake driver). With it, the record is created with the
+ * file's real disk format, as the format inspector reads it, and the file is
+ * imported as its data the first time (nb_image_import_file: same checks and
+ * hashes as an upload through the API); an image that already has data is
+ * left alone, so restarting on the same state directory uploads nothing. */
 #include "cmd/seed.h"
+#include "common/config.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "db/db.h"
+#include "image/format.h"
 #include "image/image.h"
+
+#include <unistd.h>
 
 static const struct {
     const char *id, *name;
@@ -14,6 +25,48 @@ static const struct {
     {"5", "m1.xlarge", 16384, 8, 160}, {"42", "m1.nano", 128, 1, 1},
     {"84", "m1.micro", 192, 1, 1},
 };
+
+/* True if image id has its data stored (nb_image_data_open succeeds). */
+static bool image_has_data(const char *id)
+{
+    struct nb_ctx sub;
+    nb_ctx_init_system(&sub, NULL);
+    json_t *info = NULL;
+    int fd = nb_image_data_open(&sub, id, &info);
+    json_decref(info);
+    if (fd < 0)
+        return false;
+    close(fd);
+    return true;
+}
+
+/* The `cirros` image with the data of the file at path. 0/-1, logged. */
+static int seed_demo_image(struct nb_ctx *ctx, const char *path)
+{
+    struct nb_format_info info;
+    char err[256];
+    if (nb_format_inspect_path(path, &info, err, sizeof(err)) < 0) {
+        NB_ERROR("nubo.main", ctx, NULL, "cannot read the demo image %s: %s", path, err);
+        return -1;
+    }
+    char id[NB_UUID_LEN];
+    if (nb_image_create_record(ctx, "cirros", info.disk_format, "bare", 0, id) < 0) {
+        NB_ERROR("nubo.main", ctx, NULL, "cannot create the demo image: %s", ctx->err_msg);
+        return -1;
+    }
+    if (image_has_data(id)) {
+        NB_INFO("nubo.main", ctx, NULL, "demo image cirros (%s) already has its data", id);
+        return 0;
+    }
+    if (nb_image_import_file(ctx, id, path) < 0) {
+        NB_ERROR("nubo.main", ctx, NULL, "cannot import %s into the demo image cirros (%s): %s",
+                 path, id, ctx->err_msg);
+        return -1;
+    }
+    NB_INFO("nubo.main", ctx, NULL, "demo image cirros (%s): imported %s (%s)", id, path,
+            info.disk_format);
+    return 0;
+}
 
 int nb_seed_defaults(struct nb_env *env)
 {
@@ -29,6 +82,9 @@ int nb_seed_defaults(struct nb_env *env)
                        (long long)flavors[i].vcpus, (long long)flavors[i].disk, now) < 0)
             return -1;
     }
+    const char *demo = nb_conf_str("aio", "demo_image", NULL);
+    if (demo && *demo)
+        return seed_demo_image(&ctx, demo);
     char image_id[NB_UUID_LEN];
     if (nb_image_create_record(&ctx, "cirros", "qcow2", "bare", 0, image_id) < 0) {
         NB_ERROR("nubo.main", &ctx, NULL, "cannot create the demo image: %s", ctx.err_msg);

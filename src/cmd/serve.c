@@ -34,7 +34,7 @@ int nb_cmd_serve(int argc, char **argv)
     if (load_config(argc, argv) < 0)
         return 2;
     if (!nb_conf_str("DEFAULT", "roles", NULL))
-        nb_conf_set("DEFAULT", "roles", "api,conductor,scheduler,placement,compute");
+        nb_conf_set("DEFAULT", "roles", "api,conductor,scheduler,placement,compute,metadata");
     return nb_run_roles(false, NULL, NULL);
 }
 

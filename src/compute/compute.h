@@ -9,14 +9,31 @@
  *                                                        "create" already started.
  *     start_instance    {"uuid"}   stop_instance {"uuid"}
  *     reboot_instance   {"uuid", "reboot_type": "SOFT"|"HARD"}
+ *     pause_instance    {"uuid"}   unpause_instance {"uuid"}
+ *     suspend_instance  {"uuid"}   resume_instance  {"uuid"}
+ *                       (API has set task_state pausing / unpausing /
+ *                       suspending / resuming and started the action)
  *     delete_instance   {"uuid"}   (API has set task_state deleting)
+ *   API -> "compute.<host>" call (no conductor: Nova's API asks the host):
+ *     get_console_output {"uuid", "length": n|null} -> {"output": "…"} or
+ *        {"error": "…", "code": 404|501}; the API answers 409 when the
+ *        instance has no host and 404/501 as the agent says.
  *   conductor -> "scheduler" call:
  *     select_destinations {"instance_uuid", "spec": {...}} -> {"host", "node",
  *        "rp_uuid"} or {"error": "No valid host was found. …", "details": "…"}
  *   conductor -> "compute.<host>" cast / call: build_and_run_instance,
- *     start/stop/reboot/destroy, get_console_output (call).
- *   agent -> "conductor" cast/call: instance_update, compute_node_update,
+ *     start/stop/reboot/terminate_instance, pause/unpause/suspend/
+ *     resume_instance {"instance"}, destroy_guest, guest_info (call).
+ *   agent -> "conductor" cast/call: build_result, op_result {"uuid", "host",
+ *     "op", "ok", "message", "power_state", "unsupported"}, compute_node_update,
  *     service_heartbeat, power_sync, …
+ *   Ends of pause / unpause / suspend / resume (Nova's compute manager):
+ *     vm_state paused / active / suspended / active with the guest's power
+ *     state (3 / 1 / 4 / 1); events compute_<op>_instance. On failure the
+ *     task state is cleared and a fault recorded; a failed suspend or resume
+ *     that touched the guest sets ERROR. Power sync: a paused server whose
+ *     guest shut down is stopped; a suspended server's guest is shut down
+ *     by design (no action).
  * The conductor is the only writer of instance state after create; the API
  * writes the initial row and the task state of an accepted action. */
 #ifndef NB_COMPUTE_H
@@ -53,6 +70,10 @@ struct nb_db;
 #define NB_TASK_REBOOT_STARTED "reboot_started"
 #define NB_TASK_REBOOT_PENDING_HARD "reboot_pending_hard"
 #define NB_TASK_REBOOT_STARTED_HARD "reboot_started_hard"
+#define NB_TASK_PAUSING "pausing"
+#define NB_TASK_UNPAUSING "unpausing"
+#define NB_TASK_SUSPENDING "suspending"
+#define NB_TASK_RESUMING "resuming"
 #define NB_TASK_DELETING "deleting"
 
 /* The API status for a vm_state/task_state pair, as Nova's

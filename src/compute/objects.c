@@ -173,7 +173,8 @@ json_t *nb_instance_agent_view(struct nb_db *db, struct nb_ctx *ctx, const json_
 {
     const char *uuid = nb_json_str(row, "uuid");
     json_t *inst = json_pack(
-        "{s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:I}",
+        "{s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:s?, s:I, s:s?, "
+        "s:s?}",
         "uuid", uuid, "name", nb_json_str(row, "display_name"), "hostname",
         nb_json_str(row, "hostname"), "project_id", nb_json_str(row, "project_id"), "user_id",
         nb_json_str(row, "user_id"), "image_ref", nb_json_str(row, "image_ref"), "user_data",
@@ -181,7 +182,9 @@ json_t *nb_instance_agent_view(struct nb_db *db, struct nb_ctx *ctx, const json_
         nb_json_str(row, "key_data"), "config_drive", nb_json_str(row, "config_drive"),
         "availability_zone", nb_json_str(row, "availability_zone"), "host",
         nb_json_str(row, "host"), "node", nb_json_str(row, "node"), "launch_index",
-        (json_int_t)nb_json_int(row, "launch_index", 0));
+        (json_int_t)nb_json_int(row, "launch_index", 0), "reservation_id",
+        nb_json_str(row, "reservation_id"), "root_device_name",
+        nb_json_str(row, "root_device_name"));
     json_t *flavor = nb_json_parse(nb_json_str(row, "flavor"));
     json_object_set_new(inst, "flavor", flavor ? flavor : json_object());
     json_t *meta = json_object();

@@ -29,7 +29,9 @@ int nb_image_create_record(struct nb_ctx *ctx, const char *name, const char *dis
 int nb_image_data_open(struct nb_ctx *ctx, const char *image_id, json_t **info);
 /* Uploads a local file as the data of image id (status queued), exactly as
  * PUT /v2/images/{id}/file would: hashes, format check against the declared
- * disk_format, sizes, status active (killed/queued on failure). 0/-1. */
+ * disk_format, sizes, status active (killed/queued on failure). 0/-1.
+ * Also fills the data-less record nb_image_create_record made (which is
+ * active until then): it goes saving → active, or queued on failure. */
 int nb_image_import_file(struct nb_ctx *ctx, const char *image_id, const char *path);
 
 #endif

@@ -56,6 +56,10 @@ int nb_image_patch_check(const json_t *ops, int draft, char *msg, size_t msglen)
 
 /* --- records.c -------------------------------------------------------------------- */
 
+/* The property ("true") that marks the record nb_image_create_record makes:
+ * active with size 0 until data is imported into it (data.c). */
+#define NB_IMAGE_PLACEHOLDER_PROP "nubo_placeholder"
+
 /* The live (not deleted) image record by id, or NULL: not found (no error
  * recorded) or a database error (recorded in ctx). New ref. */
 json_t *nb_image_record_load(struct nb_ctx *ctx, const char *id);

@@ -303,7 +303,8 @@ int nb_image_create_record(struct nb_ctx *ctx, const char *name, const char *dis
         "os_hidden", 0, "disk_format", disk_format, "container_format", container_format, "size", 0,
         "virtual_size", "checksum", md5, "os_hash_algo", "sha512", "os_hash_value", sha, "min_disk",
         (json_int_t)min_disk, "min_ram", 0, "owner", owner ? json_string(owner) : json_null(),
-        "created_at", now, "updated_at", now, "properties", "nubo_placeholder", "true", "tags");
+        "created_at", now, "updated_at", now, "properties", NB_IMAGE_PLACEHOLDER_PROP, "true",
+        "tags");
     if (!rec)
         return nb_error(ctx, 500, NULL, "Cannot build the image record for %s.", name);
     if (nb_image_record_insert(ctx, rec) < 0)

@@ -21,9 +21,18 @@ ADMIN_PASSWORD = "e2e-admin-secret"
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free port whose successor is free too: `nubo aio` puts the metadata
+    API on port + 1."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        try:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", port + 1))
+            return port
+        except (OSError, OverflowError):
+            continue
 
 
 class CliError(Exception):

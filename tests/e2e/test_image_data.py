@@ -269,3 +269,91 @@ def test_upload_above_image_size_cap_is_413(fresh_cloud, tmp_path):
     src.write_bytes(b"\1" * 90000)  # under the cap
     st, _, body = put_data(c, tok, image_id, src)
     assert st == 204, body
+
+
+# -- nubo aio --demo-image: the seeded `cirros` image gets a real file's data
+# through nb_image_import_file (same checks and hashes as PUT /file).
+
+def demo_source(tmp_path, fmt):
+    """The built test guest when tests/run.sh built it, else a small image of
+    the given format with some data in it."""
+    built = os.environ.get("NUBO_TEST_IMAGE_DIR")
+    if built and os.path.exists(os.path.join(built, "guest." + fmt)):
+        return os.path.join(built, "guest." + fmt)
+    raw = tmp_path / "demo.raw"
+    qemu_img("create", "-f", "raw", raw, "8M")
+    with open(raw, "r+b") as f:
+        f.seek(3 << 20)
+        f.write(os.urandom(65536))
+    if fmt == "raw":
+        return str(raw)
+    out = tmp_path / ("demo." + fmt)
+    qemu_img("convert", "-f", "raw", "-O", fmt, raw, out)
+    return str(out)
+
+
+def mode(path):
+    return os.stat(path).st_mode & 0o777
+
+
+def test_aio_demo_image_is_uploaded_once(fresh_cloud, tmp_path):
+    src = demo_source(tmp_path, "qcow2")
+    c = fresh_cloud("--demo-image", src, quota=False)
+    img = check_uploaded(c, "cirros", src, "qcow2")
+    assert "nubo_placeholder" not in (img.get("properties") or {})
+    stored = os.path.join(c.state_dir, "images", img["id"])
+    assert digests(stored) == digests(src)
+    assert len(c.cli("image", "list", "--name", "cirros", "-f", "json")) == 1
+    # state dir traversable, secrets private
+    assert mode(c.state_dir) == 0o755
+    for f in ("nubo.conf", "clouds.yaml", "nubo.sqlite"):
+        assert mode(os.path.join(c.state_dir, f)) == 0o600, f
+    with open(os.path.join(c.state_dir, "nubo.conf")) as f:
+        assert "demo_image = %s" % os.path.realpath(src) in f.read()
+
+    # a restart on the same state dir keeps the data and uploads nothing
+    before = os.stat(stored).st_mtime_ns
+    assert c.stop() == 0
+    c.start()
+    again = c.cli("image", "show", "cirros", "-f", "json")
+    assert (again["id"], again["updated_at"], again["checksum"]) == \
+        (img["id"], img["updated_at"], img["checksum"])
+    assert os.stat(stored).st_mtime_ns == before
+    assert "demo image cirros (%s) already has its data" % img["id"] in c.log("main")
+    # an operator's download gives back the file
+    out = tmp_path / "saved"
+    c.cli("image", "save", "--file", out, "cirros")
+    assert digests(out) == digests(src)
+
+
+def test_aio_demo_image_from_env_is_raw(fresh_cloud, tmp_path, monkeypatch):
+    src = demo_source(tmp_path, "raw")
+    monkeypatch.setenv("NUBO_DEMO_IMAGE", src)
+    c = fresh_cloud(quota=False)
+    check_uploaded(c, "cirros", src, "raw")
+
+
+def test_aio_without_demo_image_keeps_the_placeholder(fresh_cloud, tmp_path, monkeypatch):
+    monkeypatch.delenv("NUBO_DEMO_IMAGE", raising=False)
+    c = fresh_cloud(quota=False)
+    img = c.cli("image", "show", "cirros", "-f", "json")
+    assert img["status"] == "active" and img["size"] == 0
+    assert not os.path.exists(os.path.join(c.state_dir, "images", img["id"]))
+    # the placeholder is filled when the all-in-one restarts with an image
+    c.stop()
+    src = demo_source(tmp_path, "qcow2")
+    c.extra_args = ["--set", "aio.demo_image=%s" % src]
+    c.start()
+    filled = check_uploaded(c, "cirros", src, "qcow2")
+    assert filled["id"] == img["id"]
+
+
+def test_aio_refuses_an_unsafe_demo_image(fresh_cloud, tmp_path):
+    src = tmp_path / "backed.qcow2"
+    qemu_img("create", "-f", "qcow2", "-b", "/etc/passwd", "-F", "raw", src)
+    with pytest.raises(RuntimeError) as e:
+        fresh_cloud("--demo-image", str(src), quota=False)
+    assert "qcow2 image has a backing file (/etc/passwd); refusing it" in str(e.value)
+    with pytest.raises(RuntimeError) as e:
+        fresh_cloud("--demo-image", str(tmp_path / "missing.qcow2"), quota=False)
+    assert "No such file or directory" in str(e.value)

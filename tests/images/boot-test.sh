@@ -20,7 +20,8 @@
 # of: create returning, first console byte, GUEST-BOOTED, CONFIG-DRIVE, HB 10.
 # Then `virsh shutdown` (ACPI power button) and the times to the guest's
 # POWER-OFF line and to the domain being gone. Then destroy/undefine/cleanup.
-# Starts virtlogd/libvirtd (no systemd) and installs libvirt/QEMU if missing.
+# Installs libvirt/QEMU if missing; starts virtlogd/libvirtd with
+# scripts/libvirt-up.sh (no systemd).
 # Exit status 0 only if every run booted, read the config drive and shut down.
 set -uo pipefail
 export LC_ALL=C
@@ -34,7 +35,7 @@ while getopts n:f:c:o:i:h opt; do
     c) CFG=$OPTARG ;;
     o) OUTDIR=$OPTARG ;;
     i) IMG=$(realpath "$OPTARG") ;;
-    *) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
 case $FMT in qcow2 | raw) ;; *) echo "bad -f $FMT" >&2; exit 2 ;; esac
@@ -65,26 +66,7 @@ ensure_pkgs() {
 ensure_pkgs libvirt-daemon-system qemu-system-x86 qemu-utils perl
 
 # -------------------------------------------------------------- daemons
-pid_alive() { local p; p=$(cat "$1" 2>/dev/null) && [ -n "$p" ] && kill -0 "$p" 2>/dev/null; }
-ensure_daemons() {
-    if ! pid_alive /run/virtlogd.pid; then
-        log "starting virtlogd"
-        virtlogd -d || die "virtlogd -d failed"
-    fi
-    if ! "${VIRSH[@]}" uri >/dev/null 2>&1; then
-        if ! pid_alive /run/libvirtd.pid; then
-            log "starting libvirtd"
-            libvirtd -d || die "libvirtd -d failed"
-        fi
-        local i
-        for ((i = 0; i < 300; i++)); do
-            "${VIRSH[@]}" uri >/dev/null 2>&1 && return 0
-            sleep 0.1
-        done
-        die "libvirtd does not answer on $URI"
-    fi
-}
-ensure_daemons
+"$HERE/../../scripts/libvirt-up.sh" || die "libvirtd is not available"
 
 # --------------------------------------------------------------- images
 if [ -z "$IMG" ]; then

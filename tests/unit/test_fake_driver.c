@@ -1,5 +1,6 @@
 /* test_fake_driver.c - the fake virt driver: hosts from configuration,
- * guest lifecycle and power states, spawn fault injection, and guests
+ * guest lifecycle and power states (pause and suspend included), spawn
+ * fault injection, and guests
  * surviving a re-open (and a change behind nubo's back) through the
  * per-host state file. */
 #include <setjmp.h>
@@ -148,12 +149,82 @@ static void test_persistence_and_outside_change(void **state)
     drv->ops->close(drv);
 }
 
+static int power_of(struct nb_virt_driver *drv, const char *host, const char *uuid)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    struct nb_guest_info gi = {0};
+    assert_int_equal(drv->ops->get_info(drv, &ctx, host, uuid, &gi), 0);
+    return gi.power_state;
+}
+
+/* pause/unpause/suspend/resume move the guest as libvirt would (pause and
+ * unpause are idempotent, a suspended guest is shut down with its memory
+ * saved), refuse states they do not apply to, and survive a re-open. */
+static void test_pause_and_suspend(void **state)
+{
+    (void)state;
+    const char *id = "dddddddd-0000-0000-0000-000000000004";
+    struct nb_virt_driver *drv = nb_virt_fake_open();
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *d = instance(id);
+    assert_int_equal(drv->ops->spawn(drv, &ctx, "h2", d), 0);
+    assert_int_equal(drv->ops->pause(drv, &ctx, "h2", d), 0);
+    assert_int_equal(power_of(drv, "h2", id), NB_POWER_PAUSED);
+    assert_int_equal(drv->ops->pause(drv, &ctx, "h2", d), 0); /* already paused: fine */
+    assert_int_equal(drv->ops->unpause(drv, &ctx, "h2", d), 0);
+    assert_int_equal(power_of(drv, "h2", id), NB_POWER_RUNNING);
+    assert_int_equal(drv->ops->resume(drv, &ctx, "h2", d), -1); /* running */
+    assert_int_equal(ctx.err_status, 409);
+    assert_non_null(strstr(ctx.err_msg, "domain is already running"));
+    nb_ctx_init_system(&ctx, NULL);
+    /* suspend works on a paused guest too (libvirt's managed save) */
+    assert_int_equal(drv->ops->pause(drv, &ctx, "h2", d), 0);
+    assert_int_equal(drv->ops->suspend(drv, &ctx, "h2", d), 0);
+    assert_int_equal(power_of(drv, "h2", id), NB_POWER_SHUTDOWN);
+    assert_int_equal(drv->ops->pause(drv, &ctx, "h2", d), -1);
+    assert_int_equal(ctx.err_status, 409);
+    assert_non_null(strstr(ctx.err_msg, "domain is not running"));
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(drv->ops->suspend(drv, &ctx, "h2", d), -1);
+    nb_ctx_init_system(&ctx, NULL);
+    drv->ops->close(drv);
+
+    /* the saved state is still there after a re-open */
+    drv = nb_virt_fake_open();
+    assert_int_equal(power_of(drv, "h2", id), NB_POWER_SHUTDOWN);
+    assert_int_equal(drv->ops->resume(drv, &ctx, "h2", d), 0);
+    assert_int_equal(power_of(drv, "h2", id), NB_POWER_RUNNING);
+    char *log = drv->ops->console_log(drv, &ctx, "h2", id);
+    const char *want[] = {"defined on host h2", "paused: vCPUs stopped", "unpaused: vCPUs running",
+                          "suspended: memory state saved to disk",
+                          "resumed from the saved memory state"};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+        assert_non_null(strstr(log, want[i]));
+    free(log);
+    /* without a saved state, resume is a fresh boot and says so */
+    assert_int_equal(drv->ops->power_off(drv, &ctx, "h2", d, 0), 0);
+    assert_int_equal(drv->ops->resume(drv, &ctx, "h2", d), 0);
+    log = drv->ops->console_log(drv, &ctx, "h2", id);
+    assert_non_null(strstr(log, "no saved memory state: fresh boot"));
+    free(log);
+    json_t *gone = instance("ffffffff-0000-0000-0000-000000000006");
+    assert_int_equal(drv->ops->pause(drv, &ctx, "h2", gone), -1);
+    assert_int_equal(ctx.err_status, 404);
+    json_decref(gone);
+    assert_int_equal(drv->ops->destroy(drv, &ctx, "h2", d), 0);
+    drv->ops->close(drv);
+    json_decref(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_hosts_and_capacity),
         cmocka_unit_test(test_lifecycle_and_injection),
         cmocka_unit_test(test_persistence_and_outside_change),
+        cmocka_unit_test(test_pause_and_suspend),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

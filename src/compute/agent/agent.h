@@ -7,9 +7,13 @@
  * placement. Methods it serves (casts unless marked call):
  *   build_and_run_instance {"instance", "node"} -> conductor build_result
  *   start_instance / stop_instance / reboot_instance {"instance",
- *     "reboot_type"} / terminate_instance {"instance"} -> conductor op_result
+ *     "reboot_type"} / terminate_instance / pause_instance /
+ *     unpause_instance / suspend_instance / resume_instance {"instance"}
+ *     -> conductor op_result ("unsupported": the driver lacks the op)
  *   destroy_guest {"uuid"}          (cleanup after a lost race, no reply)
  *   get_console_output (call) {"uuid", "length"} -> {"output"} | {"error", "code"}
+ *     (the last `length` newline-separated pieces, as Nova's _tail_log;
+ *     null or negative: all; code 501 for a driver without console logs)
  *   guest_info (call) {"uuid"} -> {"found", "power_state"}
  *   get_host_uptime (call) -> " 18:00:00 up 2 days, …  load average: …" (string)
  *   ping (call) -> {"ok", "host"}

@@ -33,6 +33,9 @@ struct agent {
     char *inventory_sent;        /* JSON text last given to placement */
     double next_register, next_heartbeat, next_usage, next_sync, last_usage;
     bool dirty; /* instances changed: refresh usage soon (atomic) */
+    /* A driver lifecycle event asked for a power sync (atomic): run it once
+     * events have been quiet for a second. */
+    double event_sync_due; /* guarded by agents_lock; 0 = none */
 
     struct agent *next;
 };

@@ -89,7 +89,66 @@ static void build_and_run(struct agent *a, struct nb_ctx *ctx, json_t *args)
                           "message", rc == 0 ? NULL : dctx.err_msg));
 }
 
-/* start/stop/reboot/terminate: the driver call, then op_result. */
+/* The driver entry point of a pause/unpause/suspend/resume op (NULL when
+ * the driver has none). */
+typedef int (*guest_op_fn)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                           json_t *instance);
+static guest_op_fn guest_op(const struct nb_virt_ops *ops, const char *op, const char **done)
+{
+    if (!strcmp(op, "pause")) {
+        *done = "Instance paused";
+        return ops->pause;
+    }
+    if (!strcmp(op, "unpause")) {
+        *done = "Instance unpaused";
+        return ops->unpause;
+    }
+    if (!strcmp(op, "suspend")) {
+        *done = "Instance suspended";
+        return ops->suspend;
+    }
+    *done = "Instance resumed";
+    return ops->resume;
+}
+
+/* Runs op on the driver (instance lock held). 0/-1 with the error on dctx;
+ * *unsupported set when the driver lacks the op (Nova's
+ * NotImplementedError). */
+static int run_op(struct agent *a, struct nb_ctx *dctx, const char *op, json_t *inst, bool hard,
+                  const char **done, bool *unsupported)
+{
+    *unsupported = false;
+    if (!strcmp(op, "start")) {
+        *done = "Instance started";
+        return a->drv->ops->power_on(a->drv, dctx, a->host, inst);
+    }
+    if (!strcmp(op, "stop")) {
+        *done = "Instance shut down";
+        return a->drv->ops->power_off(
+            a->drv, dctx, a->host, inst,
+            (int)nb_conf_int("compute", "shutdown_timeout",
+                             nb_conf_int("DEFAULT", "shutdown_timeout", 60)));
+    }
+    if (!strcmp(op, "reboot")) {
+        *done = hard ? "Instance rebooted (hard)" : "Instance rebooted (soft)";
+        return a->drv->ops->reboot(a->drv, dctx, a->host, inst, hard);
+    }
+    if (!strcmp(op, "terminate")) {
+        *done = "Instance destroyed successfully.";
+        __atomic_store_n(&a->dirty, true, __ATOMIC_RELAXED);
+        return a->drv->ops->destroy(a->drv, dctx, a->host, inst);
+    }
+    guest_op_fn fn = guest_op(a->drv->ops, op, done);
+    if (!fn) {
+        *unsupported = true;
+        return nb_error(dctx, 501, NULL, "The %s virt driver does not support %s.",
+                        a->drv->ops->name, op);
+    }
+    return fn(a->drv, dctx, a->host, inst);
+}
+
+/* start/stop/reboot/terminate/pause/unpause/suspend/resume: the driver
+ * call, then op_result with the guest's power state after it. */
 static void power_op(struct agent *a, struct nb_ctx *ctx, const char *op, json_t *args)
 {
     json_t *inst = json_object_get(args, "instance");
@@ -102,23 +161,9 @@ static void power_op(struct agent *a, struct nb_ctx *ctx, const char *op, json_t
     op_ctx(&dctx, ctx);
     pthread_mutex_t *lk = instance_lock(a, uuid);
     pthread_mutex_lock(lk);
-    int rc;
-    const char *done;
-    if (!strcmp(op, "start")) {
-        rc = a->drv->ops->power_on(a->drv, &dctx, a->host, inst);
-        done = "Instance started";
-    } else if (!strcmp(op, "stop")) {
-        rc = a->drv->ops->power_off(a->drv, &dctx, a->host, inst,
-                                    (int)nb_conf_int("DEFAULT", "shutdown_timeout", 60));
-        done = "Instance shut down";
-    } else if (!strcmp(op, "reboot")) {
-        rc = a->drv->ops->reboot(a->drv, &dctx, a->host, inst, hard);
-        done = hard ? "Instance rebooted (hard)" : "Instance rebooted (soft)";
-    } else {
-        rc = a->drv->ops->destroy(a->drv, &dctx, a->host, inst);
-        done = "Instance destroyed successfully.";
-        __atomic_store_n(&a->dirty, true, __ATOMIC_RELAXED);
-    }
+    const char *done = NULL;
+    bool unsupported;
+    int rc = run_op(a, &dctx, op, inst, hard, &done, &unsupported);
     int power = !strcmp(op, "terminate") ? NB_POWER_NOSTATE : guest_power_state(a, ctx, uuid);
     pthread_mutex_unlock(lk);
     if (rc == 0)
@@ -127,9 +172,9 @@ static void power_op(struct agent *a, struct nb_ctx *ctx, const char *op, json_t
         NB_ERROR(LOG_AGENT, ctx, uuid, "%s of the instance failed on %s: %s", op, a->host,
                  dctx.err_msg);
     nb_bus_cast(ctx, "conductor", "op_result",
-                json_pack("{s:s, s:s, s:s, s:b, s:s?, s:i}", "uuid", uuid, "host", a->host, "op",
-                          op, "ok", rc == 0, "message", rc == 0 ? NULL : dctx.err_msg,
-                          "power_state", power));
+                json_pack("{s:s, s:s, s:s, s:b, s:s?, s:i, s:b}", "uuid", uuid, "host", a->host,
+                          "op", op, "ok", rc == 0, "message", rc == 0 ? NULL : dctx.err_msg,
+                          "power_state", power, "unsupported", unsupported));
 }
 
 static void destroy_guest(struct agent *a, struct nb_ctx *ctx, json_t *args)
@@ -152,33 +197,43 @@ static void destroy_guest(struct agent *a, struct nb_ctx *ctx, json_t *args)
                  dctx.err_msg);
 }
 
+/* The tail of a console log as Nova's _tail_log cuts it: the last `length`
+ * pieces of the text split at newlines (so a final newline counts as one
+ * empty piece), "" for 0, all of it for a negative length. Borrowed
+ * pointer into text. */
+static const char *console_tail(const char *text, long long length)
+{
+    if (length < 0)
+        return text;
+    size_t len = strlen(text);
+    if (length == 0)
+        return text + len;
+    long long seen = 0;
+    for (size_t i = len; i > 0; i--)
+        if (text[i - 1] == '\n' && ++seen == length)
+            return text + i;
+    return text;
+}
+
+/* Nova's get_console_output: the driver's serial log, its tail when a
+ * length is given. A driver without console_log is Nova's
+ * NotImplementedError (code 501); a missing guest or log is 404. */
 static json_t *console_output(struct agent *a, struct nb_ctx *ctx, json_t *args)
 {
     const char *uuid = nb_json_str(args, "uuid");
-    long long length = nb_json_int(args, "length", -1);
+    json_t *l = json_object_get(args, "length");
+    long long length = json_is_integer(l) ? json_integer_value(l) : -1;
+    if (!a->drv->ops->console_log)
+        return json_pack("{s:s, s:i}", "error", "The virt driver does not provide console logs.",
+                         "code", 501);
     struct nb_ctx dctx;
     op_ctx(&dctx, ctx);
-    _cleanup_free_ char *text =
-        a->drv->ops->console_log ? a->drv->ops->console_log(a->drv, &dctx, a->host, uuid) : NULL;
+    _cleanup_free_ char *text = a->drv->ops->console_log(a->drv, &dctx, a->host, uuid);
     if (!text)
         return json_pack("{s:s, s:i}", "error",
                          dctx.err_msg[0] ? dctx.err_msg : "No console log is available.", "code",
                          dctx.err_status ? dctx.err_status : 404);
-    const char *start = text;
-    if (length >= 0) {
-        /* keep the last `length` lines */
-        size_t len = strlen(text);
-        long long lines = 0;
-        for (size_t i = len; i > 0; i--) {
-            if (text[i - 1] == '\n' && i != len && ++lines == length) {
-                start = text + i;
-                break;
-            }
-        }
-        if (length == 0)
-            start = text + len;
-    }
-    return json_pack("{s:s}", "output", start);
+    return json_pack("{s:s}", "output", console_tail(text, length));
 }
 
 /* uptime(1)'s line for the host (os-hypervisors uptime): the agent runs on
@@ -229,6 +284,14 @@ json_t *nb_agent_handle(void *opaque, struct nb_ctx *ctx, const char *method, js
         power_op(a, ctx, "reboot", args);
     else if (!strcmp(method, "terminate_instance"))
         power_op(a, ctx, "terminate", args);
+    else if (!strcmp(method, "pause_instance"))
+        power_op(a, ctx, "pause", args);
+    else if (!strcmp(method, "unpause_instance"))
+        power_op(a, ctx, "unpause", args);
+    else if (!strcmp(method, "suspend_instance"))
+        power_op(a, ctx, "suspend", args);
+    else if (!strcmp(method, "resume_instance"))
+        power_op(a, ctx, "resume", args);
     else if (!strcmp(method, "destroy_guest"))
         destroy_guest(a, ctx, args);
     else if (!strcmp(method, "get_console_output"))
@@ -290,14 +353,23 @@ static double periodic_pass(void)
             a->last_usage = now;
             a->next_usage = now + usage;
         }
-        if (a->next_sync >= 0 && now >= a->next_sync) {
+        pthread_mutex_lock(&agents_lock);
+        double due = a->event_sync_due;
+        bool event_sync = due > 0 && now >= due;
+        if (event_sync)
+            a->event_sync_due = 0;
+        pthread_mutex_unlock(&agents_lock);
+        if (event_sync || (a->next_sync >= 0 && now >= a->next_sync)) {
             struct nb_ctx sctx;
             nb_ctx_init_system(&sctx, NULL);
             nb_power_sync(a, &sctx);
-            a->next_sync = nb_time_mono() + sync;
+            if (a->next_sync >= 0)
+                a->next_sync = nb_time_mono() + sync;
         }
         if (a->next_sync >= 0 && a->next_sync - now < wait)
             wait = a->next_sync - now;
+        if (due > 0 && !event_sync && due - now < wait)
+            wait = due - now;
     }
     if (json_array_size(beats))
         nb_bus_cast(&ctx, "conductor", "service_heartbeat",
@@ -325,6 +397,24 @@ static void *periodic_main(void *arg)
     }
     pthread_mutex_unlock(&agents_lock);
     return NULL;
+}
+
+/* The driver's lifecycle-event hook (its own thread): schedule a power
+ * sync of the guest's host a second from now (a reboot's stop and start
+ * events fold into one sync; instances with a task in progress are skipped
+ * by the sync anyway). */
+static void on_guest_event(void *opaque, const char *host, const char *uuid, int power_state)
+{
+    (void)opaque;
+    NB_DEBUG(LOG_AGENT, NULL, uuid, "lifecycle event on %s: power_state %d", host, power_state);
+    pthread_mutex_lock(&agents_lock);
+    for (struct agent *a = agents; a; a = a->next) {
+        if (!strcmp(a->host, host)) {
+            a->event_sync_due = nb_time_mono() + 1.0;
+            pthread_cond_broadcast(&agents_cond);
+        }
+    }
+    pthread_mutex_unlock(&agents_lock);
 }
 
 int nb_compute_agent_start(struct nb_env *env, struct nb_virt_driver *drv, const char *host)
@@ -363,6 +453,8 @@ int nb_compute_agent_start(struct nb_env *env, struct nb_virt_driver *drv, const
     a->last_usage = now;
     a->next_sync = sync > 0 ? now + sync : -1;
 
+    if (drv->ops->set_event_callback)
+        drv->ops->set_event_callback(drv, on_guest_event, NULL);
     pthread_mutex_lock(&agents_lock);
     a->next = agents;
     agents = a;

@@ -1,7 +1,9 @@
 /* power_sync.c - Nova's _sync_power_states: compare what the hypervisor
  * says about each guest with what the database says, and report the
- * differences to the conductor, which decides (a guest found shut down
- * behind nubo's back makes the server SHUTOFF through a "stop" action).
+ * differences to the conductor, which decides as Nova's
+ * _sync_instance_power_state (a guest of an ACTIVE or PAUSED server found
+ * shut down behind nubo's back makes the server SHUTOFF through a "stop"
+ * action; a SUSPENDED server's guest is shut down by design).
  *
  * Instances with a task in progress are skipped, as in Nova; the conductor
  * re-checks each report against the database before acting. An ACTIVE
@@ -68,19 +70,26 @@ void nb_power_sync(struct agent *a, struct nb_ctx *ctx)
                 NB_WARN(LOG_SYNC, ctx, uuid,
                         "Instance %s is ACTIVE in the database but has no guest on host %s", uuid,
                         a->host);
-            if (db_power != NB_POWER_NOSTATE && (!strcmp(vm, "active") || !strcmp(vm, "stopped")))
+            if (db_power != NB_POWER_NOSTATE && (!strcmp(vm, "active") || !strcmp(vm, "stopped") ||
+                                                 !strcmp(vm, "paused") || !strcmp(vm, "suspended")))
                 report(a, ctx, uuid, NB_POWER_NOSTATE, false);
             continue;
         }
         int power = (int)json_integer_value(g);
         if (power == db_power)
             continue;
-        if (!strcmp(vm, "active") && (power == NB_POWER_SHUTDOWN || power == NB_POWER_CRASHED))
+        /* A suspended guest is shut down (its memory saved): nothing to
+         * say. A paused one that is shut down or crashed stopped by itself. */
+        bool down = power == NB_POWER_SHUTDOWN || power == NB_POWER_CRASHED;
+        if (!strcmp(vm, "active") && down)
             NB_WARN(LOG_SYNC, ctx, uuid,
                     "Instance shutdown by itself. Calling the stop API. Current vm_state: active, "
                     "current task_state: None, original DB power_state: %d, current VM "
                     "power_state: %d",
                     db_power, power);
+        else if (!strcmp(vm, "paused") && down)
+            NB_WARN(LOG_SYNC, ctx, uuid,
+                    "Paused instance shutdown by itself. Calling the stop API.");
         report(a, ctx, uuid, power, true);
     }
 }

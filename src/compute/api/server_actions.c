@@ -1,13 +1,19 @@
 /* server_actions.c - POST /compute/v2.1/servers/{id}/action: os-start,
- * os-stop, reboot, lock, unlock and os-resetState, as Nova's servers.py,
- * lock_server.py and admin_actions.py with compute/api.py's state checks.
+ * os-stop, reboot, lock, unlock, os-resetState, pause, unpause, suspend,
+ * resume and os-getConsoleOutput, as Nova's servers.py, lock_server.py,
+ * admin_actions.py, pause_server.py, suspend_server.py and
+ * console_output.py with compute/api.py's state checks.
  *
  * Each accepted action sets the instance's task state in the API (so that
  * clients polling for it see the change at once), records an instance
  * action under the request ID in the same transaction, and then casts the
- * work to the conductor (compute.h's bus contract). Nova actions nubo does
- * not implement yet are refused with 400 rather than pretended. */
+ * work to the conductor (compute.h's bus contract). os-getConsoleOutput
+ * instead asks the instance's host and answers 200 with the text. Nova
+ * actions nubo does not implement yet are refused with 400 rather than
+ * pretended. */
 #include "bus/bus.h"
+#include "common/cleanup.h"
+#include "common/config.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -193,6 +199,175 @@ static int do_reboot(struct nb_ctx *ctx, json_t *inst, json_t *args)
                           json_pack("{s:s}", "reboot_type", type));
 }
 
+/* pause, unpause, suspend, resume: Nova's pause_server.py and
+ * suspend_server.py over compute/api.py. One vm_state allowed, task state
+ * None, launched; the task state set here and the rest cast to the
+ * conductor. */
+struct simple_action {
+    const char *name;   /* action and message name, e.g. "pause" */
+    const char *policy; /* rule name */
+    const char *vm;     /* the one vm_state allowed */
+    const char *task;   /* task state while it runs */
+    const char *method; /* conductor method */
+};
+
+static const struct simple_action pause_action = {"pause", "os_compute_api:os-pause-server:pause",
+                                                  NB_VM_ACTIVE, NB_TASK_PAUSING, "pause_instance"};
+static const struct simple_action unpause_action = {
+    "unpause", "os_compute_api:os-pause-server:unpause", NB_VM_PAUSED, NB_TASK_UNPAUSING,
+    "unpause_instance"};
+static const struct simple_action suspend_action = {
+    "suspend", "os_compute_api:os-suspend-server:suspend", NB_VM_ACTIVE, NB_TASK_SUSPENDING,
+    "suspend_instance"};
+static const struct simple_action resume_action = {
+    "resume", "os_compute_api:os-suspend-server:resume", NB_VM_SUSPENDED, NB_TASK_RESUMING,
+    "resume_instance"};
+
+static int simple(struct nb_ctx *ctx, json_t *inst, const struct simple_action *a)
+{
+    const char *const vm[] = {a->vm, NULL};
+    const struct state_rule rule = {vm, none_only, true};
+    if (nb_srv_policy(ctx, a->policy, nb_srv_is_member_of(ctx, nb_json_str(inst, "project_id"))) <
+            0 ||
+        nb_srv_check_lock(ctx, inst) < 0 || check_state(ctx, inst, a->name, &rule) < 0 ||
+        begin_task(ctx, inst, a->name, a->name, a->task, none_only, false) < 0)
+        return -1;
+    return cast_conductor(ctx, a->method, nb_json_str(inst, "uuid"), json_object());
+}
+
+static int do_pause(struct nb_ctx *ctx, json_t *inst, json_t *args)
+{
+    (void)args;
+    return simple(ctx, inst, &pause_action);
+}
+
+static int do_unpause(struct nb_ctx *ctx, json_t *inst, json_t *args)
+{
+    (void)args;
+    return simple(ctx, inst, &unpause_action);
+}
+
+static int do_suspend(struct nb_ctx *ctx, json_t *inst, json_t *args)
+{
+    (void)args;
+    return simple(ctx, inst, &suspend_action);
+}
+
+static int do_resume(struct nb_ctx *ctx, json_t *inst, json_t *args)
+{
+    (void)args;
+    return simple(ctx, inst, &resume_action);
+}
+
+/* Nova's console_output schema: an object with at most "length", which is
+ * an integer >= -1, a string matching ^-?[0-9]+$, or null. */
+static int check_console_output(struct nb_ctx *ctx, json_t *args)
+{
+    static const char *const keys[] = {"length", NULL};
+    if (!json_is_object(args))
+        return nb_srv_bad(ctx, "os-getConsoleOutput", args, "is not of type 'object'");
+    if (nb_srv_check_keys(ctx, "os-getConsoleOutput", args, keys) < 0)
+        return -1;
+    json_t *l = json_object_get(args, "length");
+    if (!l || json_is_null(l))
+        return 0;
+    if (json_is_integer(l)) {
+        if (json_integer_value(l) < -1)
+            return nb_srv_bad(ctx, "length", l, "is less than the minimum of -1");
+        return 0;
+    }
+    if (!json_is_string(l))
+        return nb_srv_bad(ctx, "length", l, "is not of type 'integer', 'string', 'null'");
+    const char *p = json_string_value(l);
+    if (*p == '-')
+        p++;
+    bool digits = *p != '\0';
+    for (; *p; p++)
+        digits = digits && *p >= '0' && *p <= '9';
+    if (!digits)
+        return nb_srv_bad(ctx, "length", l, "does not match '^-?[0-9]+$'");
+    return 0;
+}
+
+/* The checked length as the agent takes it: a number of lines, or -1
+ * (null, absent, or negative: the whole log; the schema's minimum does
+ * not apply to strings, so "-5" arrives here too). */
+static long long console_length(json_t *args)
+{
+    json_t *l = json_object_get(args, "length");
+    long long n = -1;
+    if (json_is_integer(l))
+        n = json_integer_value(l);
+    else if (json_is_string(l))
+        n = strtoll(json_string_value(l), NULL, 10);
+    return n < 0 ? -1 : n;
+}
+
+/* Nova drops the control characters a console writes (all of
+ * \x00-\x08 and \x0b-\x1f: tab and newline stay) and decodes the log as
+ * ASCII with replacement: every byte above 0x7f becomes U+FFFD. New
+ * string. */
+static char *console_clean(const char *in)
+{
+    size_t n = 0;
+    for (const unsigned char *p = (const unsigned char *)in; *p; p++)
+        n += *p >= 0x80 ? 3 : 1;
+    char *out = malloc(n + 1), *o = out;
+    for (const unsigned char *p = (const unsigned char *)in; *p; p++) {
+        if (*p >= 0x80) {
+            memcpy(o, "\xef\xbf\xbd", 3);
+            o += 3;
+        } else if (*p >= 0x20 || *p == '\t' || *p == '\n' || *p == 0x7f) {
+            *o++ = (char)*p;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+/* os-getConsoleOutput: Nova's API asks the instance's host directly
+ * (compute.<host> get_console_output, a call). 409 when the instance has
+ * no host; the agent's 404 (no guest or no log) and 501 (driver without
+ * console logs) pass through with Nova's messages. */
+static json_t *do_console_output(struct nb_ctx *ctx, json_t *inst, json_t *args)
+{
+    const char *uuid = nb_json_str(inst, "uuid");
+    if (nb_srv_policy(ctx, "os_compute_api:os-console-output",
+                      nb_srv_is_member_of(ctx, nb_json_str(inst, "project_id"))) < 0 ||
+        check_host(ctx, inst) < 0)
+        return NULL;
+    const char *host = nb_json_str(inst, "host");
+    long long length = console_length(args);
+    struct nb_ctx sub = *ctx; /* same identity and request ID, own error slot */
+    sub.err_status = 0;
+    sub.err_name[0] = sub.err_msg[0] = '\0';
+    char topic[300];
+    snprintf(topic, sizeof(topic), "compute.%s", host);
+    json_t *args_out = json_pack("{s:s, s:o}", "uuid", uuid, "length",
+                                 length < 0 ? json_null() : json_integer(length));
+    int timeout_ms = (int)nb_conf_int("DEFAULT", "rpc_response_timeout", 60) * 1000;
+    _cleanup_json_ json_t *r = nb_bus_call(&sub, topic, "get_console_output", args_out, timeout_ms);
+    const char *output = nb_json_str(r, "output");
+    if (output) {
+        _cleanup_free_ char *clean = console_clean(output);
+        return json_pack("{s:s}", "output", clean);
+    }
+    if (!r) {
+        NB_ERROR("nubo.compute.api", ctx, uuid, "compute service of %s did not answer: %s", host,
+                 sub.err_msg);
+        nb_error(ctx, 503, NULL, "The compute service of the instance's host is not available.");
+        return NULL;
+    }
+    int code = (int)nb_json_int(r, "code", 404);
+    NB_INFO("nubo.compute.api", ctx, uuid, "no console output from %s: %s", host,
+            nb_json_str(r, "error") ? nb_json_str(r, "error") : "(no reason)");
+    if (code == 501)
+        nb_error(ctx, 501, NULL, "The requested functionality is not supported.");
+    else
+        nb_error(ctx, 404, NULL, "Guest does not have a console available.");
+    return NULL;
+}
+
 static int check_reset_state(struct nb_ctx *ctx, json_t *args)
 {
     static const char *const keys[] = {"state", NULL};
@@ -324,17 +499,30 @@ static int do_unlock(struct nb_ctx *ctx, json_t *inst, json_t *args)
 
 typedef int (*action_fn)(struct nb_ctx *ctx, json_t *inst, json_t *args);
 typedef int (*check_fn)(struct nb_ctx *ctx, json_t *args);
+/* An action that answers 200 with a body (new ref) instead of 202; NULL
+ * after nb_error(). */
+typedef json_t *(*query_fn)(struct nb_ctx *ctx, json_t *inst, json_t *args);
 
 /* Each action: its body check (run before the server is looked up, as
- * Nova's schema decorators) and its work. */
+ * Nova's schema decorators) and its work (fn, or query for actions with a
+ * body in the answer). */
 static const struct {
     const char *name;
     check_fn check;
     action_fn fn;
+    query_fn query;
 } actions[] = {
-    {"os-start", NULL, do_start},        {"os-stop", NULL, do_stop},
-    {"reboot", check_reboot, do_reboot}, {"lock", check_lock, do_lock},
-    {"unlock", NULL, do_unlock},         {"os-resetState", check_reset_state, do_reset_state},
+    {"os-start", NULL, do_start, NULL},
+    {"os-stop", NULL, do_stop, NULL},
+    {"reboot", check_reboot, do_reboot, NULL},
+    {"lock", check_lock, do_lock, NULL},
+    {"unlock", NULL, do_unlock, NULL},
+    {"os-resetState", check_reset_state, do_reset_state, NULL},
+    {"pause", NULL, do_pause, NULL},
+    {"unpause", NULL, do_unpause, NULL},
+    {"suspend", NULL, do_suspend, NULL},
+    {"resume", NULL, do_resume, NULL},
+    {"os-getConsoleOutput", check_console_output, NULL, do_console_output},
 };
 
 /* Nova's other server actions: known, but not available in nubo yet. */
@@ -350,16 +538,11 @@ static const char *const not_yet[] = {"addFixedIp",
                                       "evacuate",
                                       "os-migrateLive",
                                       "migrate",
-                                      "pause",
-                                      "unpause",
-                                      "suspend",
-                                      "resume",
                                       "rescue",
                                       "unrescue",
                                       "shelve",
                                       "shelveOffload",
                                       "unshelve",
-                                      "os-getConsoleOutput",
                                       "os-getVNCConsole",
                                       "os-getSPICEConsole",
                                       "os-getRDPConsole",
@@ -385,13 +568,15 @@ static int h_server_action(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
         return nb_error(ctx, 410, NULL, "Gone");
     action_fn fn = NULL;
     check_fn check = NULL;
+    query_fn query = NULL;
     for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++) {
         if (!strcmp(actions[i].name, name)) {
             fn = actions[i].fn;
             check = actions[i].check;
+            query = actions[i].query;
         }
     }
-    if (!fn) {
+    if (!fn && !query) {
         if (in_set(name, not_yet))
             return nb_error(ctx, 400, NULL, "The '%s' server action is not supported by nubo yet.",
                             name);
@@ -402,6 +587,11 @@ static int h_server_action(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
     json_t *inst = nb_srv_instance_get(ctx, nb_req_param(req, "server_id"), false);
     if (!inst)
         return -1;
+    if (query) {
+        json_t *body_out = query(ctx, inst, args);
+        json_decref(inst);
+        return body_out ? nb_resp_json(resp, 200, body_out) : -1;
+    }
     int rc = fn(ctx, inst, args);
     json_decref(inst);
     return rc < 0 ? -1 : nb_resp_empty(resp, 202);

@@ -1,5 +1,6 @@
-/* actions.c - start, stop, reboot and delete of a built instance, and the
- * power-state sync reported by the agents.
+/* actions.c - start, stop, reboot, pause, unpause, suspend, resume and
+ * delete of a built instance, and the power-state sync reported by the
+ * agents.
  *
  * Each action: instance action (the API's, or one made here), task state
  * set (if the API has not), event started with the host, cast to the
@@ -7,7 +8,9 @@
  * then the event finished. Outcomes follow Nova: a failed start leaves the
  * server SHUTOFF with a fault, a failed stop leaves it as it was, a failed
  * reboot leaves it ACTIVE if the guest still runs and ERROR otherwise, a
- * failed terminate sets ERROR. */
+ * failed pause or unpause leaves it as it was, a failed suspend or resume
+ * sets ERROR (unless the guest was never touched: driver without the op,
+ * agent unreachable), a failed terminate sets ERROR. */
 #include "bus/bus.h"
 #include "common/cleanup.h"
 #include "common/json.h"
@@ -22,17 +25,42 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One power action. task: its working task state (reboot: set by
+ * claim_task from the reboot type); accepted: the task states, besides
+ * None, a claim may take over (the API's); claim_vm: the vm_state the
+ * instance must be in when claimed (NULL: any); vm_ok: the vm_state after
+ * success (NULL: reboot's rule); revert_to_error: a failure after the guest
+ * may have changed sets ERROR (Nova's _error_out_instance_on_exception). */
 struct power_op {
     const char *method; /* bus method, conductor and agent alike */
-    const char *op;     /* "start", "stop", "reboot" */
+    const char *op;     /* "start", "stop", "reboot", "pause", … */
     const char *action;
     const char *event;
+    const char *task;
+    const char *accepted;
+    const char *claim_vm;
+    const char *vm_ok;
+    bool revert_to_error;
 };
 
+#define REBOOT_TASKS                                                                               \
+    "'rebooting', 'rebooting_hard', 'reboot_pending', 'reboot_pending_hard', 'reboot_started', "   \
+    "'reboot_started_hard'"
+
 static const struct power_op power_ops[] = {
-    {"start_instance", "start", "start", EV_START},
-    {"stop_instance", "stop", "stop", EV_STOP},
-    {"reboot_instance", "reboot", "reboot", EV_REBOOT},
+    {"start_instance", "start", "start", EV_START, NB_TASK_POWERING_ON, "'powering-on'", NULL,
+     NB_VM_ACTIVE, false},
+    {"stop_instance", "stop", "stop", EV_STOP, NB_TASK_POWERING_OFF, "'powering-off'", NULL,
+     NB_VM_STOPPED, false},
+    {"reboot_instance", "reboot", "reboot", EV_REBOOT, NULL, REBOOT_TASKS, NULL, NULL, false},
+    {"pause_instance", "pause", "pause", EV_PAUSE, NB_TASK_PAUSING, "'pausing'", NB_VM_ACTIVE,
+     NB_VM_PAUSED, false},
+    {"unpause_instance", "unpause", "unpause", EV_UNPAUSE, NB_TASK_UNPAUSING, "'unpausing'",
+     NB_VM_PAUSED, NB_VM_ACTIVE, false},
+    {"suspend_instance", "suspend", "suspend", EV_SUSPEND, NB_TASK_SUSPENDING, "'suspending'",
+     NB_VM_ACTIVE, NB_VM_SUSPENDED, true},
+    {"resume_instance", "resume", "resume", EV_RESUME, NB_TASK_RESUMING, "'resuming'",
+     NB_VM_SUSPENDED, NB_VM_ACTIVE, true},
 };
 
 static const struct power_op *find_op(const char *key, bool by_method)
@@ -49,35 +77,27 @@ static const char *str_or(const char *s, const char *def)
 }
 
 /* Claims the instance for op: sets the working task state unless another
- * task holds it. 1 claimed, 0 busy/gone, -1 error. */
-static int claim_task(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *op,
-                      bool hard, const char **task_out)
+ * task holds it (or, for ops with a claim_vm, the vm_state moved on).
+ * 1 claimed, 0 busy/gone, -1 error. */
+static int claim_task(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                      const struct power_op *op, bool hard, const char **task_out)
 {
-    const char *task, *accepted;
-    if (!strcmp(op, "start")) {
-        task = NB_TASK_POWERING_ON;
-        accepted = "'powering-on'";
-    } else if (!strcmp(op, "stop")) {
-        task = NB_TASK_POWERING_OFF;
-        accepted = "'powering-off'";
-    } else {
+    const char *task = op->task;
+    if (!task)
         task = hard ? NB_TASK_REBOOT_STARTED_HARD : NB_TASK_REBOOT_STARTED;
-        accepted = "'rebooting', 'rebooting_hard', 'reboot_pending', 'reboot_pending_hard', "
-                   "'reboot_started', 'reboot_started_hard'";
-    }
     *task_out = task;
     char now[32];
     nb_now_iso_us(now);
     _cleanup_free_ char *sql = nb_strdup_printf(
         "UPDATE instances SET task_state = ?, updated_at = ? WHERE uuid = ? AND deleted = 0 AND "
-        "(task_state IS NULL OR task_state IN (%s))",
-        accepted);
-    int n = nb_db_exec(c->db, ctx, sql, "sss", task, now, uuid);
+        "(task_state IS NULL OR task_state IN (%s)) AND (? IS NULL OR vm_state = ?)",
+        op->accepted);
+    int n = nb_db_exec(c->db, ctx, sql, "sssss", task, now, uuid, op->claim_vm, op->claim_vm);
     return n < 0 ? -1 : n;
 }
 
 static void finish_power_op(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                            const char *host, const struct power_op *op, bool ok,
+                            const char *host, const struct power_op *op, bool ok, bool untouched,
                             const char *message, int power_state);
 
 void cond_power_action(struct conductor *c, struct nb_ctx *ctx, const char *method, json_t *args)
@@ -93,15 +113,16 @@ void cond_power_action(struct conductor *c, struct nb_ctx *ctx, const char *meth
     cond_clear_error(ctx);
     if (!host) {
         NB_WARN(LOG_COND, ctx, uuid, "Cannot %s an instance that has no host", op->op);
-        nb_db_exec(c->db, ctx,
-                   "UPDATE instances SET task_state = NULL WHERE uuid = ? AND deleted = 0 AND "
-                   "task_state IN ('powering-on', 'powering-off', 'rebooting', 'rebooting_hard')",
-                   "s", uuid);
+        _cleanup_free_ char *sql = nb_strdup_printf(
+            "UPDATE instances SET task_state = NULL WHERE uuid = ? AND deleted = 0 AND "
+            "task_state IN (%s)",
+            op->accepted);
+        nb_db_exec(c->db, ctx, sql, "s", uuid);
         cond_clear_error(ctx);
         return;
     }
     const char *task = NULL;
-    int n = claim_task(c, ctx, uuid, op->op, hard, &task);
+    int n = claim_task(c, ctx, uuid, op, hard, &task);
     if (n <= 0) {
         NB_WARN(LOG_COND, ctx, uuid, "Instance is busy (task_state %s); %s not done",
                 str_or(nb_json_str(row, "task_state"), "None"), op->op);
@@ -117,27 +138,29 @@ void cond_power_action(struct conductor *c, struct nb_ctx *ctx, const char *meth
             json_pack("{s:o, s:s}", "instance", inst, "reboot_type", hard ? "HARD" : "SOFT")) < 0) {
         char msg[512];
         snprintf(msg, sizeof(msg), "The compute service of host %s is not reachable.", host);
-        finish_power_op(c, ctx, uuid, host, op, false, msg,
+        finish_power_op(c, ctx, uuid, host, op, false, true, msg,
                         (int)nb_json_int(row, "power_state", NB_POWER_NOSTATE));
     }
 }
 
+/* Ends op with the agent's outcome: the new states and power state (only
+ * if the instance is still in op's task), the fault on failure, the event
+ * and the action. untouched: the guest was not changed (driver without the
+ * op, agent unreachable), so the vm_state stays whatever the op. */
 static void finish_power_op(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                            const char *host, const struct power_op *op, bool ok,
+                            const char *host, const struct power_op *op, bool ok, bool untouched,
                             const char *message, int power_state)
 {
     char now[32];
     nb_now_iso_us(now);
     const char *vm = NULL; /* NULL: leave vm_state as it is */
-    const char *expected;
-    if (!strcmp(op->op, "start")) {
-        expected = "task_state = 'powering-on'";
-        vm = ok ? NB_VM_ACTIVE : NULL;
-    } else if (!strcmp(op->op, "stop")) {
-        expected = "task_state = 'powering-off'";
-        vm = ok ? NB_VM_STOPPED : NULL;
+    char expected[160];
+    if (op->task) {
+        snprintf(expected, sizeof(expected), "task_state = '%s'", op->task);
+        vm = ok ? op->vm_ok : (op->revert_to_error && !untouched ? NB_VM_ERROR : NULL);
     } else {
-        expected = "task_state IN ('reboot_started', 'reboot_started_hard')";
+        snprintf(expected, sizeof(expected), "%s",
+                 "task_state IN ('reboot_started', 'reboot_started_hard')");
         vm = ok || power_state == NB_POWER_RUNNING ? NB_VM_ACTIVE : NB_VM_ERROR;
     }
     _cleanup_free_ char *sql = nb_strdup_printf(
@@ -241,35 +264,87 @@ void cond_op_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
     }
     const struct power_op *op = find_op(opname, false);
     if (op)
-        finish_power_op(c, ctx, uuid, host, op, ok, msg,
+        finish_power_op(c, ctx, uuid, host, op, ok,
+                        json_is_true(json_object_get(args, "unsupported")), msg,
                         (int)nb_json_int(args, "power_state", NB_POWER_NOSTATE));
 }
 
-/* A guest found shut down behind nubo's back: Nova's "stop API" call,
- * recorded as action stop / event compute_stop_instance. */
+/* A guest of an ACTIVE or PAUSED server found shut down behind nubo's
+ * back: Nova's "stop API" call, recorded as action stop / event
+ * compute_stop_instance. The guest is already off, so the states are set
+ * here rather than through the agent. */
 static void stopped_by_itself(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                              const char *host, int db_power, int power)
+                              const char *host, const char *vm, int db_power, int power)
 {
-    NB_WARN(LOG_COND, ctx, uuid,
-            "Instance shutdown by itself. Calling the stop API. Current vm_state: active, current "
-            "task_state: None, original DB power_state: %d, current VM power_state: %d",
-            db_power, power);
+    if (!strcmp(vm, NB_VM_PAUSED))
+        NB_WARN(LOG_COND, ctx, uuid,
+                "Paused instance shutdown by itself. Calling the stop API. Original DB "
+                "power_state: %d, current VM power_state: %d",
+                db_power, power);
+    else
+        NB_WARN(LOG_COND, ctx, uuid,
+                "Instance shutdown by itself. Calling the stop API. Current vm_state: %s, current "
+                "task_state: None, original DB power_state: %d, current VM power_state: %d",
+                vm, db_power, power);
     nb_action_start(c->db, ctx, uuid, "stop");
     cond_clear_error(ctx);
     cond_event_start(c, ctx, uuid, EV_STOP, host);
     char now[32];
     nb_now_iso_us(now);
-    int n =
-        nb_db_exec(c->db, ctx,
-                   "UPDATE instances SET vm_state = 'stopped', power_state = 4, task_state = "
-                   "NULL, updated_at = ? WHERE uuid = ? AND deleted = 0 AND vm_state = 'active' "
-                   "AND task_state IS NULL AND host = ?",
-                   "sss", now, uuid, host);
+    int n = nb_db_exec(c->db, ctx,
+                       "UPDATE instances SET vm_state = 'stopped', power_state = 4, task_state = "
+                       "NULL, updated_at = ? WHERE uuid = ? AND deleted = 0 AND vm_state = ? "
+                       "AND task_state IS NULL AND host = ?",
+                       "ssss", now, uuid, vm, host);
     cond_clear_error(ctx);
     cond_event_finish(c, ctx, uuid, EV_STOP, n == 1,
                       n == 1 ? NULL : "The instance changed state during the power sync.");
     nb_action_finish(c->db, ctx, uuid, n == 1 ? NULL : "Error");
     cond_clear_error(ctx);
+}
+
+/* Nova's stop through the agent for a guest that runs when it should not. */
+static void stop_through_agent(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
+{
+    json_t *a = json_pack("{s:s}", "uuid", uuid);
+    cond_power_action(c, ctx, "stop_instance", a);
+    json_decref(a);
+}
+
+/* Nova's _sync_instance_power_state, after the power state is stored:
+ * what the vm_state and the guest's power state disagreeing means. */
+static void resolve_power_mismatch(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                                   const char *host, const char *vm, int db_power, int power)
+{
+    bool down = power == NB_POWER_SHUTDOWN || power == NB_POWER_CRASHED;
+    if (!strcmp(vm, NB_VM_ACTIVE)) {
+        if (down) {
+            stopped_by_itself(c, ctx, uuid, host, vm, db_power, power);
+        } else if (power == NB_POWER_SUSPENDED) {
+            NB_WARN(LOG_COND, ctx, uuid,
+                    "Instance is suspended unexpectedly. Calling the stop API.");
+            stop_through_agent(c, ctx, uuid);
+        } else if (power == NB_POWER_PAUSED) {
+            /* maybe an external tool holding the guest for a moment */
+            NB_WARN(LOG_COND, ctx, uuid, "Instance is paused unexpectedly. Ignore.");
+        } else if (power == NB_POWER_NOSTATE) {
+            NB_WARN(LOG_COND, ctx, uuid, "Instance is unexpectedly not found. Ignore.");
+        }
+    } else if (!strcmp(vm, NB_VM_STOPPED)) {
+        if (power != NB_POWER_NOSTATE && !down) {
+            NB_WARN(LOG_COND, ctx, uuid,
+                    "Instance is not stopped. Calling the stop API. Current vm_state: stopped, "
+                    "current task_state: None, original DB power_state: %d, current VM "
+                    "power_state: %d",
+                    db_power, power);
+            stop_through_agent(c, ctx, uuid);
+        }
+    } else if (!strcmp(vm, NB_VM_PAUSED)) {
+        if (down)
+            stopped_by_itself(c, ctx, uuid, host, vm, db_power, power);
+    }
+    /* building, suspended (its guest is shut down by design), error, …:
+     * ignored, as Nova does */
 }
 
 void cond_power_sync(struct conductor *c, struct nb_ctx *ctx, json_t *args)
@@ -297,15 +372,5 @@ void cond_power_sync(struct conductor *c, struct nb_ctx *ctx, json_t *args)
                 "Power state of the instance on %s: %d (was %d in the database)", host, power,
                 db_power);
     }
-    if (!strcmp(vm, NB_VM_ACTIVE) && (power == NB_POWER_SHUTDOWN || power == NB_POWER_CRASHED)) {
-        stopped_by_itself(c, ctx, uuid, host, db_power, power);
-    } else if (!strcmp(vm, NB_VM_STOPPED) && power == NB_POWER_RUNNING) {
-        NB_WARN(LOG_COND, ctx, uuid,
-                "Instance is not stopped. Calling the stop API. Current "
-                "vm_state: stopped, current VM power_state: %d",
-                power);
-        json_t *a = json_pack("{s:s}", "uuid", uuid);
-        cond_power_action(c, ctx, "stop_instance", a);
-        json_decref(a);
-    }
+    resolve_power_mismatch(c, ctx, uuid, host, vm, db_power, power);
 }

@@ -5,9 +5,12 @@
  * Methods (all casts unless marked call):
  *  from the API:   build_instances {"instance_uuids"}, start_instance {"uuid"},
  *                  stop_instance {"uuid"}, reboot_instance {"uuid",
- *                  "reboot_type"}, delete_instance {"uuid"}
+ *                  "reboot_type"}, pause_instance / unpause_instance /
+ *                  suspend_instance / resume_instance {"uuid"},
+ *                  delete_instance {"uuid"}
  *  from agents:    build_result {"uuid","host","ok","message"},
- *                  op_result {"uuid","host","op","ok","message","power_state"},
+ *                  op_result {"uuid","host","op","ok","message","power_state",
+ *                  "unsupported"},
  *                  service_update (call) {"host","binary","topic"} -> {"id","uuid",
  *                  "disabled"}, compute_node_update (call) {compute node
  *                  columns…} -> {"uuid","id"}, service_heartbeat {"hosts":[…],

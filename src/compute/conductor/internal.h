@@ -26,6 +26,10 @@
 #define EV_STOP "compute_stop_instance"
 #define EV_REBOOT "compute_reboot_instance"
 #define EV_TERMINATE "compute_terminate_instance"
+#define EV_PAUSE "compute_pause_instance"
+#define EV_UNPAUSE "compute_unpause_instance"
+#define EV_SUSPEND "compute_suspend_instance"
+#define EV_RESUME "compute_resume_instance"
 
 struct conductor {
     struct nb_env *env;

@@ -2,7 +2,8 @@
  * workflows share (see internal.h for the concurrency rule they follow).
  *
  * Workflows live next door: build.c (schedule, the build steps, reschedule),
- * actions.c (start/stop/reboot/delete and power sync), hosts.c (service and
+ * actions.c (start/stop/reboot/pause/unpause/suspend/resume/delete and power
+ * sync), hosts.c (service and
  * compute node records for the agents), recovery.c (after a restart). */
 #include "bus/bus.h"
 #include "common/cleanup.h"
@@ -150,7 +151,9 @@ static json_t *handle(void *opaque, struct nb_ctx *ctx, const char *method, json
         return NULL;
     }
     if (!strcmp(method, "start_instance") || !strcmp(method, "stop_instance") ||
-        !strcmp(method, "reboot_instance")) {
+        !strcmp(method, "reboot_instance") || !strcmp(method, "pause_instance") ||
+        !strcmp(method, "unpause_instance") || !strcmp(method, "suspend_instance") ||
+        !strcmp(method, "resume_instance")) {
         cond_power_action(c, ctx, method, args);
         return NULL;
     }

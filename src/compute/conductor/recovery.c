@@ -278,7 +278,8 @@ static void resume_actions(struct conductor *c, struct nb_ctx *ctx, json_t *wait
         c->db, ctx,
         "SELECT uuid, host, task_state FROM instances WHERE deleted = 0 AND task_state IN "
         "('deleting', 'powering-on', 'powering-off', 'rebooting', 'rebooting_hard', "
-        "'reboot_pending', 'reboot_pending_hard', 'reboot_started', 'reboot_started_hard') "
+        "'reboot_pending', 'reboot_pending_hard', 'reboot_started', 'reboot_started_hard', "
+        "'pausing', 'unpausing', 'suspending', 'resuming') "
         "AND id <= ? ORDER BY id",
         "i", c->last_id_at_start);
     cond_clear_error(ctx);
@@ -291,10 +292,15 @@ static void resume_actions(struct conductor *c, struct nb_ctx *ctx, json_t *wait
             continue;
         if (host)
             agent_up(waited, host); /* else the delete/action falls back to local handling */
-        const char *action = !strcmp(task, "deleting")       ? "delete"
-                             : !strcmp(task, "powering-on")  ? "start"
-                             : !strcmp(task, "powering-off") ? "stop"
-                                                             : "reboot";
+        static const char *const by_task[][2] = {
+            {"deleting", "delete"}, {"powering-on", "start"}, {"powering-off", "stop"},
+            {"pausing", "pause"},   {"unpausing", "unpause"}, {"suspending", "suspend"},
+            {"resuming", "resume"},
+        };
+        const char *action = "reboot";
+        for (size_t k = 0; k < sizeof(by_task) / sizeof(by_task[0]); k++)
+            if (!strcmp(task, by_task[k][0]))
+                action = by_task[k][1];
         struct nb_ctx actx;
         ctx_for_action(c, &actx, uuid, action);
         close_open_events(c, &actx, uuid);
@@ -302,14 +308,13 @@ static void resume_actions(struct conductor *c, struct nb_ctx *ctx, json_t *wait
                 action, task);
         json_t *args = json_pack("{s:s, s:s}", "uuid", uuid, "reboot_type",
                                  strstr(task, "hard") ? "HARD" : "SOFT");
-        if (!strcmp(action, "delete"))
+        if (!strcmp(action, "delete")) {
             cond_delete_instance(c, &actx, uuid);
-        else
-            cond_power_action(c, &actx,
-                              !strcmp(action, "start")  ? "start_instance"
-                              : !strcmp(action, "stop") ? "stop_instance"
-                                                        : "reboot_instance",
-                              args);
+        } else {
+            char method[32];
+            snprintf(method, sizeof(method), "%s_instance", action);
+            cond_power_action(c, &actx, method, args);
+        }
         json_decref(args);
     }
 }

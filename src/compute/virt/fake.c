@@ -5,7 +5,8 @@
  * each has a CPU model, capacity and hypervisor version from [fake]
  * cpu_model / vcpus / memory_mb / disk_gb / hypervisor_version, overridable
  * per host with "<key>.<host>" (e.g. `--set fake.memory_mb.fake-2=1024`).
- * Guests live in memory as {uuid: {"power_state", "console"}} per host and
+ * Guests live in memory as {uuid: {"power_state", "console",
+ * "managed_save" (true while suspended)}} per host and
  * are mirrored to $state_path/fake/<host>.json (unless [fake]
  * persist_guests = false), so that, as with a real hypervisor, guests
  * outlive a restart of nubo. Editing that file behind nubo's back (say,
@@ -192,6 +193,23 @@ static void console_append(json_t *guest, const char *fmt, ...)
     free(text);
 }
 
+/* What a guest's serial console shows when it boots: what the fake
+ * "hypervisor" was asked to run, one fact a line. */
+static void console_boot(json_t *guest, json_t *instance, const char *host)
+{
+    json_t *flavor = json_object_get(instance, "flavor");
+    const char *image = nb_json_str(instance, "image_ref");
+    console_append(guest, "fake guest %s defined on host %s", instance_uuid(instance), host);
+    console_append(guest, "flavor %s: %lld vCPU, %lld MB RAM, %lld GB root disk",
+                   nb_json_str(flavor, "name") ? nb_json_str(flavor, "name") : "(unnamed)",
+                   nb_json_int(flavor, "vcpus", 0), nb_json_int(flavor, "memory_mb", 0),
+                   nb_json_int(flavor, "root_gb", 0));
+    console_append(guest, "boot source: %s",
+                   image && *image ? image : "volume (block device mapping)");
+    console_append(guest, "hostname %s: booted, running",
+                   nb_json_str(instance, "hostname") ? nb_json_str(instance, "hostname") : "-");
+}
+
 /* Writes h's guests to its state file (no fsync: a crash may lose the last
  * change, as a hypervisor may lose a guest). Called with the lock held. */
 static void persist(struct fake_host *h)
@@ -283,7 +301,7 @@ static int fake_spawn(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char
         goto out;
     }
     json_t *g = json_pack("{s:i}", "power_state", NB_POWER_RUNNING);
-    console_append(g, "fake guest %s booted on %s", uuid, host);
+    console_boot(g, instance, host);
     json_object_set_new(h->guests, uuid, g);
     persist(h);
     rc = 0;
@@ -320,12 +338,100 @@ static int set_power(struct fake_priv *p, struct nb_ctx *ctx, const char *host, 
                  host);
     if (g) {
         json_object_set_new(g, "power_state", json_integer(state));
+        if (state == NB_POWER_RUNNING)
+            json_object_del(g, "managed_save"); /* a fresh start discards it */
         console_append(g, "%s", what);
         persist(h);
         rc = 0;
     }
     pthread_mutex_unlock(&p->lock);
     return rc;
+}
+
+/* Pause, unpause, suspend and resume: a guest moves from one of the power
+ * states in `from` (terminated by -1) to `to`, as libvirt's
+ * suspend/resume/managedSave/create do. "managed_save" marks a guest whose
+ * memory was saved by suspend; resume restores from it and drops it.
+ * Pausing a paused guest or unpausing a running one does nothing, as
+ * libvirt's virDomainSuspend/virDomainResume. 404 if the guest is absent,
+ * 409 in a state the operation does not apply to (with libvirt's
+ * reason). */
+static int transition(struct fake_priv *p, struct nb_ctx *ctx, const char *host, const char *uuid,
+                      const char *op, const int *from, int to, const char *why_not)
+{
+    pthread_mutex_lock(&p->lock);
+    int rc = -1;
+    struct fake_host *h = get_host_guests(p, ctx, host);
+    json_t *g = h && uuid ? json_object_get(h->guests, uuid) : NULL;
+    if (h && !g)
+        nb_error(ctx, 404, NULL, "Fake driver: no guest %s on host %s.", uuid ? uuid : "(null)",
+                 host);
+    if (!g)
+        goto out;
+    int cur = (int)nb_json_int(g, "power_state", NB_POWER_NOSTATE);
+    bool ok = false;
+    for (const int *f = from; *f >= 0; f++)
+        ok = ok || *f == cur;
+    if (!ok) {
+        nb_error(ctx, 409, NULL,
+                 "Fake driver: cannot %s guest %s on host %s: Requested operation is not valid: "
+                 "%s (power_state %d)",
+                 op, uuid, host, why_not, cur);
+        goto out;
+    }
+    bool saved = json_is_true(json_object_get(g, "managed_save"));
+    json_object_set_new(g, "power_state", json_integer(to));
+    if (!strcmp(op, "suspend")) {
+        json_object_set_new(g, "managed_save", json_true());
+        console_append(g, "suspended: memory state saved to disk, guest stopped");
+    } else if (!strcmp(op, "resume")) {
+        json_object_del(g, "managed_save");
+        console_append(g, "%s",
+                       saved ? "resumed from the saved memory state, running"
+                             : "started (no saved memory state: fresh boot), running");
+    } else if (cur == to) {
+        console_append(g, "%s: already %s", op, to == NB_POWER_PAUSED ? "paused" : "running");
+    } else {
+        console_append(g, "%s",
+                       !strcmp(op, "pause") ? "paused: vCPUs stopped" : "unpaused: vCPUs running");
+    }
+    persist(h);
+    rc = 0;
+out:
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+static int fake_pause(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                      json_t *instance)
+{
+    static const int from[] = {NB_POWER_RUNNING, NB_POWER_PAUSED, -1};
+    return transition(drv->priv, ctx, host, instance_uuid(instance), "pause", from, NB_POWER_PAUSED,
+                      "domain is not running");
+}
+
+static int fake_unpause(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                        json_t *instance)
+{
+    static const int from[] = {NB_POWER_PAUSED, NB_POWER_RUNNING, -1};
+    return transition(drv->priv, ctx, host, instance_uuid(instance), "unpause", from,
+                      NB_POWER_RUNNING, "domain is not running");
+}
+
+static int fake_suspend(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                        json_t *instance)
+{
+    static const int from[] = {NB_POWER_RUNNING, NB_POWER_PAUSED, -1};
+    return transition(drv->priv, ctx, host, instance_uuid(instance), "suspend", from,
+                      NB_POWER_SHUTDOWN, "domain is not running");
+}
+
+static int fake_resume(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                       json_t *instance)
+{
+    static const int from[] = {NB_POWER_SHUTDOWN, -1};
+    return transition(drv->priv, ctx, host, instance_uuid(instance), "resume", from,
+                      NB_POWER_RUNNING, "domain is already running");
 }
 
 static int fake_power_on(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
@@ -428,6 +534,10 @@ static const struct nb_virt_ops fake_ops = {
     .reboot = fake_reboot,
     .get_info = fake_get_info,
     .list = fake_list,
+    .pause = fake_pause,
+    .unpause = fake_unpause,
+    .suspend = fake_suspend,
+    .resume = fake_resume,
     .console_log = fake_console_log,
     .close = fake_close,
 };

@@ -1,0 +1,332 @@
+/* server.c - the metadata API (role "metadata"): Nova's nova-api-metadata
+ * as it runs behind the Neutron metadata proxy, on its own listener
+ * ([metadata] listen, port; default 127.0.0.1:8775), not the main router.
+ *
+ * A request names its instance with X-Instance-ID and X-Tenant-ID and
+ * proves it with X-Instance-ID-Signature, the hex HMAC-SHA256 of the
+ * instance ID under [neutron] metadata_proxy_shared_secret (what a proxy in
+ * front of the guest adds; the guest never knows the secret). As Nova's
+ * handler: "/" (the EC2 version list) needs nothing; a missing header is
+ * 400, a wrong signature 403, an instance that does not exist, is deleted
+ * or belongs to another project 404. Where Nova would accept the HMAC under
+ * an empty key, nubo refuses everything (403) until a secret is set.
+ *
+ * Only GET (and HEAD) are served; a guest cannot POST its password. Every
+ * request is logged to nubo-metadata.log. */
+#include "compute/metadata/metadata.h"
+#include "compute/metadata/internal.h"
+
+#include "common/cleanup.h"
+#include "common/config.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/sbuf.h"
+#include "common/util.h"
+#include "compute/compute.h"
+#include "db/db.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netdb.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MD_SERVER_LOG "nubo.metadata.server"
+
+/* The running listener and the database it reads; set by start, cleared by
+ * stop. */
+static struct {
+    struct MHD_Daemon *daemon;
+    struct nb_db *db;
+} md;
+
+void nb_md_sign(const char *secret, const char *id, char out[65])
+{
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    HMAC(EVP_sha256(), secret, (int)strlen(secret), (const unsigned char *)id, strlen(id), mac,
+         &len);
+    for (unsigned int i = 0; i < len && i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", mac[i]);
+    out[64] = '\0';
+}
+
+bool nb_md_signature_ok(const char *secret, const char *id, const char *signature)
+{
+    if (!secret || !*secret || !id || !signature || strlen(signature) != 64)
+        return false;
+    char expected[65];
+    nb_md_sign(secret, id, expected);
+    bool ok = CRYPTO_memcmp(expected, signature, 64) == 0;
+    OPENSSL_cleanse(expected, sizeof(expected));
+    return ok;
+}
+
+/* Checks the headers and the signature (Nova's _handle_instance_id_request
+ * and _validate_shared_secret). 0, or -1 after nb_error 400/403. */
+static int authenticate(struct nb_ctx *ctx, const struct nb_md_request *rq)
+{
+    const char *secret = nb_conf_str("neutron", "metadata_proxy_shared_secret", NULL);
+    if (!secret || !*secret)
+        return nb_error(ctx, 403, NULL,
+                        "[neutron] metadata_proxy_shared_secret is not configured: no request "
+                        "can be trusted.");
+    if (!rq->instance_id)
+        return nb_error(ctx, 400, NULL, "X-Instance-ID header is missing from request.");
+    if (!rq->signature)
+        return nb_error(ctx, 400, NULL, "X-Instance-ID-Signature header is missing from request.");
+    if (!rq->tenant_id)
+        return nb_error(ctx, 400, NULL, "X-Tenant-ID header is missing from request.");
+    if (!nb_md_signature_ok(secret, rq->instance_id, rq->signature))
+        return nb_error(ctx, 403, NULL, "Invalid proxy request signature.");
+    return 0;
+}
+
+/* What the documents use beyond the agent view (see internal.h), from the
+ * row and the instance's system metadata. */
+static int add_row_extras(struct nb_db *db, struct nb_ctx *ctx, json_t *inst, const json_t *row)
+{
+    static const char *const cols[] = {"reservation_id", "root_device_name"};
+    for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++)
+        if (nb_json_str(row, cols[i]))
+            json_object_set_new(inst, cols[i], json_string(nb_json_str(row, cols[i])));
+    _cleanup_json_ json_t *spec = nb_json_parse(nb_json_str(row, "request_spec"));
+    json_t *sgs = json_object_get(spec, "security_groups");
+    if (json_is_array(sgs))
+        json_object_set(inst, "security_groups", sgs);
+    /* a password the guest posted, in password_0..3 as Nova stores it */
+    _cleanup_json_ json_t *rows =
+        nb_db_rows(db, ctx,
+                   "SELECT value FROM instance_system_metadata WHERE instance_uuid = ? AND "
+                   "deleted = 0 AND key GLOB 'password_*' ORDER BY key",
+                   "s", nb_json_str(row, "uuid"));
+    if (!rows)
+        return -1;
+    struct nb_sbuf pw = {0};
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r)
+        if (nb_json_str(r, "value"))
+            nb_sbuf_str(&pw, nb_json_str(r, "value"));
+    if (pw.len)
+        json_object_set_new(inst, "password", json_string(pw.s));
+    free(pw.s);
+    return 0;
+}
+
+/* The instance the request is for, as the documents want it. NULL after
+ * nb_error (404 when it does not exist for that project). New ref. */
+static json_t *load_instance(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
+                             const char *tenant)
+{
+    _cleanup_json_ json_t *row =
+        nb_db_row(db, ctx, "SELECT * FROM instances WHERE uuid = ? AND deleted = 0", "s", uuid);
+    if (!row) {
+        if (!ctx->err_status)
+            nb_error(ctx, 404, NULL, "Instance %s could not be found.", uuid);
+        return NULL;
+    }
+    const char *project = nb_json_str(row, "project_id");
+    if (!project || strcmp(project, tenant)) {
+        nb_error(ctx, 404, NULL, "Tenant_id %s does not match tenant_id of instance %s.", tenant,
+                 uuid);
+        return NULL;
+    }
+    json_t *inst = nb_instance_agent_view(db, ctx, row);
+    if (ctx->err_status || add_row_extras(db, ctx, inst, row) < 0) {
+        json_decref(inst);
+        return NULL;
+    }
+    return inst;
+}
+
+/* True for "/", "//", …: the one path Nova answers without a signature. */
+static bool is_root(const char *path)
+{
+    return !path || !*path || strspn(path, "/") == strlen(path);
+}
+
+static int serve(struct nb_db *db, struct nb_ctx *ctx, const struct nb_md_request *rq,
+                 struct nb_md_response *rs)
+{
+    if (strcmp(rq->method, "GET") && strcmp(rq->method, "HEAD"))
+        return nb_error(ctx, 405, NULL, "The method %s is not allowed for this resource.",
+                        rq->method);
+    if (is_root(rq->path))
+        return nb_md_lookup(ctx, NULL, NULL, NULL, "/", &rs->doc);
+    if (authenticate(ctx, rq) < 0)
+        return -1;
+    nb_strlcpy(rs->instance, rq->instance_id, sizeof(rs->instance));
+    _cleanup_json_ json_t *inst = load_instance(db, ctx, rq->instance_id, rq->tenant_id);
+    if (!inst)
+        return -1;
+    /* network_data.json: nubo keeps no record of a guest's NICs (the virt
+     * driver makes them), so the API serves it as Nova does for an instance
+     * without network info; the config drive has the NICs. */
+    return nb_md_lookup(ctx, inst, NULL, rq->forwarded_for, rq->path, &rs->doc);
+}
+
+static const char *status_title(int status)
+{
+    switch (status) {
+    case 400: return "Bad Request";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    default: return "Internal Server Error";
+    }
+}
+
+void nb_md_serve(struct nb_db *db, struct nb_ctx *ctx, const struct nb_md_request *rq,
+                 struct nb_md_response *rs)
+{
+    memset(rs, 0, sizeof(*rs));
+    if (serve(db, ctx, rq, rs) == 0) {
+        rs->status = 200;
+        return;
+    }
+    free(rs->doc.data);
+    rs->status = ctx->err_status ? ctx->err_status : 500;
+    /* webob's plain-text error page: status line, blank line, why */
+    rs->doc.data = nb_strdup_printf("%d %s\n\n%s\n", rs->status, status_title(rs->status),
+                                    ctx->err_msg[0] ? ctx->err_msg : "Unknown error.");
+    rs->doc.len = strlen(rs->doc.data);
+    rs->doc.content_type = "text/plain";
+}
+
+/* The peer's numeric address into buf. */
+static const char *peer(struct MHD_Connection *conn, char *buf, size_t n)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    nb_strlcpy(buf, "-", n);
+    if (ci && ci->client_addr) {
+        socklen_t len = ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                               : sizeof(struct sockaddr_in);
+        getnameinfo(ci->client_addr, len, buf, (socklen_t)n, NULL, 0, NI_NUMERICHOST);
+    }
+    return buf;
+}
+
+static void log_request(struct MHD_Connection *conn, const struct nb_ctx *ctx,
+                        const struct nb_md_request *rq, const struct nb_md_response *rs, double t0)
+{
+    char addr[64];
+    /* a refused proxy is worth a warning; a path the guest probes and
+     * does not find is not */
+    enum nb_log_level lvl = rs->status >= 500                        ? NB_LOG_ERROR
+                            : rs->status == 400 || rs->status == 403 ? NB_LOG_WARNING
+                                                                     : NB_LOG_INFO;
+    bool why = rs->status >= 400 && ctx->err_msg[0];
+    nb_log(lvl, MD_LOG, ctx, rs->instance[0] ? rs->instance : NULL,
+           "%s \"%s %s\" status: %d len: %zu time: %.4f%s%s", peer(conn, addr, sizeof(addr)),
+           rq->method, rq->path, rs->status, rs->doc.len, nb_time_mono() - t0, why ? ": " : "",
+           why ? ctx->err_msg : "");
+}
+
+static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url,
+                              const char *method, const char *version, const char *upload_data,
+                              size_t *upload_size, void **con_cls)
+{
+    static int seen; /* marks a request whose headers have arrived */
+    (void)cls;
+    (void)version;
+    (void)upload_data;
+    if (!*con_cls) {
+        *con_cls = &seen;
+        return MHD_YES;
+    }
+    if (*upload_size) { /* no request here has a body: drop it */
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    double t0 = nb_time_mono();
+    struct nb_ctx ctx;
+    nb_ctx_init(&ctx);
+    const struct nb_md_request rq = {
+        .method = method,
+        .path = url,
+        .instance_id = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Instance-ID"),
+        .tenant_id = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Tenant-ID"),
+        .signature = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Instance-ID-Signature"),
+        .forwarded_for = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Forwarded-For"),
+    };
+    struct nb_md_response rs;
+    nb_md_serve(md.db, &ctx, &rq, &rs);
+    log_request(conn, &ctx, &rq, &rs, t0);
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(rs.doc.len, rs.doc.data, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(rs.doc.data);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", rs.doc.content_type);
+    MHD_add_response_header(r, "x-openstack-request-id", ctx.request_id);
+    if (rs.status == 405)
+        MHD_add_response_header(r, "Allow", "GET, HEAD");
+    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)rs.status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+int nb_metadata_start(struct nb_env *env)
+{
+    const char *host = nb_conf_str("metadata", "listen", "127.0.0.1");
+    long port = nb_conf_int("metadata", "port", 8775);
+    long workers = nb_conf_int("metadata", "workers", 4);
+    if (!env->db) {
+        fprintf(stderr, "nubo: the metadata role needs the database\n");
+        return -1;
+    }
+    struct sockaddr_storage addr = {0};
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&addr;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&addr;
+    unsigned flags =
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    if (port < 1 || port > 65535 || workers < 1) {
+        fprintf(stderr, "nubo: bad [metadata] port %ld or workers %ld\n", port, workers);
+        return -1;
+    }
+    if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)port);
+    } else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        flags |= MHD_USE_IPv6;
+    } else {
+        fprintf(stderr, "nubo: bad [metadata] listen address %s\n", host);
+        return -1;
+    }
+    md.db = env->db;
+    md.daemon =
+        MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, answer, NULL, MHD_OPTION_SOCK_ADDR,
+                         (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)workers,
+                         MHD_OPTION_CONNECTION_TIMEOUT, 30U, MHD_OPTION_END);
+    if (!md.daemon) {
+        fprintf(stderr, "nubo: the metadata API cannot listen on %s:%ld\n", host, port);
+        NB_ERROR(MD_SERVER_LOG, NULL, NULL, "cannot listen on %s:%ld", host, port);
+        return -1;
+    }
+    const char *secret = nb_conf_str("neutron", "metadata_proxy_shared_secret", NULL);
+    if (!secret || !*secret)
+        NB_WARN(MD_SERVER_LOG, NULL, NULL,
+                "[neutron] metadata_proxy_shared_secret is not configured: every request but "
+                "GET / will be refused");
+    NB_INFO(MD_SERVER_LOG, NULL, NULL, "metadata API listening on %s:%ld (%ld workers)", host, port,
+            workers);
+    return 0;
+}
+
+void nb_metadata_stop(void)
+{
+    if (!md.daemon)
+        return;
+    MHD_stop_daemon(md.daemon);
+    md.daemon = NULL;
+    md.db = NULL;
+}

@@ -1,0 +1,404 @@
+/* driver.c - the libvirt driver's vtable, its connection to libvirtd and
+ * the thread that runs libvirt's event loop (lifecycle events, keepalive).
+ *
+ * One driver serves one host: the machine libvirtd runs on, named by
+ * [DEFAULT] host. The connection ([libvirt] connection_uri, default
+ * qemu:///system) is shared by all threads (libvirt connections are
+ * thread-safe) and reopened when libvirtd went away, so a libvirtd restart
+ * costs the operations in flight at that moment, not the agent. */
+#include "common/cleanup.h"
+#include "common/config.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "compute/virt/libvirt/lv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libvirt/virterror.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int lv_error(struct nb_ctx *ctx, int status, const char *what, ...)
+{
+    char head[512];
+    va_list ap;
+    va_start(ap, what);
+    vsnprintf(head, sizeof(head), what, ap);
+    va_end(ap);
+    const char *msg = virGetLastErrorMessage();
+    return nb_error(ctx, status, NULL, "%s: %s", head, msg ? msg : "unknown libvirt error");
+}
+
+int lv_power_state(int vir_state)
+{
+    switch (vir_state) {
+    case VIR_DOMAIN_RUNNING:
+    case VIR_DOMAIN_BLOCKED:
+        return NB_POWER_RUNNING;
+    case VIR_DOMAIN_PAUSED:
+        return NB_POWER_PAUSED;
+    case VIR_DOMAIN_SHUTDOWN:
+    case VIR_DOMAIN_SHUTOFF:
+        return NB_POWER_SHUTDOWN;
+    case VIR_DOMAIN_CRASHED:
+        return NB_POWER_CRASHED;
+    case VIR_DOMAIN_PMSUSPENDED:
+        return NB_POWER_SUSPENDED;
+    default:
+        return NB_POWER_NOSTATE;
+    }
+}
+
+static void silent_error(void *opaque, virErrorPtr err)
+{
+    (void)opaque;
+    (void)err; /* errors are read with virGetLastErrorMessage where they matter */
+}
+
+static int lifecycle_cb(virConnectPtr conn, virDomainPtr dom, int event, int detail, void *opaque)
+{
+    (void)conn;
+    struct lv *lv = opaque;
+    char uuid[VIR_UUID_STRING_BUFLEN];
+    if (virDomainGetUUIDString(dom, uuid) < 0)
+        return 0;
+    const char *name = virDomainGetName(dom);
+    if (!name || strcmp(name, uuid) != 0)
+        return 0; /* not one of ours */
+    int state = 0, reason = 0;
+    int power = virDomainGetState(dom, &state, &reason, 0) == 0 ? lv_power_state(state)
+                                                                 : NB_POWER_NOSTATE;
+    NB_DEBUG(LV_LOG, NULL, uuid, "libvirt lifecycle event %d (detail %d): power_state %d", event,
+             detail, power);
+    if (lv->on_event)
+        lv->on_event(lv->on_event_opaque, lv->host, uuid, power);
+    return 0;
+}
+
+static int open_locked(struct lv *lv, struct nb_ctx *ctx)
+{
+    if (lv->conn) {
+        if (lv->event_cb_id >= 0)
+            virConnectDomainEventDeregisterAny(lv->conn, lv->event_cb_id);
+        virConnectClose(lv->conn);
+        lv->conn = NULL;
+        lv->event_cb_id = -1;
+    }
+    lv->conn = virConnectOpen(lv->uri);
+    if (!lv->conn)
+        return lv_error(ctx, 503, "Connection to the hypervisor is broken on host: %s (%s)",
+                        lv->host, lv->uri);
+    virConnectSetKeepAlive(lv->conn, 5, 3);
+    lv->event_cb_id = virConnectDomainEventRegisterAny(
+        lv->conn, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE, VIR_DOMAIN_EVENT_CALLBACK(lifecycle_cb),
+        lv, NULL);
+    if (lv->event_cb_id < 0)
+        NB_WARN(LV_LOG, ctx, NULL,
+                "cannot register for libvirt lifecycle events (%s): power states are synced "
+                "on the period only",
+                virGetLastErrorMessage());
+    return 0;
+}
+
+virConnectPtr lv_conn(struct lv *lv, struct nb_ctx *ctx)
+{
+    pthread_mutex_lock(&lv->conn_lock);
+    if (!lv->conn || virConnectIsAlive(lv->conn) != 1) {
+        if (lv->conn)
+            NB_WARN(LV_LOG, ctx, NULL, "the connection to libvirt (%s) was lost; reconnecting",
+                    lv->uri);
+        if (open_locked(lv, ctx) < 0) {
+            pthread_mutex_unlock(&lv->conn_lock);
+            return NULL;
+        }
+    }
+    virConnectPtr c = lv->conn;
+    pthread_mutex_unlock(&lv->conn_lock);
+    return c;
+}
+
+static void *event_main(void *arg)
+{
+    struct lv *lv = arg;
+    while (!__atomic_load_n(&lv->event_stop, __ATOMIC_ACQUIRE)) {
+        if (virEventRunDefaultImpl() < 0) {
+            NB_WARN(LV_LOG, NULL, NULL, "libvirt event loop: %s", virGetLastErrorMessage());
+            usleep(100 * 1000);
+        }
+    }
+    return NULL;
+}
+
+/* A timer that fires every 500 ms keeps the event loop turning, so the
+ * stop flag is seen promptly. */
+static void tick(int timer, void *opaque)
+{
+    (void)timer;
+    (void)opaque;
+}
+
+/* ------------------------------------------------------------- vtable */
+
+#define LV(drv) ((struct lv *)(drv)->priv)
+
+static int op_host_info(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                        struct nb_host_info *info)
+{
+    (void)host;
+    return lv_host_info(LV(drv), ctx, info);
+}
+
+static int op_spawn(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                    json_t *inst)
+{
+    (void)host;
+    return lv_spawn(LV(drv), ctx, inst);
+}
+
+static int op_destroy(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                      json_t *inst)
+{
+    (void)host;
+    return lv_destroy(LV(drv), ctx, inst);
+}
+
+static int op_power_on(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                       json_t *inst)
+{
+    (void)host;
+    return lv_power_on(LV(drv), ctx, inst);
+}
+
+static int op_power_off(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                        json_t *inst, int timeout_s)
+{
+    (void)host;
+    return lv_power_off(LV(drv), ctx, inst, timeout_s);
+}
+
+static int op_reboot(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                     json_t *inst, bool hard)
+{
+    (void)host;
+    return lv_reboot(LV(drv), ctx, inst, hard);
+}
+
+static int op_pause(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                    json_t *inst)
+{
+    (void)host;
+    return lv_pause(LV(drv), ctx, inst, true);
+}
+
+static int op_unpause(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                      json_t *inst)
+{
+    (void)host;
+    return lv_pause(LV(drv), ctx, inst, false);
+}
+
+static int op_suspend(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                      json_t *inst)
+{
+    (void)host;
+    return lv_suspend(LV(drv), ctx, inst);
+}
+
+static int op_resume(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                     json_t *inst)
+{
+    (void)host;
+    return lv_resume(LV(drv), ctx, inst);
+}
+
+static int op_get_info(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                       const char *uuid, struct nb_guest_info *info)
+{
+    (void)host;
+    return lv_get_info(LV(drv), ctx, uuid, info);
+}
+
+static json_t *op_list(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host)
+{
+    (void)host;
+    return lv_list(LV(drv), ctx);
+}
+
+static char *op_console_log(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                            const char *uuid)
+{
+    (void)host;
+    return lv_console_log(LV(drv), ctx, uuid);
+}
+
+static void op_set_event_callback(struct nb_virt_driver *drv,
+                                  void (*cb)(void *opaque, const char *host, const char *uuid,
+                                             int power_state),
+                                  void *opaque)
+{
+    struct lv *lv = LV(drv);
+    lv->on_event_opaque = opaque;
+    __atomic_store_n(&lv->on_event, cb, __ATOMIC_RELEASE);
+}
+
+static void op_close(struct nb_virt_driver *drv)
+{
+    struct lv *lv = LV(drv);
+    if (lv->event_running) {
+        __atomic_store_n(&lv->event_stop, true, __ATOMIC_RELEASE);
+        pthread_join(lv->event_thread, NULL);
+    }
+    if (lv->conn) {
+        if (lv->event_cb_id >= 0)
+            virConnectDomainEventDeregisterAny(lv->conn, lv->event_cb_id);
+        virConnectClose(lv->conn);
+    }
+    pthread_mutex_destroy(&lv->conn_lock);
+    pthread_mutex_destroy(&lv->cache_lock);
+    free(lv);
+    free(drv);
+}
+
+static const struct nb_virt_ops lv_ops = {
+    .name = "libvirt",
+    .host_info = op_host_info,
+    .spawn = op_spawn,
+    .destroy = op_destroy,
+    .power_on = op_power_on,
+    .power_off = op_power_off,
+    .reboot = op_reboot,
+    .pause = op_pause,
+    .unpause = op_unpause,
+    .suspend = op_suspend,
+    .resume = op_resume,
+    .get_info = op_get_info,
+    .list = op_list,
+    .console_log = op_console_log,
+    .set_event_callback = op_set_event_callback,
+    .close = op_close,
+};
+
+/* QEMU runs as another user (libvirt-qemu) and opens the disks under
+ * instances_path: every directory above them must be searchable by others. */
+static int check_path_traversable(struct nb_ctx *ctx, const char *path)
+{
+    char buf[LV_PATH_MAX];
+    nb_strlcpy(buf, path, sizeof(buf));
+    for (;;) {
+        struct stat st;
+        if (stat(buf, &st) == 0 && !(st.st_mode & S_IXOTH))
+            return nb_error(ctx, 500, NULL,
+                            "instances_path %s is not usable: %s is mode %03o, so QEMU (which "
+                            "runs as libvirt-qemu) cannot reach the disks; make it "
+                            "world-searchable (chmod o+x) or choose another [DEFAULT] "
+                            "instances_path",
+                            path, buf, (unsigned)(st.st_mode & 0777));
+        char *slash = strrchr(buf, '/');
+        if (!slash || slash == buf)
+            return 0;
+        *slash = '\0';
+    }
+}
+
+/* Nova's check: can files in the directory be opened with O_DIRECT
+ * (cache='none')? tmpfs cannot. */
+static bool supports_direct_io(const char *dir)
+{
+    char path[LV_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/.directio.test", dir);
+    int fd = open(path, O_CREAT | O_WRONLY | O_DIRECT, 0600);
+    if (fd < 0) {
+        unlink(path);
+        return false;
+    }
+    close(fd);
+    unlink(path);
+    return true;
+}
+
+/* libvirt's default event loop implementation, registered once per process
+ * (before the first connection), run by one thread per driver. */
+static void register_event_impl(void)
+{
+    virEventRegisterDefaultImpl();
+    virEventAddTimeout(500, tick, NULL, NULL);
+}
+
+static int event_loop_start(struct lv *lv)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, register_event_impl);
+    if (pthread_create(&lv->event_thread, NULL, event_main, lv) != 0)
+        return -1;
+    lv->event_running = true;
+    return 0;
+}
+
+struct nb_virt_driver *nb_virt_libvirt_open(const char *host)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    struct lv *lv = calloc(1, sizeof(*lv));
+    pthread_mutex_init(&lv->conn_lock, NULL);
+    pthread_mutex_init(&lv->cache_lock, NULL);
+    lv->event_cb_id = -1;
+    nb_strlcpy(lv->host, host, sizeof(lv->host));
+    nb_strlcpy(lv->uri, nb_conf_str("libvirt", "connection_uri", "qemu:///system"),
+               sizeof(lv->uri));
+    const char *state = nb_conf_str("DEFAULT", "state_path", "/var/lib/nubo");
+    char def[LV_PATH_MAX];
+    snprintf(def, sizeof(def), "%s/instances", state);
+    nb_strlcpy(lv->instances_path, nb_conf_str("DEFAULT", "instances_path", def),
+               sizeof(lv->instances_path));
+    const char *it = nb_conf_str("libvirt", "images_type", "qcow2");
+    if (!strcmp(it, "default"))
+        it = "qcow2";
+    struct nb_virt_driver *drv = calloc(1, sizeof(*drv));
+    drv->ops = &lv_ops;
+    drv->priv = lv;
+
+    virSetErrorFunc(NULL, silent_error);
+    if (strcmp(it, "qcow2") != 0 && strcmp(it, "raw") != 0) {
+        nb_error(&ctx, 500, NULL, "[libvirt] images_type must be qcow2 or raw, not '%s'", it);
+        goto fail;
+    }
+    nb_strlcpy(lv->images_type, it, sizeof(lv->images_type));
+    char base[LV_PATH_MAX + 8];
+    snprintf(base, sizeof(base), "%s/_base", lv->instances_path);
+    if (nb_mkdir_p(base) < 0 || chmod(lv->instances_path, 0755) < 0 || chmod(base, 0755) < 0) {
+        nb_error(&ctx, 500, NULL, "cannot create %s: %s", base, strerror(errno));
+        goto fail;
+    }
+    if (check_path_traversable(&ctx, lv->instances_path) < 0)
+        goto fail;
+    nb_strlcpy(lv->cache_mode, supports_direct_io(lv->instances_path) ? "none" : "writeback",
+               sizeof(lv->cache_mode));
+    if (event_loop_start(lv) < 0) {
+        nb_error(&ctx, 500, NULL, "cannot start the libvirt event thread");
+        goto fail;
+    }
+    if (!lv_conn(lv, &ctx))
+        goto fail;
+    if (lv_resolve_virt_type(lv, &ctx, nb_conf_str("libvirt", "virt_type", "auto")) < 0)
+        goto fail;
+    unsigned long ver = 0, lver = 0;
+    virConnectGetVersion(lv->conn, &ver);
+    virConnectGetLibVersion(lv->conn, &lver);
+    NB_INFO(LV_LOG, &ctx, NULL,
+            "libvirt driver for host %s: %s (libvirt %lu.%lu.%lu, QEMU %lu.%lu.%lu), virt_type "
+            "%s, images_type %s, instances_path %s, disk cache %s",
+            lv->host, lv->uri, lver / 1000000, lver / 1000 % 1000, lver % 1000, ver / 1000000,
+            ver / 1000 % 1000, ver % 1000, lv->virt_type, lv->images_type, lv->instances_path,
+            lv->cache_mode);
+    lv_cache_cleanup(lv, &ctx);
+    return drv;
+fail:
+    NB_ERROR(LV_LOG, &ctx, NULL, "the libvirt driver cannot start: %s", ctx.err_msg);
+    op_close(drv);
+    return NULL;
+}

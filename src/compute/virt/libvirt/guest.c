@@ -1,0 +1,412 @@
+/* guest.c - the life of a guest under libvirt: spawn, power operations,
+ * destroy, state, console.
+ *
+ * Every instance has instances/<uuid>/ holding disk (qcow2 overlay or raw
+ * copy), disk.config (config drive, when asked for), console.log (serial
+ * console, appended across boots) and disk.info (the disk's format and the
+ * cached base it sits on). The domain is persistent, named and UUID'd by the
+ * instance UUID. Each start after a stop and each hard reboot redefines it
+ * from the database state (lv_domain_xml), as Nova's _hard_reboot does. */
+#include "common/cleanup.h"
+#include "common/config.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/proc.h"
+#include "common/util.h"
+#include "compute/metadata/metadata.h"
+#include "compute/virt/libvirt/lv.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define MAX_CONSOLE_BYTES (100 * 1024) /* Nova's limit */
+
+const char *lv_instance_dir(const struct lv *lv, const char *uuid, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/%s", lv->instances_path, uuid);
+    return buf;
+}
+
+static virDomainPtr lookup(struct lv *lv, struct nb_ctx *ctx, const char *uuid, bool must)
+{
+    virConnectPtr conn = lv_conn(lv, ctx);
+    if (!conn)
+        return NULL;
+    virDomainPtr dom = uuid ? virDomainLookupByUUIDString(conn, uuid) : NULL;
+    if (!dom && must)
+        nb_error(ctx, 404, NULL, "Instance %s could not be found on host %s.", uuid ? uuid : "?",
+                 lv->host);
+    return dom;
+}
+
+static int dom_state(virDomainPtr dom)
+{
+    int state = VIR_DOMAIN_NOSTATE, reason = 0;
+    if (virDomainGetState(dom, &state, &reason, 0) < 0)
+        return VIR_DOMAIN_NOSTATE;
+    return state;
+}
+
+static bool truthy(const char *s)
+{
+    return s && *s && strcasecmp(s, "false") != 0 && strcmp(s, "0") != 0 &&
+           strcasecmp(s, "no") != 0;
+}
+
+static json_t *read_disk_info(const char *dir)
+{
+    char p[LV_PATH_MAX + 16];
+    snprintf(p, sizeof(p), "%s/disk.info", dir);
+    _cleanup_free_ char *text = nb_read_file(p, NULL);
+    return text ? nb_json_parse(text) : NULL;
+}
+
+/* Defines the domain from the database state and starts it; waits until
+ * libvirt reports it running. */
+static int start_domain(struct lv *lv, struct nb_ctx *ctx, const json_t *inst)
+{
+    const char *uuid = nb_json_str(inst, "uuid");
+    char dir[LV_PATH_MAX], disk[LV_PATH_MAX + 8], cfg[LV_PATH_MAX + 16],
+        console[LV_PATH_MAX + 16];
+    lv_instance_dir(lv, uuid, dir, sizeof(dir));
+    snprintf(disk, sizeof(disk), "%s/disk", dir);
+    snprintf(cfg, sizeof(cfg), "%s/disk.config", dir);
+    snprintf(console, sizeof(console), "%s/console.log", dir);
+    _cleanup_json_ json_t *di = read_disk_info(dir);
+    if (!di || access(disk, F_OK) != 0)
+        return nb_error(ctx, 500, NULL,
+                        "The disk of instance %s is missing on host %s (%s): the instance "
+                        "cannot be started",
+                        uuid, lv->host, disk);
+    char mac[18];
+    lv_mac_for(uuid, mac);
+    const char *cpu_mode = nb_conf_str("libvirt", "cpu_mode", NULL);
+    if (!cpu_mode)
+        cpu_mode = !strcmp(lv->virt_type, "kvm") ? "host-model" : "none";
+    struct lv_domain_spec spec = {
+        .virt_type = lv->virt_type,
+        .cache_mode = lv->cache_mode,
+        .console_path = console,
+        .mac_address = mac,
+        .cpu_mode = cpu_mode,
+    };
+    spec.disks[spec.ndisks++] = (struct lv_disk){
+        .path = disk,
+        .format = nb_json_str(di, "disk_format") ? nb_json_str(di, "disk_format") : "qcow2",
+        .device = "disk",
+        .bus = "virtio",
+        .target = "vda",
+    };
+    if (access(cfg, F_OK) == 0)
+        spec.disks[spec.ndisks++] = (struct lv_disk){
+            .path = cfg,
+            .format = "raw",
+            .device = "cdrom",
+            .bus = "ide",
+            .target = "hda",
+            .readonly = true,
+        };
+    _cleanup_free_ char *xml = lv_domain_xml(inst, &spec);
+    virConnectPtr conn = lv_conn(lv, ctx);
+    if (!conn)
+        return -1;
+    virDomainPtr dom = virDomainDefineXML(conn, xml);
+    if (!dom)
+        return lv_error(ctx, 500, "cannot define the domain of instance %s", uuid);
+    int rc = 0;
+    if (virDomainCreate(dom) < 0)
+        rc = lv_error(ctx, 500, "Instance %s failed to start on host %s", uuid, lv->host);
+    for (int i = 0; rc == 0 && i < 200 && dom_state(dom) != VIR_DOMAIN_RUNNING; i++)
+        usleep(50 * 1000);
+    if (rc == 0 && dom_state(dom) != VIR_DOMAIN_RUNNING)
+        rc = nb_error(ctx, 500, NULL, "Instance %s did not reach the running state on host %s",
+                      uuid, lv->host);
+    virDomainFree(dom);
+    return rc;
+}
+
+int lv_spawn(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
+{
+    const char *uuid = nb_json_str(inst, "uuid");
+    if (!uuid || !nb_is_uuid(uuid))
+        return nb_error(ctx, 400, NULL, "spawn: the instance has no valid UUID");
+    virDomainPtr old = lookup(lv, ctx, uuid, false);
+    if (old) {
+        virDomainFree(old);
+        return nb_error(ctx, 409, NULL, "Instance %s already exists on host %s.", uuid,
+                        lv->host);
+    }
+    if (ctx->err_status)
+        return -1;
+    char dir[LV_PATH_MAX], disk[LV_PATH_MAX + 8], cfg[LV_PATH_MAX + 16];
+    lv_instance_dir(lv, uuid, dir, sizeof(dir));
+    snprintf(disk, sizeof(disk), "%s/disk", dir);
+    snprintf(cfg, sizeof(cfg), "%s/disk.config", dir);
+    if (nb_mkdir_p(dir) < 0 || chmod(dir, 0755) < 0)
+        return nb_error(ctx, 500, NULL, "cannot create %s: %s", dir, strerror(errno));
+
+    /* image -> cache -> instance disk */
+    struct lv_base base;
+    if (lv_cache_fetch(lv, ctx, nb_json_str(inst, "image_ref"), &base) < 0)
+        return -1;
+    long long root_gb = nb_json_int(json_object_get(inst, "flavor"), "root_gb", 0);
+    if (lv_disk_create(lv, ctx, &base, disk, (unsigned long long)root_gb << 30) < 0)
+        return -1;
+    const char *slash = strrchr(base.path, '/');
+    _cleanup_json_ json_t *di = json_pack("{s:s, s:s, s:s}", "disk_format", lv->images_type,
+                                          "base", slash ? slash + 1 : base.path, "base_format",
+                                          base.format);
+    _cleanup_free_ char *di_text = nb_json_dump(di);
+    char dip[LV_PATH_MAX + 16];
+    snprintf(dip, sizeof(dip), "%s/disk.info", dir);
+    if (nb_write_file(dip, di_text, strlen(di_text), 0644) < 0)
+        return nb_error(ctx, 500, NULL, "cannot write %s: %s", dip, strerror(errno));
+
+    /* config drive */
+    if (truthy(nb_json_str(inst, "config_drive")) ||
+        nb_conf_bool("compute", "force_config_drive", false) ||
+        nb_conf_bool("DEFAULT", "force_config_drive", false)) {
+        char mac[18];
+        lv_mac_for(uuid, mac);
+        _cleanup_json_ json_t *nics = json_pack("[{s:s}]", "mac_address", mac);
+        if (nb_configdrive_build(ctx, inst, nics, cfg) < 0)
+            return -1;
+        NB_INFO(LV_LOG, ctx, uuid, "Creating config drive at %s", cfg);
+    }
+    return start_domain(lv, ctx, inst);
+}
+
+int lv_destroy(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
+{
+    const char *uuid = nb_json_str(inst, "uuid");
+    if (!uuid || !nb_is_uuid(uuid))
+        return nb_error(ctx, 400, NULL, "destroy: the instance has no valid UUID");
+    virDomainPtr dom = lookup(lv, ctx, uuid, false);
+    if (!dom && ctx->err_status)
+        return -1;
+    if (dom) {
+        if (virDomainIsActive(dom) == 1 && virDomainDestroy(dom) < 0 &&
+            virDomainIsActive(dom) == 1) {
+            int rc = lv_error(ctx, 500, "cannot destroy the domain of instance %s", uuid);
+            virDomainFree(dom);
+            return rc;
+        }
+        if (virDomainUndefineFlags(dom, VIR_DOMAIN_UNDEFINE_MANAGED_SAVE |
+                                            VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
+                                            VIR_DOMAIN_UNDEFINE_NVRAM) < 0 &&
+            virDomainUndefine(dom) < 0) {
+            int rc = lv_error(ctx, 500, "cannot undefine the domain of instance %s", uuid);
+            virDomainFree(dom);
+            return rc;
+        }
+        virDomainFree(dom);
+    }
+    char dir[LV_PATH_MAX];
+    lv_instance_dir(lv, uuid, dir, sizeof(dir));
+    if (nb_rm_rf(dir) < 0)
+        return nb_error(ctx, 500, NULL, "cannot remove %s: %s", dir, strerror(errno));
+    NB_INFO(LV_LOG, ctx, uuid, "Deleting instance files %s", dir);
+    lv_cache_cleanup(lv, ctx);
+    return 0;
+}
+
+/* Graceful shutdown for up to timeout_s (the shutdown request repeated
+ * every 10 s, as Nova does); true when the guest is off. */
+static bool clean_shutdown(struct lv *lv, struct nb_ctx *ctx, virDomainPtr dom, const char *uuid,
+                           int timeout_s)
+{
+    double t0 = nb_time_mono(), last = -1;
+    while (nb_time_mono() - t0 < timeout_s) {
+        int st = dom_state(dom);
+        if (st == VIR_DOMAIN_SHUTOFF || virDomainIsActive(dom) == 0) {
+            NB_INFO(LV_LOG, ctx, uuid, "Instance shutdown successfully after %.1f seconds.",
+                    nb_time_mono() - t0);
+            return true;
+        }
+        if (last < 0 || nb_time_mono() - last >= 10) {
+            if (virDomainShutdown(dom) < 0 && virDomainIsActive(dom) == 1)
+                NB_DEBUG(LV_LOG, ctx, uuid, "shutdown request failed: %s",
+                         virGetLastErrorMessage());
+            last = nb_time_mono();
+        }
+        usleep(100 * 1000);
+    }
+    NB_INFO(LV_LOG, ctx, uuid,
+            "Instance failed to shutdown in %d seconds on host %s.", timeout_s, lv->host);
+    return false;
+}
+
+int lv_power_off(struct lv *lv, struct nb_ctx *ctx, json_t *inst, int timeout_s)
+{
+    const char *uuid = nb_json_str(inst, "uuid");
+    virDomainPtr dom = lookup(lv, ctx, uuid, true);
+    if (!dom)
+        return -1;
+    int rc = 0;
+    if (virDomainIsActive(dom) == 1) {
+        bool off = dom_state(dom) == VIR_DOMAIN_RUNNING && timeout_s > 0 &&
+                   clean_shutdown(lv, ctx, dom, uuid, timeout_s);
+        if (!off && virDomainDestroy(dom) < 0 && virDomainIsActive(dom) == 1)
+            rc = lv_error(ctx, 500, "cannot power off instance %s", uuid);
+    }
+    virDomainFree(dom);
+    return rc;
+}
+
+/* Nova's _hard_reboot: destroy, regenerate the XML from the database,
+ * define, start. */
+static int hard_reboot(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
+{
+    const char *uuid = nb_json_str(inst, "uuid");
+    virDomainPtr dom = lookup(lv, ctx, uuid, false);
+    if (!dom && ctx->err_status)
+        return -1;
+    if (dom) {
+        if (virDomainIsActive(dom) == 1 && virDomainDestroy(dom) < 0 &&
+            virDomainIsActive(dom) == 1) {
+            int rc = lv_error(ctx, 500, "cannot destroy the domain of instance %s", uuid);
+            virDomainFree(dom);
+            return rc;
+        }
+        if (virDomainHasManagedSaveImage(dom, 0) == 1)
+            virDomainManagedSaveRemove(dom, 0);
+        virDomainFree(dom);
+    }
+    return start_domain(lv, ctx, inst);
+}
+
+int lv_power_on(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
+{
+    return hard_reboot(lv, ctx, inst);
+}
+
+int lv_reboot(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool hard)
+{
+    const char *uuid = nb_json_str(inst, "uuid");
+    if (!hard) {
+        virDomainPtr dom = lookup(lv, ctx, uuid, true);
+        if (!dom)
+            return -1;
+        int wait = (int)nb_conf_int("libvirt", "wait_soft_reboot_seconds", 120);
+        bool ok = dom_state(dom) == VIR_DOMAIN_RUNNING && clean_shutdown(lv, ctx, dom, uuid, wait);
+        if (ok && virDomainCreate(dom) == 0) {
+            virDomainFree(dom);
+            NB_INFO(LV_LOG, ctx, uuid, "Instance soft rebooted successfully.");
+            return 0;
+        }
+        virDomainFree(dom);
+        NB_WARN(LV_LOG, ctx, uuid, "Failed to soft reboot instance. Trying hard reboot.");
+    }
+    if (hard_reboot(lv, ctx, inst) < 0)
+        return -1;
+    NB_INFO(LV_LOG, ctx, uuid, "Instance rebooted successfully.");
+    return 0;
+}
+
+int lv_pause(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool pause)
+{
+    const char *uuid = nb_json_str(inst, "uuid");
+    virDomainPtr dom = lookup(lv, ctx, uuid, true);
+    if (!dom)
+        return -1;
+    int rc = pause ? virDomainSuspend(dom) : virDomainResume(dom);
+    if (rc < 0)
+        rc = lv_error(ctx, 500, "cannot %s instance %s", pause ? "pause" : "unpause", uuid);
+    virDomainFree(dom);
+    return rc;
+}
+
+int lv_suspend(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
+{
+    const char *uuid = nb_json_str(inst, "uuid");
+    virDomainPtr dom = lookup(lv, ctx, uuid, true);
+    if (!dom)
+        return -1;
+    int rc = virDomainManagedSave(dom, 0);
+    if (rc < 0)
+        rc = lv_error(ctx, 500, "cannot suspend instance %s", uuid);
+    virDomainFree(dom);
+    return rc;
+}
+
+int lv_resume(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
+{
+    const char *uuid = nb_json_str(inst, "uuid");
+    virDomainPtr dom = lookup(lv, ctx, uuid, true);
+    if (!dom)
+        return -1;
+    int rc = 0;
+    if (virDomainIsActive(dom) != 1 && virDomainCreate(dom) < 0)
+        rc = lv_error(ctx, 500, "cannot resume instance %s", uuid);
+    virDomainFree(dom);
+    return rc;
+}
+
+int lv_get_info(struct lv *lv, struct nb_ctx *ctx, const char *uuid, struct nb_guest_info *info)
+{
+    virDomainPtr dom = lookup(lv, ctx, uuid, true);
+    if (!dom)
+        return -1;
+    info->power_state = lv_power_state(dom_state(dom));
+    virDomainFree(dom);
+    return 0;
+}
+
+json_t *lv_list(struct lv *lv, struct nb_ctx *ctx)
+{
+    virConnectPtr conn = lv_conn(lv, ctx);
+    if (!conn)
+        return NULL;
+    virDomainPtr *doms = NULL;
+    int n = virConnectListAllDomains(conn, &doms, 0);
+    if (n < 0) {
+        lv_error(ctx, 503, "cannot list the domains of host %s", lv->host);
+        return NULL;
+    }
+    json_t *out = json_object();
+    for (int i = 0; i < n; i++) {
+        char uuid[VIR_UUID_STRING_BUFLEN];
+        const char *name = virDomainGetName(doms[i]);
+        if (virDomainGetUUIDString(doms[i], uuid) == 0 && name && !strcmp(name, uuid))
+            json_object_set_new(out, uuid, json_integer(lv_power_state(dom_state(doms[i]))));
+        virDomainFree(doms[i]);
+    }
+    free(doms);
+    return out;
+}
+
+char *lv_console_log(struct lv *lv, struct nb_ctx *ctx, const char *uuid)
+{
+    char path[LV_PATH_MAX + 64];
+    snprintf(path, sizeof(path), "%s/%s/console.log", lv->instances_path, uuid ? uuid : "");
+    int fd = uuid && nb_is_uuid(uuid) ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+    if (fd < 0) {
+        nb_error(ctx, 404, NULL, "Guest does not have a console available.");
+        return NULL;
+    }
+    struct stat st;
+    off_t start = 0;
+    if (fstat(fd, &st) == 0 && st.st_size > MAX_CONSOLE_BYTES)
+        start = st.st_size - MAX_CONSOLE_BYTES;
+    char *buf = malloc(MAX_CONSOLE_BYTES + 1);
+    ssize_t n = pread(fd, buf, MAX_CONSOLE_BYTES, start);
+    close(fd);
+    if (n < 0)
+        n = 0;
+    /* The API returns JSON strings: keep text, mark other bytes. */
+    size_t w = 0;
+    for (ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)buf[i];
+        if (c == '\n' || c == '\r' || c == '\t' || (c >= 0x20 && c < 0x7f))
+            buf[w++] = (char)c;
+        else if (c >= 0x80)
+            buf[w++] = '?';
+    }
+    buf[w] = '\0';
+    return buf;
+}

@@ -1,0 +1,121 @@
+/* lv.h - what the libvirt driver's files share.
+ *
+ * driver.c   the vtable, the connection (reopened when libvirtd restarts)
+ *            and the lifecycle-event thread
+ * guest.c    spawn, power operations, destroy, guest state
+ * host.c     host capabilities and capacity (host_info)
+ * imagecache.c  instances/_base: images fetched once, verified by sha512;
+ *            instance disks on top of them; unused bases removed
+ * virt_type.c   [libvirt] virt_type = auto: which accelerator really runs
+ * xml.c      the domain XML, generated from the instance's database state */
+#ifndef NB_VIRT_LV_H
+#define NB_VIRT_LV_H
+
+#include "common/ctx.h"
+#include "compute/virt/driver.h"
+
+#include <jansson.h>
+#include <libvirt/libvirt.h>
+#include <libvirt/virterror.h>
+#include <pthread.h>
+#include <stdbool.h>
+
+#define LV_LOG "nubo.compute.virt.libvirt"
+#define LV_PATH_MAX 1024
+
+struct lv {
+    char host[256];
+    char uri[256];
+    char virt_type[16];   /* "kvm" or "qemu", resolved */
+    char images_type[16]; /* "qcow2" or "raw" */
+    char cache_mode[16];  /* disk cache: "none" when O_DIRECT works, else "writeback" */
+    char instances_path[LV_PATH_MAX];
+
+    pthread_mutex_t conn_lock; /* guards conn (re)opening */
+    virConnectPtr conn;
+    int event_cb_id;
+
+    pthread_t event_thread;
+    bool event_running, event_stop;
+    void (*on_event)(void *opaque, const char *host, const char *uuid, int power_state);
+    void *on_event_opaque;
+
+    pthread_mutex_t cache_lock; /* instances/_base */
+};
+
+/* driver.c */
+/* A live connection (reopened if it died), or NULL after nb_error 503
+ * "Connection to the hypervisor is broken on host: <host>" + libvirt's
+ * reason. Borrowed; valid until the next reopen. */
+virConnectPtr lv_conn(struct lv *lv, struct nb_ctx *ctx);
+/* Records libvirt's last error: "<what>: <libvirt message>". -1. */
+int lv_error(struct nb_ctx *ctx, int status, const char *what, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Nova's power_state for a libvirt domain state. */
+int lv_power_state(int vir_state);
+
+/* guest.c */
+int lv_spawn(struct lv *lv, struct nb_ctx *ctx, json_t *inst);
+int lv_destroy(struct lv *lv, struct nb_ctx *ctx, json_t *inst);
+int lv_power_on(struct lv *lv, struct nb_ctx *ctx, json_t *inst);
+int lv_power_off(struct lv *lv, struct nb_ctx *ctx, json_t *inst, int timeout_s);
+int lv_reboot(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool hard);
+int lv_pause(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool pause);
+int lv_suspend(struct lv *lv, struct nb_ctx *ctx, json_t *inst);
+int lv_resume(struct lv *lv, struct nb_ctx *ctx, json_t *inst);
+int lv_get_info(struct lv *lv, struct nb_ctx *ctx, const char *uuid, struct nb_guest_info *info);
+json_t *lv_list(struct lv *lv, struct nb_ctx *ctx);
+char *lv_console_log(struct lv *lv, struct nb_ctx *ctx, const char *uuid);
+/* instances/<uuid> into buf. */
+const char *lv_instance_dir(const struct lv *lv, const char *uuid, char *buf, size_t n);
+
+/* host.c */
+int lv_host_info(struct lv *lv, struct nb_ctx *ctx, struct nb_host_info *info);
+
+/* imagecache.c */
+struct lv_base {
+    char path[LV_PATH_MAX + 64];
+    char format[16]; /* real format of the cached file: "raw" / "qcow2" */
+    unsigned long long virtual_size;
+};
+/* Makes sure image_id is in instances/_base (fetched from the image
+ * service, sha512 checked against the image's os_hash_value, real format
+ * inspected); fills *base. 0/-1. */
+int lv_cache_fetch(struct lv *lv, struct nb_ctx *ctx, const char *image_id, struct lv_base *base);
+/* Creates dir/disk on base: a qcow2 overlay or a raw copy (images_type),
+ * of size bytes (0: the image's virtual size). 0/-1. */
+int lv_disk_create(struct lv *lv, struct nb_ctx *ctx, const struct lv_base *base,
+                   const char *disk_path, unsigned long long size);
+/* Removes cached bases no instance uses that are older than
+ * [image_cache] remove_unused_original_minimum_age_seconds. */
+void lv_cache_cleanup(struct lv *lv, struct nb_ctx *ctx);
+
+/* virt_type.c */
+/* Resolves [libvirt] virt_type (kvm|qemu|auto) into lv->virt_type,
+ * running a probe guest for auto. 0/-1. */
+int lv_resolve_virt_type(struct lv *lv, struct nb_ctx *ctx, const char *wanted);
+
+/* xml.c */
+struct lv_disk {
+    const char *path;
+    const char *format; /* qemu driver type: raw/qcow2 */
+    const char *device; /* "disk" / "cdrom" */
+    const char *bus;    /* "virtio" / "ide" */
+    const char *target; /* "vda", "hda", … */
+    bool readonly;
+};
+struct lv_domain_spec {
+    const char *virt_type;
+    const char *cache_mode;
+    const char *console_path;
+    const char *mac_address;
+    const char *cpu_mode; /* NULL/"none", "host-model", "host-passthrough" */
+    struct lv_disk disks[8];
+    int ndisks;
+};
+/* The domain XML of inst (nb_instance_agent_view's shape). New string. */
+char *lv_domain_xml(const json_t *inst, const struct lv_domain_spec *spec);
+/* Neutron-style MAC (fa:16:3e:xx:xx:xx) derived from the instance UUID. */
+void lv_mac_for(const char *uuid, char out[18]);
+
+#endif

@@ -1,0 +1,336 @@
+"""Real guests: nubo with the libvirt driver against the system libvirtd, TCG.
+
+The guest is tests/images' test image (NUBO_TEST_IMAGE_DIR, built by
+tests/run.sh): it prints GUEST-BOOTED, then what it read from the config
+drive (CONFIG-DRIVE ... hostname=... uuid=...), then "HB n" every 100 ms.
+Everything is driven with the real openstack CLI and checked with virsh and
+the files on disk, as an operator would."""
+import os
+import re
+import shutil
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from conftest import Cloud, CliError, free_port, unique
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+IMAGE_DIR = os.environ.get("NUBO_TEST_IMAGE_DIR", os.path.join(ROOT, "tests", "images", "out"))
+QCOW2 = os.path.join(IMAGE_DIR, "guest.qcow2")
+RAW = os.path.join(IMAGE_DIR, "guest.raw")
+VIRSH = ["virsh", "-q", "-c", "qemu:///system"]
+
+
+def libvirt_ready():
+    if not os.path.exists(QCOW2):
+        return "no test image at %s (tests/images/build.sh)" % QCOW2
+    try:
+        subprocess.run(VIRSH + ["uri"], check=True, capture_output=True, timeout=20)
+    except (OSError, subprocess.SubprocessError) as e:
+        return "libvirtd not reachable: %s" % e
+    return None
+
+
+_why = libvirt_ready()
+if _why and os.environ.get("NUBO_REQUIRE_LIBVIRT"):
+    raise RuntimeError("libvirt tests required but: " + _why)
+pytestmark = pytest.mark.skipif(bool(_why), reason=_why or "")
+
+
+def virsh(*args, check=True):
+    p = subprocess.run(VIRSH + list(args), capture_output=True, text=True, timeout=60)
+    if check and p.returncode != 0:
+        raise AssertionError("virsh %s: %s" % (" ".join(args), p.stderr))
+    return p
+
+
+def domstate(server_id):
+    p = virsh("domstate", server_id, check=False)
+    return p.stdout.strip() if p.returncode == 0 else None
+
+
+def make_state_dir(name):
+    # QEMU runs as libvirt-qemu: the state dir must be reachable by it,
+    # which pytest's private tmp dirs (0700) are not.
+    base = "/var/tmp/nubo-e2e"
+    os.makedirs(base, exist_ok=True)
+    os.chmod(base, 0o755)
+    d = os.path.join(base, "%s-%s" % (name, uuid.uuid4().hex[:8]))
+    os.makedirs(d)
+    os.chmod(d, 0o755)
+    return d
+
+
+def start_libvirt_cloud(name, *extra):
+    d = make_state_dir(name)
+    c = Cloud(d, free_port(), ("--driver", "libvirt",
+                               "--set", "compute.sync_power_state_interval=600",  # events, not the period
+                               "--set", "libvirt.wait_soft_reboot_seconds=20",
+                               "--set", "DEFAULT.shutdown_timeout=20",
+                               "--set", "image_cache.remove_unused_original_minimum_age_seconds=0")
+              + tuple(extra))
+    c.start(timeout=60)
+    return c
+
+
+def stop_cloud(c):
+    # leave no guests behind for the other tests and later runs
+    for s in c.sql("SELECT uuid FROM instances WHERE deleted = 0"):
+        virsh("destroy", s["uuid"], check=False)
+        virsh("undefine", s["uuid"], "--managed-save", check=False)
+    rc = c.stop(timeout=60)
+    if not os.environ.get("NUBO_E2E_KEEP"):  # keep the logs for a post-mortem
+        shutil.rmtree(c.state_dir, ignore_errors=True)
+    return rc
+
+
+@pytest.fixture(scope="module")
+def lvcloud():
+    c = start_libvirt_cloud("lv")
+    img = c.cli("image", "create", "--file", QCOW2, "--disk-format", "qcow2",
+                "--container-format", "bare", "--public", "guest", "-f", "json")
+    c.image_id = img["id"]
+    yield c
+    assert stop_cloud(c) == 0, c.tail()
+
+
+def api(c, method, path, body=None):
+    """Compute API call with a cached admin token (polling through the CLI
+    costs seconds per call)."""
+    if not getattr(c, "_token", None):
+        c._token = c.token()
+    st, _, data = c.request(method, "/compute/v2.1" + path, body, token=c._token)
+    return st, data
+
+
+def console(c, sid):
+    st, data = api(c, "POST", "/servers/%s/action" % sid, {"os-getConsoleOutput": {}})
+    assert st == 200, (st, data)
+    return data["output"]
+
+
+def wait_status(c, sid, statuses=("ACTIVE", "ERROR"), timeout=120):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        st, data = api(c, "GET", "/servers/%s" % sid)
+        assert st == 200, (st, data)
+        s = data["server"]
+        if s["status"] in statuses and not s.get("OS-EXT-STS:task_state"):
+            return s
+        time.sleep(0.2)
+    raise AssertionError("server %s not in %s after %ss: %s" % (sid, statuses, timeout, s))
+
+
+def wait_console(c, sid, pattern, count=1, timeout=90):
+    """Waits until pattern (regex) appears count times in the console log."""
+    deadline = time.time() + timeout
+    text = ""
+    while time.time() < deadline:
+        text = console(c, sid)
+        if len(re.findall(pattern, text)) >= count:
+            return text
+        time.sleep(0.2)
+    raise AssertionError("%r x%d not in the console of %s after %ss:\n%s"
+                         % (pattern, count, sid, timeout, text[-2000:]))
+
+
+def boot(c, name, *extra, image=None, wait=True):
+    s = c.cli("server", "create", "--flavor", "m1.tiny", "--image", image or c.image_id,
+              *extra, name, "-f", "json")
+    if wait:
+        s = wait_status(c, s["id"])
+        assert s["status"] == "ACTIVE", s
+    return s
+
+
+def test_boot_reads_config_drive_and_virsh_shows_it(lvcloud):
+    c = lvcloud
+    name = unique("lv-boot")
+    t0 = time.time()
+    s = boot(c, name, "--config-drive", "true")
+    sid = s["id"]
+    assert s["OS-EXT-STS:power_state"] in (1, "Running")
+    assert s["OS-EXT-SRV-ATTR:instance_name"] == sid
+    # Nova's hostname on the config drive: <hostname>.<dhcp_domain "novalocal">
+    text = wait_console(c, sid, r"CONFIG-DRIVE dev=\S+ hostname=%s\.novalocal uuid=%s fs=iso9660"
+                        % (re.escape(name), sid))
+    assert "GUEST-BOOTED" in text
+    wait_console(c, sid, r"HB 3 ")
+    print("boot to config drive line: %.1f s" % (time.time() - t0))
+    # virsh sees the domain under the server's UUID
+    listing = virsh("list", "--all").stdout
+    line = [l for l in listing.splitlines() if sid in l]
+    assert line and "running" in line[0], listing
+    xml = virsh("dumpxml", sid).stdout
+    assert "<nova:name>%s</nova:name>" % name in xml
+    assert "type='qemu'" in xml or 'type="qemu"' in xml
+    inst_dir = os.path.join(c.state_dir, "instances", sid)
+    for f in ("disk", "disk.config", "console.log", "disk.info"):
+        assert os.path.exists(os.path.join(inst_dir, f)), f
+    info = subprocess.run(["qemu-img", "info", "-U", "--output=json",
+                           os.path.join(inst_dir, "disk")],
+                          check=True, capture_output=True, text=True).stdout
+    assert '"format": "qcow2"' in info and "_base" in info
+    assert '"virtual-size": %d' % (1 << 30) in info  # m1.tiny root disk
+    # the spawn time is in the compute log, as Nova writes it
+    assert re.search(r"\[instance: %s\] Took [0-9.]+ seconds to spawn the instance on the "
+                     r"hypervisor" % sid, c.log("compute"))
+    # the host is real: hypervisor show reports libvirt's view
+    hv = c.cli("hypervisor", "list", "-f", "json")
+    assert hv and hv[0]["Hypervisor Type"] == "QEMU"
+
+
+def test_power_operations_on_a_real_guest(lvcloud):
+    c = lvcloud
+    sid = boot(c, unique("lv-power"))["id"]
+    wait_console(c, sid, r"HB 2 ")
+    # stop: graceful shutdown, then SHUTOFF and no running domain
+    c.cli("server", "stop", sid)
+    s = wait_status(c, sid, statuses=("SHUTOFF", "ERROR"), timeout=60)
+    assert s["status"] == "SHUTOFF" and s["OS-EXT-STS:power_state"] in (4, "Shutdown")
+    assert domstate(sid) == "shut off"
+    assert "POWER-OFF" in console(c, sid)  # the guest saw the ACPI power button
+    # start: a new boot
+    c.cli("server", "start", sid)
+    assert wait_status(c, sid, timeout=60)["status"] == "ACTIVE"
+    assert domstate(sid) == "running"
+    wait_console(c, sid, r"GUEST-BOOTED", count=2)
+    # soft reboot: the heartbeat restarts from 0
+    c.cli("server", "reboot", "--soft", sid)
+    assert wait_status(c, sid, timeout=90)["status"] == "ACTIVE"
+    wait_console(c, sid, r"GUEST-BOOTED", count=3)
+    wait_console(c, sid, r"GUEST-BOOTED(.|\n)*GUEST-BOOTED(.|\n)*GUEST-BOOTED(.|\n)*HB 1 ")
+    # hard reboot: destroy, XML regenerated, start
+    c.cli("server", "reboot", "--hard", sid)
+    assert wait_status(c, sid, timeout=90)["status"] == "ACTIVE"
+    wait_console(c, sid, r"GUEST-BOOTED", count=4)
+    actions = [a["Action"] for a in c.cli("server", "event", "list", sid, "-f", "json")]
+    for a in ("create", "stop", "start", "reboot"):
+        assert a in actions, actions
+
+
+def last_hb(c, sid):
+    beats = re.findall(r"HB (\d+) ", console(c, sid))
+    return int(beats[-1]) if beats else -1
+
+
+def test_pause_and_suspend_keep_the_guest_running_state(lvcloud):
+    c = lvcloud
+    sid = boot(c, unique("lv-pause"))["id"]
+    wait_console(c, sid, r"HB 2 ")
+    c.cli("server", "pause", sid)
+    s = wait_status(c, sid, statuses=("PAUSED", "ERROR"), timeout=60)
+    assert s["status"] == "PAUSED" and s["OS-EXT-STS:power_state"] == 3, s
+    assert domstate(sid) == "paused"
+    hb = last_hb(c, sid)
+    time.sleep(1.5)
+    assert last_hb(c, sid) == hb  # vCPUs stopped: no heartbeat
+    c.cli("server", "unpause", sid)
+    assert wait_status(c, sid, timeout=60)["status"] == "ACTIVE"
+    wait_console(c, sid, r"HB %d " % (hb + 3))
+    # suspend: memory saved to disk, the domain stops; resume restores it
+    c.cli("server", "suspend", sid)
+    s = wait_status(c, sid, statuses=("SUSPENDED", "ERROR"), timeout=120)
+    assert s["status"] == "SUSPENDED", s
+    assert domstate(sid) == "shut off"
+    assert re.search(r"Managed save:\s+yes", virsh("dominfo", sid).stdout)
+    hb = last_hb(c, sid)
+    c.cli("server", "resume", sid)
+    assert wait_status(c, sid, timeout=120)["status"] == "ACTIVE"
+    assert domstate(sid) == "running"
+    wait_console(c, sid, r"HB %d " % (hb + 3))
+    # the same boot went on: no second GUEST-BOOTED
+    assert console(c, sid).count("GUEST-BOOTED") == 1
+    c.cli("server", "delete", "--wait", sid)
+    assert domstate(sid) is None
+
+
+def test_guest_destroyed_behind_nubos_back_is_synced(lvcloud):
+    c = lvcloud
+    sid = boot(c, unique("lv-sync"))["id"]
+    virsh("destroy", sid)
+    # the periodic sync is 600 s here: libvirt's lifecycle event does it
+    s = wait_status(c, sid, statuses=("SHUTOFF",), timeout=30)
+    assert s["OS-EXT-STS:power_state"] in (4, "Shutdown")
+    events = c.cli("server", "event", "list", sid, "-f", "json")
+    assert any(e["Action"] == "stop" for e in events), events
+    assert "Instance shutdown by itself" in c.log("compute")
+    # and it starts again
+    c.cli("server", "start", sid)
+    assert wait_status(c, sid, timeout=60)["status"] == "ACTIVE"
+
+
+def test_delete_leaves_nothing(lvcloud):
+    c = lvcloud
+    sid = boot(c, unique("lv-del"))["id"]
+    inst_dir = os.path.join(c.state_dir, "instances", sid)
+    assert os.path.isdir(inst_dir)
+    rp = c.sql("SELECT uuid FROM resource_providers")[0]["uuid"]
+    c.cli("server", "delete", "--wait", sid)
+    assert domstate(sid) is None
+    assert not os.path.exists(inst_dir)
+    assert c.sql("SELECT COUNT(*) AS n FROM allocations WHERE consumer_id = '%s'" % sid)[0]["n"] == 0
+    assert rp
+
+
+def test_delete_removes_unused_cached_base(tmp_path):
+    c = start_libvirt_cloud("lv-cache")
+    try:
+        img = c.cli("image", "create", "--file", RAW, "--disk-format", "raw",
+                    "--container-format", "bare", "raw-guest", "-f", "json")
+        s = boot(c, unique("lv-raw"), image=img["id"])
+        wait_console(c, s["id"], r"GUEST-BOOTED")
+        base = os.path.join(c.state_dir, "instances", "_base")
+        cached = [f for f in os.listdir(base) if len(f) == 40]
+        assert len(cached) == 1
+        c.cli("server", "delete", "--wait", s["id"])
+        assert [f for f in os.listdir(base) if len(f) == 40] == []
+    finally:
+        assert stop_cloud(c) == 0
+
+
+def test_raw_images_type(tmp_path):
+    c = start_libvirt_cloud("lv-rawtype", "--set", "libvirt.images_type=raw")
+    try:
+        img = c.cli("image", "create", "--file", QCOW2, "--disk-format", "qcow2",
+                    "--container-format", "bare", "guest", "-f", "json")
+        sid = boot(c, unique("lv-rawdisk"), "--config-drive", "true", image=img["id"])["id"]
+        wait_console(c, sid, r"CONFIG-DRIVE dev=\S+ .* fs=iso9660")
+        disk = os.path.join(c.state_dir, "instances", sid, "disk")
+        info = subprocess.run(["qemu-img", "info", "-U", "--output=json", disk], check=True,
+                              capture_output=True, text=True).stdout
+        assert '"format": "raw"' in info and "backing" not in info
+    finally:
+        assert stop_cloud(c) == 0
+
+
+def test_second_server_without_ram_gets_no_valid_host(tmp_path):
+    # the host's memory as libvirt reports it (a cgroup limit may make it
+    # less than /proc/meminfo says)
+    total_mb = int(re.search(r"Memory size:\s+(\d+) KiB", virsh("nodeinfo").stdout)[1]) // 1024
+    c = start_libvirt_cloud("lv-ram", "--set", "DEFAULT.ram_allocation_ratio=1.0")
+    try:
+        img = c.cli("image", "create", "--file", QCOW2, "--disk-format", "qcow2",
+                    "--container-format", "bare", "guest", "-f", "json")
+        big = total_mb * 6 // 10
+        c.cli("flavor", "create", "--ram", str(big), "--vcpus", "1", "--disk", "1", "big")
+        first = c.cli("server", "create", "--flavor", "big", "--image", img["id"], "big1",
+                      "-f", "json")
+        s1 = wait_status(c, first["id"])
+        assert s1["status"] == "ACTIVE", s1.get("fault")
+        second = c.cli("server", "create", "--flavor", "big", "--image", img["id"], "big2",
+                       "-f", "json")
+        s = wait_status(c, second["id"], timeout=60)
+        assert s["status"] == "ERROR"
+        fault = s["fault"]
+        assert fault["message"] == "No valid host was found. ", fault
+        inv = c.sql("SELECT total, reserved, allocation_ratio FROM inventories "
+                    "WHERE resource_class = 'MEMORY_MB'")[0]
+        # the host's real memory, from libvirt, is what placement was told
+        assert abs(inv["total"] - total_mb) <= 64, (inv, total_mb)
+        free = int(inv["total"] * inv["allocation_ratio"]) - inv["reserved"] - big
+        assert "MEMORY_MB: requested %d, largest free %d" % (big, free) in fault["details"], fault
+    finally:
+        assert stop_cloud(c) == 0
