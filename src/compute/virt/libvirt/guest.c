@@ -71,8 +71,7 @@ static json_t *read_disk_info(const char *dir)
 static int start_domain(struct lv *lv, struct nb_ctx *ctx, const json_t *inst)
 {
     const char *uuid = nb_json_str(inst, "uuid");
-    char dir[LV_PATH_MAX], disk[LV_PATH_MAX + 8], cfg[LV_PATH_MAX + 16],
-        console[LV_PATH_MAX + 16];
+    char dir[LV_PATH_MAX], disk[LV_PATH_MAX + 8], cfg[LV_PATH_MAX + 16], console[LV_PATH_MAX + 16];
     lv_instance_dir(lv, uuid, dir, sizeof(dir));
     snprintf(disk, sizeof(disk), "%s/disk", dir);
     snprintf(cfg, sizeof(cfg), "%s/disk.config", dir);
@@ -138,8 +137,7 @@ int lv_spawn(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
     virDomainPtr old = lookup(lv, ctx, uuid, false);
     if (old) {
         virDomainFree(old);
-        return nb_error(ctx, 409, NULL, "Instance %s already exists on host %s.", uuid,
-                        lv->host);
+        return nb_error(ctx, 409, NULL, "Instance %s already exists on host %s.", uuid, lv->host);
     }
     if (ctx->err_status)
         return -1;
@@ -158,9 +156,9 @@ int lv_spawn(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
     if (lv_disk_create(lv, ctx, &base, disk, (unsigned long long)root_gb << 30) < 0)
         return -1;
     const char *slash = strrchr(base.path, '/');
-    _cleanup_json_ json_t *di = json_pack("{s:s, s:s, s:s}", "disk_format", lv->images_type,
-                                          "base", slash ? slash + 1 : base.path, "base_format",
-                                          base.format);
+    _cleanup_json_ json_t *di =
+        json_pack("{s:s, s:s, s:s}", "disk_format", lv->images_type, "base",
+                  slash ? slash + 1 : base.path, "base_format", base.format);
     _cleanup_free_ char *di_text = nb_json_dump(di);
     char dip[LV_PATH_MAX + 16];
     snprintf(dip, sizeof(dip), "%s/disk.info", dir);
@@ -236,8 +234,8 @@ static bool clean_shutdown(struct lv *lv, struct nb_ctx *ctx, virDomainPtr dom, 
         }
         usleep(100 * 1000);
     }
-    NB_INFO(LV_LOG, ctx, uuid,
-            "Instance failed to shutdown in %d seconds on host %s.", timeout_s, lv->host);
+    NB_INFO(LV_LOG, ctx, uuid, "Instance failed to shutdown in %d seconds on host %s.", timeout_s,
+            lv->host);
     return false;
 }
 
@@ -308,43 +306,45 @@ int lv_reboot(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool hard)
     return 0;
 }
 
-int lv_pause(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool pause)
+/* The one-call operations: look the domain up, call op, report libvirt's
+ * error as "cannot <what> instance <uuid>: <reason>". */
+static int domain_op(struct lv *lv, struct nb_ctx *ctx, json_t *inst, int (*op)(virDomainPtr),
+                     const char *what)
 {
     const char *uuid = nb_json_str(inst, "uuid");
     virDomainPtr dom = lookup(lv, ctx, uuid, true);
     if (!dom)
         return -1;
-    int rc = pause ? virDomainSuspend(dom) : virDomainResume(dom);
-    if (rc < 0)
-        rc = lv_error(ctx, 500, "cannot %s instance %s", pause ? "pause" : "unpause", uuid);
+    int rc = op(dom) < 0 ? lv_error(ctx, 500, "cannot %s instance %s", what, uuid) : 0;
     virDomainFree(dom);
     return rc;
+}
+
+static int managed_save(virDomainPtr dom)
+{
+    return virDomainManagedSave(dom, 0);
+}
+
+/* Starts the domain (from its managed save image, if any) unless it runs. */
+static int create_if_inactive(virDomainPtr dom)
+{
+    return virDomainIsActive(dom) == 1 ? 0 : virDomainCreate(dom);
+}
+
+int lv_pause(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool pause)
+{
+    return pause ? domain_op(lv, ctx, inst, virDomainSuspend, "pause")
+                 : domain_op(lv, ctx, inst, virDomainResume, "unpause");
 }
 
 int lv_suspend(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
 {
-    const char *uuid = nb_json_str(inst, "uuid");
-    virDomainPtr dom = lookup(lv, ctx, uuid, true);
-    if (!dom)
-        return -1;
-    int rc = virDomainManagedSave(dom, 0);
-    if (rc < 0)
-        rc = lv_error(ctx, 500, "cannot suspend instance %s", uuid);
-    virDomainFree(dom);
-    return rc;
+    return domain_op(lv, ctx, inst, managed_save, "suspend");
 }
 
 int lv_resume(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
 {
-    const char *uuid = nb_json_str(inst, "uuid");
-    virDomainPtr dom = lookup(lv, ctx, uuid, true);
-    if (!dom)
-        return -1;
-    int rc = 0;
-    if (virDomainIsActive(dom) != 1 && virDomainCreate(dom) < 0)
-        rc = lv_error(ctx, 500, "cannot resume instance %s", uuid);
-    virDomainFree(dom);
-    return rc;
+    return domain_op(lv, ctx, inst, create_if_inactive, "resume");
 }
 
 int lv_get_info(struct lv *lv, struct nb_ctx *ctx, const char *uuid, struct nb_guest_info *info)
