@@ -20,6 +20,7 @@
 #include "identity/identity.h"
 #include "image/image.h"
 #include "placement/placement.h"
+#include "volume/volume.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -111,8 +112,9 @@ int nb_run_roles(bool bootstrap, const char *admin_password, const char *demo_pa
     bool http = role_enabled("api") || role_enabled("placement");
     if (nb_bus_init() < 0)
         goto cleanup;
-    if (http && (nb_identity_init(&env) < 0 || nb_image_init(&env) < 0 ||
-                 nb_placement_init(&env) < 0 || nb_compute_api_init(&env) < 0))
+    if (http &&
+        (nb_identity_init(&env) < 0 || nb_image_init(&env) < 0 || nb_volume_init(&env) < 0 ||
+         nb_placement_init(&env) < 0 || nb_compute_api_init(&env) < 0))
         goto cleanup;
     if (bootstrap && (nb_identity_bootstrap(&env, admin_password, demo_password) < 0 ||
                       nb_seed_defaults(&env) < 0))

@@ -1,0 +1,208 @@
+/* actions.c - POST /volume/v3/{project_id}/volumes/{volume_id}/action:
+ * os-extend, os-set_bootable, os-reset_status (admin), and the attach
+ * bookkeeping actions Nova's cinderclient calls (os-reserve, os-unreserve,
+ * os-begin_detaching, os-roll_detaching), which are the status machine of
+ * status.c.
+ *
+ * Extend is Cinder's: new_size must exceed the size, the gigabytes quota
+ * must allow the difference, the volume goes available -> extending (in the
+ * database) -> available with the new size, or error_extending with
+ * qemu-img's message in the log. */
+#include "common/cleanup.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "db/db.h"
+#include "volume/volume.h"
+#include "volume/volume_int.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* new_size as Cinder's volume_size schema: integer or digit string >= 1. */
+static int parse_new_size(struct nb_ctx *ctx, const json_t *v, long long *out)
+{
+    if (json_is_integer(v)) {
+        *out = json_integer_value(v);
+    } else if (json_is_string(v) && *json_string_value(v)) {
+        for (const char *p = json_string_value(v); *p; p++)
+            if (!isdigit((unsigned char)*p))
+                goto bad;
+        *out = atoll(json_string_value(v));
+    } else {
+        goto bad;
+    }
+    if (*out >= 1)
+        return 0;
+bad:;
+    _cleanup_free_ char *d = v ? nb_json_dump(v) : strdup("None");
+    return nb_error(ctx, 400, NULL,
+                    "Invalid input for field/attribute new_size. Value: %s. %s is not valid "
+                    "under any of the given schemas",
+                    d, d);
+}
+
+static int do_extend(struct nb_ctx *ctx, const char *id, json_t *vol, json_t *arg,
+                     struct nb_resp *resp)
+{
+    if (!json_is_object(arg) || !json_object_get(arg, "new_size"))
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input for field/attribute os-extend. Value: %s. 'new_size' is "
+                        "a required property",
+                        json_is_object(arg) ? "{}" : "null");
+    long long new_size = 0, size = nb_json_int(vol, "size", 0);
+    if (parse_new_size(ctx, json_object_get(arg, "new_size"), &new_size) < 0)
+        return -1;
+    if (new_size <= size)
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input received: New size for extend must be greater than "
+                        "current size. (current: %lld, extended: %lld).",
+                        size, new_size);
+    struct nb_db *db = nb_vol_env->db;
+    static const char *const avail[] = {"available", NULL};
+    if (nb_db_begin(db, ctx) < 0)
+        return -1;
+    int n = nb_vol_quota_check(ctx, nb_json_str(vol, "project_id"), 0, 0, new_size - size);
+    if (n == 0) {
+        long long per =
+            nb_vol_quota_limit(ctx, nb_json_str(vol, "project_id"), "per_volume_gigabytes");
+        if (per >= 0 && new_size > per)
+            n = nb_error(ctx, 413, NULL,
+                         "Requested volume size %lldG is larger than maximum allowed limit "
+                         "%lldG.",
+                         new_size, per);
+    }
+    if (n == 0)
+        n = nb_vol_set_status(ctx, id, "extending", avail);
+    if (n < 0) {
+        nb_db_rollback(db);
+        return -1;
+    }
+    if (nb_db_commit(db, ctx) < 0)
+        return -1;
+    if (n == 0)
+        return nb_error(ctx, 400, NULL,
+                        "Invalid volume: Volume %s status must be '{'status': 'available'}' to "
+                        "extend, currently %s.",
+                        id, nb_json_str(vol, "status"));
+    struct nb_ctx work = *ctx;
+    work.err_status = 0;
+    char active[128];
+    static const char *const extending[] = {"extending", NULL};
+    const char *share = nb_json_str(vol, "provider_location");
+    nb_vol_chain_lock();
+    int rc = nb_vol_active_file(&work, id, active, sizeof(active));
+    if (rc == 0)
+        rc = nb_vol_backend_extend(&work, share, active, new_size);
+    nb_vol_chain_unlock();
+    if (rc < 0) {
+        nb_vol_set_status(ctx, id, "error_extending", extending);
+        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s extend to %lld GiB failed: %s", id, new_size,
+                 work.err_msg);
+        return nb_resp_empty(resp, 202);
+    }
+    if (nb_db_exec(db, ctx, "UPDATE volumes SET size = ? WHERE id = ? AND status = 'extending'",
+                   "is", new_size, id) < 0)
+        return -1;
+    nb_vol_set_status(ctx, id, "available", extending);
+    NB_INFO(NB_VOL_LOG, ctx, NULL, "Volume %s extended from %lld to %lld GiB", id, size, new_size);
+    return nb_resp_empty(resp, 202);
+}
+
+static int do_set_bootable(struct nb_ctx *ctx, const char *id, json_t *arg, struct nb_resp *resp)
+{
+    json_t *b = json_is_object(arg) ? json_object_get(arg, "bootable") : NULL;
+    int v = json_is_boolean(b)  ? json_is_true(b)
+            : json_is_string(b) ? nb_vol_bool(json_string_value(b))
+                                : -1;
+    if (v < 0) {
+        _cleanup_free_ char *d = b ? nb_json_dump(b) : strdup("None");
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input for field/attribute bootable. Value: %s. %s is not of "
+                        "type 'boolean', 'string'",
+                        d, d);
+    }
+    if (nb_db_exec(nb_vol_env->db, ctx, "UPDATE volumes SET bootable = ? WHERE id = ?", "bs", v,
+                   id) < 0)
+        return -1;
+    return nb_resp_empty(resp, 200);
+}
+
+static int do_reset_status(struct nb_ctx *ctx, const char *id, json_t *arg, struct nb_resp *resp)
+{
+    static const char *const valid[] = {
+        "creating",       "available", "deleting",  "error",           "error_deleting",
+        "error_managing", "managing",  "attaching", "in-use",          "detaching",
+        "maintenance",    "reserved",  "extending", "error_extending", NULL};
+    if (!ctx->is_admin)
+        return nb_error(ctx, 403, NULL,
+                        "Policy doesn't allow volume_extension:volume_admin_actions:reset_status "
+                        "to be performed.");
+    const char *st = json_is_object(arg) ? nb_json_str(arg, "status") : NULL;
+    bool ok = false;
+    for (int i = 0; st && valid[i]; i++)
+        ok |= strcmp(valid[i], st) == 0;
+    if (st && !ok)
+        return nb_error(ctx, 400, NULL, "Invalid input received: Must specify a valid status");
+    const char *as = json_is_object(arg) ? nb_json_str(arg, "attach_status") : NULL;
+    if (as && strcmp(as, "attached") != 0 && strcmp(as, "detached") != 0)
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input received: Must specify a valid attach status");
+    if (!st && !as)
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input received: Must specify 'status', "
+                        "'attach_status' or 'migration_status' for update.");
+    if (st && nb_vol_set_status(ctx, id, st, NULL) < 0)
+        return -1;
+    if (as && nb_db_exec(nb_vol_env->db, ctx, "UPDATE volumes SET attach_status = ? WHERE id = ?",
+                         "ss", as, id) < 0)
+        return -1;
+    NB_INFO(NB_VOL_LOG, ctx, NULL, "Volume %s status reset to %s by an admin", id, st ? st : as);
+    return nb_resp_empty(resp, 202);
+}
+
+static const struct {
+    const char *action;
+    enum nb_volume_op op;
+} attach_actions[] = {
+    {"os-reserve", NB_VOLUME_RESERVE},
+    {"os-unreserve", NB_VOLUME_UNRESERVE},
+    {"os-begin_detaching", NB_VOLUME_BEGIN_DETACH},
+    {"os-roll_detaching", NB_VOLUME_ROLL_DETACHING},
+};
+
+static int volume_action(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_vol_begin(ctx, req, resp) < 0)
+        return -1;
+    const char *id = nb_req_param(req, "volume_id");
+    if (!req->json || !json_is_object(req->json) || json_object_size(req->json) != 1)
+        return nb_error(ctx, 400, NULL, "Malformed request body");
+    _cleanup_json_ json_t *vol = nb_vol_load(ctx, id);
+    if (!vol)
+        return -1;
+    if (!ctx->is_member)
+        return nb_error(ctx, 403, NULL, "Policy doesn't allow volume:update to be performed.");
+    const char *action = json_object_iter_key(json_object_iter(req->json));
+    json_t *arg = json_object_get(req->json, action);
+    if (strcmp(action, "os-extend") == 0)
+        return do_extend(ctx, id, vol, arg, resp);
+    if (strcmp(action, "os-set_bootable") == 0)
+        return do_set_bootable(ctx, id, arg, resp);
+    if (strcmp(action, "os-reset_status") == 0)
+        return do_reset_status(ctx, id, arg, resp);
+    for (size_t i = 0; i < sizeof(attach_actions) / sizeof(attach_actions[0]); i++)
+        if (strcmp(action, attach_actions[i].action) == 0) {
+            if (nb_volume_transition(ctx, id, attach_actions[i].op) < 0)
+                return -1;
+            return nb_resp_empty(resp, 202);
+        }
+    return nb_error(ctx, 400, NULL, "There is no such action: %s", action);
+}
+
+void nb_vol_actions_routes(void)
+{
+    nb_http_route("POST", "/volume/v3/{project_id}/volumes/{volume_id}/action", volume_action, 0);
+}

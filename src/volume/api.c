@@ -1,0 +1,294 @@
+/* api.c - the Block Storage v3 API under /volume: version discovery, the
+ * per-request prologue (microversion, project in the URL), paging, links,
+ * availability zones, and the module's init.
+ *
+ * URLs are Cinder v3's: /volume/v3/{project_id}/volumes, ... The HTTP layer
+ * negotiates only compute and placement microversions, so nb_vol_begin does
+ * Cinder's here: "OpenStack-API-Version: volume 3.x", 3.0 when absent, the
+ * maximum for "latest", 406 outside 3.0-3.70 (Cinder Zed's range). Errors are
+ * rendered by the HTTP layer in Cinder's shape ({"badRequest": {"code",
+ * "message"}}, itemNotFound, overLimit, ...). */
+#include "common/cleanup.h"
+#include "common/config.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/sbuf.h"
+#include "common/util.h"
+#include "volume/volume.h"
+#include "volume/volume_int.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+struct nb_env *nb_vol_env;
+
+/* --- version discovery ---------------------------------------------------- */
+
+static json_t *versions_doc(void)
+{
+    _cleanup_free_ char *href = nb_strdup_printf("%s/volume/v3/", nb_http_base_url());
+    char max[16];
+    snprintf(max, sizeof(max), "3.%d", NB_VOL_MV_MAX);
+    json_t *v = json_pack(
+        "{s:s, s:s, s:s, s:s, s:s, s:[{s:s, s:s, s:s}, {s:s, s:s}], s:[{s:s, s:s}]}", "id", "v3.0",
+        "status", "CURRENT", "version", max, "min_version", "3.0", "updated", NB_VOL_MV_UPDATED,
+        "links", "rel", "describedby", "type", "text/html", "href", "https://docs.openstack.org/",
+        "rel", "self", "href", href, "media-types", "base", "application/json", "type",
+        "application/vnd.openstack.volume+json;version=3");
+    return json_pack("{s:[o]}", "versions", v);
+}
+
+/* GET /volume: 300 Multiple Choices, as Cinder's unversioned root. */
+static int versions_all(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    (void)ctx, (void)req;
+    return nb_resp_json(resp, 300, versions_doc());
+}
+
+/* GET /volume/v3/: the versions document at 3.0 and above. */
+static int versions_v3(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_vol_begin(ctx, req, resp) < 0)
+        return -1;
+    return nb_resp_json(resp, 200, versions_doc());
+}
+
+/* --- the prologue ------------------------------------------------------------ */
+
+static int negotiate(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    const char *hdr = nb_req_header(req, "OpenStack-API-Version");
+    char v[32] = "";
+    if (hdr) {
+        /* "volume 3.44" possibly among other services */
+        _cleanup_free_ char *copy = strdup(hdr);
+        char *save = NULL;
+        for (char *it = strtok_r(copy, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+            while (*it == ' ')
+                it++;
+            if (strncasecmp(it, "volume ", 7) == 0) {
+                char *p = it + 7;
+                while (*p == ' ')
+                    p++;
+                nb_strlcpy(v, p, sizeof(v));
+                char *e = v + strlen(v);
+                while (e > v && e[-1] == ' ')
+                    *--e = '\0';
+            }
+        }
+    }
+    int maj = 3, min = NB_VOL_MV_MIN;
+    if (strcasecmp(v, "latest") == 0) {
+        min = NB_VOL_MV_MAX;
+    } else if (v[0]) {
+        char *end;
+        long a = strtol(v, &end, 10), b = -1;
+        if (*end == '.' && isdigit((unsigned char)end[1]))
+            b = strtol(end + 1, &end, 10);
+        if (b < 0 || *end)
+            return nb_error(ctx, 400, NULL,
+                            "API Version String %s is of invalid format. Must be of format "
+                            "MajorNum.MinorNum.",
+                            v);
+        if (a != 3 || b < NB_VOL_MV_MIN || b > NB_VOL_MV_MAX)
+            return nb_error(ctx, 406, "notAcceptable",
+                            "Version %s is not supported by the API. Minimum is 3.%d and maximum "
+                            "is 3.%d.",
+                            v, NB_VOL_MV_MIN, NB_VOL_MV_MAX);
+        maj = (int)a, min = (int)b;
+    }
+    ctx->mv_major = maj;
+    ctx->mv_minor = min;
+    char out[32];
+    snprintf(out, sizeof(out), "volume %d.%d", maj, min);
+    nb_resp_header(resp, "OpenStack-API-Version", out);
+    nb_resp_header(resp, "Vary", "OpenStack-API-Version");
+    return 0;
+}
+
+int nb_vol_begin(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (negotiate(ctx, req, resp) < 0)
+        return -1;
+    const char *pid = nb_req_param(req, "project_id");
+    if (pid && strcmp(pid, ctx->project_id) != 0)
+        return nb_error(ctx, 400, NULL, "Malformed request url");
+    return 0;
+}
+
+bool nb_vol_mv(const struct nb_ctx *ctx, int minor)
+{
+    return ctx->mv_major == 3 && ctx->mv_minor >= minor;
+}
+
+json_t *nb_vol_body(struct nb_ctx *ctx, struct nb_req *req, const char *key)
+{
+    if (!req->json || !json_is_object(req->json)) {
+        nb_error(ctx, 400, NULL, "Malformed request body");
+        return NULL;
+    }
+    json_t *o = json_object_get(req->json, key);
+    if (!o) {
+        nb_error(ctx, 400, NULL, "Missing required element '%s' in request body.", key);
+        return NULL;
+    }
+    if (!json_is_object(o)) {
+        _cleanup_free_ char *d = nb_json_dump(o);
+        nb_error(ctx, 400, NULL,
+                 "Invalid input for field/attribute %s. Value: %s. %s is not of "
+                 "type 'object'",
+                 key, d, d);
+        return NULL;
+    }
+    return o;
+}
+
+int nb_vol_bool(const char *s)
+{
+    static const char *const yes[] = {"1", "t", "true", "on", "y", "yes", NULL};
+    static const char *const no[] = {"0", "f", "false", "off", "n", "no", NULL};
+    if (!s)
+        return -1;
+    for (int i = 0; yes[i]; i++)
+        if (strcasecmp(s, yes[i]) == 0)
+            return 1;
+    for (int i = 0; no[i]; i++)
+        if (strcasecmp(s, no[i]) == 0)
+            return 0;
+    return -1;
+}
+
+const char *nb_vol_az(void)
+{
+    return nb_conf_str("volume", "storage_availability_zone", "nova");
+}
+
+json_t *nb_vol_links(const struct nb_ctx *ctx, const char *collection, const char *id)
+{
+    const char *base = nb_http_base_url();
+    _cleanup_free_ char *self =
+        nb_strdup_printf("%s/volume/v3/%s/%s/%s", base, ctx->project_id, collection, id);
+    _cleanup_free_ char *book =
+        nb_strdup_printf("%s/volume/%s/%s/%s", base, ctx->project_id, collection, id);
+    return json_pack("[{s:s, s:s}, {s:s, s:s}]", "href", self, "rel", "self", "href", book, "rel",
+                     "bookmark");
+}
+
+/* --- paging ------------------------------------------------------------------ */
+
+static void copy_query(void *opaque, const char *key, const char *value)
+{
+    struct nb_sbuf *sb = opaque;
+    if (strcmp(key, "marker") == 0)
+        return;
+    if (sb->len)
+        nb_sbuf_str(sb, "&");
+    nb_sbuf_quote_plus(sb, key);
+    nb_sbuf_str(sb, "=");
+    nb_sbuf_quote_plus(sb, value);
+}
+
+void nb_vol_next_link(struct nb_req *req, json_t *body, const char *key, const char *collection,
+                      json_t *items, long limit)
+{
+    size_t n = json_array_size(items);
+    if (!n || (long)n < limit)
+        return;
+    const char *last = nb_json_str(json_array_get(items, n - 1), "id");
+    struct nb_sbuf sb = {0};
+    nb_req_query_each(req, copy_query, &sb);
+    const char *pid = nb_req_param(req, "project_id");
+    _cleanup_free_ char *href =
+        nb_strdup_printf("%s/volume/v3/%s/%s?%s%smarker=%s", nb_http_base_url(), pid ? pid : "",
+                         collection, sb.s ? sb.s : "", sb.len ? "&" : "", last);
+    free(sb.s);
+    _cleanup_free_ char *k = nb_strdup_printf("%s_links", key);
+    json_object_set_new(body, k, json_pack("[{s:s, s:s}]", "href", href, "rel", "next"));
+}
+
+int nb_vol_page_parse(struct nb_ctx *ctx, struct nb_req *req, const struct nb_vol_sort_key *keys,
+                      struct nb_vol_page *page)
+{
+    long max = nb_conf_int("volume", "osapi_max_limit", 1000);
+    page->limit = max;
+    page->marker = nb_req_query(req, "marker");
+    page->order[0] = '\0';
+    const char *l = nb_req_query(req, "limit");
+    if (l) {
+        char *end;
+        long v = strtol(l, &end, 10);
+        if (end == l || *end)
+            return nb_error(ctx, 400, NULL, "limit param must be an integer");
+        if (v < 0)
+            return nb_error(ctx, 400, NULL, "limit param must be positive");
+        page->limit = v < max ? v : max;
+    }
+    const char *sort = nb_req_query(req, "sort");
+    const char *skey = nb_req_query(req, "sort_key"), *sdir = nb_req_query(req, "sort_dir");
+    if (sort && (skey || sdir))
+        return nb_error(ctx, 400, NULL,
+                        "The 'sort_key' and 'sort_dir' parameters are deprecated and cannot be "
+                        "used with the 'sort' parameter.");
+    _cleanup_free_ char *spec =
+        sort ? strdup(sort)
+             : nb_strdup_printf("%s:%s", skey ? skey : "created_at", sdir ? sdir : "desc");
+    bool has_id = false;
+    char *save = NULL;
+    for (char *it = strtok_r(spec, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+        while (*it == ' ')
+            it++;
+        char *dir = strchr(it, ':');
+        if (dir)
+            *dir++ = '\0';
+        else
+            dir = "desc";
+        if (strcasecmp(dir, "asc") != 0 && strcasecmp(dir, "desc") != 0)
+            return nb_error(ctx, 400, NULL, "Unknown sort direction, must be 'desc' or 'asc'");
+        const char *col = NULL;
+        for (int i = 0; keys[i].api; i++)
+            if (strcmp(keys[i].api, it) == 0)
+                col = keys[i].column;
+        if (!col)
+            return nb_error(ctx, 400, NULL, "Invalid input received: Invalid sort key %s", it);
+        has_id |= strcmp(col, "id") == 0;
+        size_t len = strlen(page->order);
+        snprintf(page->order + len, sizeof(page->order) - len, "%s%s %s", len ? ", " : "", col,
+                 strcasecmp(dir, "asc") == 0 ? "ASC" : "DESC");
+    }
+    if (!has_id) {
+        size_t len = strlen(page->order);
+        snprintf(page->order + len, sizeof(page->order) - len, ", id DESC");
+    }
+    return 0;
+}
+
+/* --- availability zones ----------------------------------------------------- */
+
+static int az_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_vol_begin(ctx, req, resp) < 0)
+        return -1;
+    return nb_resp_json(resp, 200,
+                        json_pack("{s:[{s:s, s:{s:b}}]}", "availabilityZoneInfo", "zoneName",
+                                  nb_vol_az(), "zoneState", "available", 1));
+}
+
+int nb_volume_init(struct nb_env *env)
+{
+    nb_vol_env = env;
+    if (nb_vol_backend_init(env->state_path) < 0)
+        return -1;
+    nb_http_route("GET", "/volume", versions_all, NB_ROUTE_NO_AUTH);
+    nb_http_route("GET", "/volume/", versions_all, NB_ROUTE_NO_AUTH);
+    nb_http_route("GET", "/volume/v3", versions_v3, NB_ROUTE_NO_AUTH);
+    nb_http_route("GET", "/volume/v3/", versions_v3, NB_ROUTE_NO_AUTH);
+    nb_http_route("GET", "/volume/v3/{project_id}/os-availability-zone", az_list, 0);
+    nb_vol_volumes_routes();
+    nb_vol_actions_routes();
+    nb_vol_snapshots_routes();
+    nb_vol_quotas_routes();
+    return 0;
+}

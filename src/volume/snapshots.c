@@ -1,0 +1,447 @@
+/* snapshots.c - /volume/v3/{project_id}/snapshots: create, list, detail,
+ * show, update, delete (Cinder Zed's views and checks).
+ *
+ * A snapshot is a qcow2 overlay (see backend_nfs.c): creating one adds
+ * volume-<vol>.<snap> on top of the volume's active file and records it in
+ * snapshots.provider_location; the rows of a volume with an overlay, in
+ * creation order, are its chain. Changes to a chain (and reads of it that
+ * copy data) hold chain_lock, so concurrent snapshot requests on one volume
+ * cannot fork it. Snapshots count against the snapshots and gigabytes
+ * quotas, as in Cinder. */
+#include "common/cleanup.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "db/db.h"
+#include "volume/volume.h"
+#include "volume/volume_int.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static pthread_mutex_t chain_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void nb_vol_chain_lock(void)
+{
+    pthread_mutex_lock(&chain_lock);
+}
+
+void nb_vol_chain_unlock(void)
+{
+    pthread_mutex_unlock(&chain_lock);
+}
+
+json_t *nb_vol_snapshot_load(struct nb_ctx *ctx, const char *id)
+{
+    json_t *row = nb_db_row(nb_vol_env->db, ctx,
+                            "SELECT * FROM snapshots WHERE id = ? AND deleted = 0", "s", id);
+    if (!row && ctx->err_status)
+        return NULL;
+    const char *p = row ? nb_json_str(row, "project_id") : NULL;
+    if (!row || !(ctx->is_admin || ctx->system || (p && strcmp(p, ctx->project_id) == 0))) {
+        json_decref(row);
+        nb_error(ctx, 404, NULL, "Snapshot %s could not be found.", id);
+        return NULL;
+    }
+    return row;
+}
+
+static json_t *field(const json_t *row, const char *key)
+{
+    json_t *v = json_object_get(row, key);
+    return v ? json_incref(v) : json_null();
+}
+
+static json_t *snapshot_metadata(struct nb_ctx *ctx, const char *id)
+{
+    _cleanup_json_ json_t *rows =
+        nb_db_rows(nb_vol_env->db, ctx,
+                   "SELECT key, value FROM snapshot_metadata WHERE snapshot_id = ? AND deleted = "
+                   "0 ORDER BY id",
+                   "s", id);
+    json_t *md = json_object();
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r)
+        json_object_set_new(md, nb_json_str(r, "key"), field(r, "value"));
+    return md;
+}
+
+static json_t *snapshot_view(struct nb_ctx *ctx, const json_t *row)
+{
+    const char *id = nb_json_str(row, "id");
+    json_t *v = json_object();
+    json_object_set_new(v, "id", json_string(id));
+    json_object_set_new(v, "created_at", field(row, "created_at"));
+    json_object_set_new(v, "updated_at", field(row, "updated_at"));
+    json_object_set_new(v, "name", field(row, "display_name"));
+    json_object_set_new(v, "description", field(row, "display_description"));
+    json_object_set_new(v, "volume_id", field(row, "volume_id"));
+    json_object_set_new(v, "status", field(row, "status"));
+    json_object_set_new(v, "size", field(row, "volume_size"));
+    json_object_set_new(v, "metadata", snapshot_metadata(ctx, id));
+    json_object_set_new(v, "os-extended-snapshot-attributes:project_id", field(row, "project_id"));
+    json_object_set_new(v, "os-extended-snapshot-attributes:progress", field(row, "progress"));
+    if (nb_vol_mv(ctx, 14))
+        json_object_set_new(v, "group_snapshot_id", json_null());
+    if (nb_vol_mv(ctx, 41))
+        json_object_set_new(v, "user_id", field(row, "user_id"));
+    if (nb_vol_mv(ctx, 65))
+        json_object_set_new(v, "consumes_quota", json_boolean(nb_json_int(row, "use_quota", 1)));
+    return v;
+}
+
+/* --- list / show ---------------------------------------------------------------- */
+
+static const struct nb_vol_sort_key snapshot_sort_keys[] = {
+    {"id", "id"},
+    {"name", "display_name"},
+    {"display_name", "display_name"},
+    {"status", "status"},
+    {"size", "volume_size"},
+    {"volume_id", "volume_id"},
+    {"created_at", "created_at"},
+    {"updated_at", "updated_at"},
+    {"project_id", "project_id"},
+    {NULL, NULL},
+};
+
+static bool snapshot_matches(struct nb_req *req, const json_t *row)
+{
+    const char *name = nb_req_query(req, "name");
+    if (!name)
+        name = nb_req_query(req, "display_name");
+    const char *dn = nb_json_str(row, "display_name");
+    if (name && (!dn || strcmp(name, dn) != 0))
+        return false;
+    static const char *const exact[] = {"status", "volume_id", "project_id", NULL};
+    for (int i = 0; exact[i]; i++) {
+        const char *want = nb_req_query(req, exact[i]), *have = nb_json_str(row, exact[i]);
+        if (want && (!have || strcmp(want, have) != 0))
+            return false;
+    }
+    return true;
+}
+
+static int snapshots_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp, bool detail)
+{
+    struct nb_vol_page page;
+    if (nb_vol_begin(ctx, req, resp) < 0 ||
+        nb_vol_page_parse(ctx, req, snapshot_sort_keys, &page) < 0)
+        return -1;
+    bool every = ctx->is_admin && nb_vol_bool(nb_req_query(req, "all_tenants")) == 1;
+    if (page.marker) {
+        _cleanup_json_ json_t *m = nb_vol_snapshot_load(ctx, page.marker);
+        if (!m)
+            return -1;
+    }
+    _cleanup_free_ char *sql = nb_strdup_printf(
+        "SELECT * FROM snapshots WHERE deleted = 0 AND (? OR project_id = ?) ORDER BY %s",
+        page.order);
+    _cleanup_json_ json_t *rows =
+        nb_db_rows(nb_vol_env->db, ctx, sql, "bs", every, ctx->project_id);
+    if (!rows)
+        return -1;
+    json_t *items = json_array();
+    bool past = page.marker == NULL;
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        if (!past) {
+            past = strcmp(nb_json_str(r, "id"), page.marker) == 0;
+            continue;
+        }
+        if ((long)json_array_size(items) >= page.limit)
+            break;
+        if (snapshot_matches(req, r))
+            json_array_append_new(items, snapshot_view(ctx, r));
+    }
+    json_t *body = json_pack("{s:o}", "snapshots", items);
+    nb_vol_next_link(req, body, "snapshots", detail ? "snapshots/detail" : "snapshots", items,
+                     page.limit);
+    return nb_resp_json(resp, 200, body);
+}
+
+static int snapshots_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    return snapshots_list(ctx, req, resp, false);
+}
+
+static int snapshots_detail(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    return snapshots_list(ctx, req, resp, true);
+}
+
+static int snapshots_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_vol_begin(ctx, req, resp) < 0)
+        return -1;
+    _cleanup_json_ json_t *row = nb_vol_snapshot_load(ctx, nb_req_param(req, "snapshot_id"));
+    if (!row)
+        return -1;
+    return nb_resp_json(resp, 200, json_pack("{s:o}", "snapshot", snapshot_view(ctx, row)));
+}
+
+/* --- create ------------------------------------------------------------------------ */
+
+/* Cinder's checks of the volume to snapshot. 0/-1 after 400. */
+static int check_volume(struct nb_ctx *ctx, const json_t *vol, bool force)
+{
+    const char *id = nb_json_str(vol, "id"), *st = nb_json_str(vol, "status");
+    if (strcmp(st, "error") == 0)
+        return nb_error(ctx, 400, NULL,
+                        "Invalid volume: The snapshot cannot be created when the volume is in "
+                        "error status.");
+    if (strcmp(st, "available") == 0)
+        return 0;
+    if (force && strcmp(st, "in-use") == 0)
+        return nb_error(ctx, 400, NULL,
+                        "Invalid volume: Volume %s is in-use: snapshots of attached volumes "
+                        "(assisted by the compute service) are not supported yet.",
+                        id);
+    return nb_error(ctx, 400, NULL,
+                    "Invalid volume: Volume %s status must be %s, but current status is: %s.", id,
+                    force ? "available, in-use" : "available", st);
+}
+
+static int insert_snapshot(struct nb_ctx *ctx, const char *id, const json_t *body,
+                           const json_t *vol)
+{
+    struct nb_db *db = nb_vol_env->db;
+    char now[32];
+    nb_now_iso_us(now);
+    const char *name = nb_json_str(body, "name");
+    if (!name)
+        name = nb_json_str(body, "display_name");
+    const char *desc = nb_json_str(body, "description");
+    if (!desc)
+        desc = nb_json_str(body, "display_description");
+    long long size = nb_json_int(vol, "size", 0);
+    if (nb_db_begin(db, ctx) < 0)
+        return -1;
+    int rc = nb_vol_quota_check(ctx, ctx->project_id, 0, 1, size);
+    if (rc == 0)
+        rc = nb_db_exec(db, ctx,
+                        "INSERT INTO snapshots (id, created_at, updated_at, deleted, volume_id, "
+                        "user_id, project_id, status, progress, volume_size, display_name, "
+                        "display_description, volume_type_id, use_quota) VALUES (?, ?, ?, 0, ?, "
+                        "?, ?, 'creating', '0%', ?, ?, ?, ?, 1)",
+                        "ssssssisss", id, now, now, nb_json_str(vol, "id"), ctx->user_id,
+                        ctx->project_id, size, name, desc, NB_VOL_DEFAULT_TYPE_ID);
+    json_t *md = json_object_get(body, "metadata");
+    const char *k;
+    json_t *v;
+    if (rc >= 0 && json_is_object(md))
+        json_object_foreach (md, k, v) {
+            if (!json_is_string(v)) {
+                rc = nb_error(ctx, 400, NULL,
+                              "Invalid input for field/attribute metadata. Value: %s is not a "
+                              "string.",
+                              k);
+                break;
+            }
+            if ((rc = nb_db_exec(db, ctx,
+                                 "INSERT INTO snapshot_metadata (snapshot_id, key, value, "
+                                 "created_at, deleted) VALUES (?, ?, ?, ?, 0)",
+                                 "ssss", id, k, json_string_value(v), now)) < 0)
+                break;
+        }
+    if (rc < 0) {
+        nb_db_rollback(db);
+        return -1;
+    }
+    return nb_db_commit(db, ctx);
+}
+
+static int snapshots_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_vol_begin(ctx, req, resp) < 0)
+        return -1;
+    if (!ctx->is_member)
+        return nb_error(ctx, 403, NULL,
+                        "Policy doesn't allow volume:create_snapshot to be performed.");
+    json_t *body = nb_vol_body(ctx, req, "snapshot");
+    if (!body)
+        return -1;
+    const char *vid = nb_json_str(body, "volume_id");
+    if (!vid)
+        return nb_error(ctx, 400, NULL, "'volume_id' must be specified");
+    json_t *fj = json_object_get(body, "force");
+    int force = !fj || json_is_null(fj) ? 0
+                : json_is_boolean(fj)   ? json_is_true(fj)
+                : json_is_string(fj)    ? nb_vol_bool(json_string_value(fj))
+                                        : -1;
+    if (force < 0)
+        return nb_error(ctx, 400, NULL, "Invalid value for 'force'");
+    _cleanup_json_ json_t *vol = nb_vol_load(ctx, vid);
+    if (!vol || check_volume(ctx, vol, force) < 0)
+        return -1;
+    char id[NB_UUID_LEN];
+    nb_uuid(id);
+    if (insert_snapshot(ctx, id, body, vol) < 0)
+        return -1;
+    /* creating -> available | error, each committed */
+    struct nb_ctx work = *ctx;
+    work.err_status = 0;
+    const char *share = nb_json_str(vol, "provider_location");
+    char active[128], now[32];
+    nb_vol_chain_lock();
+    int rc = nb_vol_active_file(&work, vid, active, sizeof(active));
+    if (rc == 0)
+        rc = nb_vol_backend_snapshot(&work, share, vid, active, id);
+    nb_now_iso_us(now);
+    if (rc == 0) {
+        _cleanup_free_ char *file = nb_strdup_printf("volume-%s.%s", vid, id);
+        nb_db_exec(nb_vol_env->db, ctx,
+                   "UPDATE snapshots SET status = 'available', progress = '100%', "
+                   "provider_location = ?, updated_at = ? WHERE id = ?",
+                   "sss", file, now, id);
+        nb_vol_write_info(ctx, share, vid);
+        NB_INFO(NB_VOL_LOG, ctx, NULL, "Snapshot %s of volume %s created: overlay %s", id, vid,
+                file);
+    } else {
+        nb_db_exec(nb_vol_env->db, ctx,
+                   "UPDATE snapshots SET status = 'error', updated_at = ? WHERE id = ?", "ss", now,
+                   id);
+        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Snapshot %s of volume %s failed: %s", id, vid,
+                 work.err_msg);
+    }
+    nb_vol_chain_unlock();
+    _cleanup_json_ json_t *row = nb_vol_snapshot_load(ctx, id);
+    if (!row)
+        return -1;
+    return nb_resp_json(resp, 202, json_pack("{s:o}", "snapshot", snapshot_view(ctx, row)));
+}
+
+/* --- update / delete ------------------------------------------------------------ */
+
+static int snapshots_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_vol_begin(ctx, req, resp) < 0)
+        return -1;
+    const char *id = nb_req_param(req, "snapshot_id");
+    json_t *body = nb_vol_body(ctx, req, "snapshot");
+    if (!body)
+        return -1;
+    _cleanup_json_ json_t *row = nb_vol_snapshot_load(ctx, id);
+    if (!row)
+        return -1;
+    if (!ctx->is_member)
+        return nb_error(ctx, 403, NULL,
+                        "Policy doesn't allow volume:update_snapshot to be performed.");
+    if (!json_object_size(body))
+        return nb_error(ctx, 400, NULL, "Missing required element 'snapshot' in request body.");
+    json_t *name = json_object_get(body, "name");
+    if (!name)
+        name = json_object_get(body, "display_name");
+    json_t *desc = json_object_get(body, "description");
+    if (!desc)
+        desc = json_object_get(body, "display_description");
+    char now[32];
+    nb_now_iso_us(now);
+    if ((name && nb_db_exec(nb_vol_env->db, ctx,
+                            "UPDATE snapshots SET display_name = ?, updated_at = ? WHERE id = ?",
+                            "sss", json_string_value(name), now, id) < 0) ||
+        (desc && nb_db_exec(nb_vol_env->db, ctx,
+                            "UPDATE snapshots SET display_description = ?, updated_at = ? WHERE "
+                            "id = ?",
+                            "sss", json_string_value(desc), now, id) < 0))
+        return -1;
+    json_decref(row);
+    row = nb_vol_snapshot_load(ctx, id);
+    if (!row)
+        return -1;
+    return nb_resp_json(resp, 200, json_pack("{s:o}", "snapshot", snapshot_view(ctx, row)));
+}
+
+/* Removes the overlay of snapshot snap from its volume's chain. 0/-1. */
+static int remove_overlay(struct nb_ctx *ctx, const json_t *snap, const char *share)
+{
+    const char *vid = nb_json_str(snap, "volume_id"), *sid = nb_json_str(snap, "id");
+    _cleanup_json_ json_t *chain = nb_vol_chain(ctx, vid);
+    if (!chain)
+        return -1;
+    size_t n = json_array_size(chain), k = n;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(nb_json_str(json_array_get(chain, i), "id"), sid) == 0)
+            k = i;
+    if (k == n)
+        return 0; /* no overlay: it failed before one was made */
+    _cleanup_free_ char *base = nb_strdup_printf("volume-%s", vid);
+    const char *backing =
+        k == 0 ? base : nb_json_str(json_array_get(chain, k - 1), "provider_location");
+    const char *higher =
+        k + 1 < n ? nb_json_str(json_array_get(chain, k + 1), "provider_location") : NULL;
+    return nb_vol_backend_snapshot_delete(
+        ctx, share, nb_json_str(json_array_get(chain, k), "provider_location"), backing, higher);
+}
+
+static int snapshots_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_vol_begin(ctx, req, resp) < 0)
+        return -1;
+    const char *id = nb_req_param(req, "snapshot_id");
+    _cleanup_json_ json_t *snap = nb_vol_snapshot_load(ctx, id);
+    if (!snap)
+        return -1;
+    if (!ctx->is_member)
+        return nb_error(ctx, 403, NULL,
+                        "Policy doesn't allow volume:delete_snapshot to be performed.");
+    const char *vid = nb_json_str(snap, "volume_id");
+    struct nb_ctx sys;
+    nb_ctx_init_system(&sys, ctx->request_id);
+    _cleanup_json_ json_t *vol = nb_vol_load(&sys, vid);
+    if (!vol)
+        return nb_error(ctx, 500, NULL, "Volume %s of snapshot %s is gone", vid, id);
+    if (strcmp(nb_json_str(vol, "status"), "available") != 0 &&
+        strcmp(nb_json_str(vol, "status"), "error") != 0)
+        return nb_error(ctx, 400, NULL,
+                        "Invalid volume: Volume %s is %s: snapshots of attached or busy volumes "
+                        "cannot be deleted yet.",
+                        vid, nb_json_str(vol, "status"));
+    char now[32];
+    nb_now_iso_us(now);
+    int n = nb_db_exec(nb_vol_env->db, ctx,
+                       "UPDATE snapshots SET status = 'deleting', updated_at = ? WHERE id = ? AND "
+                       "deleted = 0 AND status IN ('available', 'error')",
+                       "ss", now, id);
+    if (n < 0)
+        return -1;
+    if (n == 0)
+        return nb_error(ctx, 400, NULL,
+                        "Invalid snapshot: Snapshot status must be available or error and must "
+                        "not be part of a group.");
+    struct nb_ctx work = *ctx;
+    work.err_status = 0;
+    const char *share = nb_json_str(vol, "provider_location");
+    nb_vol_chain_lock();
+    int rc = remove_overlay(&work, snap, share);
+    nb_now_iso_us(now);
+    if (rc == 0) {
+        nb_db_exec(nb_vol_env->db, ctx,
+                   "UPDATE snapshots SET status = 'deleted', deleted = 1, deleted_at = ?, "
+                   "updated_at = ? WHERE id = ?",
+                   "sss", now, now, id);
+        nb_vol_write_info(ctx, share, vid);
+        NB_INFO(NB_VOL_LOG, ctx, NULL, "Snapshot %s of volume %s deleted", id, vid);
+    } else {
+        nb_db_exec(nb_vol_env->db, ctx,
+                   "UPDATE snapshots SET status = 'error_deleting', updated_at = ? WHERE id = ?",
+                   "ss", now, id);
+        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Snapshot %s deletion failed: %s", id, work.err_msg);
+    }
+    nb_vol_chain_unlock();
+    return nb_resp_empty(resp, 202);
+}
+
+void nb_vol_snapshots_routes(void)
+{
+    nb_http_route("GET", "/volume/v3/{project_id}/snapshots", snapshots_index, 0);
+    nb_http_route("GET", "/volume/v3/{project_id}/snapshots/detail", snapshots_detail, 0);
+    nb_http_route("POST", "/volume/v3/{project_id}/snapshots", snapshots_create, 0);
+    nb_http_route("GET", "/volume/v3/{project_id}/snapshots/{snapshot_id}", snapshots_show, 0);
+    nb_http_route("PUT", "/volume/v3/{project_id}/snapshots/{snapshot_id}", snapshots_update, 0);
+    nb_http_route("DELETE", "/volume/v3/{project_id}/snapshots/{snapshot_id}", snapshots_delete, 0);
+}

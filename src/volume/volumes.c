@@ -1,0 +1,1059 @@
+/* volumes.c - /volume/v3/{project_id}/volumes: create (blank, from a
+ * snapshot, from another volume, from an image), list and detail with
+ * filters and paging, show, update, delete, and the volume metadata routes.
+ *
+ * Shapes and wording follow Cinder Zed (api/v3/views/volumes.py and the
+ * extensions that add os-vol-*-attr fields and volume_image_metadata;
+ * volume/api.py and volume/flows/api/create_volume.py for the checks).
+ *
+ * Creation runs in the request: the row is written "creating" (with the
+ * quota check, in one transaction), the file is made on a share, and the
+ * row becomes "available" (or "error", qemu-img's message in the log) before
+ * the 202 answers it. Deletion likewise goes through "deleting". */
+#include "common/cleanup.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "db/db.h"
+#include "image/format.h"
+#include "image/image.h"
+#include "volume/volume.h"
+#include "volume/volume_int.h"
+
+#include <assert.h>
+#include <ctype.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define GIB (1024LL * 1024 * 1024)
+
+/* --- rows -------------------------------------------------------------------- */
+
+static bool visible(const struct nb_ctx *ctx, const json_t *row)
+{
+    const char *p = nb_json_str(row, "project_id");
+    return ctx->is_admin || ctx->system || (p && strcmp(p, ctx->project_id) == 0);
+}
+
+json_t *nb_vol_load(struct nb_ctx *ctx, const char *id)
+{
+    json_t *row = nb_db_row(nb_vol_env->db, ctx,
+                            "SELECT * FROM volumes WHERE id = ? AND deleted = 0", "s", id);
+    if (!row && ctx->err_status)
+        return NULL;
+    if (!row || !visible(ctx, row)) {
+        json_decref(row);
+        nb_error(ctx, 404, NULL, "Volume %s could not be found.", id);
+        return NULL;
+    }
+    return row;
+}
+
+int nb_vol_set_status(struct nb_ctx *ctx, const char *id, const char *status,
+                      const char *const *from)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    if (!from)
+        return nb_db_exec(nb_vol_env->db, ctx,
+                          "UPDATE volumes SET status = ?, updated_at = ? WHERE id = ? AND "
+                          "deleted = 0",
+                          "sss", status, now, id);
+    /* at most three allowed statuses, padded with NULL (matches nothing) */
+    assert(from[0] && (!from[1] || !from[2] || !from[3]));
+    const char *f[3] = {from[0], from[0] ? from[1] : NULL, NULL};
+    if (f[1])
+        f[2] = from[2];
+    return nb_db_exec(nb_vol_env->db, ctx,
+                      "UPDATE volumes SET previous_status = status, status = ?, updated_at = ? "
+                      "WHERE id = ? AND deleted = 0 AND status IN (?, ?, ?)",
+                      "ssssss", status, now, id, f[0], f[1], f[2]);
+}
+
+json_t *nb_vol_chain(struct nb_ctx *ctx, const char *volume_id)
+{
+    return nb_db_rows(nb_vol_env->db, ctx,
+                      "SELECT id, provider_location FROM snapshots WHERE volume_id = ? AND "
+                      "deleted = 0 AND provider_location IS NOT NULL ORDER BY created_at, id",
+                      "s", volume_id);
+}
+
+int nb_vol_active_file(struct nb_ctx *ctx, const char *volume_id, char *out, size_t n)
+{
+    _cleanup_json_ json_t *chain = nb_vol_chain(ctx, volume_id);
+    if (!chain)
+        return -1;
+    size_t len = json_array_size(chain);
+    if (len)
+        nb_strlcpy(out, nb_json_str(json_array_get(chain, len - 1), "provider_location"), n);
+    else
+        snprintf(out, n, "volume-%s", volume_id);
+    return 0;
+}
+
+void nb_vol_write_info(struct nb_ctx *ctx, const char *share, const char *volume_id)
+{
+    _cleanup_json_ json_t *chain = nb_vol_chain(ctx, volume_id);
+    char active[128], path[PATH_MAX + 128], name[64];
+    if (!chain || nb_vol_active_file(ctx, volume_id, active, sizeof(active)) < 0)
+        return;
+    snprintf(name, sizeof(name), "volume-%s.info", volume_id);
+    nb_vol_file_path(share, name, path, sizeof(path));
+    if (!json_array_size(chain)) {
+        unlink(path);
+        return;
+    }
+    _cleanup_json_ json_t *info = json_pack("{s:s}", "active", active);
+    size_t i;
+    json_t *s;
+    json_array_foreach (chain, i, s)
+        json_object_set_new(info, nb_json_str(s, "id"),
+                            json_string(nb_json_str(s, "provider_location")));
+    _cleanup_free_ char *text = json_dumps(info, JSON_INDENT(4) | JSON_SORT_KEYS);
+    if (nb_write_file(path, text, strlen(text), 0660) < 0)
+        NB_WARN(NB_VOL_LOG, ctx, NULL, "Cannot write %s", path);
+}
+
+/* key -> value of a metadata table for one owner. New reference. */
+static json_t *metadata_of(struct nb_ctx *ctx, const char *table, const char *col, const char *id)
+{
+    _cleanup_free_ char *sql = nb_strdup_printf(
+        "SELECT key, value FROM %s WHERE %s = ? AND deleted = 0 ORDER BY id", table, col);
+    _cleanup_json_ json_t *rows = nb_db_rows(nb_vol_env->db, ctx, sql, "s", id);
+    json_t *md = json_object();
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        const char *v = nb_json_str(r, "value");
+        json_object_set_new(md, nb_json_str(r, "key"), json_string(v ? v : ""));
+    }
+    return md;
+}
+
+static json_t *attachments_of(struct nb_ctx *ctx, const char *id)
+{
+    _cleanup_json_ json_t *rows =
+        nb_db_rows(nb_vol_env->db, ctx,
+                   "SELECT * FROM volume_attachment WHERE volume_id = ? AND deleted = 0 AND "
+                   "attach_status = 'attached' ORDER BY created_at",
+                   "s", id);
+    json_t *list = json_array();
+    size_t i;
+    json_t *a;
+    json_array_foreach (rows, i, a) {
+        json_t *o = json_pack("{s:s, s:O, s:s, s:O, s:O, s:O, s:O}", "id", id, "attachment_id",
+                              json_object_get(a, "id"), "volume_id", id, "server_id",
+                              json_object_get(a, "instance_uuid"), "host_name",
+                              ctx->is_admin ? json_object_get(a, "attached_host") : json_null(),
+                              "device", json_object_get(a, "mountpoint"), "attached_at",
+                              json_object_get(a, "attach_time"));
+        json_array_append_new(list, o);
+    }
+    return list;
+}
+
+static json_t *field(const json_t *row, const char *key)
+{
+    json_t *v = json_object_get(row, key);
+    return v ? json_incref(v) : json_null();
+}
+
+/* The detailed view of a volume row (Cinder v3 at ctx's microversion). */
+static json_t *volume_detail(struct nb_ctx *ctx, const json_t *row)
+{
+    const char *id = nb_json_str(row, "id");
+    json_t *v = json_object();
+    json_object_set_new(v, "id", json_string(id));
+    json_object_set_new(v, "status", field(row, "status"));
+    json_object_set_new(v, "size", field(row, "size"));
+    json_object_set_new(v, "availability_zone", field(row, "availability_zone"));
+    json_object_set_new(v, "created_at", field(row, "created_at"));
+    json_object_set_new(v, "updated_at", field(row, "updated_at"));
+    json_object_set_new(v, "name", field(row, "display_name"));
+    json_object_set_new(v, "description", field(row, "display_description"));
+    json_object_set_new(v, "volume_type", json_string(NB_VOL_DEFAULT_TYPE_NAME));
+    json_object_set_new(v, "snapshot_id", field(row, "snapshot_id"));
+    json_object_set_new(v, "source_volid", field(row, "source_volid"));
+    json_object_set_new(v, "metadata", metadata_of(ctx, "volume_metadata", "volume_id", id));
+    json_object_set_new(v, "links", nb_vol_links(ctx, "volumes", id));
+    json_object_set_new(v, "user_id", field(row, "user_id"));
+    json_object_set_new(v, "bootable",
+                        json_string(nb_json_int(row, "bootable", 0) ? "true" : "false"));
+    json_object_set_new(v, "encrypted", json_false());
+    json_object_set_new(v, "replication_status", field(row, "replication_status"));
+    json_object_set_new(v, "consistencygroup_id", json_null());
+    json_object_set_new(v, "multiattach", json_boolean(nb_json_int(row, "multiattach", 0)));
+    json_object_set_new(v, "attachments", attachments_of(ctx, id));
+    if (ctx->is_admin) {
+        json_object_set_new(v, "migration_status", field(row, "migration_status"));
+        json_object_set_new(v, "os-vol-host-attr:host", field(row, "host"));
+        json_object_set_new(v, "os-vol-mig-status-attr:migstat", field(row, "migration_status"));
+        json_object_set_new(v, "os-vol-mig-status-attr:name_id", json_null());
+    }
+    json_object_set_new(v, "os-vol-tenant-attr:tenant_id", field(row, "project_id"));
+    json_t *gm = metadata_of(ctx, "volume_glance_metadata", "volume_id", id);
+    if (json_object_size(gm))
+        json_object_set_new(v, "volume_image_metadata", gm);
+    else
+        json_decref(gm);
+    if (nb_vol_mv(ctx, 13))
+        json_object_set_new(v, "group_id", json_null());
+    if (ctx->is_admin && nb_vol_mv(ctx, 21))
+        json_object_set_new(v, "provider_id", json_null());
+    if (nb_vol_mv(ctx, 48)) {
+        /* NFS volumes do not share targets; null from 3.69, false before */
+        json_object_set_new(v, "shared_targets", nb_vol_mv(ctx, 69) ? json_null() : json_false());
+        json_object_set_new(v, "service_uuid", json_null());
+    }
+    if (ctx->is_admin && nb_vol_mv(ctx, 61))
+        json_object_set_new(v, "cluster_name", json_null());
+    if (nb_vol_mv(ctx, 63))
+        json_object_set_new(v, "volume_type_id", field(row, "volume_type_id"));
+    if (nb_vol_mv(ctx, 65))
+        json_object_set_new(v, "consumes_quota", json_boolean(nb_json_int(row, "use_quota", 1)));
+    return v;
+}
+
+static json_t *volume_summary(struct nb_ctx *ctx, const json_t *row)
+{
+    const char *id = nb_json_str(row, "id");
+    return json_pack("{s:s, s:o, s:o}", "id", id, "name", field(row, "display_name"), "links",
+                     nb_vol_links(ctx, "volumes", id));
+}
+
+/* --- list ---------------------------------------------------------------------- */
+
+/* Parses a metadata filter: JSON or the Python dict repr cinderclient sends
+ * ("{'k': 'v'}"). New reference, or NULL when it is not an object. */
+static json_t *parse_dict(const char *s)
+{
+    json_t *j = nb_json_parse(s);
+    if (!j) {
+        _cleanup_free_ char *c = strdup(s);
+        for (char *p = c; *p; p++)
+            if (*p == '\'')
+                *p = '"';
+        j = nb_json_parse(c);
+    }
+    if (j && !json_is_object(j)) {
+        json_decref(j);
+        j = NULL;
+    }
+    return j;
+}
+
+/* True when row passes the list filters of req. */
+static bool matches(struct nb_ctx *ctx, struct nb_req *req, const json_t *row, const json_t *md)
+{
+    const char *name = nb_req_query(req, "name");
+    if (!name)
+        name = nb_req_query(req, "display_name");
+    const char *dn = nb_json_str(row, "display_name");
+    if (name && (!dn || strcmp(name, dn) != 0))
+        return false;
+    static const char *const exact[] = {"status", "availability_zone", "project_id", NULL};
+    for (int i = 0; exact[i]; i++) {
+        const char *want = nb_req_query(req, exact[i]), *have = nb_json_str(row, exact[i]);
+        if (want && (!have || strcmp(want, have) != 0))
+            return false;
+    }
+    const char *b = nb_req_query(req, "bootable");
+    if (b && nb_vol_bool(b) >= 0 && nb_vol_bool(b) != (int)nb_json_int(row, "bootable", 0))
+        return false;
+    const char *size = nb_req_query(req, "size");
+    if (size && atoll(size) != nb_json_int(row, "size", -1))
+        return false;
+    if (md) {
+        _cleanup_json_ json_t *have =
+            metadata_of(ctx, "volume_metadata", "volume_id", nb_json_str(row, "id"));
+        const char *k;
+        json_t *v;
+        json_object_foreach ((json_t *)md, k, v) {
+            const char *hv = nb_json_str(have, k);
+            if (!hv || !json_is_string(v) || strcmp(hv, json_string_value(v)) != 0)
+                return false;
+        }
+    }
+    return true;
+}
+
+static const struct nb_vol_sort_key volume_sort_keys[] = {
+    {"id", "id"},
+    {"name", "display_name"},
+    {"display_name", "display_name"},
+    {"status", "status"},
+    {"size", "size"},
+    {"availability_zone", "availability_zone"},
+    {"created_at", "created_at"},
+    {"updated_at", "updated_at"},
+    {"bootable", "bootable"},
+    {"project_id", "project_id"},
+    {NULL, NULL},
+};
+
+static int volumes_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp, bool detail)
+{
+    struct nb_vol_page page;
+    if (nb_vol_begin(ctx, req, resp) < 0 ||
+        nb_vol_page_parse(ctx, req, volume_sort_keys, &page) < 0)
+        return -1;
+    int all = nb_vol_bool(nb_req_query(req, "all_tenants"));
+    bool every_project = ctx->is_admin && all == 1;
+    _cleanup_json_ json_t *md = NULL;
+    const char *mdq = nb_req_query(req, "metadata");
+    if (mdq && !(md = parse_dict(mdq)))
+        return nb_error(ctx, 400, NULL, "Invalid input received: Invalid metadata filter %s", mdq);
+    if (page.marker) {
+        _cleanup_json_ json_t *m = nb_vol_load(ctx, page.marker);
+        if (!m)
+            return -1;
+    }
+    _cleanup_free_ char *sql = nb_strdup_printf(
+        "SELECT * FROM volumes WHERE deleted = 0 AND (? OR project_id = ?) ORDER BY %s",
+        page.order);
+    _cleanup_json_ json_t *rows =
+        nb_db_rows(nb_vol_env->db, ctx, sql, "bs", every_project, ctx->project_id);
+    if (!rows)
+        return -1;
+    json_t *items = json_array();
+    bool past_marker = page.marker == NULL;
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        if (!past_marker) {
+            past_marker = strcmp(nb_json_str(r, "id"), page.marker) == 0;
+            continue;
+        }
+        if ((long)json_array_size(items) >= page.limit)
+            break;
+        if (matches(ctx, req, r, md))
+            json_array_append_new(items, detail ? volume_detail(ctx, r) : volume_summary(ctx, r));
+    }
+    json_t *body = json_pack("{s:o}", "volumes", items);
+    nb_vol_next_link(req, body, "volumes", detail ? "volumes/detail" : "volumes", items,
+                     page.limit);
+    if (nb_vol_mv(ctx, 45) && nb_vol_bool(nb_req_query(req, "with_count")) == 1)
+        json_object_set_new(body, "count", json_integer((json_int_t)json_array_size(items)));
+    return nb_resp_json(resp, 200, body);
+}
+
+static int volumes_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    return volumes_list(ctx, req, resp, false);
+}
+
+static int volumes_detail(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    return volumes_list(ctx, req, resp, true);
+}
+
+static int volumes_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_vol_begin(ctx, req, resp) < 0)
+        return -1;
+    _cleanup_json_ json_t *row = nb_vol_load(ctx, nb_req_param(req, "volume_id"));
+    if (!row)
+        return -1;
+    return nb_resp_json(resp, 200, json_pack("{s:o}", "volume", volume_detail(ctx, row)));
+}
+
+/* --- create ---------------------------------------------------------------------- */
+
+/* Cinder's check_metadata_properties. 0/-1 after 400. */
+static int check_metadata(struct nb_ctx *ctx, const json_t *md)
+{
+    if (!md || json_is_null(md))
+        return 0;
+    if (!json_is_object(md))
+        return nb_error(ctx, 400, NULL, "Invalid input received: Metadata should be a dict.");
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *)md, k, v) {
+        if (!*k)
+            return nb_error(ctx, 400, NULL, "Invalid metadata: Metadata property key blank.");
+        if (strlen(k) > 255)
+            return nb_error(ctx, 400, NULL,
+                            "Invalid metadata size: Metadata property key %s greater than 255 "
+                            "characters.",
+                            k);
+        if (!json_is_string(v))
+            return nb_error(ctx, 400, NULL,
+                            "Invalid input for field/attribute metadata. Value: %s is not a "
+                            "string.",
+                            k);
+        if (strlen(json_string_value(v)) > 255)
+            return nb_error(ctx, 400, NULL,
+                            "Invalid metadata size: Metadata property key %s value greater than "
+                            "255 characters.",
+                            k);
+    }
+    return 0;
+}
+
+/* Replaces (replace) or merges md into a volume's metadata. 0/-1. */
+static int write_metadata(struct nb_ctx *ctx, const char *id, const json_t *md, bool replace)
+{
+    struct nb_db *db = nb_vol_env->db;
+    char now[32];
+    nb_now_iso_us(now);
+    if (replace && nb_db_exec(db, ctx,
+                              "UPDATE volume_metadata SET deleted = 1, deleted_at = ? WHERE "
+                              "volume_id = ? AND deleted = 0",
+                              "ss", now, id) < 0)
+        return -1;
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *)md, k, v) {
+        if (nb_db_exec(db, ctx,
+                       "UPDATE volume_metadata SET deleted = 1, deleted_at = ? WHERE volume_id = "
+                       "? AND key = ? AND deleted = 0",
+                       "sss", now, id, k) < 0 ||
+            nb_db_exec(db, ctx,
+                       "INSERT INTO volume_metadata (volume_id, key, value, created_at, deleted) "
+                       "VALUES (?, ?, ?, ?, 0)",
+                       "ssss", id, k, json_string_value(v), now) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Size as Cinder accepts it: an integer or a string of digits, > 0. Writes
+ * it into *size; 0 when absent (null). -1 after 400. */
+static int parse_size(struct nb_ctx *ctx, const json_t *v, long long *size)
+{
+    *size = 0;
+    if (!v || json_is_null(v))
+        return 0;
+    if (json_is_integer(v))
+        *size = json_integer_value(v);
+    else if (json_is_string(v) && *json_string_value(v)) {
+        const char *s = json_string_value(v);
+        for (const char *p = s; *p; p++)
+            if (!isdigit((unsigned char)*p))
+                goto bad;
+        *size = atoll(s);
+    } else {
+        goto bad;
+    }
+    if (*size > 0)
+        return 0;
+bad:;
+    _cleanup_free_ char *d = json_is_string(v) ? strdup(json_string_value(v)) : nb_json_dump(v);
+    return nb_error(ctx, 400, NULL,
+                    "Invalid volume size provided for create request: %s (size argument must be "
+                    "an integer (or string representation of an integer) and greater than zero).",
+                    d);
+}
+
+/* What a new volume is made from. */
+struct source {
+    json_t *snapshot; /* row */
+    json_t *volume;   /* row */
+    json_t *image;    /* Glance view */
+};
+
+static void source_free(struct source *s)
+{
+    json_decref(s->snapshot);
+    json_decref(s->volume);
+    json_decref(s->image);
+}
+
+/* Validates the image source against size (Cinder's check_image_metadata). */
+static int check_image(struct nb_ctx *ctx, const json_t *img, long long size)
+{
+    const char *id = nb_json_str(img, "id");
+    if (strcmp(nb_json_str(img, "status") ? nb_json_str(img, "status") : "", "active") != 0)
+        return nb_error(ctx, 400, NULL, "Invalid input received: Image %s is not active.", id);
+    long long bytes = nb_json_int(img, "size", 0);
+    long long gb = (bytes + GIB - 1) / GIB;
+    if (gb > size)
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input received: Size of specified image %lldGB is larger than "
+                        "volume size %lldGB.",
+                        gb, size);
+    long long min_disk = nb_json_int(img, "min_disk", 0);
+    if (size < min_disk)
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input received: Volume size %lldGB cannot be smaller than the "
+                        "image minDisk size %lldGB.",
+                        size, min_disk);
+    long long vsize = nb_json_int(img, "virtual_size", 0);
+    if (vsize > 0 && (vsize + GIB - 1) / GIB > size)
+        return nb_error(ctx, 400, NULL,
+                        "Image %s is unacceptable: Image virtual size is %lldGB and doesn't fit "
+                        "in a volume of size %lldGB.",
+                        id, (vsize + GIB - 1) / GIB, size);
+    return 0;
+}
+
+/* Loads and checks the source named in body and settles *size. 0/-1. */
+static int resolve_source(struct nb_ctx *ctx, const json_t *body, struct source *src,
+                          long long *size)
+{
+    const char *snap = nb_json_str(body, "snapshot_id");
+    const char *vol = nb_json_str(body, "source_volid");
+    const char *img = nb_json_str(body, "imageRef");
+    if (!img || !*img)
+        img = nb_json_str(body, "image_id");
+    if (snap) {
+        if (!(src->snapshot = nb_vol_snapshot_load(ctx, snap)))
+            return -1;
+        if (strcmp(nb_json_str(src->snapshot, "status"), "available") != 0)
+            return nb_error(ctx, 400, NULL,
+                            "Invalid snapshot: Originating snapshot status must be one of "
+                            "'available' values");
+        long long ssize = nb_json_int(src->snapshot, "volume_size", 0);
+        if (!*size)
+            *size = ssize;
+        if (*size < ssize)
+            return nb_error(ctx, 400, NULL,
+                            "Invalid input received: Volume size '%lld'GB cannot be smaller than "
+                            "the snapshot size %lldGB. They must be >= original snapshot size.",
+                            *size, ssize);
+    } else if (vol) {
+        if (!(src->volume = nb_vol_load(ctx, vol)))
+            return -1;
+        const char *st = nb_json_str(src->volume, "status");
+        if (strcmp(st, "available") != 0 && strcmp(st, "in-use") != 0)
+            return nb_error(ctx, 400, NULL,
+                            "Invalid volume: Originating source volume status must be one of "
+                            "'available, in-use' values");
+        long long vsize = nb_json_int(src->volume, "size", 0);
+        if (!*size)
+            *size = vsize;
+        if (*size < vsize)
+            return nb_error(ctx, 400, NULL,
+                            "Invalid input received: Volume size '%lld'GB cannot be smaller than "
+                            "original volume size  %lldGB. They must be >= original volume "
+                            "size.",
+                            *size, vsize);
+    } else if (img && *img) {
+        if (!(src->image = nb_image_lookup(ctx, img))) {
+            /* Cinder's ImageNotFound is a 404 (Nova's wording is a 400) */
+            ctx->err_status = 0;
+            return nb_error(ctx, 404, NULL, "Image %s could not be found.", img);
+        }
+        if (!*size)
+            return nb_error(ctx, 400, NULL,
+                            "Invalid input received: Volume size 'None' must be an integer and "
+                            "greater than 0");
+        if (check_image(ctx, src->image, *size) < 0)
+            return -1;
+    } else if (!*size) {
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input received: Volume size 'None' must be an integer and "
+                        "greater than 0");
+    }
+    return 0;
+}
+
+/* Checks the volume type named in body: the default type by name or id. */
+static int check_type(struct nb_ctx *ctx, const json_t *body)
+{
+    const char *t = nb_json_str(body, "volume_type");
+    if (!t || !*t || strcmp(t, NB_VOL_DEFAULT_TYPE_NAME) == 0 ||
+        strcmp(t, NB_VOL_DEFAULT_TYPE_ID) == 0)
+        return 0;
+    return nb_error(ctx, 404, NULL, "Volume type with name %s could not be found.", t);
+}
+
+/* Inserts the "creating" row after the quota check, in one transaction. */
+static int insert_volume(struct nb_ctx *ctx, const char *id, const json_t *body,
+                         const struct source *src, long long size, const char *share)
+{
+    struct nb_db *db = nb_vol_env->db;
+    char now[32];
+    nb_now_iso_us(now);
+    const char *name = nb_json_str(body, "name");
+    if (!name)
+        name = nb_json_str(body, "display_name");
+    const char *desc = nb_json_str(body, "description");
+    if (!desc)
+        desc = nb_json_str(body, "display_description");
+    _cleanup_free_ char *host = nb_strdup_printf("%s@nfs#nfs", nb_vol_env->my_host);
+    if (nb_db_begin(db, ctx) < 0)
+        return -1;
+    int rc = nb_vol_quota_check(ctx, ctx->project_id, 1, 0, size);
+    if (rc == 0)
+        rc = nb_db_exec(
+            db, ctx,
+            "INSERT INTO volumes (id, created_at, updated_at, deleted, user_id, project_id, host, "
+            "size, availability_zone, status, attach_status, replication_status, display_name, "
+            "display_description, provider_location, snapshot_id, source_volid, volume_type_id, "
+            "bootable, multiattach, use_quota, scheduled_at) VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, "
+            "'creating', 'detached', 'disabled', ?, ?, ?, ?, ?, ?, ?, 0, 1, ?)",
+            "ssssssisssssssbs", id, now, now, ctx->user_id, ctx->project_id, host, size,
+            nb_vol_az(), name, desc, share, src->snapshot ? nb_json_str(src->snapshot, "id") : NULL,
+            src->volume ? nb_json_str(src->volume, "id") : NULL, NB_VOL_DEFAULT_TYPE_ID,
+            src->volume ? (int)nb_json_int(src->volume, "bootable", 0) : 0, now);
+    json_t *md = json_object_get(body, "metadata");
+    if (rc >= 0 && json_is_object(md))
+        rc = write_metadata(ctx, id, md, false);
+    if (rc < 0) {
+        nb_db_rollback(db);
+        return -1;
+    }
+    return nb_db_commit(db, ctx);
+}
+
+/* Records the image a volume was made from (Cinder's glance metadata). */
+static void record_image(struct nb_ctx *ctx, const char *id, const json_t *img)
+{
+    static const char *const keys[] = {"image_id", "image_name",       "disk_format",
+                                       "checksum", "container_format", "size",
+                                       "min_disk", "min_ram",          NULL};
+    static const char *const from[] = {
+        "id",   "name",     "disk_format", "checksum", "container_format",
+        "size", "min_disk", "min_ram",     NULL};
+    char now[32];
+    nb_now_iso_us(now);
+    for (int i = 0; keys[i]; i++) {
+        json_t *v = json_object_get(img, from[i]);
+        _cleanup_free_ char *s = json_is_string(v) ? strdup(json_string_value(v))
+                                 : json_is_integer(v)
+                                     ? nb_strdup_printf("%lld", (long long)json_integer_value(v))
+                                     : NULL;
+        if (s)
+            nb_db_exec(nb_vol_env->db, ctx,
+                       "INSERT INTO volume_glance_metadata (volume_id, key, value, created_at, "
+                       "deleted) VALUES (?, ?, ?, ?, 0)",
+                       "ssss", id, keys[i], s, now);
+    }
+}
+
+/* Makes the file of volume id from src on share. 0/-1 after nb_error. */
+static int make_file(struct nb_ctx *ctx, const char *id, const struct source *src, long long size,
+                     const char *share)
+{
+    char path[PATH_MAX + 128], fmt[16], file[128];
+    if (src->snapshot) {
+        /* the snapshot's data: the backing file of its overlay */
+        const char *vid = nb_json_str(src->snapshot, "volume_id");
+        _cleanup_json_ json_t *chain = nb_vol_chain(ctx, vid);
+        _cleanup_json_ json_t *svol = nb_db_row(
+            nb_vol_env->db, ctx, "SELECT provider_location FROM volumes WHERE id = ?", "s", vid);
+        if (!chain || !svol)
+            return nb_error(ctx, 500, NULL, "Cannot find the chain of volume %s", vid);
+        snprintf(file, sizeof(file), "volume-%s", vid);
+        size_t i;
+        json_t *s;
+        json_array_foreach (chain, i, s) {
+            if (strcmp(nb_json_str(s, "id"), nb_json_str(src->snapshot, "id")) == 0)
+                break;
+            nb_strlcpy(file, nb_json_str(s, "provider_location"), sizeof(file));
+        }
+        nb_vol_file_path(nb_json_str(svol, "provider_location"), file, path, sizeof(path));
+    } else if (src->volume) {
+        if (nb_vol_active_file(ctx, nb_json_str(src->volume, "id"), file, sizeof(file)) < 0)
+            return -1;
+        nb_vol_file_path(nb_json_str(src->volume, "provider_location"), file, path, sizeof(path));
+    } else if (src->image) {
+        json_t *info = NULL;
+        int fd = nb_image_data_open(ctx, nb_json_str(src->image, "id"), &info);
+        if (fd < 0)
+            return -1;
+        json_decref(info);
+        struct nb_format_info fi;
+        char err[256], why[512];
+        if (nb_format_inspect_fd(fd, &fi, err, sizeof(err)) < 0) {
+            close(fd);
+            return nb_error(ctx, 500, NULL, "Cannot read image data: %s", err);
+        }
+        if (nb_format_check_safe(&fi, why, sizeof(why)) < 0) {
+            close(fd);
+            return nb_error(ctx, 400, NULL, "Image %s is unacceptable: %s",
+                            nb_json_str(src->image, "id"), why);
+        }
+        /* qemu-img reads the image through our descriptor */
+        snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)getpid(), fd);
+        int rc = nb_vol_backend_create_from(ctx, share, id, path, fi.qemu_driver, size);
+        close(fd);
+        return rc;
+    } else {
+        return nb_vol_backend_create(ctx, share, id, size);
+    }
+    if (nb_vol_detect_format(ctx, path, fmt) < 0)
+        return -1;
+    return nb_vol_backend_create_from(ctx, share, id, path, fmt, size);
+}
+
+static int volumes_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_vol_begin(ctx, req, resp) < 0)
+        return -1;
+    if (!ctx->is_member)
+        return nb_error(ctx, 403, NULL, "Policy doesn't allow volume:create to be performed.");
+    json_t *body = nb_vol_body(ctx, req, "volume");
+    if (!body)
+        return -1;
+    long long size;
+    if (parse_size(ctx, json_object_get(body, "size"), &size) < 0 || check_type(ctx, body) < 0 ||
+        check_metadata(ctx, json_object_get(body, "metadata")) < 0)
+        return -1;
+    if (json_is_true(json_object_get(body, "multiattach")))
+        return nb_error(ctx, 400, NULL,
+                        "multiattach parameter has been removed. The default behavior is to use "
+                        "multiattach enabled volume types. Contact your administrator to create "
+                        "a multiattach enabled volume type and use it to create multiattach "
+                        "volumes.");
+    const char *az = nb_json_str(body, "availability_zone");
+    if (az && strcmp(az, nb_vol_az()) != 0)
+        return nb_error(ctx, 400, NULL, "Availability zone '%s' is invalid.", az);
+    struct source src = {0};
+    int rc = resolve_source(ctx, body, &src, &size);
+    const char *share = rc == 0 ? nb_vol_pick_share(ctx) : NULL;
+    char id[NB_UUID_LEN];
+    nb_uuid(id);
+    if (!share || insert_volume(ctx, id, body, &src, size, share) < 0) {
+        source_free(&src);
+        return -1;
+    }
+    /* creating -> available | error; the row is committed at each step */
+    struct nb_ctx work = *ctx;
+    work.err_status = 0;
+    bool copies = src.snapshot || src.volume;
+    if (copies)
+        nb_vol_chain_lock();
+    rc = make_file(&work, id, &src, size, share);
+    if (copies)
+        nb_vol_chain_unlock();
+    if (rc == 0 && src.image)
+        record_image(ctx, id, src.image);
+    char now[32];
+    nb_now_iso_us(now);
+    static const char *const creating[] = {"creating", NULL};
+    if (rc == 0) {
+        nb_db_exec(nb_vol_env->db, ctx,
+                   "UPDATE volumes SET launched_at = ?, bootable = bootable OR ? WHERE id = ?",
+                   "sbs", now, src.image != NULL, id);
+        nb_vol_set_status(ctx, id, "available", creating);
+        NB_INFO(NB_VOL_LOG, ctx, NULL, "Volume %s created: %lld GiB on %s", id, size, share);
+    } else {
+        nb_vol_set_status(ctx, id, "error", creating);
+        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s creation failed: %s", id, work.err_msg);
+    }
+    source_free(&src);
+    _cleanup_json_ json_t *row = nb_vol_load(ctx, id);
+    if (!row)
+        return -1;
+    return nb_resp_json(resp, 202, json_pack("{s:o}", "volume", volume_detail(ctx, row)));
+}
+
+/* --- update / delete ----------------------------------------------------------- */
+
+static int volumes_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_vol_begin(ctx, req, resp) < 0)
+        return -1;
+    const char *id = nb_req_param(req, "volume_id");
+    json_t *body = nb_vol_body(ctx, req, "volume");
+    if (!body)
+        return -1;
+    _cleanup_json_ json_t *row = nb_vol_load(ctx, id);
+    if (!row)
+        return -1;
+    if (!ctx->is_member)
+        return nb_error(ctx, 403, NULL, "Policy doesn't allow volume:update to be performed.");
+    static const char *const allowed[] = {
+        "name", "description", "display_name", "display_description", "metadata", NULL};
+    const char *k;
+    json_t *v;
+    json_object_foreach (body, k, v) {
+        bool ok = false;
+        for (int i = 0; allowed[i]; i++)
+            ok |= strcmp(allowed[i], k) == 0;
+        if (!ok)
+            return nb_error(ctx, 400, NULL,
+                            "Additional properties are not allowed ('%s' was unexpected)", k);
+        if (strcmp(k, "metadata") != 0 && !json_is_string(v) && !json_is_null(v))
+            return nb_error(ctx, 400, NULL, "Invalid input for field/attribute %s.", k);
+    }
+    json_t *md = json_object_get(body, "metadata");
+    if (check_metadata(ctx, md) < 0)
+        return -1;
+    char now[32];
+    nb_now_iso_us(now);
+    struct nb_db *db = nb_vol_env->db;
+    json_t *name = json_object_get(body, "name");
+    if (!name)
+        name = json_object_get(body, "display_name");
+    json_t *desc = json_object_get(body, "description");
+    if (!desc)
+        desc = json_object_get(body, "display_description");
+    if (nb_db_begin(db, ctx) < 0)
+        return -1;
+    int rc = 0;
+    if (name)
+        rc = nb_db_exec(db, ctx, "UPDATE volumes SET display_name = ? WHERE id = ?", "ss",
+                        json_string_value(name), id);
+    if (rc >= 0 && desc)
+        rc = nb_db_exec(db, ctx, "UPDATE volumes SET display_description = ? WHERE id = ?", "ss",
+                        json_string_value(desc), id);
+    if (rc >= 0 && json_is_object(md))
+        rc = write_metadata(ctx, id, md, true);
+    if (rc >= 0)
+        rc = nb_db_exec(db, ctx, "UPDATE volumes SET updated_at = ? WHERE id = ?", "ss", now, id);
+    if (rc < 0) {
+        nb_db_rollback(db);
+        return -1;
+    }
+    if (nb_db_commit(db, ctx) < 0)
+        return -1;
+    json_decref(row);
+    row = nb_vol_load(ctx, id);
+    if (!row)
+        return -1;
+    return nb_resp_json(resp, 200, json_pack("{s:o}", "volume", volume_detail(ctx, row)));
+}
+
+static const char *const deletable[] = {"available",       "error",          "error_restoring",
+                                        "error_extending", "error_managing", NULL};
+
+/* The deleting transition: Cinder's conditional update with its filters.
+ * 1 when it happened, 0 when the volume does not qualify, -1. */
+static int mark_deleting(struct nb_ctx *ctx, const char *id, bool cascade)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    struct nb_db *db = nb_vol_env->db;
+    if (nb_db_begin(db, ctx) < 0)
+        return -1;
+    long long undeletable = nb_db_int(
+        db, ctx, -1,
+        cascade ? "SELECT COUNT(*) FROM snapshots WHERE volume_id = ? AND deleted = 0 AND status "
+                  "NOT IN ('available', 'error', 'deleting')"
+                : "SELECT COUNT(*) FROM snapshots WHERE volume_id = ? AND deleted = 0",
+        "s", id);
+    int n = undeletable != 0
+                ? 0
+                : nb_db_exec(db, ctx,
+                             "UPDATE volumes SET previous_status = status, status = 'deleting', "
+                             "terminated_at = ?, updated_at = ? WHERE id = ? AND deleted = 0 AND "
+                             "attach_status != 'attached' AND migration_status IS NULL AND "
+                             "status IN (?, ?, ?, ?, ?)",
+                             "ssssssss", now, now, id, deletable[0], deletable[1], deletable[2],
+                             deletable[3], deletable[4]);
+    if (n > 0 && cascade)
+        n = nb_db_exec(db, ctx,
+                       "UPDATE snapshots SET status = 'deleting', updated_at = ? WHERE volume_id "
+                       "= ? AND deleted = 0",
+                       "ss", now, id) < 0
+                ? -1
+                : 1;
+    if (n < 0 || undeletable < 0) {
+        nb_db_rollback(db);
+        return -1;
+    }
+    if (nb_db_commit(db, ctx) < 0)
+        return -1;
+    return n;
+}
+
+static int volumes_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_vol_begin(ctx, req, resp) < 0)
+        return -1;
+    const char *id = nb_req_param(req, "volume_id");
+    _cleanup_json_ json_t *row = nb_vol_load(ctx, id);
+    if (!row)
+        return -1;
+    if (!ctx->is_member)
+        return nb_error(ctx, 403, NULL, "Policy doesn't allow volume:delete to be performed.");
+    bool cascade = nb_vol_bool(nb_req_query(req, "cascade")) == 1;
+    int n = mark_deleting(ctx, id, cascade);
+    if (n < 0)
+        return -1;
+    if (n == 0) {
+        _cleanup_free_ char *st = nb_vol_or_str(deletable);
+        return nb_error(ctx, 400, NULL,
+                        "Invalid volume: Volume status must be %s and must not be migrating, "
+                        "attached, belong to a group, have snapshots, awaiting a transfer, or be "
+                        "disassociated from snapshots after volume transfer.",
+                        st);
+    }
+    struct nb_ctx work = *ctx;
+    work.err_status = 0;
+    const char *share = nb_json_str(row, "provider_location");
+    char now[32];
+    nb_now_iso_us(now);
+    static const char *const deleting[] = {"deleting", NULL};
+    if (share && nb_vol_backend_delete(&work, share, id) < 0) {
+        nb_vol_set_status(ctx, id, "error_deleting", deleting);
+        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s deletion failed: %s", id, work.err_msg);
+        return nb_resp_empty(resp, 202);
+    }
+    struct nb_db *db = nb_vol_env->db;
+    if (nb_db_begin(db, ctx) < 0)
+        return -1;
+    if (nb_db_exec(db, ctx,
+                   "UPDATE snapshots SET status = 'deleted', deleted = 1, deleted_at = ? WHERE "
+                   "volume_id = ? AND deleted = 0",
+                   "ss", now, id) < 0 ||
+        nb_db_exec(db, ctx,
+                   "UPDATE volume_metadata SET deleted = 1, deleted_at = ? WHERE volume_id = ? "
+                   "AND deleted = 0",
+                   "ss", now, id) < 0 ||
+        nb_db_exec(db, ctx,
+                   "UPDATE volumes SET status = 'deleted', deleted = 1, deleted_at = ?, "
+                   "updated_at = ? WHERE id = ?",
+                   "sss", now, now, id) < 0) {
+        nb_db_rollback(db);
+        return -1;
+    }
+    if (nb_db_commit(db, ctx) < 0)
+        return -1;
+    NB_INFO(NB_VOL_LOG, ctx, NULL, "Volume %s deleted", id);
+    return nb_resp_empty(resp, 202);
+}
+
+/* --- metadata ------------------------------------------------------------------ */
+
+static int metadata_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_vol_begin(ctx, req, resp) < 0)
+        return -1;
+    const char *id = nb_req_param(req, "volume_id");
+    _cleanup_json_ json_t *row = nb_vol_load(ctx, id);
+    if (!row)
+        return -1;
+    return nb_resp_json(
+        resp, 200,
+        json_pack("{s:o}", "metadata", metadata_of(ctx, "volume_metadata", "volume_id", id)));
+}
+
+/* POST (merge) and PUT (replace) of the whole metadata. */
+static int metadata_write(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
+                          bool replace)
+{
+    if (nb_vol_begin(ctx, req, resp) < 0)
+        return -1;
+    const char *id = nb_req_param(req, "volume_id");
+    _cleanup_json_ json_t *row = nb_vol_load(ctx, id);
+    if (!row)
+        return -1;
+    if (!ctx->is_member)
+        return nb_error(ctx, 403, NULL,
+                        "Policy doesn't allow volume:update_volume_metadata to be performed.");
+    json_t *md = nb_vol_body(ctx, req, "metadata");
+    if (!md || check_metadata(ctx, md) < 0)
+        return -1;
+    struct nb_db *db = nb_vol_env->db;
+    if (nb_db_begin(db, ctx) < 0)
+        return -1;
+    if (write_metadata(ctx, id, md, replace) < 0) {
+        nb_db_rollback(db);
+        return -1;
+    }
+    if (nb_db_commit(db, ctx) < 0)
+        return -1;
+    return nb_resp_json(resp, 200,
+                        json_pack("{s:o}", "metadata",
+                                  replace ? json_deep_copy(md)
+                                          : metadata_of(ctx, "volume_metadata", "volume_id", id)));
+}
+
+static int metadata_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    return metadata_write(ctx, req, resp, false);
+}
+
+static int metadata_replace(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    return metadata_write(ctx, req, resp, true);
+}
+
+static int metadata_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_vol_begin(ctx, req, resp) < 0)
+        return -1;
+    const char *id = nb_req_param(req, "volume_id"), *key = nb_req_param(req, "key");
+    _cleanup_json_ json_t *row = nb_vol_load(ctx, id);
+    if (!row)
+        return -1;
+    _cleanup_json_ json_t *md = metadata_of(ctx, "volume_metadata", "volume_id", id);
+    json_t *v = json_object_get(md, key);
+    if (!v)
+        return nb_error(ctx, 404, NULL, "Volume %s has no metadata with key %s.", id, key);
+    return nb_resp_json(resp, 200, json_pack("{s:{s:O}}", "meta", key, v));
+}
+
+static int metadata_update_key(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_vol_begin(ctx, req, resp) < 0)
+        return -1;
+    const char *id = nb_req_param(req, "volume_id"), *key = nb_req_param(req, "key");
+    _cleanup_json_ json_t *row = nb_vol_load(ctx, id);
+    if (!row)
+        return -1;
+    if (!ctx->is_member)
+        return nb_error(ctx, 403, NULL,
+                        "Policy doesn't allow volume:update_volume_metadata to be performed.");
+    json_t *meta = nb_vol_body(ctx, req, "meta");
+    if (!meta)
+        return -1;
+    if (json_object_size(meta) != 1)
+        return nb_error(ctx, 400, NULL, "Request body contains too many items.");
+    if (!json_object_get(meta, key))
+        return nb_error(ctx, 400, NULL, "Request body and URI mismatch");
+    if (check_metadata(ctx, meta) < 0)
+        return -1;
+    struct nb_db *db = nb_vol_env->db;
+    if (nb_db_begin(db, ctx) < 0)
+        return -1;
+    if (write_metadata(ctx, id, meta, false) < 0) {
+        nb_db_rollback(db);
+        return -1;
+    }
+    if (nb_db_commit(db, ctx) < 0)
+        return -1;
+    return nb_resp_json(resp, 200, json_pack("{s:O}", "meta", meta));
+}
+
+static int metadata_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_vol_begin(ctx, req, resp) < 0)
+        return -1;
+    const char *id = nb_req_param(req, "volume_id"), *key = nb_req_param(req, "key");
+    _cleanup_json_ json_t *row = nb_vol_load(ctx, id);
+    if (!row)
+        return -1;
+    if (!ctx->is_member)
+        return nb_error(ctx, 403, NULL,
+                        "Policy doesn't allow volume:delete_volume_metadata to be performed.");
+    char now[32];
+    nb_now_iso_us(now);
+    int n = nb_db_exec(nb_vol_env->db, ctx,
+                       "UPDATE volume_metadata SET deleted = 1, deleted_at = ? WHERE volume_id = "
+                       "? AND key = ? AND deleted = 0",
+                       "sss", now, id, key);
+    if (n < 0)
+        return -1;
+    if (n == 0)
+        return nb_error(ctx, 404, NULL, "Volume %s has no metadata with key %s.", id, key);
+    return nb_resp_empty(resp, 200);
+}
+
+void nb_vol_volumes_routes(void)
+{
+    nb_http_route("GET", "/volume/v3/{project_id}/volumes", volumes_index, 0);
+    nb_http_route("GET", "/volume/v3/{project_id}/volumes/detail", volumes_detail, 0);
+    nb_http_route("POST", "/volume/v3/{project_id}/volumes", volumes_create, 0);
+    nb_http_route("GET", "/volume/v3/{project_id}/volumes/{volume_id}", volumes_show, 0);
+    nb_http_route("PUT", "/volume/v3/{project_id}/volumes/{volume_id}", volumes_update, 0);
+    nb_http_route("DELETE", "/volume/v3/{project_id}/volumes/{volume_id}", volumes_delete, 0);
+    nb_http_route("GET", "/volume/v3/{project_id}/volumes/{volume_id}/metadata", metadata_index, 0);
+    nb_http_route("POST", "/volume/v3/{project_id}/volumes/{volume_id}/metadata", metadata_create,
+                  0);
+    nb_http_route("PUT", "/volume/v3/{project_id}/volumes/{volume_id}/metadata", metadata_replace,
+                  0);
+    nb_http_route("GET", "/volume/v3/{project_id}/volumes/{volume_id}/metadata/{key}",
+                  metadata_show, 0);
+    nb_http_route("PUT", "/volume/v3/{project_id}/volumes/{volume_id}/metadata/{key}",
+                  metadata_update_key, 0);
+    nb_http_route("DELETE", "/volume/v3/{project_id}/volumes/{volume_id}/metadata/{key}",
+                  metadata_delete, 0);
+}

@@ -1,0 +1,273 @@
+"""Block storage (Cinder v3 subset) through the real `openstack volume` CLI:
+create blank / from image / from snapshot / from another volume, list, show,
+set (name, properties, bootable, size), snapshots, delete, the refusals with
+Cinder's messages, quotas and limits, and the files on the share an operator
+inspects with `ls` and `qemu-img info`."""
+import glob
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import CliError, unique
+
+
+def qemu_img(*args):
+    return subprocess.run(["qemu-img"] + [str(a) for a in args], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def qemu_io(fmt, cmd, path):
+    return subprocess.run(["qemu-io", "-f", fmt, "-c", cmd, path], check=True,
+                          capture_output=True, text=True).stdout
+
+
+def volume_files(cloud, volume_id):
+    """The share files of a volume, as the runbook finds them."""
+    return sorted(glob.glob(os.path.join(cloud.state_dir, "mnt", "*",
+                                         "volume-%s*" % volume_id)))
+
+
+def info(path):
+    return json.loads(qemu_img("info", "-U", "--output=json", path))
+
+
+def create(cloud, *args, cloud_name="nubo"):
+    return cloud.cli("volume", "create", *args, "-f", "json", cloud=cloud_name)
+
+
+def test_blank_volume_lifecycle(cloud):
+    name = unique("vol")
+    v = create(cloud, "--size", "1", name)
+    assert v["status"] == "available"
+    assert v["size"] == 1 and v["bootable"] == "false"
+    # the row went through creating and is in the database as Cinder's
+    row = cloud.sql("SELECT status, attach_status, size, display_name, provider_location, "
+                    "deleted FROM volumes WHERE id = '%s'" % v["id"])[0]
+    assert row == {"status": "available", "attach_status": "detached", "size": 1,
+                   "display_name": name, "provider_location": row["provider_location"],
+                   "deleted": 0}
+    # the file: <state>/mnt/<md5 of share>/volume-<uuid>, raw, 1 GiB
+    files = volume_files(cloud, v["id"])
+    assert [os.path.basename(f) for f in files] == ["volume-%s" % v["id"]]
+    import hashlib
+    share = row["provider_location"]
+    assert os.path.basename(os.path.dirname(files[0])) == hashlib.md5(share.encode()).hexdigest()
+    i = info(files[0])
+    assert i["format"] == "raw" and i["virtual-size"] == 1 << 30
+
+    listed = cloud.cli("volume", "list", "-f", "json")
+    assert any(x["ID"] == v["id"] and x["Status"] == "available" for x in listed)
+
+    new = unique("renamed")
+    cloud.cli("volume", "set", "--name", new, "--property", "tier=gold", "--bootable",
+              "--description", "for the runbook", v["id"])
+    s = cloud.cli("volume", "show", new, "-f", "json")
+    assert s["name"] == new and s["description"] == "for the runbook"
+    assert s["properties"] == {"tier": "gold"}
+    assert s["bootable"] == "true"
+    cloud.cli("volume", "unset", "--property", "tier", new)
+    assert cloud.cli("volume", "show", new, "-f", "json")["properties"] == {}
+    cloud.cli("volume", "set", "--non-bootable", new)
+    assert cloud.cli("volume", "show", new, "-f", "json")["bootable"] == "false"
+
+    # extend: os-extend through qemu-img resize
+    cloud.cli("volume", "set", "--size", "2", new)
+    s = cloud.cli("volume", "show", new, "-f", "json")
+    assert s["size"] == 2 and s["status"] == "available"
+    assert info(files[0])["virtual-size"] == 2 << 30
+    # (OSC refuses a shrink itself; the API's answer is Cinder's)
+    proj = cloud.sql("SELECT project_id FROM volumes WHERE id = '%s'" % v["id"])[0]["project_id"]
+    st, _, body = cloud.request("POST", "/volume/v3/%s/volumes/%s/action" % (proj, v["id"]),
+                                {"os-extend": {"new_size": 1}}, token=cloud.token())
+    assert st == 400 and body["badRequest"]["message"] == (
+        "Invalid input received: New size for extend must be greater than current size. "
+        "(current: 2, extended: 1).")
+
+    cloud.cli("volume", "delete", new)
+    assert volume_files(cloud, v["id"]) == []
+    assert cloud.sql("SELECT status, deleted FROM volumes WHERE id = '%s'" % v["id"]) == \
+        [{"status": "deleted", "deleted": 1}]
+    r = cloud.cli("volume", "show", v["id"], check=False)
+    assert r.returncode != 0 and "No volume with a name or ID of" in r.stderr
+
+
+def test_volume_from_image(cloud, tmp_path):
+    src = tmp_path / "disk.qcow2"
+    qemu_img("create", "-f", "qcow2", src, "64M")
+    qemu_io("qcow2", "write -P 0x5a 0 1M", str(src))
+    image = unique("img")
+    cloud.cli("image", "create", "--disk-format", "qcow2", "--container-format", "bare",
+              "--file", src, image)
+    v = create(cloud, "--image", image, "--size", "1", unique("fromimg"))
+    assert v["status"] == "available"
+    assert v["bootable"] == "true"
+    assert v["volume_image_metadata"]["image_name"] == image
+    path = volume_files(cloud, v["id"])[0]
+    assert info(path)["format"] == "raw"
+    assert info(path)["virtual-size"] == 1 << 30
+    # the data is the image's, converted
+    out = qemu_io("raw", "read -P 0x5a 0 1M", path)
+    assert "read 1048576/1048576" in out
+    # an image bigger than the volume is refused as Cinder does
+    big = tmp_path / "big.qcow2"
+    qemu_img("create", "-f", "qcow2", big, "3G")
+    image2 = unique("bigimg")
+    cloud.cli("image", "create", "--disk-format", "qcow2", "--container-format", "bare",
+              "--file", big, image2)
+    r = cloud.cli("volume", "create", "--image", image2, "--size", "1", unique("x"), check=False)
+    assert r.returncode != 0
+    assert "Image virtual size is 3GB and doesn't fit in a volume of size 1GB." in r.stderr
+    cloud.cli("volume", "delete", v["id"])
+
+
+def test_snapshots_clones_and_delete_refusal(cloud):
+    v = create(cloud, "--size", "1", unique("base"))
+    base = volume_files(cloud, v["id"])[0]
+    qemu_io("raw", "write -P 0x11 0 64k", base)
+
+    snap = unique("snap")
+    s = cloud.cli("volume", "snapshot", "create", "--volume", v["id"], snap, "-f", "json")
+    assert s["status"] == "available" and s["size"] == 1
+    # Cinder's NFS layout: the overlay volume-<vol>.<snap> is now the active file
+    overlay = "volume-%s.%s" % (v["id"], s["id"])
+    files = [os.path.basename(f) for f in volume_files(cloud, v["id"])]
+    assert files == sorted(["volume-%s" % v["id"], overlay, "volume-%s.info" % v["id"]])
+    active = os.path.join(os.path.dirname(base), overlay)
+    i = info(active)
+    assert i["format"] == "qcow2" and i["backing-filename"] == "volume-%s" % v["id"]
+    with open(os.path.join(os.path.dirname(base), "volume-%s.info" % v["id"])) as f:
+        assert json.load(f) == {"active": overlay, s["id"]: overlay}
+    # the volume changes after the snapshot
+    qemu_io("qcow2", "write -P 0x22 0 64k", active)
+
+    listed = cloud.cli("volume", "snapshot", "list", "-f", "json")
+    assert any(x["ID"] == s["id"] and x["Status"] == "available" for x in listed)
+    assert cloud.cli("volume", "snapshot", "show", snap, "-f", "json")["volume_id"] == v["id"]
+
+    # a volume with snapshots cannot be deleted (Cinder's message)
+    r = cloud.cli("volume", "delete", v["id"], check=False)
+    assert r.returncode != 0
+    assert ("Invalid volume: Volume status must be available or error or error_restoring or "
+            "error_extending or error_managing and must not be migrating, attached, belong to "
+            "a group, have snapshots, awaiting a transfer, or be disassociated from snapshots "
+            "after volume transfer. (HTTP 400)") in r.stderr
+    st, _, body = cloud.request("DELETE", "/volume/v3/%s/volumes/%s" % (
+        cloud.sql("SELECT project_id FROM volumes WHERE id = '%s'" % v["id"])[0]["project_id"],
+        v["id"]), token=cloud.token())
+    assert st == 400 and body["badRequest"]["code"] == 400
+    assert body["badRequest"]["message"].startswith("Invalid volume: Volume status must be")
+
+    # from the snapshot: the data as it was when the snapshot was taken
+    fs = create(cloud, "--snapshot", snap, "--size", "2", unique("fromsnap"))
+    assert fs["status"] == "available" and fs["size"] == 2 and fs["snapshot_id"] == s["id"]
+    p = volume_files(cloud, fs["id"])[0]
+    assert "read 65536/65536" in qemu_io("raw", "read -P 0x11 0 64k", p)
+    assert info(p)["virtual-size"] == 2 << 30
+    # from the volume: its current data
+    fv = create(cloud, "--source", v["id"], unique("clone"))
+    assert fv["source_volid"] == v["id"] and fv["size"] == 1
+    p = volume_files(cloud, fv["id"])[0]
+    assert "read 65536/65536" in qemu_io("raw", "read -P 0x22 0 64k", p)
+
+    # deleting the snapshot merges the overlay back; the data stays current
+    cloud.cli("volume", "snapshot", "delete", snap)
+    assert [os.path.basename(f) for f in volume_files(cloud, v["id"])] == ["volume-%s" % v["id"]]
+    assert "read 65536/65536" in qemu_io("raw", "read -P 0x22 0 64k", base)
+    assert cloud.sql("SELECT status, deleted FROM snapshots WHERE id = '%s'" % s["id"]) == \
+        [{"status": "deleted", "deleted": 1}]
+    for vid in (v["id"], fs["id"], fv["id"]):
+        cloud.cli("volume", "delete", vid)
+        assert volume_files(cloud, vid) == []
+
+
+def test_two_snapshots_delete_the_older_first(cloud):
+    v = create(cloud, "--size", "1", unique("chain"))
+    base = volume_files(cloud, v["id"])[0]
+    d = os.path.dirname(base)
+    qemu_io("raw", "write -P 0x01 0 4k", base)
+    s1 = cloud.cli("volume", "snapshot", "create", "--volume", v["id"], unique("s1"), "-f", "json")
+    qemu_io("qcow2", "write -P 0x02 0 4k", os.path.join(d, "volume-%s.%s" % (v["id"], s1["id"])))
+    s2 = cloud.cli("volume", "snapshot", "create", "--volume", v["id"], unique("s2"), "-f", "json")
+    top = os.path.join(d, "volume-%s.%s" % (v["id"], s2["id"]))
+    qemu_io("qcow2", "write -P 0x03 0 4k", top)
+    cloud.cli("volume", "snapshot", "delete", s1["id"])
+    # s2 still holds the data of its time, and the top file re-points at the base
+    assert info(top)["backing-filename"] == "volume-%s" % v["id"]
+    c = create(cloud, "--snapshot", s2["id"], unique("c2"))
+    assert "read 4096/4096" in qemu_io("raw", "read -P 0x02 0 4k", volume_files(cloud, c["id"])[0])
+    assert "read 4096/4096" in qemu_io("qcow2", "read -P 0x03 0 4k", top)
+    cloud.cli("volume", "snapshot", "delete", s2["id"])
+    assert "read 4096/4096" in qemu_io("raw", "read -P 0x03 0 4k", base)
+    cloud.cli("volume", "delete", v["id"], c["id"])
+
+
+def test_quota_and_limits(fresh_cloud):
+    c = fresh_cloud()
+    c.cli("quota", "set", "--volumes", "2", "--gigabytes", "3", "--snapshots", "1", "admin")
+    q = c.cli("quota", "show", "admin", "-f", "json")
+    assert q["volumes"] == 2 and q["gigabytes"] == 3 and q["snapshots"] == 1
+    v1 = create(c, "--size", "1", "q1")
+    r = c.cli("volume", "create", "--size", "5", "q2", check=False)
+    assert r.returncode != 0
+    assert ("Requested volume or snapshot exceeds allowed gigabytes quota. Requested 5G, quota "
+            "is 3G and 1G has been consumed. (HTTP 413)") in r.stderr
+    create(c, "--size", "1", "q2")
+    r = c.cli("volume", "create", "--size", "1", "q3", check=False)
+    assert r.returncode != 0
+    assert "Maximum number of volumes allowed (2) exceeded for quota 'volumes'. (HTTP 413)" \
+        in r.stderr
+    c.cli("volume", "snapshot", "create", "--volume", v1["id"], "qs1")
+    r = c.cli("volume", "snapshot", "create", "--volume", v1["id"], "qs2", check=False)
+    assert r.returncode != 0
+    assert "Maximum number of snapshots allowed (1) exceeded (HTTP 413)" in r.stderr
+    # the error body is Cinder's overLimit
+    pid = c.sql("SELECT project_id FROM volumes WHERE id = '%s'" % v1["id"])[0]["project_id"]
+    st, _, body = c.request("POST", "/volume/v3/%s/volumes" % pid,
+                            {"volume": {"size": 1, "name": "q4"}}, token=c.token())
+    assert st == 413 and body["overLimit"]["code"] == 413
+    limits = c.cli("limits", "show", "--absolute", "-f", "json")
+    got = {x["Name"]: x["Value"] for x in limits}
+    assert got["maxTotalVolumes"] == 2 and got["totalVolumesUsed"] == 2
+    assert got["maxTotalVolumeGigabytes"] == 3 and got["totalGigabytesUsed"] == 3
+    assert got["maxTotalSnapshots"] == 1
+    # a limit below what is in use is refused
+    r = c.cli("quota", "set", "--volumes", "1", "admin", check=False)
+    assert r.returncode != 0
+    assert "Quota volumes limit must be equal or greater than existing resources. Current " \
+        "usage is 2 and the requested limit is 1." in r.stderr
+
+
+def test_versions_az_and_errors(cloud):
+    st, h, body = cloud.request("GET", "/volume/")
+    assert st == 300
+    v = body["versions"][0]
+    assert v["id"] == "v3.0" and v["min_version"] == "3.0" and v["version"] == "3.70"
+    token = cloud.token()
+    st, h, body = cloud.request("GET", "/volume/v3/", token=token,
+                                headers={"OpenStack-API-Version": "volume 3.71"})
+    assert st == 406 and "Minimum is 3.0 and maximum is 3.70" in body["notAcceptable"]["message"]
+    azs = cloud.cli("availability", "zone", "list", "--volume", "-f", "json")
+    assert azs == [{"Zone Name": "nova", "Zone Status": "available"}]
+    proj = cloud.cli("token", "issue", "-f", "json")["project_id"]
+    st, h, body = cloud.request("GET", "/volume/v3/%s/volumes/%s" % (proj, "f" * 32),
+                                token=token, headers={"OpenStack-API-Version": "volume 3.60"})
+    assert st == 404 and body == {"itemNotFound": {
+        "code": 404, "message": "Volume %s could not be found." % ("f" * 32)}}
+    assert h["OpenStack-API-Version"] == "volume 3.60"
+    st, h, body = cloud.request("GET", "/volume/v3/%s/volumes" % ("0" * 32), token=token)
+    assert st == 400 and body["badRequest"]["message"] == "Malformed request url"
+    # paging with a next link
+    ids = [create(cloud, "--size", "1", unique("page"))["id"] for _ in range(3)]
+    st, h, body = cloud.request("GET", "/volume/v3/%s/volumes?limit=2&sort=created_at:asc" % proj,
+                                token=token)
+    assert st == 200 and len(body["volumes"]) == 2
+    assert "marker=%s" % body["volumes"][1]["id"] in body["volumes_links"][0]["href"]
+    for i in ids:
+        cloud.cli("volume", "delete", i)
+
+
+def test_catalog_lists_block_storage(cloud):
+    types = {e["Type"] for e in cloud.cli("catalog", "list", "-f", "json")}
+    assert {"block-storage", "volumev3"} <= types
