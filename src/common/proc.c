@@ -101,8 +101,8 @@ int nb_run(const char *const argv[], char *out, size_t outlen, double timeout_s)
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
     if (killed && out && outlen)
-        snprintf(out + used, outlen - used, "%s%s: killed after %.0f s", used ? "\n" : "",
-                 argv[0], timeout_s);
+        snprintf(out + used, outlen - used, "%s%s: killed after %.0f s", used ? "\n" : "", argv[0],
+                 timeout_s);
     if (WIFEXITED(status))
         return WEXITSTATUS(status);
     return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);

@@ -47,10 +47,10 @@ static void assert_xpath(xmlDocPtr doc, const char *expr, const char *want)
 static void test_domain_xml(void **state)
 {
     (void)state;
-    json_t *inst = json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:i, s:i, s:i}}", "uuid", UUID,
-                             "name", "web <1> & 'co'", "user_id", "u1", "project_id", "p1",
-                             "image_ref", "img-1", "flavor", "name", "m1.tiny", "memory_mb", 512,
-                             "vcpus", 2, "root_gb", 1);
+    json_t *inst =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:i, s:i, s:i}}", "uuid", UUID, "name",
+                  "web <1> & 'co'", "user_id", "u1", "project_id", "p1", "image_ref", "img-1",
+                  "flavor", "name", "m1.tiny", "memory_mb", 512, "vcpus", 2, "root_gb", 1);
     struct lv_domain_spec spec = {
         .virt_type = "qemu",
         .cache_mode = "none",
@@ -58,10 +58,10 @@ static void test_domain_xml(void **state)
         .mac_address = "fa:16:3e:01:02:03",
         .cpu_mode = "none",
     };
-    spec.disks[spec.ndisks++] = (struct lv_disk){"/i/" UUID "/disk", "qcow2", "disk", "virtio",
-                                                 "vda", false};
-    spec.disks[spec.ndisks++] = (struct lv_disk){"/i/" UUID "/disk.config", "raw", "cdrom", "ide",
-                                                 "hda", true};
+    spec.disks[spec.ndisks++] =
+        (struct lv_disk){"/i/" UUID "/disk", "qcow2", "disk", "virtio", "vda", false};
+    spec.disks[spec.ndisks++] =
+        (struct lv_disk){"/i/" UUID "/disk.config", "raw", "cdrom", "ide", "hda", true};
     char *xml = lv_domain_xml(inst, &spec);
     xmlDocPtr doc = xmlReadMemory(xml, (int)strlen(xml), "d.xml", NULL, XML_PARSE_NONET);
     if (!doc)

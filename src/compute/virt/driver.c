@@ -21,6 +21,7 @@ struct nb_virt_driver *nb_virt_open(const char *name)
         return nb_virt_libvirt_open(nb_conf_str("DEFAULT", "host", hostname));
     }
     NB_ERROR("nubo.compute.virt", NULL, NULL,
-             "Unknown virt driver '%s' in [compute] driver (this build knows: fake, libvirt)", name);
+             "Unknown virt driver '%s' in [compute] driver (this build knows: fake, libvirt)",
+             name);
     return NULL;
 }

@@ -38,19 +38,13 @@ int lv_power_state(int vir_state)
 {
     switch (vir_state) {
     case VIR_DOMAIN_RUNNING:
-    case VIR_DOMAIN_BLOCKED:
-        return NB_POWER_RUNNING;
-    case VIR_DOMAIN_PAUSED:
-        return NB_POWER_PAUSED;
+    case VIR_DOMAIN_BLOCKED: return NB_POWER_RUNNING;
+    case VIR_DOMAIN_PAUSED: return NB_POWER_PAUSED;
     case VIR_DOMAIN_SHUTDOWN:
-    case VIR_DOMAIN_SHUTOFF:
-        return NB_POWER_SHUTDOWN;
-    case VIR_DOMAIN_CRASHED:
-        return NB_POWER_CRASHED;
-    case VIR_DOMAIN_PMSUSPENDED:
-        return NB_POWER_SUSPENDED;
-    default:
-        return NB_POWER_NOSTATE;
+    case VIR_DOMAIN_SHUTOFF: return NB_POWER_SHUTDOWN;
+    case VIR_DOMAIN_CRASHED: return NB_POWER_CRASHED;
+    case VIR_DOMAIN_PMSUSPENDED: return NB_POWER_SUSPENDED;
+    default: return NB_POWER_NOSTATE;
     }
 }
 
@@ -71,8 +65,8 @@ static int lifecycle_cb(virConnectPtr conn, virDomainPtr dom, int event, int det
     if (!name || strcmp(name, uuid) != 0)
         return 0; /* not one of ours */
     int state = 0, reason = 0;
-    int power = virDomainGetState(dom, &state, &reason, 0) == 0 ? lv_power_state(state)
-                                                                 : NB_POWER_NOSTATE;
+    int power =
+        virDomainGetState(dom, &state, &reason, 0) == 0 ? lv_power_state(state) : NB_POWER_NOSTATE;
     NB_DEBUG(LV_LOG, NULL, uuid, "libvirt lifecycle event %d (detail %d): power_state %d", event,
              detail, power);
     if (lv->on_event)
@@ -94,9 +88,9 @@ static int open_locked(struct lv *lv, struct nb_ctx *ctx)
         return lv_error(ctx, 503, "Connection to the hypervisor is broken on host: %s (%s)",
                         lv->host, lv->uri);
     virConnectSetKeepAlive(lv->conn, 5, 3);
-    lv->event_cb_id = virConnectDomainEventRegisterAny(
-        lv->conn, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE, VIR_DOMAIN_EVENT_CALLBACK(lifecycle_cb),
-        lv, NULL);
+    lv->event_cb_id =
+        virConnectDomainEventRegisterAny(lv->conn, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
+                                         VIR_DOMAIN_EVENT_CALLBACK(lifecycle_cb), lv, NULL);
     if (lv->event_cb_id < 0)
         NB_WARN(LV_LOG, ctx, NULL,
                 "cannot register for libvirt lifecycle events (%s): power states are synced "
@@ -153,8 +147,7 @@ static int op_host_info(struct nb_virt_driver *drv, struct nb_ctx *ctx, const ch
     return lv_host_info(LV(drv), ctx, info);
 }
 
-static int op_spawn(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
-                    json_t *inst)
+static int op_spawn(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host, json_t *inst)
 {
     (void)host;
     return lv_spawn(LV(drv), ctx, inst);
@@ -181,15 +174,14 @@ static int op_power_off(struct nb_virt_driver *drv, struct nb_ctx *ctx, const ch
     return lv_power_off(LV(drv), ctx, inst, timeout_s);
 }
 
-static int op_reboot(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
-                     json_t *inst, bool hard)
+static int op_reboot(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host, json_t *inst,
+                     bool hard)
 {
     (void)host;
     return lv_reboot(LV(drv), ctx, inst, hard);
 }
 
-static int op_pause(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
-                    json_t *inst)
+static int op_pause(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host, json_t *inst)
 {
     (void)host;
     return lv_pause(LV(drv), ctx, inst, true);
@@ -209,8 +201,7 @@ static int op_suspend(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char
     return lv_suspend(LV(drv), ctx, inst);
 }
 
-static int op_resume(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
-                     json_t *inst)
+static int op_resume(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host, json_t *inst)
 {
     (void)host;
     return lv_resume(LV(drv), ctx, inst);

@@ -30,8 +30,7 @@ static int parse_caps(const char *caps, struct nb_host_info *info)
     if (!doc)
         return -1;
     xmlXPathContextPtr xc = xmlXPathNewContext(doc);
-    xpath_str(xc, "string(/capabilities/host/cpu/model)", info->cpu_model,
-              sizeof(info->cpu_model));
+    xpath_str(xc, "string(/capabilities/host/cpu/model)", info->cpu_model, sizeof(info->cpu_model));
     xpath_str(xc, "string(/capabilities/host/cpu/vendor)", info->cpu_vendor,
               sizeof(info->cpu_vendor));
     xpath_str(xc, "string(/capabilities/host/cpu/arch)", info->cpu_arch, sizeof(info->cpu_arch));
@@ -62,8 +61,7 @@ int lv_host_info(struct lv *lv, struct nb_ctx *ctx, struct nb_host_info *info)
     if (!caps)
         return lv_error(ctx, 503, "cannot read the capabilities of host %s", lv->host);
     if (parse_caps(caps, info) < 0)
-        return nb_error(ctx, 500, NULL, "cannot parse the capabilities XML of host %s",
-                        lv->host);
+        return nb_error(ctx, 500, NULL, "cannot parse the capabilities XML of host %s", lv->host);
     virNodeInfo ni;
     if (virNodeGetInfo(conn, &ni) < 0) {
         json_decref(info->cpu_features);

@@ -150,9 +150,8 @@ int lv_cache_fetch(struct lv *lv, struct nb_ctx *ctx, const char *image_id, stru
                           image_id, fi.format);
         if (rc == 0) {
             have = json_pack("{s:s, s:s, s:s, s:I, s:s?}", "image_id", image_id, "os_hash_value",
-                             want, "format", fi.format, "virtual_size",
-                             (json_int_t)fi.virtual_size, "disk_format",
-                             nb_json_str(info, "disk_format"));
+                             want, "format", fi.format, "virtual_size", (json_int_t)fi.virtual_size,
+                             "disk_format", nb_json_str(info, "disk_format"));
             _cleanup_free_ char *text = nb_json_dump(have);
             if (nb_write_file(info_path, text, strlen(text), 0644) < 0 || rename(part, path) < 0)
                 rc = nb_error(ctx, 500, NULL, "cannot store %s: %s", path, strerror(errno));
@@ -163,8 +162,8 @@ int lv_cache_fetch(struct lv *lv, struct nb_ctx *ctx, const char *image_id, stru
             NB_INFO(LV_LOG, ctx, NULL,
                     "Image %s fetched into the cache as %s (%s, %lld bytes, sha512 verified) "
                     "in %.2f seconds",
-                    image_id, path, nb_json_str(have, "format"),
-                    nb_json_int(info, "size", 0), nb_time_mono() - t0);
+                    image_id, path, nb_json_str(have, "format"), nb_json_int(info, "size", 0),
+                    nb_time_mono() - t0);
     } else {
         /* in use again: refresh the age used by the cleanup */
         utimensat(AT_FDCWD, path, NULL, 0);
@@ -205,15 +204,14 @@ int lv_disk_create(struct lv *lv, struct nb_ctx *ctx, const struct lv_base *base
     snprintf(sz, sizeof(sz), "%llu", size);
     if (!strcmp(lv->images_type, "qcow2")) {
         snprintf(opts, sizeof(opts), "backing_file=%s,backing_fmt=%s", base->path, base->format);
-        const char *argv[] = {"qemu-img", "create", "-q", "-f", "qcow2", "-o", opts,
-                              disk_path,  sz,       NULL};
+        const char *argv[] = {"qemu-img", "create", "-q",      "-f", "qcow2",
+                              "-o",       opts,     disk_path, sz,   NULL};
         return run_tool(ctx, argv);
     }
-    const char *conv[] = {"qemu-img", "convert", "-q", "-f",      base->format,
-                          "-O",       "raw",     "-t", "none",   base->path,
-                          disk_path,  NULL};
-    const char *conv_wb[] = {"qemu-img",  "convert", "-q",     "-f", base->format, "-O", "raw",
-                             base->path, disk_path, NULL};
+    const char *conv[] = {"qemu-img", "convert", "-q",   "-f",       base->format, "-O",
+                          "raw",      "-t",      "none", base->path, disk_path,    NULL};
+    const char *conv_wb[] = {"qemu-img", "convert", "-q",       "-f",      base->format,
+                             "-O",       "raw",     base->path, disk_path, NULL};
     if (run_tool(ctx, !strcmp(lv->cache_mode, "none") ? conv : conv_wb) < 0)
         return -1;
     const char *resize[] = {"qemu-img", "resize", "-q", "-f", "raw", disk_path, sz, NULL};

@@ -22,21 +22,11 @@ static void add_escaped(struct nb_sbuf *b, const char *s)
 {
     for (const char *p = s ? s : ""; *p; p++) {
         switch (*p) {
-        case '<':
-            nb_sbuf_str(b, "&lt;");
-            break;
-        case '>':
-            nb_sbuf_str(b, "&gt;");
-            break;
-        case '&':
-            nb_sbuf_str(b, "&amp;");
-            break;
-        case '\'':
-            nb_sbuf_str(b, "&apos;");
-            break;
-        case '"':
-            nb_sbuf_str(b, "&quot;");
-            break;
+        case '<': nb_sbuf_str(b, "&lt;"); break;
+        case '>': nb_sbuf_str(b, "&gt;"); break;
+        case '&': nb_sbuf_str(b, "&amp;"); break;
+        case '\'': nb_sbuf_str(b, "&apos;"); break;
+        case '"': nb_sbuf_str(b, "&quot;"); break;
         default:
             /* control characters are not allowed in XML 1.0 */
             if ((unsigned char)*p < 0x20 && *p != '\t' && *p != '\n')
@@ -115,7 +105,8 @@ char *lv_domain_xml(const json_t *inst, const struct lv_domain_spec *spec)
     if (nb_json_str(inst, "image_ref") && *nb_json_str(inst, "image_ref"))
         addf(&b, "      <nova:root type='image' uuid='%s'/>\n", nb_json_str(inst, "image_ref"));
     addf(&b, "    </nova:instance>\n  </metadata>\n");
-    addf(&b, "  <memory unit='MiB'>%lld</memory>\n  <currentMemory unit='MiB'>%lld</currentMemory>\n",
+    addf(&b,
+         "  <memory unit='MiB'>%lld</memory>\n  <currentMemory unit='MiB'>%lld</currentMemory>\n",
          mem, mem);
     addf(&b, "  <vcpu placement='static'>%lld</vcpu>\n", vcpus);
     addf(&b,
@@ -137,8 +128,7 @@ char *lv_domain_xml(const json_t *inst, const struct lv_domain_spec *spec)
     for (int i = 0; i < spec->ndisks; i++) {
         const struct lv_disk *d = &spec->disks[i];
         addf(&b, "    <disk type='file' device='%s'>\n", d->device);
-        addf(&b, "      <driver name='qemu' type='%s' cache='%s'/>\n", d->format,
-             spec->cache_mode);
+        addf(&b, "      <driver name='qemu' type='%s' cache='%s'/>\n", d->format, spec->cache_mode);
         addf(&b, "      <source file='%s'/>\n      <target dev='%s' bus='%s'/>\n", d->path,
              d->target, d->bus);
         if (d->readonly)
