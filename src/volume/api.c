@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/sbuf.h"
 #include "common/util.h"
+#include "db/db.h"
 #include "volume/volume.h"
 #include "volume/volume_int.h"
 
@@ -263,6 +264,86 @@ int nb_vol_page_parse(struct nb_ctx *ctx, struct nb_req *req, const struct nb_vo
         snprintf(page->order + len, sizeof(page->order) - len, ", id DESC");
     }
     return 0;
+}
+
+/* The load and member check of nb_vol_begin_load/nb_vol_begin_update. */
+static json_t *load_checked(struct nb_ctx *ctx, struct nb_req *req, const char *param,
+                            nb_vol_load_fn load, const char *policy)
+{
+    json_t *row = load(ctx, nb_req_param(req, param));
+    if (!row)
+        return NULL;
+    if (policy && !ctx->is_member) {
+        json_decref(row);
+        nb_error(ctx, 403, NULL, "Policy doesn't allow %s to be performed.", policy);
+        return NULL;
+    }
+    return row;
+}
+
+json_t *nb_vol_begin_load(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
+                          const char *param, nb_vol_load_fn load, const char *policy)
+{
+    if (nb_vol_begin(ctx, req, resp) < 0)
+        return NULL;
+    return load_checked(ctx, req, param, load, policy);
+}
+
+json_t *nb_vol_begin_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
+                            const char *param, nb_vol_load_fn load, const char *policy,
+                            const char *body_key, json_t **body)
+{
+    if (nb_vol_begin(ctx, req, resp) < 0 || !(*body = nb_vol_body(ctx, req, body_key)))
+        return NULL;
+    return load_checked(ctx, req, param, load, policy);
+}
+
+/* --- lists ------------------------------------------------------------------- */
+
+int nb_vol_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
+                const struct nb_vol_lister *lister, bool detail)
+{
+    struct nb_vol_page page;
+    if (nb_vol_begin(ctx, req, resp) < 0 ||
+        nb_vol_page_parse(ctx, req, lister->sort_keys, &page) < 0)
+        return -1;
+    bool every_project = ctx->is_admin && nb_vol_bool(nb_req_query(req, "all_tenants")) == 1;
+    _cleanup_json_ json_t *filter = NULL;
+    if (lister->filters && lister->filters(ctx, req, &filter) < 0)
+        return -1;
+    if (page.marker) {
+        _cleanup_json_ json_t *m = lister->load(ctx, page.marker);
+        if (!m)
+            return -1;
+    }
+    _cleanup_free_ char *sql =
+        nb_strdup_printf("SELECT * FROM %s WHERE deleted = 0 AND (? OR project_id = ?) ORDER BY %s",
+                         lister->table, page.order);
+    _cleanup_json_ json_t *rows =
+        nb_db_rows(nb_vol_env->db, ctx, sql, "bs", every_project, ctx->project_id);
+    if (!rows)
+        return -1;
+    json_t *items = json_array();
+    bool past_marker = page.marker == NULL;
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        if (!past_marker) {
+            past_marker = strcmp(nb_json_str(r, "id"), page.marker) == 0;
+            continue;
+        }
+        if ((long)json_array_size(items) >= page.limit)
+            break;
+        if (lister->match(ctx, req, r, filter))
+            json_array_append_new(items, lister->view(ctx, r, detail));
+    }
+    json_t *body = json_pack("{s:o}", lister->table, items);
+    _cleanup_free_ char *collection =
+        nb_strdup_printf("%s%s", lister->table, detail ? "/detail" : "");
+    nb_vol_next_link(req, body, lister->table, collection, items, page.limit);
+    if (lister->finish)
+        lister->finish(ctx, req, body);
+    return nb_resp_json(resp, 200, body);
 }
 
 /* --- availability zones ----------------------------------------------------- */

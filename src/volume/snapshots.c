@@ -108,8 +108,11 @@ static const struct nb_vol_sort_key snapshot_sort_keys[] = {
     {NULL, NULL},
 };
 
-static bool snapshot_matches(struct nb_req *req, const json_t *row)
+static bool snapshot_matches(struct nb_ctx *ctx, struct nb_req *req, const json_t *row,
+                             const json_t *filter)
 {
+    (void)ctx;
+    (void)filter;
     const char *name = nb_req_query(req, "name");
     if (!name)
         name = nb_req_query(req, "display_name");
@@ -125,60 +128,35 @@ static bool snapshot_matches(struct nb_req *req, const json_t *row)
     return true;
 }
 
-static int snapshots_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp, bool detail)
+/* index and detail show the same view */
+static json_t *snapshot_list_view(struct nb_ctx *ctx, const json_t *row, bool detail)
 {
-    struct nb_vol_page page;
-    if (nb_vol_begin(ctx, req, resp) < 0 ||
-        nb_vol_page_parse(ctx, req, snapshot_sort_keys, &page) < 0)
-        return -1;
-    bool every = ctx->is_admin && nb_vol_bool(nb_req_query(req, "all_tenants")) == 1;
-    if (page.marker) {
-        _cleanup_json_ json_t *m = nb_vol_snapshot_load(ctx, page.marker);
-        if (!m)
-            return -1;
-    }
-    _cleanup_free_ char *sql = nb_strdup_printf(
-        "SELECT * FROM snapshots WHERE deleted = 0 AND (? OR project_id = ?) ORDER BY %s",
-        page.order);
-    _cleanup_json_ json_t *rows =
-        nb_db_rows(nb_vol_env->db, ctx, sql, "bs", every, ctx->project_id);
-    if (!rows)
-        return -1;
-    json_t *items = json_array();
-    bool past = page.marker == NULL;
-    size_t i;
-    json_t *r;
-    json_array_foreach (rows, i, r) {
-        if (!past) {
-            past = strcmp(nb_json_str(r, "id"), page.marker) == 0;
-            continue;
-        }
-        if ((long)json_array_size(items) >= page.limit)
-            break;
-        if (snapshot_matches(req, r))
-            json_array_append_new(items, snapshot_view(ctx, r));
-    }
-    json_t *body = json_pack("{s:o}", "snapshots", items);
-    nb_vol_next_link(req, body, "snapshots", detail ? "snapshots/detail" : "snapshots", items,
-                     page.limit);
-    return nb_resp_json(resp, 200, body);
+    (void)detail;
+    return snapshot_view(ctx, row);
 }
+
+static const struct nb_vol_lister snapshot_lister = {
+    .table = "snapshots",
+    .sort_keys = snapshot_sort_keys,
+    .load = nb_vol_snapshot_load,
+    .match = snapshot_matches,
+    .view = snapshot_list_view,
+};
 
 static int snapshots_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    return snapshots_list(ctx, req, resp, false);
+    return nb_vol_list(ctx, req, resp, &snapshot_lister, false);
 }
 
 static int snapshots_detail(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    return snapshots_list(ctx, req, resp, true);
+    return nb_vol_list(ctx, req, resp, &snapshot_lister, true);
 }
 
 static int snapshots_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (nb_vol_begin(ctx, req, resp) < 0)
-        return -1;
-    _cleanup_json_ json_t *row = nb_vol_snapshot_load(ctx, nb_req_param(req, "snapshot_id"));
+    _cleanup_json_ json_t *row =
+        nb_vol_begin_load(ctx, req, resp, "snapshot_id", nb_vol_snapshot_load, NULL);
     if (!row)
         return -1;
     return nb_resp_json(resp, 200, json_pack("{s:o}", "snapshot", snapshot_view(ctx, row)));
@@ -319,18 +297,13 @@ static int snapshots_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
 
 static int snapshots_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (nb_vol_begin(ctx, req, resp) < 0)
-        return -1;
     const char *id = nb_req_param(req, "snapshot_id");
-    json_t *body = nb_vol_body(ctx, req, "snapshot");
-    if (!body)
-        return -1;
-    _cleanup_json_ json_t *row = nb_vol_snapshot_load(ctx, id);
+    json_t *body;
+    _cleanup_json_ json_t *row =
+        nb_vol_begin_update(ctx, req, resp, "snapshot_id", nb_vol_snapshot_load,
+                            "volume:update_snapshot", "snapshot", &body);
     if (!row)
         return -1;
-    if (!ctx->is_member)
-        return nb_error(ctx, 403, NULL,
-                        "Policy doesn't allow volume:update_snapshot to be performed.");
     if (!json_object_size(body))
         return nb_error(ctx, 400, NULL, "Missing required element 'snapshot' in request body.");
     json_t *name = json_object_get(body, "name");
@@ -380,15 +353,11 @@ static int remove_overlay(struct nb_ctx *ctx, const json_t *snap, const char *sh
 
 static int snapshots_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (nb_vol_begin(ctx, req, resp) < 0)
-        return -1;
     const char *id = nb_req_param(req, "snapshot_id");
-    _cleanup_json_ json_t *snap = nb_vol_snapshot_load(ctx, id);
+    _cleanup_json_ json_t *snap = nb_vol_begin_load(ctx, req, resp, "snapshot_id",
+                                                    nb_vol_snapshot_load, "volume:delete_snapshot");
     if (!snap)
         return -1;
-    if (!ctx->is_member)
-        return nb_error(ctx, 403, NULL,
-                        "Policy doesn't allow volume:delete_snapshot to be performed.");
     const char *vid = nb_json_str(snap, "volume_id");
     struct nb_ctx sys;
     nb_ctx_init_system(&sys, ctx->request_id);

@@ -59,6 +59,46 @@ struct nb_vol_sort_key {
 int nb_vol_page_parse(struct nb_ctx *ctx, struct nb_req *req, const struct nb_vol_sort_key *keys,
                       struct nb_vol_page *page);
 
+/* Loads a live row by id, visible to ctx, or NULL after 404 (nb_vol_load,
+ * nb_vol_snapshot_load). New reference. */
+typedef json_t *(*nb_vol_load_fn)(struct nb_ctx *ctx, const char *id);
+
+/* The prologue of a handler on one resource: nb_vol_begin, then the row of
+ * the path parameter param by load, then, when policy ("volume:delete") is
+ * not NULL, the member check (403 "Policy doesn't allow <policy> to be
+ * performed."). The row (new reference), or NULL after nb_error. */
+json_t *nb_vol_begin_load(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
+                          const char *param, nb_vol_load_fn load, const char *policy);
+/* The same for an update: between nb_vol_begin and the load, the required
+ * {"<body_key>": {...}} of the body (nb_vol_body) into *body (borrowed). */
+json_t *nb_vol_begin_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
+                            const char *param, nb_vol_load_fn load, const char *policy,
+                            const char *body_key, json_t **body);
+
+/* What differs between the paged, filtered lists (index and detail). */
+struct nb_vol_lister {
+    const char *table; /* table, body key and collection: "volumes" */
+    const struct nb_vol_sort_key *sort_keys;
+    nb_vol_load_fn load; /* checks the marker (404 when unknown) */
+    /* Optional: parses the filters of req once, after paging (0, or -1
+     * after nb_error); *filter (may stay NULL) goes to match, then is
+     * released. */
+    int (*filters)(struct nb_ctx *ctx, struct nb_req *req, json_t **filter);
+    /* True when row passes the filters of req. */
+    bool (*match)(struct nb_ctx *ctx, struct nb_req *req, const json_t *row, const json_t *filter);
+    /* The view of a row in the list (detail: the /detail route). New reference. */
+    json_t *(*view)(struct nb_ctx *ctx, const json_t *row, bool detail);
+    /* Optional: adds to the finished body (Cinder's "count"). */
+    void (*finish)(struct nb_ctx *ctx, struct nb_req *req, json_t *body);
+};
+/* Answers a list as Cinder does: nb_vol_begin, nb_vol_page_parse, the
+ * filters, the marker check, the rows of ctx's project (every project for an
+ * admin with all_tenants) in the page's order, those after the marker that
+ * match, up to the limit, each by view, the next link, then finish: 200
+ * {"<table>": [...], "<table>_links": ...}. 0, or -1 after nb_error. */
+int nb_vol_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
+                const struct nb_vol_lister *lister, bool detail);
+
 /* --- volumes.c / snapshots.c ------------------------------------------------ */
 
 void nb_vol_volumes_routes(void);

@@ -245,7 +245,16 @@ static json_t *parse_dict(const char *s)
     return j;
 }
 
-/* True when row passes the list filters of req. */
+/* The metadata filter of a list (NULL when there is none). 0/-1 after 400. */
+static int list_filters(struct nb_ctx *ctx, struct nb_req *req, json_t **md)
+{
+    const char *mdq = nb_req_query(req, "metadata");
+    if (mdq && !(*md = parse_dict(mdq)))
+        return nb_error(ctx, 400, NULL, "Invalid input received: Invalid metadata filter %s", mdq);
+    return 0;
+}
+
+/* True when row passes the list filters of req (md: see list_filters). */
 static bool matches(struct nb_ctx *ctx, struct nb_req *req, const json_t *row, const json_t *md)
 {
     const char *name = nb_req_query(req, "name");
@@ -294,67 +303,43 @@ static const struct nb_vol_sort_key volume_sort_keys[] = {
     {NULL, NULL},
 };
 
-static int volumes_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp, bool detail)
+static json_t *volume_list_view(struct nb_ctx *ctx, const json_t *row, bool detail)
 {
-    struct nb_vol_page page;
-    if (nb_vol_begin(ctx, req, resp) < 0 ||
-        nb_vol_page_parse(ctx, req, volume_sort_keys, &page) < 0)
-        return -1;
-    int all = nb_vol_bool(nb_req_query(req, "all_tenants"));
-    bool every_project = ctx->is_admin && all == 1;
-    _cleanup_json_ json_t *md = NULL;
-    const char *mdq = nb_req_query(req, "metadata");
-    if (mdq && !(md = parse_dict(mdq)))
-        return nb_error(ctx, 400, NULL, "Invalid input received: Invalid metadata filter %s", mdq);
-    if (page.marker) {
-        _cleanup_json_ json_t *m = nb_vol_load(ctx, page.marker);
-        if (!m)
-            return -1;
-    }
-    _cleanup_free_ char *sql = nb_strdup_printf(
-        "SELECT * FROM volumes WHERE deleted = 0 AND (? OR project_id = ?) ORDER BY %s",
-        page.order);
-    _cleanup_json_ json_t *rows =
-        nb_db_rows(nb_vol_env->db, ctx, sql, "bs", every_project, ctx->project_id);
-    if (!rows)
-        return -1;
-    json_t *items = json_array();
-    bool past_marker = page.marker == NULL;
-    size_t i;
-    json_t *r;
-    json_array_foreach (rows, i, r) {
-        if (!past_marker) {
-            past_marker = strcmp(nb_json_str(r, "id"), page.marker) == 0;
-            continue;
-        }
-        if ((long)json_array_size(items) >= page.limit)
-            break;
-        if (matches(ctx, req, r, md))
-            json_array_append_new(items, detail ? volume_detail(ctx, r) : volume_summary(ctx, r));
-    }
-    json_t *body = json_pack("{s:o}", "volumes", items);
-    nb_vol_next_link(req, body, "volumes", detail ? "volumes/detail" : "volumes", items,
-                     page.limit);
-    if (nb_vol_mv(ctx, 45) && nb_vol_bool(nb_req_query(req, "with_count")) == 1)
-        json_object_set_new(body, "count", json_integer((json_int_t)json_array_size(items)));
-    return nb_resp_json(resp, 200, body);
+    return detail ? volume_detail(ctx, row) : volume_summary(ctx, row);
 }
+
+/* The count of the page (with_count, 3.45). */
+static void list_finish(struct nb_ctx *ctx, struct nb_req *req, json_t *body)
+{
+    if (nb_vol_mv(ctx, 45) && nb_vol_bool(nb_req_query(req, "with_count")) == 1)
+        json_object_set_new(
+            body, "count",
+            json_integer((json_int_t)json_array_size(json_object_get(body, "volumes"))));
+}
+
+static const struct nb_vol_lister volume_lister = {
+    .table = "volumes",
+    .sort_keys = volume_sort_keys,
+    .load = nb_vol_load,
+    .filters = list_filters,
+    .match = matches,
+    .view = volume_list_view,
+    .finish = list_finish,
+};
 
 static int volumes_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    return volumes_list(ctx, req, resp, false);
+    return nb_vol_list(ctx, req, resp, &volume_lister, false);
 }
 
 static int volumes_detail(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    return volumes_list(ctx, req, resp, true);
+    return nb_vol_list(ctx, req, resp, &volume_lister, true);
 }
 
 static int volumes_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (nb_vol_begin(ctx, req, resp) < 0)
-        return -1;
-    _cleanup_json_ json_t *row = nb_vol_load(ctx, nb_req_param(req, "volume_id"));
+    _cleanup_json_ json_t *row = nb_vol_begin_load(ctx, req, resp, "volume_id", nb_vol_load, NULL);
     if (!row)
         return -1;
     return nb_resp_json(resp, 200, json_pack("{s:o}", "volume", volume_detail(ctx, row)));
@@ -418,6 +403,19 @@ static int write_metadata(struct nb_ctx *ctx, const char *id, const json_t *md, 
             return -1;
     }
     return 0;
+}
+
+/* write_metadata in a transaction of its own. 0/-1. */
+static int write_metadata_tx(struct nb_ctx *ctx, const char *id, const json_t *md, bool replace)
+{
+    struct nb_db *db = nb_vol_env->db;
+    if (nb_db_begin(db, ctx) < 0)
+        return -1;
+    if (write_metadata(ctx, id, md, replace) < 0) {
+        nb_db_rollback(db);
+        return -1;
+    }
+    return nb_db_commit(db, ctx);
 }
 
 /* Size as Cinder accepts it: an integer or a string of digits, > 0. Writes
@@ -747,17 +745,12 @@ static int volumes_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
 
 static int volumes_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (nb_vol_begin(ctx, req, resp) < 0)
-        return -1;
     const char *id = nb_req_param(req, "volume_id");
-    json_t *body = nb_vol_body(ctx, req, "volume");
-    if (!body)
-        return -1;
-    _cleanup_json_ json_t *row = nb_vol_load(ctx, id);
+    json_t *body;
+    _cleanup_json_ json_t *row = nb_vol_begin_update(ctx, req, resp, "volume_id", nb_vol_load,
+                                                     "volume:update", "volume", &body);
     if (!row)
         return -1;
-    if (!ctx->is_member)
-        return nb_error(ctx, 403, NULL, "Policy doesn't allow volume:update to be performed.");
     static const char *const allowed[] = {
         "name", "description", "display_name", "display_description", "metadata", NULL};
     const char *k;
@@ -855,14 +848,11 @@ static int mark_deleting(struct nb_ctx *ctx, const char *id, bool cascade)
 
 static int volumes_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (nb_vol_begin(ctx, req, resp) < 0)
-        return -1;
     const char *id = nb_req_param(req, "volume_id");
-    _cleanup_json_ json_t *row = nb_vol_load(ctx, id);
+    _cleanup_json_ json_t *row =
+        nb_vol_begin_load(ctx, req, resp, "volume_id", nb_vol_load, "volume:delete");
     if (!row)
         return -1;
-    if (!ctx->is_member)
-        return nb_error(ctx, 403, NULL, "Policy doesn't allow volume:delete to be performed.");
     bool cascade = nb_vol_bool(nb_req_query(req, "cascade")) == 1;
     int n = mark_deleting(ctx, id, cascade);
     if (n < 0)
@@ -914,10 +904,8 @@ static int volumes_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
 
 static int metadata_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (nb_vol_begin(ctx, req, resp) < 0)
-        return -1;
     const char *id = nb_req_param(req, "volume_id");
-    _cleanup_json_ json_t *row = nb_vol_load(ctx, id);
+    _cleanup_json_ json_t *row = nb_vol_begin_load(ctx, req, resp, "volume_id", nb_vol_load, NULL);
     if (!row)
         return -1;
     return nb_resp_json(
@@ -929,26 +917,15 @@ static int metadata_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
 static int metadata_write(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
                           bool replace)
 {
-    if (nb_vol_begin(ctx, req, resp) < 0)
-        return -1;
     const char *id = nb_req_param(req, "volume_id");
-    _cleanup_json_ json_t *row = nb_vol_load(ctx, id);
+    _cleanup_json_ json_t *row = nb_vol_begin_load(ctx, req, resp, "volume_id", nb_vol_load,
+                                                   "volume:update_volume_metadata");
     if (!row)
         return -1;
-    if (!ctx->is_member)
-        return nb_error(ctx, 403, NULL,
-                        "Policy doesn't allow volume:update_volume_metadata to be performed.");
     json_t *md = nb_vol_body(ctx, req, "metadata");
     if (!md || check_metadata(ctx, md) < 0)
         return -1;
-    struct nb_db *db = nb_vol_env->db;
-    if (nb_db_begin(db, ctx) < 0)
-        return -1;
-    if (write_metadata(ctx, id, md, replace) < 0) {
-        nb_db_rollback(db);
-        return -1;
-    }
-    if (nb_db_commit(db, ctx) < 0)
+    if (write_metadata_tx(ctx, id, md, replace) < 0)
         return -1;
     return nb_resp_json(resp, 200,
                         json_pack("{s:o}", "metadata",
@@ -968,10 +945,8 @@ static int metadata_replace(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
 
 static int metadata_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (nb_vol_begin(ctx, req, resp) < 0)
-        return -1;
     const char *id = nb_req_param(req, "volume_id"), *key = nb_req_param(req, "key");
-    _cleanup_json_ json_t *row = nb_vol_load(ctx, id);
+    _cleanup_json_ json_t *row = nb_vol_begin_load(ctx, req, resp, "volume_id", nb_vol_load, NULL);
     if (!row)
         return -1;
     _cleanup_json_ json_t *md = metadata_of(ctx, "volume_metadata", "volume_id", id);
@@ -983,15 +958,11 @@ static int metadata_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
 
 static int metadata_update_key(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (nb_vol_begin(ctx, req, resp) < 0)
-        return -1;
     const char *id = nb_req_param(req, "volume_id"), *key = nb_req_param(req, "key");
-    _cleanup_json_ json_t *row = nb_vol_load(ctx, id);
+    _cleanup_json_ json_t *row = nb_vol_begin_load(ctx, req, resp, "volume_id", nb_vol_load,
+                                                   "volume:update_volume_metadata");
     if (!row)
         return -1;
-    if (!ctx->is_member)
-        return nb_error(ctx, 403, NULL,
-                        "Policy doesn't allow volume:update_volume_metadata to be performed.");
     json_t *meta = nb_vol_body(ctx, req, "meta");
     if (!meta)
         return -1;
@@ -1001,29 +972,18 @@ static int metadata_update_key(struct nb_ctx *ctx, struct nb_req *req, struct nb
         return nb_error(ctx, 400, NULL, "Request body and URI mismatch");
     if (check_metadata(ctx, meta) < 0)
         return -1;
-    struct nb_db *db = nb_vol_env->db;
-    if (nb_db_begin(db, ctx) < 0)
-        return -1;
-    if (write_metadata(ctx, id, meta, false) < 0) {
-        nb_db_rollback(db);
-        return -1;
-    }
-    if (nb_db_commit(db, ctx) < 0)
+    if (write_metadata_tx(ctx, id, meta, false) < 0)
         return -1;
     return nb_resp_json(resp, 200, json_pack("{s:O}", "meta", meta));
 }
 
 static int metadata_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (nb_vol_begin(ctx, req, resp) < 0)
-        return -1;
     const char *id = nb_req_param(req, "volume_id"), *key = nb_req_param(req, "key");
-    _cleanup_json_ json_t *row = nb_vol_load(ctx, id);
+    _cleanup_json_ json_t *row = nb_vol_begin_load(ctx, req, resp, "volume_id", nb_vol_load,
+                                                   "volume:delete_volume_metadata");
     if (!row)
         return -1;
-    if (!ctx->is_member)
-        return nb_error(ctx, 403, NULL,
-                        "Policy doesn't allow volume:delete_volume_metadata to be performed.");
     char now[32];
     nb_now_iso_us(now);
     int n = nb_db_exec(nb_vol_env->db, ctx,

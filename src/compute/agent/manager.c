@@ -340,7 +340,9 @@ static double periodic_pass(void)
                 continue;
             a->next_heartbeat = now + report;
             a->next_usage = now;
-            a->next_sync = sync > 0 ? now + sync : -1;
+            /* the first sync soon after start: guests may have changed
+             * while the agent was down */
+            a->next_sync = sync > 0 ? now + (sync < 2 ? sync : 2) : -1;
         }
         if (now >= a->next_heartbeat) {
             json_array_append_new(beats, json_string(a->host));
@@ -451,7 +453,7 @@ int nb_compute_agent_start(struct nb_env *env, struct nb_virt_driver *drv, const
     a->next_heartbeat = now + (double)nb_conf_int("DEFAULT", "report_interval", 10);
     a->next_usage = now + (double)nb_conf_int("DEFAULT", "update_resources_interval", 60);
     a->last_usage = now;
-    a->next_sync = sync > 0 ? now + sync : -1;
+    a->next_sync = sync > 0 ? now + (sync < 2 ? sync : 2) : -1;
 
     if (drv->ops->set_event_callback)
         drv->ops->set_event_callback(drv, on_guest_event, NULL);
