@@ -179,6 +179,15 @@ int lv_spawn(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
     return start_domain(lv, ctx, inst);
 }
 
+/* Stops a running domain at once (a domain that stopped meanwhile is no
+ * failure). 0/-1. */
+static int force_off(struct nb_ctx *ctx, virDomainPtr dom, const char *uuid)
+{
+    if (virDomainIsActive(dom) == 1 && virDomainDestroy(dom) < 0 && virDomainIsActive(dom) == 1)
+        return lv_error(ctx, 500, "cannot destroy the domain of instance %s", uuid);
+    return 0;
+}
+
 int lv_destroy(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
 {
     const char *uuid = nb_json_str(inst, "uuid");
@@ -188,11 +197,9 @@ int lv_destroy(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
     if (!dom && ctx->err_status)
         return -1;
     if (dom) {
-        if (virDomainIsActive(dom) == 1 && virDomainDestroy(dom) < 0 &&
-            virDomainIsActive(dom) == 1) {
-            int rc = lv_error(ctx, 500, "cannot destroy the domain of instance %s", uuid);
+        if (force_off(ctx, dom, uuid) < 0) {
             virDomainFree(dom);
-            return rc;
+            return -1;
         }
         if (virDomainUndefineFlags(dom, VIR_DOMAIN_UNDEFINE_MANAGED_SAVE |
                                             VIR_DOMAIN_UNDEFINE_SNAPSHOTS_METADATA |
@@ -265,11 +272,9 @@ static int hard_reboot(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
     if (!dom && ctx->err_status)
         return -1;
     if (dom) {
-        if (virDomainIsActive(dom) == 1 && virDomainDestroy(dom) < 0 &&
-            virDomainIsActive(dom) == 1) {
-            int rc = lv_error(ctx, 500, "cannot destroy the domain of instance %s", uuid);
+        if (force_off(ctx, dom, uuid) < 0) {
             virDomainFree(dom);
-            return rc;
+            return -1;
         }
         if (virDomainHasManagedSaveImage(dom, 0) == 1)
             virDomainManagedSaveRemove(dom, 0);
