@@ -34,6 +34,33 @@
  *     that touched the guest sets ERROR. Power sync: a paused server whose
  *     guest shut down is stopped; a suspended server's guest is shut down
  *     by design (no action).
+ * Volumes and snapshots (step 3):
+ *   API -> "conductor" cast:
+ *     attach_volume     {"uuid", "bdm_uuid", "volume_id"}  the API inserted the
+ *                       mapping row (device_name chosen, connection_info NULL),
+ *                       reserved the volume and started action "attach_volume".
+ *     detach_volume     {"uuid", "bdm_uuid", "volume_id"}  the API moved the
+ *                       volume to detaching and started action "detach_volume".
+ *     snapshot_instance {"uuid", "image_id"}  image-backed createImage: the API
+ *                       created the image record (queued), set task_state
+ *                       image_snapshot and started action "createImage".
+ *   conductor -> "compute.<host>" cast:
+ *     attach_volume {"instance", "bdm"}   detach_volume {"instance", "bdm"}
+ *     snapshot_instance {"instance", "image_id"}
+ *   agent -> "conductor" cast: attach_result / detach_result {"uuid",
+ *     "bdm_uuid", "volume_id", "ok", "message"}; snapshot_result {"uuid",
+ *     "image_id", "ok", "message"}.
+ *   agent -> "conductor" call, before any domain start (spawn, start, hard
+ *     reboot, resume, attach) when a volume's real format differs from its
+ *     mapping's connection_info.data.format and [compute]
+ *     reconcile_disk_format is true:
+ *     reconcile_disk_format {"uuid", "bdm_uuid", "volume_id", "path",
+ *       "old_format", "new_format"} -> {"ok": true, "connection_info": "<new
+ *       JSON text>"} | {"ok": false, "message"}; the conductor corrects the
+ *       mapping and the volume's record in one transaction, logs the WARNING
+ *       and records event "reconcile_disk_format" on the current action.
+ *   Events: compute_attach_volume, compute_detach_volume,
+ *     compute_snapshot_instance (Nova's names).
  * The conductor is the only writer of instance state after create; the API
  * writes the initial row and the task state of an accepted action. */
 #ifndef NB_COMPUTE_H

@@ -30,6 +30,7 @@
 #include "common/proc.h"
 #include "common/util.h"
 #include "image/format.h"
+#include "volume/volume.h"
 #include "volume/volume_int.h"
 
 #include <errno.h>
@@ -62,6 +63,11 @@ void nb_vol_mount_point(const char *base, const char *share, char *out, size_t n
         for (unsigned i = 0; i < 16; i++)
             snprintf(hex + 2 * i, 3, "%02x", md[i]);
     snprintf(out, n, "%s/%s", base, hex);
+}
+
+void nb_volume_mount_point(const char *base, const char *share, char *out, size_t n)
+{
+    nb_vol_mount_point(base, share, out, n);
 }
 
 const char *nb_vol_mount_base(void)

@@ -74,4 +74,8 @@ int nb_volume_detach(struct nb_ctx *ctx, const char *volume_id, const char *atta
  * nb_error. */
 json_t *nb_volume_connection_info(struct nb_ctx *ctx, const char *volume_id);
 
+/* Where a share's files are seen on a host: <base>/<md5 hex of share>, as
+ * os-brick's NFS connector mounts it. Pure. */
+void nb_volume_mount_point(const char *base, const char *share, char *out, size_t n);
+
 #endif

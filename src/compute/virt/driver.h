@@ -79,6 +79,25 @@ struct nb_virt_ops {
     /* Serial console text (malloc'd) or NULL. */
     char *(*console_log)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
                          const char *uuid);
+    /* Volumes (optional, may be NULL: the agent then answers 501). bdm is a
+     * block_device_mapping row as in instance["block_device_mapping"]:
+     * "connection_info" is the NFS connection_info as JSON text (already
+     * reconciled by the agent), "device_name" the target ("/dev/vdb" or
+     * "vdb"). attach_volume hot-plugs the volume into a running guest (and
+     * does nothing to a guest that is not running: the next start builds the
+     * domain from the mappings); detach_volume unplugs it and waits until the
+     * guest let go of it (error when the guest does not within the time
+     * limit). Both leave the volume's file alone. */
+    int (*attach_volume)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                         json_t *instance, const json_t *bdm);
+    int (*detach_volume)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                         json_t *instance, const json_t *bdm);
+    /* Writes a qcow2 image of the guest's local root disk (image-backed
+     * instances) to out_path, standalone (no backing file), consistent: a
+     * running guest is paused for the copy and continues after it. The
+     * guest keeps its power state. Optional (NULL: 501). */
+    int (*snapshot)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                    json_t *instance, const char *out_path);
     /* Lifecycle events (optional, may be NULL): the driver calls
      * cb(opaque, host, uuid, power_state) from its own thread whenever a
      * guest changes state, whoever caused it. The agent uses it to run the
