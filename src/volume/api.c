@@ -125,6 +125,13 @@ bool nb_vol_mv(const struct nb_ctx *ctx, int minor)
     return ctx->mv_major == 3 && ctx->mv_minor >= minor;
 }
 
+int nb_vol_require_mv(struct nb_ctx *ctx, int minor)
+{
+    if (!nb_vol_mv(ctx, minor))
+        return nb_error(ctx, 404, NULL, "The resource could not be found.");
+    return 0;
+}
+
 json_t *nb_vol_body(struct nb_ctx *ctx, struct nb_req *req, const char *key)
 {
     if (!req->json || !json_is_object(req->json)) {
@@ -304,10 +311,11 @@ int nb_vol_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
                 const struct nb_vol_lister *lister, bool detail)
 {
     struct nb_vol_page page;
-    if (nb_vol_begin(ctx, req, resp) < 0 ||
+    if (nb_vol_begin(ctx, req, resp) < 0 || nb_vol_require_mv(ctx, lister->min_mv) < 0 ||
         nb_vol_page_parse(ctx, req, lister->sort_keys, &page) < 0)
         return -1;
-    bool every_project = ctx->is_admin && nb_vol_bool(nb_req_query(req, "all_tenants")) == 1;
+    bool every_project = ctx->is_admin && (lister->admin_sees_all ||
+                                           nb_vol_bool(nb_req_query(req, "all_tenants")) == 1);
     _cleanup_json_ json_t *filter = NULL;
     if (lister->filters && lister->filters(ctx, req, &filter) < 0)
         return -1;
@@ -371,5 +379,7 @@ int nb_volume_init(struct nb_env *env)
     nb_vol_actions_routes();
     nb_vol_snapshots_routes();
     nb_vol_quotas_routes();
+    nb_vol_messages_routes();
+    nb_vol_attachments_routes();
     return 0;
 }

@@ -22,6 +22,19 @@
  * in the database (snapshots.provider_location), and mirrored for operators
  * in volume-<uuid>.info as Cinder does.
  *
+ * A snapshot of an in-use volume cannot add an overlay (the guest holds the
+ * active file open): it is a standalone copy, volume-<uuid>.<snapshot-uuid>
+ * converted with `qemu-img convert -U` from the active file (see
+ * snapshots.c for how the two kinds are told apart).
+ *
+ * Room for a new volume is judged as Cinder's NFS driver does with
+ * nfs_sparsed_volumes = true (its default, and what nubo's sparse raw and
+ * qcow2 files are): a share may be provisioned up to its size times
+ * [volume] max_over_subscription_ratio (20.0), "provisioned" being the
+ * apparent size of its files, unless it is fuller than
+ * 100 - [volume] reserved_percentage (0) percent. With
+ * nfs_sparsed_volumes = false only the free space counts.
+ *
  * Every file operation runs under one lock, so two requests cannot edit the
  * same chain at once; conversions of large images hold it for their
  * duration (acceptable while all of this runs inside API requests). */
@@ -33,7 +46,9 @@
 #include "volume/volume.h"
 #include "volume/volume_int.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <glob.h>
 #include <limits.h>
 #include <openssl/evp.h>
@@ -147,23 +162,89 @@ int nb_vol_backend_init(const char *state_path)
     return 0;
 }
 
-const char *nb_vol_pick_share(struct nb_ctx *ctx)
+bool nb_vol_share_eligible(const struct nb_vol_capacity *c, long long size_gb, bool sparse,
+                           double ratio, int reserved_percentage, double *available)
 {
+    double requested = (double)size_gb * GIB;
+    if (!sparse)
+        ratio = 1.0;
+    /* what may still be provisioned: thin, the apparent size (total times
+     * the ratio) less what the files already claim; thick, the free space */
+    double apparent = c->total * ratio - c->allocated;
+    *available = sparse ? apparent : c->available;
+    if (*available < 0)
+        *available = 0;
+    if (c->total <= 0)
+        return false;
+    double used_ratio = (100.0 - reserved_percentage) / 100.0;
+    if ((c->total - c->available) / c->total > used_ratio)
+        return false;
+    if (*available <= requested)
+        return false;
+    return c->allocated / c->total < ratio;
+}
+
+/* Sizes of the share at mnt: its file system's, and the apparent bytes of
+ * the files on it (du -sb --apparent-size --exclude '*snapshot*', as the
+ * NFS driver measures what is provisioned). 0/-1. */
+static int share_capacity(const char *mnt, struct nb_vol_capacity *c)
+{
+    struct statvfs sv;
+    if (statvfs(mnt, &sv) < 0)
+        return -1;
+    c->total = (double)sv.f_blocks * sv.f_frsize;
+    c->available = (double)sv.f_bavail * sv.f_frsize;
+    c->allocated = 0;
+    DIR *d = opendir(mnt);
+    if (!d)
+        return -1;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        struct stat st;
+        if (strstr(e->d_name, "snapshot") ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+            continue;
+        c->allocated += (double)st.st_size;
+    }
+    closedir(d);
+    return 0;
+}
+
+const char *nb_vol_pick_share(struct nb_ctx *ctx, long long size_gb)
+{
+    bool sparse = nb_conf_bool("volume", "nfs_sparsed_volumes", true);
+    double ratio = nb_conf_double("volume", "max_over_subscription_ratio", 20.0);
+    int reserved = (int)nb_conf_int("volume", "reserved_percentage", 0);
     const char *best = NULL;
-    unsigned long long best_free = 0;
+    double best_allocated = 0, most_available = -1;
     for (int i = 0; i < nshares; i++) {
         char mnt[PATH_MAX];
-        struct statvfs sv;
+        struct nb_vol_capacity c;
+        double available;
         nb_vol_mount_point(mount_base, shares[i], mnt, sizeof(mnt));
-        if (statvfs(mnt, &sv) < 0)
+        if (share_capacity(mnt, &c) < 0)
             continue;
-        unsigned long long f = (unsigned long long)sv.f_bavail * sv.f_frsize;
-        if (!best || f > best_free)
-            best = shares[i], best_free = f;
+        bool ok = nb_vol_share_eligible(&c, size_gb, sparse, ratio, reserved, &available);
+        if (available > most_available)
+            most_available = available;
+        /* among the eligible shares, the least allocated (as _find_share) */
+        if (ok && (!best || c.allocated < best_allocated))
+            best = shares[i], best_allocated = c.allocated;
     }
-    if (!best)
-        nb_error(ctx, 500, NULL, "No valid share available: check [volume] shares");
-    return best;
+    if (best)
+        return best;
+    if (most_available < 0)
+        nb_error(ctx, 500, NULL,
+                 "Could not find any available weighted backend: no usable share (check "
+                 "[volume] shares).");
+    else
+        nb_error(ctx, 400, NULL,
+                 "Could not find any available weighted backend: a volume of %lld GiB was "
+                 "requested and the shares have %lld GiB available (%s, "
+                 "max_over_subscription_ratio %.1f).",
+                 size_gb, (long long)(most_available / GIB),
+                 sparse ? "sparse volumes" : "thick volumes", sparse ? ratio : 1.0);
+    return NULL;
 }
 
 void nb_vol_file_path(const char *share, const char *file, char *out, size_t n)
@@ -233,23 +314,60 @@ static int grow_to(struct nb_ctx *ctx, const char *path, const char *fmt, long l
     return qemu_img(ctx, argv);
 }
 
-int nb_vol_backend_create_from(struct nb_ctx *ctx, const char *share, const char *volume_id,
-                               const char *src, const char *src_fmt, long long size_gb)
+/* Converts src (format src_fmt, read with -U: a running guest may hold it
+ * open) into path through path.part, in format fmt, grown to size_gb when
+ * given (> 0) and smaller. No file is left at either name on failure.
+ * Called with backend_lock held. */
+static int convert_into(struct nb_ctx *ctx, const char *src, const char *src_fmt, const char *fmt,
+                        const char *path, long long size_gb)
 {
-    char path[PATH_MAX + 64], part[PATH_MAX + 72], name[64];
-    snprintf(name, sizeof(name), "volume-%s", volume_id);
-    nb_vol_file_path(share, name, path, sizeof(path));
+    char part[PATH_MAX + 136];
     snprintf(part, sizeof(part), "%s.part", path);
-    const char *fmt = nb_vol_format();
-    const char *argv[] = {"qemu-img", "convert", "-f", src_fmt, "-O", fmt, src, part, NULL};
-    pthread_mutex_lock(&backend_lock);
+    const char *argv[] = {"qemu-img", "convert", "-U", "-f", src_fmt, "-O", fmt, src, part, NULL};
     int rc = qemu_img(ctx, argv);
-    if (rc == 0)
+    if (rc == 0 && size_gb > 0)
         rc = grow_to(ctx, part, fmt, size_gb);
     if (rc == 0 && rename(part, path) < 0)
         rc = nb_error(ctx, 500, NULL, "Cannot rename %s: %s", part, strerror(errno));
     if (rc < 0)
         unlink(part);
+    return rc;
+}
+
+int nb_vol_backend_create_from(struct nb_ctx *ctx, const char *share, const char *volume_id,
+                               const char *src, const char *src_fmt, long long size_gb)
+{
+    char path[PATH_MAX + 64], name[64];
+    snprintf(name, sizeof(name), "volume-%s", volume_id);
+    nb_vol_file_path(share, name, path, sizeof(path));
+    pthread_mutex_lock(&backend_lock);
+    int rc = convert_into(ctx, src, src_fmt, nb_vol_format(), path, size_gb);
+    pthread_mutex_unlock(&backend_lock);
+    return rc;
+}
+
+int nb_vol_backend_copy(struct nb_ctx *ctx, const char *share, const char *active_file,
+                        const char *copy_file)
+{
+    char active[PATH_MAX + 128], path[PATH_MAX + 128], fmt[16];
+    nb_vol_file_path(share, active_file, active, sizeof(active));
+    nb_vol_file_path(share, copy_file, path, sizeof(path));
+    pthread_mutex_lock(&backend_lock);
+    int rc = nb_vol_detect_format(ctx, active, fmt);
+    if (rc == 0)
+        rc = convert_into(ctx, active, fmt, nb_vol_format(), path, 0);
+    pthread_mutex_unlock(&backend_lock);
+    return rc;
+}
+
+int nb_vol_backend_remove(struct nb_ctx *ctx, const char *share, const char *file)
+{
+    char path[PATH_MAX + 128];
+    nb_vol_file_path(share, file, path, sizeof(path));
+    pthread_mutex_lock(&backend_lock);
+    int rc = 0;
+    if (unlink(path) < 0 && errno != ENOENT)
+        rc = nb_error(ctx, 500, NULL, "Cannot remove %s: %s", path, strerror(errno));
     pthread_mutex_unlock(&backend_lock);
     return rc;
 }

@@ -1,13 +1,25 @@
 /* snapshots.c - /volume/v3/{project_id}/snapshots: create, list, detail,
  * show, update, delete (Cinder Zed's views and checks).
  *
- * A snapshot is a qcow2 overlay (see backend_nfs.c): creating one adds
- * volume-<vol>.<snap> on top of the volume's active file and records it in
- * snapshots.provider_location; the rows of a volume with an overlay, in
- * creation order, are its chain. Changes to a chain (and reads of it that
- * copy data) hold chain_lock, so concurrent snapshot requests on one volume
- * cannot fork it. Snapshots count against the snapshots and gigabytes
- * quotas, as in Cinder. */
+ * A snapshot of an available volume is a qcow2 overlay (see backend_nfs.c):
+ * creating one adds volume-<vol>.<snap> on top of the volume's active file
+ * and records it in snapshots.provider_location; the rows of a volume with
+ * an overlay, in creation order, are its chain.
+ *
+ * A snapshot of an in-use volume (force=true, or nb_volume_snapshot_for) must
+ * not change the active file, which a running guest has open: it is a
+ * standalone copy, volume-<vol>.<snap> made by `qemu-img convert -U` of the
+ * active file (crash-consistent, nothing is paused), in the format of new
+ * volumes and with no backing file. Its row has standalone = 1 and is not
+ * part of the chain: a volume made from it converts the copy itself,
+ * deleting it removes the file (whatever the volume's status), and deleting
+ * the volume removes it with the volume's other volume-<vol>.* files.
+ *
+ * Changes to a chain (and reads of it that copy data) hold chain_lock, so
+ * concurrent snapshot requests on one volume cannot fork it. Snapshots
+ * count against the snapshots and gigabytes quotas, as in Cinder. After a
+ * change of the active file the volume's admin metadata "format" is set to
+ * the new active file's format. */
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -164,7 +176,8 @@ static int snapshots_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
 
 /* --- create ------------------------------------------------------------------------ */
 
-/* Cinder's checks of the volume to snapshot. 0/-1 after 400. */
+/* Cinder's checks of the volume to snapshot: available, or in-use with
+ * force. 0/-1 after 400. */
 static int check_volume(struct nb_ctx *ctx, const json_t *vol, bool force)
 {
     const char *id = nb_json_str(vol, "id"), *st = nb_json_str(vol, "status");
@@ -172,13 +185,8 @@ static int check_volume(struct nb_ctx *ctx, const json_t *vol, bool force)
         return nb_error(ctx, 400, NULL,
                         "Invalid volume: The snapshot cannot be created when the volume is in "
                         "error status.");
-    if (strcmp(st, "available") == 0)
+    if (strcmp(st, "available") == 0 || (force && strcmp(st, "in-use") == 0))
         return 0;
-    if (force && strcmp(st, "in-use") == 0)
-        return nb_error(ctx, 400, NULL,
-                        "Invalid volume: Volume %s is in-use: snapshots of attached volumes "
-                        "(assisted by the compute service) are not supported yet.",
-                        id);
     return nb_error(ctx, 400, NULL,
                     "Invalid volume: Volume %s status must be %s, but current status is: %s.", id,
                     force ? "available, in-use" : "available", st);
@@ -233,6 +241,83 @@ static int insert_snapshot(struct nb_ctx *ctx, const char *id, const json_t *bod
     return nb_db_commit(db, ctx);
 }
 
+/* Makes the data of snapshot id of volume vol (row): an overlay on top of
+ * the active file, or for an in-use volume, whose active file a guest holds
+ * open, a standalone copy of it. Records the file (and its kind) in the
+ * row; the row ends "available" or "error" (no file left), each committed.
+ * Called with the chain lock held. 0, or -1 after nb_error(ctx). */
+static int make_snapshot(struct nb_ctx *ctx, const char *id, const json_t *vol)
+{
+    const char *vid = nb_json_str(vol, "id"), *share = nb_json_str(vol, "provider_location");
+    bool standalone = strcmp(nb_json_str(vol, "status"), "in-use") == 0;
+    _cleanup_free_ char *file = nb_strdup_printf("volume-%s.%s", vid, id);
+    char active[128], now[32];
+    int rc = share ? nb_vol_active_file(ctx, vid, active, sizeof(active))
+                   : nb_error(ctx, 400, NULL, "Invalid volume: Volume %s has no provider location.",
+                              vid);
+    if (rc == 0)
+        rc = standalone ? nb_vol_backend_copy(ctx, share, active, file)
+                        : nb_vol_backend_snapshot(ctx, share, vid, active, id);
+    nb_now_iso_us(now);
+    struct nb_ctx aside = *ctx;
+    aside.err_status = 0;
+    if (rc == 0 && nb_db_exec(nb_vol_env->db, ctx,
+                              "UPDATE snapshots SET status = 'available', progress = '100%', "
+                              "provider_location = ?, standalone = ?, updated_at = ? WHERE id = ?",
+                              "sbss", file, standalone, now, id) < 0) {
+        if (nb_vol_backend_remove(&aside, share, file) < 0)
+            NB_ERROR(NB_VOL_LOG, ctx, NULL, "Snapshot %s: %s", id, aside.err_msg);
+        rc = -1;
+    }
+    if (rc < 0) {
+        nb_db_exec(nb_vol_env->db, &aside,
+                   "UPDATE snapshots SET status = 'error', updated_at = ? WHERE id = ?", "ss", now,
+                   id);
+        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Snapshot %s of volume %s failed: %s", id, vid,
+                 ctx->err_msg);
+        return -1;
+    }
+    if (!standalone) {
+        nb_vol_write_info(ctx, share, vid);
+        /* the overlay is the active file now */
+        if (nb_vol_record_format(&aside, share, vid) < 0)
+            NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s: format not recorded: %s", vid,
+                     aside.err_msg);
+    }
+    NB_INFO(NB_VOL_LOG, ctx, NULL, "Snapshot %s of volume %s created: %s %s", id, vid,
+            standalone ? "standalone copy" : "overlay", file);
+    return 0;
+}
+
+/* Creates a snapshot of volume_id as POST /snapshots does (body: name,
+ * description, metadata), writing its id into id. Returns -1 after
+ * nb_error(ctx) when refused before the row exists; 0 when the row exists,
+ * failed->err_status then 0 when it is available, else why it is "error". */
+static int create_snapshot(struct nb_ctx *ctx, const char *volume_id, const json_t *body,
+                           bool force, char id[NB_UUID_LEN], struct nb_ctx *failed)
+{
+    _cleanup_json_ json_t *vol = nb_vol_load(ctx, volume_id);
+    if (!vol || check_volume(ctx, vol, force) < 0)
+        return -1;
+    nb_uuid(id);
+    if (insert_snapshot(ctx, id, body, vol) < 0)
+        return -1;
+    *failed = *ctx;
+    failed->err_status = 0;
+    nb_vol_chain_lock();
+    /* the status may have changed (a detach) between the check and the lock */
+    json_decref(vol);
+    vol = nb_vol_load(failed, volume_id);
+    if (vol && check_volume(failed, vol, force) == 0)
+        make_snapshot(failed, id, vol);
+    else
+        nb_db_exec(nb_vol_env->db, ctx,
+                   "UPDATE snapshots SET status = 'error' WHERE id = ? AND status = 'creating'",
+                   "s", id);
+    nb_vol_chain_unlock();
+    return 0;
+}
+
 static int snapshots_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
     if (nb_vol_begin(ctx, req, resp) < 0)
@@ -253,44 +338,31 @@ static int snapshots_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
                                         : -1;
     if (force < 0)
         return nb_error(ctx, 400, NULL, "Invalid value for 'force'");
-    _cleanup_json_ json_t *vol = nb_vol_load(ctx, vid);
-    if (!vol || check_volume(ctx, vol, force) < 0)
-        return -1;
     char id[NB_UUID_LEN];
-    nb_uuid(id);
-    if (insert_snapshot(ctx, id, body, vol) < 0)
+    struct nb_ctx failed;
+    if (create_snapshot(ctx, vid, body, force, id, &failed) < 0)
         return -1;
-    /* creating -> available | error, each committed */
-    struct nb_ctx work = *ctx;
-    work.err_status = 0;
-    const char *share = nb_json_str(vol, "provider_location");
-    char active[128], now[32];
-    nb_vol_chain_lock();
-    int rc = nb_vol_active_file(&work, vid, active, sizeof(active));
-    if (rc == 0)
-        rc = nb_vol_backend_snapshot(&work, share, vid, active, id);
-    nb_now_iso_us(now);
-    if (rc == 0) {
-        _cleanup_free_ char *file = nb_strdup_printf("volume-%s.%s", vid, id);
-        nb_db_exec(nb_vol_env->db, ctx,
-                   "UPDATE snapshots SET status = 'available', progress = '100%', "
-                   "provider_location = ?, updated_at = ? WHERE id = ?",
-                   "sss", file, now, id);
-        nb_vol_write_info(ctx, share, vid);
-        NB_INFO(NB_VOL_LOG, ctx, NULL, "Snapshot %s of volume %s created: overlay %s", id, vid,
-                file);
-    } else {
-        nb_db_exec(nb_vol_env->db, ctx,
-                   "UPDATE snapshots SET status = 'error', updated_at = ? WHERE id = ?", "ss", now,
-                   id);
-        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Snapshot %s of volume %s failed: %s", id, vid,
-                 work.err_msg);
-    }
-    nb_vol_chain_unlock();
     _cleanup_json_ json_t *row = nb_vol_snapshot_load(ctx, id);
     if (!row)
         return -1;
     return nb_resp_json(resp, 202, json_pack("{s:o}", "snapshot", snapshot_view(ctx, row)));
+}
+
+int nb_volume_snapshot_for(struct nb_ctx *ctx, const char *volume_id, const char *name,
+                           const char *description, bool force, char snap_id_out[37])
+{
+    _cleanup_json_ json_t *body =
+        json_pack("{s:s?, s:s?}", "name", name, "description", description);
+    char id[NB_UUID_LEN];
+    struct nb_ctx failed;
+    if (create_snapshot(ctx, volume_id, body, force, id, &failed) < 0)
+        return -1;
+    nb_strlcpy(snap_id_out, id, NB_UUID_LEN);
+    if (failed.err_status)
+        return nb_error(ctx, failed.err_status, failed.err_name,
+                        "Snapshot %s of volume %s ended in error: %s", id, volume_id,
+                        failed.err_msg);
+    return 0;
 }
 
 /* --- update / delete ------------------------------------------------------------ */
@@ -364,7 +436,9 @@ static int snapshots_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
     _cleanup_json_ json_t *vol = nb_vol_load(&sys, vid);
     if (!vol)
         return nb_error(ctx, 500, NULL, "Volume %s of snapshot %s is gone", vid, id);
-    if (strcmp(nb_json_str(vol, "status"), "available") != 0 &&
+    /* a standalone copy is apart from the volume's files: any status will do */
+    bool standalone = nb_json_int(snap, "standalone", 0) != 0;
+    if (!standalone && strcmp(nb_json_str(vol, "status"), "available") != 0 &&
         strcmp(nb_json_str(vol, "status"), "error") != 0)
         return nb_error(ctx, 400, NULL,
                         "Invalid volume: Volume %s is %s: snapshots of attached or busy volumes "
@@ -385,15 +459,26 @@ static int snapshots_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
     struct nb_ctx work = *ctx;
     work.err_status = 0;
     const char *share = nb_json_str(vol, "provider_location");
+    const char *file = nb_json_str(snap, "provider_location");
     nb_vol_chain_lock();
-    int rc = remove_overlay(&work, snap, share);
+    int rc = !standalone ? remove_overlay(&work, snap, share)
+             : file      ? nb_vol_backend_remove(&work, share, file)
+                         : 0;
     nb_now_iso_us(now);
     if (rc == 0) {
         nb_db_exec(nb_vol_env->db, ctx,
                    "UPDATE snapshots SET status = 'deleted', deleted = 1, deleted_at = ?, "
                    "updated_at = ? WHERE id = ?",
                    "sss", now, now, id);
-        nb_vol_write_info(ctx, share, vid);
+        if (!standalone) {
+            struct nb_ctx aside = *ctx;
+            aside.err_status = 0;
+            nb_vol_write_info(ctx, share, vid);
+            /* the active file may be the one below the merged overlay now */
+            if (nb_vol_record_format(&aside, share, vid) < 0)
+                NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s: format not recorded: %s", vid,
+                         aside.err_msg);
+        }
         NB_INFO(NB_VOL_LOG, ctx, NULL, "Snapshot %s of volume %s deleted", id, vid);
     } else {
         nb_db_exec(nb_vol_env->db, ctx,

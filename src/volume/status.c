@@ -114,15 +114,20 @@ int nb_volume_attach(struct nb_ctx *ctx, const char *volume_id, const char *inst
     char now[32];
     nb_now_iso_us(now);
     nb_uuid(attachment_id);
+    /* what the attachments API shows; best effort (the attach itself is done) */
+    struct nb_ctx aside = *ctx;
+    aside.err_status = 0;
+    _cleanup_json_ json_t *info = nb_volume_connection_info(&aside, volume_id);
+    _cleanup_free_ char *info_text = info ? nb_json_dump(info) : NULL;
     if (nb_db_begin(db, ctx) < 0)
         return -1;
     if (nb_volume_transition(ctx, volume_id, NB_VOLUME_ATTACHED) < 0 ||
         nb_db_exec(db, ctx,
                    "INSERT INTO volume_attachment (id, volume_id, instance_uuid, attached_host, "
-                   "mountpoint, attach_time, attach_mode, attach_status, created_at, deleted) "
-                   "VALUES (?, ?, ?, ?, ?, ?, 'rw', 'attached', ?, 0)",
-                   "sssssss", attachment_id, volume_id, instance_uuid, host, mountpoint, now,
-                   now) < 0) {
+                   "mountpoint, attach_time, attach_mode, attach_status, connection_info, "
+                   "created_at, deleted) VALUES (?, ?, ?, ?, ?, ?, 'rw', 'attached', ?, ?, 0)",
+                   "ssssssss", attachment_id, volume_id, instance_uuid, host, mountpoint, now,
+                   info_text, now) < 0) {
         nb_db_rollback(db);
         return -1;
     }

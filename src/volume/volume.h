@@ -22,8 +22,52 @@
 #include "common/ctx.h"
 #include "common/env.h"
 #include <jansson.h>
+#include <stdbool.h>
 
 int nb_volume_init(struct nb_env *env);
+
+/* --- for the compute conductor (boot from volume, delete_on_termination,
+ * snapshots of attached volumes). Each runs synchronously with the checks,
+ * quota, status flow and messages of the matching API call, on behalf of
+ * ctx's project and user; an error is recorded in ctx once. */
+
+/* Creates a volume as POST /volumes does, from req, an object with Cinder's
+ * create-body keys: "size" (GiB; 0 or absent: the size of the snapshot,
+ * source volume or image — the image's virtual size rounded up, at least
+ * its min_disk), "imageRef", "snapshot_id", "source_volid", "name",
+ * "description", "availability_zone", "metadata". Writes the new id into
+ * id_out[37] as soon as the row exists. Returns 0 when the volume is
+ * "available"; -1 after nb_error: refused before the row (400/404/413 as
+ * the API, id_out untouched), or the row ended "error" with no file left
+ * (e.g. 400 "... Could not find any available weighted backend: a volume
+ * of N GiB was requested and the shares have M GiB available ...", which
+ * also leaves Cinder's user message for GET /messages). */
+int nb_volume_create_for(struct nb_ctx *ctx, const json_t *req, char id_out[37]);
+
+/* Deletes a volume as DELETE /volumes/{id} does (no cascade): it must be
+ * available or error (not attached) and have no snapshots; its files are
+ * removed and the row marked deleted. 0, or -1 after nb_error (400 with
+ * Cinder's "Invalid volume: Volume status must be ..." message, 404, or 500
+ * when the files could not be removed: the volume is then error_deleting). */
+int nb_volume_delete_for(struct nb_ctx *ctx, const char *volume_id);
+
+/* Snapshots a volume as POST /snapshots does. The volume must be available,
+ * or in-use with force. An available volume gets a qcow2 overlay (its
+ * active file changes); an in-use volume's active file is left alone (a
+ * guest has it open) and the snapshot is a standalone, crash-consistent
+ * copy (see snapshots.c). Writes the id into snap_id_out[37] once the row
+ * exists. 0 when the snapshot is "available"; -1 after nb_error (refused, or
+ * the row ended "error"). name and description may be NULL. */
+int nb_volume_snapshot_for(struct nb_ctx *ctx, const char *volume_id, const char *name,
+                           const char *description, bool force, char snap_id_out[37]);
+
+/* Sets the volume's admin metadata "format" ("raw" | "qcow2": the real
+ * format of its active file), in a transaction of its own (so not for a
+ * caller inside one). The volume service sets it at every create and
+ * whenever a snapshot changes the active file. As in Cinder it is not shown
+ * in the volume's views; GET /attachments/{id} puts it in connection_info.
+ * 0, or -1 after nb_error (400 for another format, 404). */
+int nb_volume_set_format(struct nb_ctx *ctx, const char *volume_id, const char *format);
 
 /* The attach-side transitions. */
 enum nb_volume_op {
@@ -58,7 +102,8 @@ json_t *nb_volume_lookup(struct nb_ctx *ctx, const char *volume_id);
 int nb_volume_transition(struct nb_ctx *ctx, const char *volume_id, enum nb_volume_op op);
 
 /* Completes an attach: the volume goes attaching -> in-use and an attachment
- * record (attached, instance_uuid, host, mountpoint) is written in the same
+ * record (attached, instance_uuid, host, mountpoint, and the volume's
+ * connection info as the attachments API shows it) is written in the same
  * transaction. Writes the attachment id into attachment_id[37]. 0/-1. */
 int nb_volume_attach(struct nb_ctx *ctx, const char *volume_id, const char *instance_uuid,
                      const char *host, const char *mountpoint, char *attachment_id);

@@ -59,6 +59,10 @@ struct nb_vol_sort_key {
 int nb_vol_page_parse(struct nb_ctx *ctx, struct nb_req *req, const struct nb_vol_sort_key *keys,
                       struct nb_vol_page *page);
 
+/* After nb_vol_begin: 404 "The resource could not be found." when the
+ * negotiated microversion is below 3.minor (Cinder's api_version gate). */
+int nb_vol_require_mv(struct nb_ctx *ctx, int minor);
+
 /* Loads a live row by id, visible to ctx, or NULL after 404 (nb_vol_load,
  * nb_vol_snapshot_load). New reference. */
 typedef json_t *(*nb_vol_load_fn)(struct nb_ctx *ctx, const char *id);
@@ -88,10 +92,15 @@ struct nb_vol_lister {
     bool (*match)(struct nb_ctx *ctx, struct nb_req *req, const json_t *row, const json_t *filter);
     /* The view of a row in the list (detail: the /detail route). New reference. */
     json_t *(*view)(struct nb_ctx *ctx, const json_t *row, bool detail);
+    /* The lowest microversion (minor) of the API; below it, Cinder's 404
+     * "The resource could not be found." (0: every version). */
+    int min_mv;
+    /* Admins see every project's rows without all_tenants (messages). */
+    bool admin_sees_all;
     /* Optional: adds to the finished body (Cinder's "count"). */
     void (*finish)(struct nb_ctx *ctx, struct nb_req *req, json_t *body);
 };
-/* Answers a list as Cinder does: nb_vol_begin, nb_vol_page_parse, the
+/* Answers a list as Cinder does: nb_vol_begin, the min_mv gate, nb_vol_page_parse, the
  * filters, the marker check, the rows of ctx's project (every project for an
  * admin with all_tenants) in the page's order, those after the marker that
  * match, up to the limit, each by view, the next link, then finish: 200
@@ -110,7 +119,8 @@ json_t *nb_vol_load(struct nb_ctx *ctx, const char *id);
 /* A live snapshot row visible to ctx, or NULL after 404. New reference. */
 json_t *nb_vol_snapshot_load(struct nb_ctx *ctx, const char *id);
 /* The snapshots of a volume that have an overlay, oldest first (the chain,
- * base excluded): rows {id, provider_location}. New reference or NULL. */
+ * base excluded; standalone copies are not in it): rows {id,
+ * provider_location}. New reference or NULL. */
 json_t *nb_vol_chain(struct nb_ctx *ctx, const char *volume_id);
 /* The file name of a volume's active image (the newest overlay, else
  * volume-<id>) into out. 0/-1. */
@@ -126,6 +136,30 @@ void nb_vol_chain_unlock(void);
  * from (NULL-terminated; NULL = any). Returns rows changed (0/1), -1. */
 int nb_vol_set_status(struct nb_ctx *ctx, const char *id, const char *status,
                       const char *const *from);
+
+/* Detects the format of the volume's active file on share and records it
+ * as admin metadata "format" (nb_volume_set_format). 0/-1. */
+int nb_vol_record_format(struct nb_ctx *ctx, const char *share, const char *volume_id);
+
+/* --- messages.c -------------------------------------------------------------- */
+
+/* Cinder's message actions and details (message_field.py) used here. */
+#define NB_VOL_ACTION_SCHEDULE_ALLOCATE_VOLUME "001"
+#define NB_VOL_DETAIL_UNKNOWN_ERROR "001"
+#define NB_VOL_DETAIL_NO_BACKEND_AVAILABLE "003"
+/* Cinder's user_message of a message: "<action>:<detail>" ("schedule
+ * allocate volume:Could not find any available weighted backend."). Pure;
+ * unknown ids read as Cinder's defaults. Into out. */
+void nb_vol_message_text(const char *action_id, const char *detail_id, char *out, size_t n);
+/* Records a user message (level ERROR) about a volume for ctx's project and
+ * request, kept [volume] message_ttl seconds (default 2592000). 0/-1. */
+int nb_vol_message_record(struct nb_ctx *ctx, const char *resource_uuid, const char *action_id,
+                          const char *detail_id);
+void nb_vol_messages_routes(void);
+
+/* --- attachments.c ----------------------------------------------------------- */
+
+void nb_vol_attachments_routes(void);
 
 /* --- status.c --------------------------------------------------------------- */
 
@@ -154,8 +188,27 @@ void nb_vol_mount_point(const char *base, const char *share, char *out, size_t n
 const char *nb_vol_mount_base(void);
 /* Prepares every share of [volume] shares (see backend_nfs.c). 0/-1 (logged). */
 int nb_vol_backend_init(const char *state_path);
-/* The share for a new volume (most free space). Borrowed, NULL if none. */
-const char *nb_vol_pick_share(struct nb_ctx *ctx);
+/* What the NFS driver measures of a share, in bytes. */
+struct nb_vol_capacity {
+    double total;     /* size of the share's file system */
+    double available; /* free space in it */
+    double allocated; /* apparent size of the files on the share */
+};
+/* Cinder's NFS driver's _is_share_eligible (the capacity filter's thin
+ * provisioning semantics): with sparse volumes ([volume]
+ * nfs_sparsed_volumes, default true) the share may be provisioned up to
+ * total x ratio ([volume] max_over_subscription_ratio, default 20.0), so a
+ * volume fits when total x ratio - allocated exceeds its size, the share is
+ * not fuller than 100 - reserved_percentage percent, and allocated / total
+ * is below ratio; with thick volumes, when the free space exceeds its size.
+ * *available gets the space counted (bytes, >= 0). Pure. */
+bool nb_vol_share_eligible(const struct nb_vol_capacity *c, long long size_gb, bool sparse,
+                           double ratio, int reserved_percentage, double *available);
+/* The share for a new volume of size_gb: among the eligible shares, the
+ * least allocated (the NFS driver's _find_share). Borrowed; NULL after 400
+ * "Could not find any available weighted backend: ..." naming the requested
+ * and available GiB (or 500 when no share is usable at all). */
+const char *nb_vol_pick_share(struct nb_ctx *ctx, long long size_gb);
 /* <mount point of share>/<file> into out. */
 void nb_vol_file_path(const char *share, const char *file, char *out, size_t n);
 /* Format of new volumes: [volume] volume_format, "raw" (default) or "qcow2". */
@@ -172,6 +225,16 @@ int nb_vol_backend_create(struct nb_ctx *ctx, const char *share, const char *vol
  * into a new volume file, then grows it to size_gb if smaller. */
 int nb_vol_backend_create_from(struct nb_ctx *ctx, const char *share, const char *volume_id,
                                const char *src, const char *src_fmt, long long size_gb);
+/* Copies the data of a volume (its active file and what lies under it) into
+ * the standalone file copy_file, in the format of new volumes, reading with
+ * qemu-img's -U so an attached volume's open file is neither locked nor
+ * changed (crash-consistent). */
+int nb_vol_backend_copy(struct nb_ctx *ctx, const char *share, const char *active_file,
+                        const char *copy_file);
+/* Removes one file of a share (a standalone snapshot copy). */
+int nb_vol_backend_remove(struct nb_ctx *ctx, const char *share, const char *file);
+/* Removes volume-<id> and every volume-<id>.* (overlays, standalone
+ * snapshot copies, the .info file, a leftover .part). */
 int nb_vol_backend_delete(struct nb_ctx *ctx, const char *share, const char *volume_id);
 int nb_vol_backend_extend(struct nb_ctx *ctx, const char *share, const char *active_file,
                           long long size_gb);

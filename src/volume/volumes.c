@@ -6,10 +6,19 @@
  * extensions that add os-vol-*-attr fields and volume_image_metadata;
  * volume/api.py and volume/flows/api/create_volume.py for the checks).
  *
- * Creation runs in the request: the row is written "creating" (with the
- * quota check, in one transaction), the file is made on a share, and the
- * row becomes "available" (or "error", qemu-img's message in the log) before
- * the 202 answers it. Deletion likewise goes through "deleting". */
+ * Creation runs in the request (or in the compute conductor, through
+ * nb_volume_create_for; both share create_volume): the row is written
+ * "creating" (with the quota check, in one transaction); the scheduler's part
+ * picks a share with room for it (Cinder's NFS capacity rules, see
+ * nb_vol_share_eligible) and records it as host and provider_location; the
+ * file is made there and its real format recorded as admin metadata
+ * "format"; the row becomes "available" before the 202 answers it. When no
+ * share has room the request is still accepted, as in Cinder: the volume
+ * ends "error" and a user message (GET /messages) says "schedule allocate
+ * volume:Could not find any available weighted backend."; any other failure
+ * also ends in "error" (qemu-img's message in the log), with no file left.
+ * Deletion likewise goes through "deleting" (DELETE and
+ * nb_volume_delete_for share delete_volume). */
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -77,7 +86,8 @@ json_t *nb_vol_chain(struct nb_ctx *ctx, const char *volume_id)
 {
     return nb_db_rows(nb_vol_env->db, ctx,
                       "SELECT id, provider_location FROM snapshots WHERE volume_id = ? AND "
-                      "deleted = 0 AND provider_location IS NOT NULL ORDER BY created_at, id",
+                      "deleted = 0 AND standalone = 0 AND provider_location IS NOT NULL ORDER BY "
+                      "created_at, id",
                       "s", volume_id);
 }
 
@@ -488,9 +498,24 @@ static int check_image(struct nb_ctx *ctx, const json_t *img, long long size)
     return 0;
 }
 
-/* Loads and checks the source named in body and settles *size. 0/-1. */
+/* The smallest size (GiB) that holds an image: its virtual size (else its
+ * size) rounded up, at least its min_disk and 1. */
+static long long image_gb(const json_t *img)
+{
+    long long bytes = nb_json_int(img, "virtual_size", 0);
+    if (bytes <= 0)
+        bytes = nb_json_int(img, "size", 0);
+    long long gb = (bytes + GIB - 1) / GIB, min_disk = nb_json_int(img, "min_disk", 0);
+    if (gb < min_disk)
+        gb = min_disk;
+    return gb > 0 ? gb : 1;
+}
+
+/* Loads and checks the source named in body and settles *size (from an
+ * image too when size_from_image; Cinder's API requires a size with an
+ * image). 0/-1. */
 static int resolve_source(struct nb_ctx *ctx, const json_t *body, struct source *src,
-                          long long *size)
+                          long long *size, bool size_from_image)
 {
     const char *snap = nb_json_str(body, "snapshot_id");
     const char *vol = nb_json_str(body, "source_volid");
@@ -535,6 +560,8 @@ static int resolve_source(struct nb_ctx *ctx, const json_t *body, struct source 
             ctx->err_status = 0;
             return nb_error(ctx, 404, NULL, "Image %s could not be found.", img);
         }
+        if (!*size && size_from_image)
+            *size = image_gb(src->image);
         if (!*size)
             return nb_error(ctx, 400, NULL,
                             "Invalid input received: Volume size 'None' must be an integer and "
@@ -559,9 +586,10 @@ static int check_type(struct nb_ctx *ctx, const json_t *body)
     return nb_error(ctx, 404, NULL, "Volume type with name %s could not be found.", t);
 }
 
-/* Inserts the "creating" row after the quota check, in one transaction. */
+/* Inserts the "creating" row after the quota check, in one transaction.
+ * host and provider_location stay NULL until a share is picked. */
 static int insert_volume(struct nb_ctx *ctx, const char *id, const json_t *body,
-                         const struct source *src, long long size, const char *share)
+                         const struct source *src, long long size)
 {
     struct nb_db *db = nb_vol_env->db;
     char now[32];
@@ -572,22 +600,21 @@ static int insert_volume(struct nb_ctx *ctx, const char *id, const json_t *body,
     const char *desc = nb_json_str(body, "description");
     if (!desc)
         desc = nb_json_str(body, "display_description");
-    _cleanup_free_ char *host = nb_strdup_printf("%s@nfs#nfs", nb_vol_env->my_host);
     if (nb_db_begin(db, ctx) < 0)
         return -1;
     int rc = nb_vol_quota_check(ctx, ctx->project_id, 1, 0, size);
     if (rc == 0)
         rc = nb_db_exec(
             db, ctx,
-            "INSERT INTO volumes (id, created_at, updated_at, deleted, user_id, project_id, host, "
+            "INSERT INTO volumes (id, created_at, updated_at, deleted, user_id, project_id, "
             "size, availability_zone, status, attach_status, replication_status, display_name, "
-            "display_description, provider_location, snapshot_id, source_volid, volume_type_id, "
-            "bootable, multiattach, use_quota, scheduled_at) VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, "
-            "'creating', 'detached', 'disabled', ?, ?, ?, ?, ?, ?, ?, 0, 1, ?)",
-            "ssssssisssssssbs", id, now, now, ctx->user_id, ctx->project_id, host, size,
-            nb_vol_az(), name, desc, share, src->snapshot ? nb_json_str(src->snapshot, "id") : NULL,
+            "display_description, snapshot_id, source_volid, volume_type_id, "
+            "bootable, multiattach, use_quota) VALUES (?, ?, ?, 0, ?, ?, ?, ?, "
+            "'creating', 'detached', 'disabled', ?, ?, ?, ?, ?, ?, 0, 1)",
+            "sssssissssssb", id, now, now, ctx->user_id, ctx->project_id, size, nb_vol_az(), name,
+            desc, src->snapshot ? nb_json_str(src->snapshot, "id") : NULL,
             src->volume ? nb_json_str(src->volume, "id") : NULL, NB_VOL_DEFAULT_TYPE_ID,
-            src->volume ? (int)nb_json_int(src->volume, "bootable", 0) : 0, now);
+            src->volume ? (int)nb_json_int(src->volume, "bootable", 0) : 0);
     json_t *md = json_object_get(body, "metadata");
     if (rc >= 0 && json_is_object(md))
         rc = write_metadata(ctx, id, md, false);
@@ -628,7 +655,17 @@ static int make_file(struct nb_ctx *ctx, const char *id, const struct source *sr
                      const char *share)
 {
     char path[PATH_MAX + 128], fmt[16], file[128];
-    if (src->snapshot) {
+    if (src->snapshot && nb_json_int(src->snapshot, "standalone", 0)) {
+        /* a standalone copy holds the snapshot's data itself */
+        const char *vid = nb_json_str(src->snapshot, "volume_id");
+        _cleanup_json_ json_t *svol = nb_db_row(
+            nb_vol_env->db, ctx, "SELECT provider_location FROM volumes WHERE id = ?", "s", vid);
+        const char *sfile = nb_json_str(src->snapshot, "provider_location");
+        if (!svol || !sfile)
+            return nb_error(ctx, 500, NULL, "Cannot find the copy of snapshot %s",
+                            nb_json_str(src->snapshot, "id"));
+        nb_vol_file_path(nb_json_str(svol, "provider_location"), sfile, path, sizeof(path));
+    } else if (src->snapshot) {
         /* the snapshot's data: the backing file of its overlay */
         const char *vid = nb_json_str(src->snapshot, "volume_id");
         _cleanup_json_ json_t *chain = nb_vol_chain(ctx, vid);
@@ -679,17 +716,12 @@ static int make_file(struct nb_ctx *ctx, const char *id, const struct source *sr
     return nb_vol_backend_create_from(ctx, share, id, path, fmt, size);
 }
 
-static int volumes_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+/* Cinder's API checks of a create body, the source and the size. 0, or -1
+ * after nb_error (nothing written). */
+static int check_create(struct nb_ctx *ctx, const json_t *body, struct source *src, long long *size,
+                        bool size_from_image)
 {
-    if (nb_vol_begin(ctx, req, resp) < 0)
-        return -1;
-    if (!ctx->is_member)
-        return nb_error(ctx, 403, NULL, "Policy doesn't allow volume:create to be performed.");
-    json_t *body = nb_vol_body(ctx, req, "volume");
-    if (!body)
-        return -1;
-    long long size;
-    if (parse_size(ctx, json_object_get(body, "size"), &size) < 0 || check_type(ctx, body) < 0 ||
+    if (parse_size(ctx, json_object_get(body, "size"), size) < 0 || check_type(ctx, body) < 0 ||
         check_metadata(ctx, json_object_get(body, "metadata")) < 0)
         return -1;
     if (json_is_true(json_object_get(body, "multiattach")))
@@ -701,24 +733,70 @@ static int volumes_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
     const char *az = nb_json_str(body, "availability_zone");
     if (az && strcmp(az, nb_vol_az()) != 0)
         return nb_error(ctx, 400, NULL, "Availability zone '%s' is invalid.", az);
+    return resolve_source(ctx, body, src, size, size_from_image);
+}
+
+/* The scheduler's part: picks a share for the volume and records it as the
+ * volume's host and provider_location. Borrowed share, or NULL after
+ * nb_error(ctx) ("Could not find any available weighted backend: ..."). */
+static const char *schedule(struct nb_ctx *ctx, const char *id, long long size)
+{
+    const char *share = nb_vol_pick_share(ctx, size);
+    if (!share)
+        return NULL;
+    _cleanup_free_ char *host = nb_strdup_printf("%s@nfs#nfs", nb_vol_env->my_host);
+    char now[32];
+    nb_now_iso_us(now);
+    if (nb_db_exec(nb_vol_env->db, ctx,
+                   "UPDATE volumes SET host = ?, provider_location = ?, scheduled_at = ? WHERE "
+                   "id = ?",
+                   "ssss", host, share, now, id) < 0)
+        return NULL;
+    return share;
+}
+
+/* Creates the volume of body: checks, quota and the "creating" row, then
+ * the share and the file, each step committed; the row ends "available" or
+ * "error" (with no file left). The new id goes into id.
+ * Returns -1 after nb_error(ctx) when the request is refused before the row
+ * exists; 0 when the row exists: then failed->err_status is 0 if the volume
+ * is available, else failed holds why it ended in error (a scheduling
+ * failure also leaves Cinder's user message). */
+static int create_volume(struct nb_ctx *ctx, const json_t *body, bool size_from_image,
+                         char id[NB_UUID_LEN], struct nb_ctx *failed)
+{
     struct source src = {0};
-    int rc = resolve_source(ctx, body, &src, &size);
-    const char *share = rc == 0 ? nb_vol_pick_share(ctx) : NULL;
-    char id[NB_UUID_LEN];
-    nb_uuid(id);
-    if (!share || insert_volume(ctx, id, body, &src, size, share) < 0) {
+    long long size;
+    if (check_create(ctx, body, &src, &size, size_from_image) < 0) {
         source_free(&src);
         return -1;
     }
-    /* creating -> available | error; the row is committed at each step */
-    struct nb_ctx work = *ctx;
-    work.err_status = 0;
-    bool copies = src.snapshot || src.volume;
+    nb_uuid(id);
+    if (insert_volume(ctx, id, body, &src, size) < 0) {
+        source_free(&src);
+        return -1;
+    }
+    *failed = *ctx;
+    failed->err_status = 0;
+    const char *share = schedule(failed, id, size);
+    int rc = share ? 0 : -1;
+    struct nb_ctx aside = *ctx; /* for best-effort work whose failure is only logged */
+    aside.err_status = 0;
+    if (!share && nb_vol_message_record(&aside, id, NB_VOL_ACTION_SCHEDULE_ALLOCATE_VOLUME,
+                                        NB_VOL_DETAIL_NO_BACKEND_AVAILABLE) < 0)
+        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s: no user message: %s", id, aside.err_msg);
+    bool copies = share && (src.snapshot || src.volume);
     if (copies)
         nb_vol_chain_lock();
-    rc = make_file(&work, id, &src, size, share);
+    if (rc == 0)
+        rc = make_file(failed, id, &src, size, share);
     if (copies)
         nb_vol_chain_unlock();
+    if (rc == 0)
+        rc = nb_vol_record_format(failed, share, id);
+    aside.err_status = 0;
+    if (rc < 0 && share && nb_vol_backend_delete(&aside, share, id) < 0)
+        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s: %s", id, aside.err_msg);
     if (rc == 0 && src.image)
         record_image(ctx, id, src.image);
     char now[32];
@@ -732,13 +810,98 @@ static int volumes_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
         NB_INFO(NB_VOL_LOG, ctx, NULL, "Volume %s created: %lld GiB on %s", id, size, share);
     } else {
         nb_vol_set_status(ctx, id, "error", creating);
-        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s creation failed: %s", id, work.err_msg);
+        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s creation failed: %s", id, failed->err_msg);
     }
     source_free(&src);
+    return 0;
+}
+
+static int volumes_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_vol_begin(ctx, req, resp) < 0)
+        return -1;
+    if (!ctx->is_member)
+        return nb_error(ctx, 403, NULL, "Policy doesn't allow volume:create to be performed.");
+    json_t *body = nb_vol_body(ctx, req, "volume");
+    char id[NB_UUID_LEN];
+    struct nb_ctx failed;
+    if (!body || create_volume(ctx, body, false, id, &failed) < 0)
+        return -1;
+    /* accepted either way: a failure shows as status "error" (and a message) */
     _cleanup_json_ json_t *row = nb_vol_load(ctx, id);
     if (!row)
         return -1;
     return nb_resp_json(resp, 202, json_pack("{s:o}", "volume", volume_detail(ctx, row)));
+}
+
+int nb_volume_create_for(struct nb_ctx *ctx, const json_t *req, char id_out[37])
+{
+    char id[NB_UUID_LEN];
+    struct nb_ctx failed;
+    if (!json_is_object(req))
+        return nb_error(ctx, 400, NULL, "Malformed request body");
+    if (create_volume(ctx, req, true, id, &failed) < 0)
+        return -1;
+    nb_strlcpy(id_out, id, NB_UUID_LEN);
+    if (failed.err_status)
+        return nb_error(ctx, failed.err_status, failed.err_name, "Volume %s ended in error: %s", id,
+                        failed.err_msg);
+    return 0;
+}
+
+/* --- admin metadata --------------------------------------------------------------- */
+
+/* Sets key of a volume's admin metadata to value (inside the caller's
+ * transaction, if any). 0/-1. */
+static int set_admin_metadata(struct nb_ctx *ctx, const char *id, const char *key,
+                              const char *value)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    struct nb_db *db = nb_vol_env->db;
+    int n = nb_db_exec(db, ctx,
+                       "UPDATE volume_admin_metadata SET value = ?, updated_at = ? WHERE "
+                       "volume_id = ? AND key = ? AND deleted = 0",
+                       "ssss", value, now, id, key);
+    if (n == 0)
+        n = nb_db_exec(db, ctx,
+                       "INSERT INTO volume_admin_metadata (volume_id, key, value, created_at, "
+                       "deleted) VALUES (?, ?, ?, ?, 0)",
+                       "ssss", id, key, value, now);
+    return n < 0 ? -1 : 0;
+}
+
+int nb_volume_set_format(struct nb_ctx *ctx, const char *volume_id, const char *format)
+{
+    if (!format || (strcmp(format, "raw") != 0 && strcmp(format, "qcow2") != 0))
+        return nb_error(ctx, 400, NULL, "Invalid input received: Unsupported volume format %s.",
+                        format ? format : "None");
+    _cleanup_json_ json_t *row = nb_vol_load(ctx, volume_id);
+    if (!row)
+        return -1;
+    struct nb_db *db = nb_vol_env->db;
+    if (nb_db_begin(db, ctx) < 0)
+        return -1;
+    if (set_admin_metadata(ctx, volume_id, "format", format) < 0) {
+        nb_db_rollback(db);
+        return -1;
+    }
+    return nb_db_commit(db, ctx);
+}
+
+int nb_vol_record_format(struct nb_ctx *ctx, const char *share, const char *volume_id)
+{
+    char active[128], path[PATH_MAX + 128], fmt[16];
+    if (nb_vol_active_file(ctx, volume_id, active, sizeof(active)) < 0)
+        return -1;
+    nb_vol_file_path(share, active, path, sizeof(path));
+    if (nb_vol_detect_format(ctx, path, fmt) < 0)
+        return -1;
+    struct nb_ctx sys;
+    nb_ctx_init_system(&sys, ctx->request_id);
+    if (nb_volume_set_format(&sys, volume_id, fmt) < 0)
+        return nb_error(ctx, sys.err_status, sys.err_name, "%s", sys.err_msg);
+    return 0;
 }
 
 /* --- update / delete ----------------------------------------------------------- */
@@ -846,14 +1009,15 @@ static int mark_deleting(struct nb_ctx *ctx, const char *id, bool cascade)
     return n;
 }
 
-static int volumes_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+/* Deletes the volume of row (Cinder's checks: deletable status, not
+ * attached, no snapshots unless cascade): deleting, the files removed, then
+ * the row (and its snapshots, metadata) marked deleted.
+ * Returns -1 after nb_error(ctx) when refused (400) or on a database error;
+ * 0 when deleted; 1 when the files could not be removed: the volume is then
+ * error_deleting and failed holds why. */
+static int delete_volume(struct nb_ctx *ctx, const json_t *row, bool cascade, struct nb_ctx *failed)
 {
-    const char *id = nb_req_param(req, "volume_id");
-    _cleanup_json_ json_t *row =
-        nb_vol_begin_load(ctx, req, resp, "volume_id", nb_vol_load, "volume:delete");
-    if (!row)
-        return -1;
-    bool cascade = nb_vol_bool(nb_req_query(req, "cascade")) == 1;
+    const char *id = nb_json_str(row, "id");
     int n = mark_deleting(ctx, id, cascade);
     if (n < 0)
         return -1;
@@ -865,16 +1029,16 @@ static int volumes_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
                         "disassociated from snapshots after volume transfer.",
                         st);
     }
-    struct nb_ctx work = *ctx;
-    work.err_status = 0;
+    *failed = *ctx;
+    failed->err_status = 0;
     const char *share = nb_json_str(row, "provider_location");
     char now[32];
     nb_now_iso_us(now);
     static const char *const deleting[] = {"deleting", NULL};
-    if (share && nb_vol_backend_delete(&work, share, id) < 0) {
+    if (share && nb_vol_backend_delete(failed, share, id) < 0) {
         nb_vol_set_status(ctx, id, "error_deleting", deleting);
-        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s deletion failed: %s", id, work.err_msg);
-        return nb_resp_empty(resp, 202);
+        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s deletion failed: %s", id, failed->err_msg);
+        return 1;
     }
     struct nb_db *db = nb_vol_env->db;
     if (nb_db_begin(db, ctx) < 0)
@@ -888,6 +1052,10 @@ static int volumes_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
                    "AND deleted = 0",
                    "ss", now, id) < 0 ||
         nb_db_exec(db, ctx,
+                   "UPDATE volume_admin_metadata SET deleted = 1, deleted_at = ? WHERE volume_id "
+                   "= ? AND deleted = 0",
+                   "ss", now, id) < 0 ||
+        nb_db_exec(db, ctx,
                    "UPDATE volumes SET status = 'deleted', deleted = 1, deleted_at = ?, "
                    "updated_at = ? WHERE id = ?",
                    "sss", now, now, id) < 0) {
@@ -897,7 +1065,33 @@ static int volumes_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
     if (nb_db_commit(db, ctx) < 0)
         return -1;
     NB_INFO(NB_VOL_LOG, ctx, NULL, "Volume %s deleted", id);
+    return 0;
+}
+
+static int volumes_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    _cleanup_json_ json_t *row =
+        nb_vol_begin_load(ctx, req, resp, "volume_id", nb_vol_load, "volume:delete");
+    if (!row)
+        return -1;
+    bool cascade = nb_vol_bool(nb_req_query(req, "cascade")) == 1;
+    struct nb_ctx failed;
+    /* a failure to remove the files shows as status error_deleting */
+    if (delete_volume(ctx, row, cascade, &failed) < 0)
+        return -1;
     return nb_resp_empty(resp, 202);
+}
+
+int nb_volume_delete_for(struct nb_ctx *ctx, const char *volume_id)
+{
+    _cleanup_json_ json_t *row = nb_vol_load(ctx, volume_id);
+    if (!row)
+        return -1;
+    struct nb_ctx failed;
+    int rc = delete_volume(ctx, row, false, &failed);
+    if (rc == 1)
+        return nb_error(ctx, failed.err_status, failed.err_name, "%s", failed.err_msg);
+    return rc;
 }
 
 /* --- metadata ------------------------------------------------------------------ */

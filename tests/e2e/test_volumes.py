@@ -271,3 +271,177 @@ def test_versions_az_and_errors(cloud):
 def test_catalog_lists_block_storage(cloud):
     types = {e["Type"] for e in cloud.cli("catalog", "list", "-f", "json")}
     assert {"block-storage", "volumev3"} <= types
+
+
+def project_of(cloud):
+    return cloud.cli("token", "issue", "-f", "json")["project_id"]
+
+
+def test_free_space_refusal_and_messages(fresh_cloud, tmp_path):
+    """A volume larger than the share can provision (Cinder's NFS driver with
+    nfs_sparsed_volumes: free capacity x max_over_subscription_ratio 20.0) is
+    accepted, ends in error with no file, and leaves Cinder's user message."""
+    share = tmp_path / "share"
+    c = fresh_cloud("--set", "volume.shares=%s" % share)
+    c.cli("quota", "set", "--gigabytes", "-1", "admin")
+    st = os.statvfs(str(share))
+    total_gib = st.f_blocks * st.f_frsize / (1 << 30)
+    huge = int(total_gib * 20) + 100
+    v = create(c, "--size", str(huge), unique("huge"))
+    assert v["status"] == "error"
+    assert os.listdir(str(share)) == []
+    assert c.sql("SELECT status, provider_location FROM volumes WHERE id = '%s'" % v["id"]) == \
+        [{"status": "error", "provider_location": None}]
+    logs = "".join(open(f).read() for f in glob.glob(os.path.join(c.state_dir, "log", "*.log")))
+    assert "a volume of %d GiB was requested" % huge in logs
+
+    msgs = c.cli("volume", "message", "list", "--os-volume-api-version", "3.3", "-f", "json")
+    mine = [m for m in msgs if m["Resource UUID"] == v["id"]]
+    assert len(mine) == 1, msgs
+    assert mine[0]["User Message"] == (
+        "schedule allocate volume:Could not find any available weighted backend.")
+    assert mine[0]["Event ID"] == "VOLUME_VOLUME_001_003"
+    assert mine[0]["Message Level"] == "ERROR" and mine[0]["Resource Type"] == "VOLUME"
+    # the API's fields, Cinder's view
+    proj = project_of(c)
+    tok = c.token()
+    h = {"OpenStack-API-Version": "volume 3.3"}
+    st_, _, body = c.request("GET", "/volume/v3/%s/messages" % proj, token=tok, headers=h)
+    assert st_ == 200
+    m = [x for x in body["messages"] if x.get("resource_uuid") == v["id"]][0]
+    assert set(m) == {"id", "event_id", "user_message", "message_level", "resource_type",
+                      "resource_uuid", "created_at", "guaranteed_until", "request_id", "links"}
+    assert m["request_id"].startswith("req-") and m["guaranteed_until"] > m["created_at"]
+    st_, _, one = c.request("GET", "/volume/v3/%s/messages/%s" % (proj, m["id"]), token=tok,
+                            headers=h)
+    assert st_ == 200 and one["message"] == m
+    # before 3.3 there is no such API
+    st_, _, body = c.request("GET", "/volume/v3/%s/messages" % proj, token=tok)
+    assert st_ == 404
+    # a volume that fits is made on the same share
+    small = create(c, "--size", "1", unique("fits"))
+    assert small["status"] == "available"
+    assert os.listdir(str(share)) == ["volume-%s" % small["id"]]
+    c.cli("volume", "message", "delete", "--os-volume-api-version", "3.3", m["id"])
+    st_, _, body = c.request("GET", "/volume/v3/%s/messages/%s" % (proj, m["id"]), token=tok,
+                             headers=h)
+    assert st_ == 404 and body["itemNotFound"]["message"] == \
+        "Message %s could not be found." % m["id"]
+    c.cli("volume", "delete", v["id"], small["id"])
+    assert os.listdir(str(share)) == []
+
+
+def test_attachments_api(cloud):
+    """Cinder's attachments read API (3.27): empty list, then a record."""
+    out = cloud.cli("volume", "attachment", "list", "--os-volume-api-version", "3.27",
+                    "-f", "json")
+    assert out == [] or all(a["Volume ID"] for a in out)
+    before = {a["ID"] for a in out}
+    v = create(cloud, "--size", "1", unique("att"))
+    # the record nb_volume_attach writes (the compute side makes it)
+    aid = str(__import__("uuid").uuid4())
+    server = str(__import__("uuid").uuid4())
+    info = json.dumps({"driver_volume_type": "nfs", "data": {"name": "volume-%s" % v["id"]}})
+    cloud.sql("INSERT INTO volume_attachment (id, volume_id, instance_uuid, attached_host, "
+              "mountpoint, attach_time, attach_mode, attach_status, connection_info, "
+              "created_at, deleted) VALUES ('%s', '%s', '%s', 'h1', '/dev/vdb', "
+              "'2026-01-02T03:04:05.000006', 'rw', 'attached', '%s', "
+              "'2026-01-02T03:04:05.000006', 0)" % (aid, v["id"], server, info))
+    out = cloud.cli("volume", "attachment", "list", "--os-volume-api-version", "3.27",
+                    "-f", "json")
+    mine = [a for a in out if a["ID"] not in before]
+    assert mine == [{"ID": aid, "Volume ID": v["id"], "Server ID": server,
+                     "Status": "attached"}]
+    proj = project_of(cloud)
+    tok = cloud.token()
+    h = {"OpenStack-API-Version": "volume 3.27"}
+    st, _, body = cloud.request("GET", "/volume/v3/%s/attachments/%s" % (proj, aid), token=tok,
+                                headers=h)
+    assert st == 200
+    a = body["attachment"]
+    assert a["id"] == aid and a["status"] == "attached" and a["instance"] == server
+    assert a["attached_at"] == "2026-01-02T03:04:05.000006" and a["detached_at"] == ""
+    assert a["attach_mode"] == "rw"
+    # Cinder's show puts the volume's admin metadata format in connection_info
+    assert a["connection_info"]["format"] == "raw"
+    assert a["connection_info"]["driver_volume_type"] == "nfs"
+    st, _, body = cloud.request("GET", "/volume/v3/%s/attachments/detail?volume_id=%s" % (
+        proj, v["id"]), token=tok, headers=h)
+    assert st == 200 and [x["id"] for x in body["attachments"]] == [aid]
+    assert "connection_info" in body["attachments"][0]
+    st, _, body = cloud.request("GET", "/volume/v3/%s/attachments?volume_id=%s" % (
+        proj, v["id"]), token=tok, headers=h)
+    assert body["attachments"] == [{"id": aid, "status": "attached", "instance": server,
+                                    "volume_id": v["id"]}]
+    st, _, body = cloud.request("GET", "/volume/v3/%s/attachments" % proj, token=tok,
+                                headers={"OpenStack-API-Version": "volume 3.26"})
+    assert st == 404
+    st, _, body = cloud.request("GET", "/volume/v3/%s/attachments/%s" % (proj, "f" * 32),
+                                token=tok, headers=h)
+    assert st == 404 and body["itemNotFound"]["message"] == (
+        "Volume attachment could not be found with filter: attachment_id = %s." % ("f" * 32))
+    # admin metadata "format" is not shown with the volume (Cinder shows only
+    # readonly and attached_mode)
+    s = cloud.cli("volume", "show", v["id"], "-f", "json")
+    assert s["properties"] == {}
+    cloud.sql("UPDATE volume_attachment SET deleted = 1 WHERE id = '%s'" % aid)
+    cloud.cli("volume", "delete", v["id"])
+
+
+def test_snapshot_of_in_use_volume(cloud):
+    """force=true on an in-use volume: a standalone copy (the active file a
+    guest holds stays as it is), usable as a source, deletable while the
+    volume stays in use; an in-use volume cannot be deleted."""
+    v = create(cloud, "--size", "1", unique("inuse"))
+    base = volume_files(cloud, v["id"])[0]
+    d = os.path.dirname(base)
+    qemu_io("raw", "write -P 0x61 0 64k", base)
+    cloud.cli("volume", "set", "--state", "in-use", v["id"])
+    assert cloud.cli("volume", "show", v["id"], "-f", "json")["status"] == "in-use"
+    r = cloud.cli("volume", "snapshot", "create", "--volume", v["id"], unique("nf"),
+                  check=False)
+    assert r.returncode != 0
+    assert ("Invalid volume: Volume %s status must be available, but current status is: "
+            "in-use. (HTTP 400)" % v["id"]) in r.stderr
+    before = os.stat(base)
+    s = cloud.cli("volume", "snapshot", "create", "--volume", v["id"], "--force",
+                  unique("live"), "-f", "json")
+    assert s["status"] == "available"
+    copy = os.path.join(d, "volume-%s.%s" % (v["id"], s["id"]))
+    # the active file is unchanged: no overlay, no .info, same file
+    assert [os.path.basename(f) for f in volume_files(cloud, v["id"])] == \
+        sorted(["volume-%s" % v["id"], os.path.basename(copy)])
+    after = os.stat(base)
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    i = info(copy)
+    assert i["format"] == "raw" and "backing-filename" not in i
+    assert cloud.sql("SELECT standalone FROM snapshots WHERE id = '%s'" % s["id"]) == \
+        [{"standalone": 1}]
+    # the volume's data moves on; a volume from the snapshot has the old data
+    qemu_io("raw", "write -P 0x62 0 64k", base)
+    fs = create(cloud, "--snapshot", s["id"], unique("fromlive"))
+    assert fs["status"] == "available"
+    p = volume_files(cloud, fs["id"])[0]
+    assert "read 65536/65536" in qemu_io("raw", "read -P 0x61 0 64k", p)
+    assert info(p)["format"] == "raw"
+    # deleting an in-use volume: Cinder's refusal
+    cloud.cli("volume", "delete", fs["id"])
+    r = cloud.cli("volume", "delete", v["id"], check=False)
+    assert r.returncode != 0
+    assert ("Invalid volume: Volume status must be available or error or error_restoring or "
+            "error_extending or error_managing and must not be migrating, attached, belong to "
+            "a group, have snapshots, awaiting a transfer, or be disassociated from snapshots "
+            "after volume transfer. (HTTP 400)") in r.stderr
+    # the copy is deleted while the volume stays in use
+    cloud.cli("volume", "snapshot", "delete", s["id"])
+    assert not os.path.exists(copy)
+    assert "read 65536/65536" in qemu_io("raw", "read -P 0x62 0 64k", base)
+    # still in use: the delete is refused without snapshots too (attached)
+    st, _, body = cloud.request("DELETE", "/volume/v3/%s/volumes/%s" % (project_of(cloud),
+                                                                        v["id"]),
+                                token=cloud.token())
+    assert st == 400 and body["badRequest"]["message"].startswith(
+        "Invalid volume: Volume status must be available or error")
+    cloud.cli("volume", "set", "--state", "available", v["id"])
+    cloud.cli("volume", "delete", v["id"])
+    assert volume_files(cloud, v["id"]) == [] and volume_files(cloud, fs["id"]) == []

@@ -4,7 +4,10 @@
  * rows, attach_status) and of the NFS-style backend (mount point naming by
  * MD5 of the share, the share symlink, volume-<uuid> files, qcow2 overlays
  * for snapshots and their deletion with the data checked by qemu-io, and
- * Nova's NFS connection info). */
+ * Nova's NFS connection info), the capacity check of the NFS driver, the
+ * user message text, and the conductor's doors (create/delete/snapshot
+ * "_for", the free-space refusal, standalone snapshots of in-use volumes,
+ * admin metadata "format"). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -292,6 +295,276 @@ static void test_backend_files(void **state)
     assert_int_not_equal(access(base, F_OK), 0);
 }
 
+/* --- capacity (Cinder's NFS _is_share_eligible) ---------------------------------- */
+
+#define GB (1024.0 * 1024 * 1024)
+
+static void test_share_eligible(void **state)
+{
+    (void)state;
+    double avail;
+    /* 100 GiB share, 10 GiB free, 40 GiB of files: thin, 100 x 20 - 40 */
+    struct nb_vol_capacity c = {100 * GB, 10 * GB, 40 * GB};
+    assert_true(nb_vol_share_eligible(&c, 1000, true, 20.0, 0, &avail));
+    assert_true(avail == 1960 * GB);
+    assert_true(nb_vol_share_eligible(&c, 1959, true, 20.0, 0, &avail));
+    /* the apparent space must exceed the request */
+    assert_false(nb_vol_share_eligible(&c, 1960, true, 20.0, 0, &avail));
+    assert_false(nb_vol_share_eligible(&c, 100000, true, 20.0, 0, &avail));
+    /* thick (nfs_sparsed_volumes = false): the free space alone */
+    assert_true(nb_vol_share_eligible(&c, 9, false, 20.0, 0, &avail));
+    assert_true(avail == 10 * GB);
+    assert_false(nb_vol_share_eligible(&c, 10, false, 20.0, 0, &avail));
+    assert_false(nb_vol_share_eligible(&c, 11, false, 20.0, 0, &avail));
+    /* reserved_percentage: 90% used is too full when 15% is reserved */
+    assert_false(nb_vol_share_eligible(&c, 1, true, 20.0, 15, &avail));
+    assert_true(nb_vol_share_eligible(&c, 1, true, 20.0, 5, &avail));
+    /* allocation at the ratio: no more, whatever is asked */
+    struct nb_vol_capacity full = {100 * GB, 50 * GB, 2000 * GB};
+    assert_false(nb_vol_share_eligible(&full, 1, true, 20.0, 0, &avail));
+    assert_true(avail == 0);
+    /* ratio 1: thin but not oversubscribed */
+    struct nb_vol_capacity one = {100 * GB, 90 * GB, 10 * GB};
+    assert_true(nb_vol_share_eligible(&one, 89, true, 1.0, 0, &avail));
+    assert_false(nb_vol_share_eligible(&one, 90, true, 1.0, 0, &avail));
+    struct nb_vol_capacity empty = {0, 0, 0};
+    assert_false(nb_vol_share_eligible(&empty, 1, true, 20.0, 0, &avail));
+}
+
+static void test_message_text(void **state)
+{
+    (void)state;
+    char out[256];
+    nb_vol_message_text("001", "003", out, sizeof(out));
+    assert_string_equal(out, "schedule allocate volume:Could not find any available weighted "
+                             "backend.");
+    nb_vol_message_text("009", "001", out, sizeof(out));
+    assert_string_equal(out, "create snapshot:An unknown error occurred.");
+    nb_vol_message_text("999", "999", out, sizeof(out));
+    assert_string_equal(out, "unknown action:An unknown error occurred.");
+    nb_vol_message_text(NULL, NULL, out, sizeof(out));
+    assert_string_equal(out, "unknown action:An unknown error occurred.");
+}
+
+/* --- the conductor's doors ----------------------------------------------------------- */
+
+static char *admin_format(const char *id)
+{
+    struct nb_ctx ctx;
+    admin_ctx(&ctx);
+    json_t *r = nb_db_row(env.db, &ctx,
+                          "SELECT value FROM volume_admin_metadata WHERE volume_id = ? AND key = "
+                          "'format' AND deleted = 0",
+                          "s", id);
+    char *v = r && nb_json_str(r, "value") ? strdup(nb_json_str(r, "value")) : NULL;
+    json_decref(r);
+    return v;
+}
+
+static void assert_format(const char *id, const char *want)
+{
+    char *f = admin_format(id);
+    assert_non_null(f);
+    assert_string_equal(f, want);
+    free(f);
+}
+
+static int count_files(const char *id)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "ls %s/volumes-share | grep -c '^volume-%s' ; true", dir, id);
+    FILE *f = popen(cmd, "r");
+    int n = -1;
+    if (fscanf(f, "%d", &n) != 1)
+        n = -1;
+    pclose(f);
+    return n;
+}
+
+static void set_status(const char *id, const char *status)
+{
+    struct nb_ctx ctx;
+    admin_ctx(&ctx);
+    assert_int_equal(
+        nb_db_exec(env.db, &ctx, "UPDATE volumes SET status = ? WHERE id = ?", "ss", status, id),
+        1);
+}
+
+static void test_create_for_and_free_space(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    char id[37] = "", big[37] = "";
+    admin_ctx(&ctx);
+    json_t *req = json_pack("{s:i, s:s}", "size", 1, "name", "bfv");
+    assert_int_equal(nb_volume_create_for(&ctx, req, id), 0);
+    json_decref(req);
+    assert_status(id, "available/detached");
+    assert_int_equal(count_files(id), 1);
+    assert_format(id, "raw");
+
+    /* more than the share can hold (the quota allowing it): the row ends
+     * error, no file, a message */
+    admin_ctx(&ctx);
+    assert_int_equal(nb_db_exec(env.db, &ctx,
+                                "INSERT INTO volume_quotas (project_id, resource, hard_limit) "
+                                "VALUES ('p1', 'gigabytes', -1)",
+                                ""),
+                     1);
+    req = json_pack("{s:i}", "size", 10000000);
+    assert_int_equal(nb_volume_create_for(&ctx, req, big), -1);
+    json_decref(req);
+    assert_int_equal(ctx.err_status, 400);
+    assert_non_null(strstr(ctx.err_msg, "Could not find any available weighted backend"));
+    assert_non_null(strstr(ctx.err_msg, "10000000 GiB was requested"));
+    assert_non_null(strstr(ctx.err_msg, "GiB available"));
+    assert_int_equal(strlen(big), 36);
+    assert_status(big, "error/detached");
+    assert_int_equal(count_files(big), 0);
+    admin_ctx(&ctx);
+    json_t *m = nb_db_row(env.db, &ctx,
+                          "SELECT event_id, resource_uuid, message_level FROM messages WHERE "
+                          "resource_uuid = ?",
+                          "s", big);
+    assert_non_null(m);
+    assert_string_equal(nb_json_str(m, "event_id"), "VOLUME_VOLUME_001_003");
+    assert_string_equal(nb_json_str(m, "message_level"), "ERROR");
+    json_decref(m);
+
+    /* refused before a row: bad size, unknown snapshot */
+    admin_ctx(&ctx);
+    char none[37] = "";
+    req = json_pack("{s:i}", "size", -1);
+    assert_int_equal(nb_volume_create_for(&ctx, req, none), -1);
+    json_decref(req);
+    assert_int_equal(ctx.err_status, 400);
+    assert_string_equal(none, "");
+    admin_ctx(&ctx);
+    req = json_pack("{s:s}", "snapshot_id", "55555555-0000-4000-8000-000000000000");
+    assert_int_equal(nb_volume_create_for(&ctx, req, none), -1);
+    json_decref(req);
+    assert_int_equal(ctx.err_status, 404);
+
+    /* attached: the attachment records the connection info; no delete */
+    admin_ctx(&ctx);
+    char att[37];
+    assert_int_equal(nb_volume_transition(&ctx, id, NB_VOLUME_BEGIN_ATTACH), 0);
+    assert_int_equal(nb_volume_attach(&ctx, id, "inst-2", "host-2", "/dev/vdb", att), 0);
+    json_t *a = nb_db_row(env.db, &ctx,
+                          "SELECT connection_info FROM volume_attachment WHERE id = ?", "s", att);
+    json_t *ci = nb_json_parse(nb_json_str(a, "connection_info"));
+    assert_non_null(ci);
+    assert_string_equal(nb_json_str(json_object_get(ci, "data"), "format"), "raw");
+    json_decref(ci);
+    json_decref(a);
+    assert_int_equal(nb_volume_delete_for(&ctx, id), -1);
+    assert_int_equal(ctx.err_status, 400);
+    assert_non_null(strstr(ctx.err_msg, "Invalid volume: Volume status must be available or "
+                                        "error or error_restoring"));
+    admin_ctx(&ctx);
+    assert_int_equal(nb_volume_transition(&ctx, id, NB_VOLUME_BEGIN_DETACH), 0);
+    assert_int_equal(nb_volume_detach(&ctx, id, att), 0);
+
+    /* delete: the error volume has no file; the available one loses it */
+    admin_ctx(&ctx);
+    assert_int_equal(nb_volume_delete_for(&ctx, big), 0);
+    assert_int_equal(nb_volume_delete_for(&ctx, id), 0);
+    assert_int_equal(count_files(id), 0);
+    assert_int_equal(nb_volume_delete_for(&ctx, id), -1);
+    assert_int_equal(ctx.err_status, 404);
+}
+
+static void test_snapshot_for_in_use(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    char vol[37], s_in_use[37], s_overlay[37], clone[37], path[PATH_MAX];
+    admin_ctx(&ctx);
+    json_t *req = json_pack("{s:i}", "size", 1);
+    assert_int_equal(nb_volume_create_for(&ctx, req, vol), 0);
+    json_decref(req);
+    snprintf(path, sizeof(path), "%s/volumes-share/volume-%s", dir, vol);
+    assert_int_equal(sh("qemu-io -f raw -c 'write -P 0x33 0 64k' %s >/dev/null", path), 0);
+
+    /* in-use without force: refused with Cinder's message */
+    set_status(vol, "in-use");
+    admin_ctx(&ctx);
+    assert_int_equal(nb_volume_snapshot_for(&ctx, vol, "s", NULL, false, s_in_use), -1);
+    assert_int_equal(ctx.err_status, 400);
+    assert_non_null(strstr(ctx.err_msg, "status must be available, but current status is: "
+                                        "in-use."));
+    /* with force: a standalone copy; the active file is unchanged */
+    admin_ctx(&ctx);
+    assert_int_equal(nb_volume_snapshot_for(&ctx, vol, "s", "d", true, s_in_use), 0);
+    char active[128];
+    assert_int_equal(nb_vol_active_file(&ctx, vol, active, sizeof(active)), 0);
+    snprintf(path, sizeof(path), "volume-%s", vol);
+    assert_string_equal(active, path);
+    assert_format(vol, "raw");
+    snprintf(path, sizeof(path), "%s/volumes-share/volume-%s.%s", dir, vol, s_in_use);
+    assert_int_equal(sh("qemu-img info %s | grep -q 'file format: raw'", path), 0);
+    assert_int_not_equal(sh("qemu-img info %s | grep -q 'backing file'", path), 0);
+    json_t *row = nb_db_row(env.db, &ctx, "SELECT standalone, status FROM snapshots WHERE id = ?",
+                            "s", s_in_use);
+    assert_int_equal(nb_json_int(row, "standalone", -1), 1);
+    assert_string_equal(nb_json_str(row, "status"), "available");
+    json_decref(row);
+    /* the volume's data moves on; a volume from the copy has the old data */
+    snprintf(path, sizeof(path), "%s/volumes-share/volume-%s", dir, vol);
+    assert_int_equal(sh("qemu-io -f raw -c 'write -P 0x44 0 64k' %s >/dev/null", path), 0);
+    req = json_pack("{s:s}", "snapshot_id", s_in_use);
+    assert_int_equal(nb_volume_create_for(&ctx, req, clone), 0);
+    json_decref(req);
+    snprintf(path, sizeof(path), "%s/volumes-share/volume-%s", dir, clone);
+    assert_int_equal(sh("qemu-io -f raw -c 'read -P 0x33 0 64k' %s | grep -q 'read 65536'", path),
+                     0);
+
+    /* back to available: an overlay, which becomes the active (qcow2) file */
+    set_status(vol, "available");
+    admin_ctx(&ctx);
+    assert_int_equal(nb_volume_snapshot_for(&ctx, vol, NULL, NULL, false, s_overlay), 0);
+    assert_int_equal(nb_vol_active_file(&ctx, vol, active, sizeof(active)), 0);
+    snprintf(path, sizeof(path), "volume-%s.%s", vol, s_overlay);
+    assert_string_equal(active, path);
+    assert_format(vol, "qcow2");
+    json_t *ci = nb_volume_connection_info(&ctx, vol);
+    assert_string_equal(nb_json_str(json_object_get(ci, "data"), "format"), "qcow2");
+    json_decref(ci);
+    /* the chain holds the overlay only */
+    json_t *chain = nb_vol_chain(&ctx, vol);
+    assert_int_equal(json_array_size(chain), 1);
+    json_decref(chain);
+
+    /* a volume with snapshots cannot be deleted; in-use neither */
+    assert_int_equal(nb_volume_delete_for(&ctx, vol), -1);
+    assert_int_equal(ctx.err_status, 400);
+    assert_non_null(strstr(ctx.err_msg, "have snapshots"));
+    set_status(clone, "in-use");
+    admin_ctx(&ctx);
+    assert_int_equal(nb_volume_delete_for(&ctx, clone), -1);
+    assert_int_equal(ctx.err_status, 400);
+    set_status(clone, "available");
+
+    /* set_format: only raw or qcow2 */
+    admin_ctx(&ctx);
+    assert_int_equal(nb_volume_set_format(&ctx, vol, "vmdk"), -1);
+    assert_int_equal(ctx.err_status, 400);
+    admin_ctx(&ctx);
+    assert_int_equal(nb_volume_set_format(&ctx, vol, "raw"), 0);
+    assert_format(vol, "raw");
+
+    /* the volume's delete removes every file, the copy included */
+    admin_ctx(&ctx);
+    assert_int_equal(
+        nb_db_exec(env.db, &ctx, "UPDATE snapshots SET deleted = 1 WHERE volume_id = ?", "s", vol),
+        2);
+    /* base, copy, overlay, .info */
+    assert_int_equal(count_files(vol), 4);
+    assert_int_equal(nb_volume_delete_for(&ctx, vol), 0);
+    assert_int_equal(count_files(vol), 0);
+    assert_int_equal(nb_volume_delete_for(&ctx, clone), 0);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -319,9 +592,15 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_next_status),   cmocka_unit_test(test_transitions_db),
-        cmocka_unit_test(test_visibility),    cmocka_unit_test(test_mount_point_naming),
+        cmocka_unit_test(test_next_status),
+        cmocka_unit_test(test_transitions_db),
+        cmocka_unit_test(test_visibility),
+        cmocka_unit_test(test_mount_point_naming),
         cmocka_unit_test(test_backend_files),
+        cmocka_unit_test(test_share_eligible),
+        cmocka_unit_test(test_message_text),
+        cmocka_unit_test(test_create_for_and_free_space),
+        cmocka_unit_test(test_snapshot_for_in_use),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
