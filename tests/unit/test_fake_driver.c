@@ -2,7 +2,8 @@
  * guest lifecycle and power states (pause and suspend included), spawn
  * fault injection, and guests
  * surviving a re-open (and a change behind nubo's back) through the
- * per-host state file. */
+ * per-host state file; volume attach/detach and root disk snapshots (a
+ * real qcow2), with their fault injection. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -218,6 +219,180 @@ static void test_pause_and_suspend(void **state)
     json_decref(d);
 }
 
+static json_t *bdm(const char *volume_id, const char *device, int boot_index)
+{
+    return json_pack("{s:s, s:s, s:s, s:i, s:s, s:i}", "volume_id", volume_id, "device_name",
+                     device, "destination_type", "volume", "boot_index", boot_index,
+                     "connection_info", "{}", "deleted", 0);
+}
+
+static json_t *guest_volumes(const char *host, const char *uuid)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/fake/%s.json", dir, host);
+    json_t *all = json_load_file(path, 0, NULL);
+    json_t *v = json_incref(json_object_get(json_object_get(all, uuid), "volumes"));
+    json_decref(all);
+    return v;
+}
+
+/* attach/detach keep the device -> volume map of the guest (persisted),
+ * are idempotent, refuse a device held by another volume, answer 404 for
+ * an unknown guest, and fail on demand. */
+static void test_volumes(void **state)
+{
+    (void)state;
+    const char *id = "eeeeeeee-0000-0000-0000-000000000005";
+    struct nb_virt_driver *drv = nb_virt_fake_open();
+    assert_non_null(drv->ops->attach_volume);
+    assert_non_null(drv->ops->detach_volume);
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *inst = instance(id);
+    json_t *v1 = bdm("11111111-1111-1111-1111-111111111111", "/dev/vdb", -1);
+    json_t *v2 = bdm("22222222-2222-2222-2222-222222222222", "vdb", -1);
+    json_t *v2c = bdm("22222222-2222-2222-2222-222222222222", "vdc", -1);
+    assert_int_equal(drv->ops->attach_volume(drv, &ctx, "h1", inst, v1), -1); /* no guest */
+    assert_int_equal(ctx.err_status, 404);
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(drv->ops->spawn(drv, &ctx, "h1", inst), 0);
+    assert_int_equal(drv->ops->attach_volume(drv, &ctx, "h1", inst, v1), 0);
+    assert_int_equal(drv->ops->attach_volume(drv, &ctx, "h1", inst, v1), 0); /* again: fine */
+    assert_int_equal(drv->ops->attach_volume(drv, &ctx, "h1", inst, v2), -1);
+    assert_int_equal(ctx.err_status, 409);
+    assert_non_null(strstr(ctx.err_msg, "already holds volume 11111111"));
+    nb_ctx_init_system(&ctx, NULL);
+    /* a stopped guest takes the volume as well (its next start has it) */
+    assert_int_equal(drv->ops->power_off(drv, &ctx, "h1", inst, 0), 0);
+    assert_int_equal(drv->ops->attach_volume(drv, &ctx, "h1", inst, v2c), 0);
+    json_t *vols = guest_volumes("h1", id);
+    assert_int_equal(json_object_size(vols), 2);
+    assert_string_equal(json_string_value(json_object_get(vols, "vdb")),
+                        "11111111-1111-1111-1111-111111111111");
+    assert_string_equal(json_string_value(json_object_get(vols, "vdc")),
+                        "22222222-2222-2222-2222-222222222222");
+    json_decref(vols);
+    /* the mapping must name a device */
+    json_t *nodev = bdm("33333333-3333-3333-3333-333333333333", "", -1);
+    assert_int_equal(drv->ops->attach_volume(drv, &ctx, "h1", inst, nodev), -1);
+    assert_int_equal(ctx.err_status, 400);
+    nb_ctx_init_system(&ctx, NULL);
+    json_decref(nodev);
+
+    /* detach: the wrong volume for the device is refused; absent is fine */
+    assert_int_equal(drv->ops->detach_volume(drv, &ctx, "h1", inst, v2), -1);
+    assert_int_equal(ctx.err_status, 409);
+    nb_ctx_init_system(&ctx, NULL);
+    nb_virt_fake_fail("h1", "detach_volume", 1);
+    assert_int_equal(drv->ops->detach_volume(drv, &ctx, "h1", inst, v1), -1);
+    assert_int_equal(ctx.err_status, 500);
+    assert_non_null(strstr(ctx.err_msg, "Device detach failed for vdb"));
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(drv->ops->detach_volume(drv, &ctx, "h1", inst, v1), 0);
+    assert_int_equal(drv->ops->detach_volume(drv, &ctx, "h1", inst, v1), 0);
+    vols = guest_volumes("h1", id);
+    assert_int_equal(json_object_size(vols), 1);
+    assert_null(json_object_get(vols, "vdb"));
+    json_decref(vols);
+    nb_virt_fake_fail("h1", "attach_volume", -1);
+    assert_int_equal(drv->ops->attach_volume(drv, &ctx, "h1", inst, v1), -1);
+    assert_non_null(strstr(ctx.err_msg, "attach failure injected on host h1"));
+    nb_virt_fake_fail("h1", "attach_volume", 0);
+    nb_ctx_init_system(&ctx, NULL);
+    char *log = drv->ops->console_log(drv, &ctx, "h1", id);
+    assert_non_null(
+        strstr(log, "volume 11111111-1111-1111-1111-111111111111 attached at /dev/vdb"));
+    assert_non_null(
+        strstr(log, "volume 11111111-1111-1111-1111-111111111111 detached from /dev/vdb"));
+    free(log);
+    assert_int_equal(drv->ops->destroy(drv, &ctx, "h1", inst), 0);
+    /* a spawn has the connected volumes of the mappings (not the boot one) */
+    json_object_set_new(inst, "block_device_mapping",
+                        json_pack("[o, O, {s:s, s:s, s:s}]", bdm("boot", "/dev/vda", 0), v1,
+                                  "volume_id", "pending", "device_name", "vdd", "destination_type",
+                                  "volume"));
+    assert_int_equal(drv->ops->spawn(drv, &ctx, "h1", inst), 0);
+    vols = guest_volumes("h1", id);
+    assert_int_equal(json_object_size(vols), 1);
+    assert_string_equal(json_string_value(json_object_get(vols, "vdb")),
+                        "11111111-1111-1111-1111-111111111111");
+    json_decref(vols);
+    assert_int_equal(drv->ops->destroy(drv, &ctx, "h1", inst), 0);
+    drv->ops->close(drv);
+    json_decref(v1);
+    json_decref(v2);
+    json_decref(v2c);
+    json_decref(inst);
+}
+
+/* The qcow2 header fields of a file: magic, version, virtual size. */
+static void read_qcow2(const char *path, char magic[4], unsigned *version, unsigned long long *size)
+{
+    unsigned char h[32];
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    assert_int_equal(fread(h, 1, sizeof(h), f), sizeof(h));
+    fclose(f);
+    memcpy(magic, h, 4);
+    *version = (unsigned)h[4] << 24 | (unsigned)h[5] << 16 | (unsigned)h[6] << 8 | h[7];
+    *size = 0;
+    for (int i = 24; i < 32; i++)
+        *size = *size << 8 | h[i];
+}
+
+/* snapshot writes a real, empty qcow2 of the root disk's size (qemu-img
+ * check accepts it when qemu-img is installed), refuses volume-backed
+ * instances and fails on demand without leaving a file. */
+static void test_snapshot(void **state)
+{
+    (void)state;
+    const char *id = "abababab-0000-0000-0000-000000000007";
+    struct nb_virt_driver *drv = nb_virt_fake_open();
+    assert_non_null(drv->ops->snapshot);
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *inst = json_pack("{s:s, s:{s:i}}", "uuid", id, "flavor", "root_gb", 3);
+    char out[256];
+    snprintf(out, sizeof(out), "%s/snap.qcow2", dir);
+    assert_int_equal(drv->ops->snapshot(drv, &ctx, "h2", inst, out), -1);
+    assert_int_equal(ctx.err_status, 404);
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(drv->ops->spawn(drv, &ctx, "h2", inst), 0);
+    assert_int_equal(drv->ops->snapshot(drv, &ctx, "h2", inst, out), 0);
+    char magic[4];
+    unsigned version;
+    unsigned long long size;
+    read_qcow2(out, magic, &version, &size);
+    assert_memory_equal(magic, "QFI\xfb", 4);
+    assert_int_equal(version, 2);
+    assert_true(size == 3ULL << 30);
+    if (system("qemu-img --version >/dev/null 2>&1") == 0) {
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd),
+                 "qemu-img check -f qcow2 %s >/dev/null && qemu-img info --output=json %s | "
+                 "grep -q '\"virtual-size\": 3221225472'",
+                 out, out);
+        assert_int_equal(system(cmd), 0);
+    }
+    unlink(out);
+    nb_virt_fake_fail("h2", "snapshot", 1);
+    assert_int_equal(drv->ops->snapshot(drv, &ctx, "h2", inst, out), -1);
+    assert_int_equal(ctx.err_status, 500);
+    assert_int_equal(access(out, F_OK), -1);
+    nb_ctx_init_system(&ctx, NULL);
+
+    /* volume-backed: the API snapshots the volumes, not the driver */
+    json_object_set_new(inst, "block_device_mapping", json_pack("[o]", bdm("v", "vda", 0)));
+    assert_int_equal(drv->ops->snapshot(drv, &ctx, "h2", inst, out), -1);
+    assert_int_equal(ctx.err_status, 400);
+    assert_non_null(strstr(ctx.err_msg, "volume-backed"));
+    assert_int_equal(access(out, F_OK), -1);
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(drv->ops->destroy(drv, &ctx, "h2", inst), 0);
+    drv->ops->close(drv);
+    json_decref(inst);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -225,6 +400,8 @@ int main(void)
         cmocka_unit_test(test_lifecycle_and_injection),
         cmocka_unit_test(test_persistence_and_outside_change),
         cmocka_unit_test(test_pause_and_suspend),
+        cmocka_unit_test(test_volumes),
+        cmocka_unit_test(test_snapshot),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

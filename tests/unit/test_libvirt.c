@@ -1,7 +1,9 @@
 /* test_libvirt.c - the pure parts of the libvirt driver: the domain XML
  * generated from an instance (well-formed, escaped, named and UUID'd by
- * the instance, disks/NIC/serial as asked), the MAC address, and nb_run
- * (the subprocess helper the driver uses for qemu-img). */
+ * the instance, disks/NIC/serial as asked), the MAC address, nb_run
+ * (the subprocess helper the driver uses for qemu-img), and volumes as
+ * disks: which mappings become which disks with which format, and the
+ * errors for missing files and clashing devices. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +13,7 @@
 
 #include "common/cleanup.h"
 #include "common/proc.h"
+#include "compute/bdm.h"
 #include "compute/virt/libvirt/lv.h"
 
 #include <libxml/parser.h>
@@ -59,9 +62,9 @@ static void test_domain_xml(void **state)
         .cpu_mode = "none",
     };
     spec.disks[spec.ndisks++] =
-        (struct lv_disk){"/i/" UUID "/disk", "qcow2", "disk", "virtio", "vda", false};
+        (struct lv_disk){"/i/" UUID "/disk", "qcow2", "disk", "virtio", "vda", false, NULL};
     spec.disks[spec.ndisks++] =
-        (struct lv_disk){"/i/" UUID "/disk.config", "raw", "cdrom", "ide", "hda", true};
+        (struct lv_disk){"/i/" UUID "/disk.config", "raw", "cdrom", "ide", "hda", true, NULL};
     char *xml = lv_domain_xml(inst, &spec);
     xmlDocPtr doc = xmlReadMemory(xml, (int)strlen(xml), "d.xml", NULL, XML_PARSE_NONET);
     if (!doc)
@@ -157,13 +160,200 @@ static void test_rm_rf(void **state)
     assert_int_equal(nb_rm_rf(dir), 0);               /* missing is fine */
 }
 
+/* A volume mapping row whose connection_info points at <base>/<md5 of
+ * share>/volume-<id>, as the NFS backend writes it. */
+static json_t *vol_bdm(const char *base, const char *id, const char *dev, int boot_index,
+                       const char *format)
+{
+    char name[128];
+    snprintf(name, sizeof(name), "volume-%s", id);
+    json_t *ci =
+        json_pack("{s:s, s:{s:s, s:s, s:s}, s:s}", "driver_volume_type", "nfs", "data", "export",
+                  "127.0.0.1:/srv/share", "name", name, "format", format, "mount_point_base", base);
+    char *text = json_dumps(ci, JSON_COMPACT);
+    json_t *b = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:s}", "volume_id", id, "device_name",
+                          dev, "source_type", "volume", "destination_type", "volume", "boot_index",
+                          boot_index, "deleted", 0, "connection_info", text);
+    if (boot_index < 0)
+        json_object_set_new(b, "boot_index", json_null());
+    free(text);
+    json_decref(ci);
+    return b;
+}
+
+/* Creates the file a mapping points at; returns its path (static). */
+static const char *touch_volume(const json_t *bdm)
+{
+    static char path[1024];
+    json_t *ci = nb_bdm_connection_info(bdm);
+    assert_int_equal(nb_bdm_volume_path(ci, path, sizeof(path)), 0);
+    json_decref(ci);
+    char cmd[2200];
+    snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname '%s')\" && : > '%s'", path, path);
+    assert_int_equal(system(cmd), 0);
+    return path;
+}
+
+#define VBOOT "aaaaaaaa-1111-4111-8111-000000000001"
+#define VDATA "aaaaaaaa-1111-4111-8111-000000000002"
+#define VPEND "aaaaaaaa-1111-4111-8111-000000000003"
+
+/* A volume-backed instance: the boot volume is vda with the format its
+ * mapping declares (whatever the file is), data volumes follow at their
+ * device names with the volume ID as serial, a mapping still without
+ * connection_info (attach in progress) is left out. */
+static void test_volume_disks(void **state)
+{
+    (void)state;
+    char base[] = "/tmp/nubo-lvvol-XXXXXX";
+    assert_non_null(mkdtemp(base));
+    struct lv lv = {.host = "cmp-1"};
+    json_t *boot = vol_bdm(base, VBOOT, "/dev/vda", 0, "qcow2");
+    json_t *data = vol_bdm(base, VDATA, "/dev/vdc", -1, "raw");
+    json_t *pending =
+        json_pack("{s:s, s:s, s:s, s:n, s:i}", "volume_id", VPEND, "device_name", "/dev/vdd",
+                  "destination_type", "volume", "boot_index", "deleted", 0);
+    char boot_path[1024], data_path[1024];
+    snprintf(boot_path, sizeof(boot_path), "%s", touch_volume(boot)); /* empty: "raw" on disk */
+    snprintf(data_path, sizeof(data_path), "%s", touch_volume(data));
+    assert_non_null(strstr(boot_path, "/volume-" VBOOT));
+    /* the rows in any order: the boot volume comes first */
+    json_t *inst = json_pack("{s:s, s:s, s:{s:s, s:i, s:i}, s:[O, O, O]}", "uuid", UUID, "name",
+                             "bfv", "flavor", "name", "m1.tiny", "memory_mb", 256, "vcpus", 1,
+                             "block_device_mapping", data, pending, boot);
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    struct lv_volumes vols;
+    assert_int_equal(lv_volumes_collect(&lv, &ctx, inst, &vols), 0);
+    assert_int_equal(vols.n, 2);
+    assert_true(vols.v[0].boot);
+    assert_string_equal(vols.v[0].target, "vda");
+    assert_string_equal(vols.v[0].format, "qcow2");
+    assert_string_equal(vols.v[0].path, boot_path);
+    assert_string_equal(vols.v[1].target, "vdc");
+    assert_string_equal(vols.v[1].format, "raw");
+
+    struct lv_domain_spec spec = {
+        .virt_type = "qemu", .cache_mode = "writeback", .console_path = "/i/console.log"};
+    for (int i = 0; i < vols.n; i++)
+        spec.disks[spec.ndisks++] = lv_volume_disk(&vols.v[i]);
+    char *xml = lv_domain_xml(inst, &spec);
+    xmlDocPtr doc = xmlReadMemory(xml, (int)strlen(xml), "d.xml", NULL, XML_PARSE_NONET);
+    if (!doc)
+        fail_msg("not well-formed XML:\n%s", xml);
+    assert_xpath(doc, "string(count(/domain/devices/disk))", "2");
+    assert_xpath(doc, "string(/domain/devices/disk[1]/target/@dev)", "vda");
+    assert_xpath(doc, "string(/domain/devices/disk[1]/target/@bus)", "virtio");
+    assert_xpath(doc, "string(/domain/devices/disk[1]/driver/@type)", "qcow2");
+    assert_xpath(doc, "string(/domain/devices/disk[1]/driver/@cache)", "writeback");
+    assert_xpath(doc, "string(/domain/devices/disk[1]/source/@file)", boot_path);
+    assert_xpath(doc, "string(/domain/devices/disk[1]/serial)", VBOOT);
+    assert_xpath(doc, "string(/domain/devices/disk[2]/target/@dev)", "vdc");
+    assert_xpath(doc, "string(/domain/devices/disk[2]/driver/@type)", "raw");
+    assert_xpath(doc, "string(/domain/devices/disk[2]/source/@file)", data_path);
+    assert_xpath(doc, "string(/domain/devices/disk[2]/serial)", VDATA);
+    assert_xpath(doc, "string(count(/domain/devices/disk[serial='" VPEND "']))", "0");
+    xmlFreeDoc(doc);
+    free(xml);
+
+    /* the hot-plug XML is the same element */
+    struct lv_disk d = lv_volume_disk(&vols.v[1]);
+    xml = lv_disk_xml(&d, "none");
+    doc = xmlReadMemory(xml, (int)strlen(xml), "disk.xml", NULL, XML_PARSE_NONET);
+    assert_non_null(doc);
+    assert_xpath(doc, "string(/disk/@type)", "file");
+    assert_xpath(doc, "string(/disk/@device)", "disk");
+    assert_xpath(doc, "string(/disk/target/@dev)", "vdc");
+    assert_xpath(doc, "string(/disk/driver/@cache)", "none");
+    assert_xpath(doc, "string(/disk/source/@file)", data_path);
+    assert_xpath(doc, "string(/disk/serial)", VDATA);
+    xmlFreeDoc(doc);
+    free(xml);
+
+    /* a volume file that vanished: named, with the volume and the host */
+    assert_int_equal(unlink(data_path), 0);
+    assert_int_equal(lv_volumes_collect(&lv, &ctx, inst, &vols), -1);
+    assert_int_equal(ctx.err_status, 500);
+    char want[2048];
+    snprintf(want, sizeof(want), "Volume %s of instance %s: file %s is missing on host cmp-1",
+             VDATA, UUID, data_path);
+    assert_string_equal(ctx.err_msg, want);
+
+    /* a boot volume without connection_info cannot be started */
+    nb_ctx_init_system(&ctx, NULL);
+    json_object_del(boot, "connection_info");
+    assert_int_equal(lv_volumes_collect(&lv, &ctx, inst, &vols), -1);
+    assert_non_null(
+        strstr(ctx.err_msg, "Volume " VBOOT " of instance " UUID " has no connection_info"));
+    json_decref(inst);
+    json_decref(boot);
+    json_decref(data);
+    json_decref(pending);
+    assert_int_equal(nb_rm_rf(base), 0);
+}
+
+/* An image-backed instance keeps vda for its local disk: volumes go
+ * elsewhere, two mappings on one device are refused, formats other than
+ * raw/qcow2 and mappings without a device name are refused. */
+static void test_volume_clashes(void **state)
+{
+    (void)state;
+    char base[] = "/tmp/nubo-lvvol-XXXXXX";
+    assert_non_null(mkdtemp(base));
+    struct lv lv = {.host = "cmp-2"};
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    struct lv_volumes vols;
+    json_t *a = vol_bdm(base, VDATA, "vdb", -1, "qcow2");
+    json_t *b = vol_bdm(base, VPEND, "/dev/vdb", -1, "raw");
+    touch_volume(a);
+    touch_volume(b);
+    json_t *inst =
+        json_pack("{s:s, s:s, s:[O]}", "uuid", UUID, "image_ref", "img", "block_device_mapping", a);
+    assert_int_equal(lv_volumes_collect(&lv, &ctx, inst, &vols), 0);
+    assert_int_equal(vols.n, 1);
+    assert_false(vols.v[0].boot);
+    assert_string_equal(vols.v[0].target, "vdb");
+    json_array_append(json_object_get(inst, "block_device_mapping"), b);
+    assert_int_equal(lv_volumes_collect(&lv, &ctx, inst, &vols), -1);
+    assert_non_null(strstr(ctx.err_msg, "device vdb is already used"));
+    nb_ctx_init_system(&ctx, NULL);
+    json_array_remove(json_object_get(inst, "block_device_mapping"), 1);
+    json_object_set_new(a, "device_name", json_string("/dev/vda"));
+    assert_int_equal(lv_volumes_collect(&lv, &ctx, inst, &vols), -1);
+    assert_non_null(strstr(ctx.err_msg, "device vda is already used"));
+    nb_ctx_init_system(&ctx, NULL);
+    json_object_set_new(a, "device_name", json_string(""));
+    assert_int_equal(lv_volumes_collect(&lv, &ctx, inst, &vols), -1);
+    assert_int_equal(ctx.err_status, 400);
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *c = vol_bdm(base, VBOOT, "vde", -1, "vmdk");
+    touch_volume(c);
+    json_array_clear(json_object_get(inst, "block_device_mapping"));
+    json_array_append(json_object_get(inst, "block_device_mapping"), c);
+    assert_int_equal(lv_volumes_collect(&lv, &ctx, inst, &vols), -1);
+    assert_non_null(strstr(ctx.err_msg, "format 'vmdk' in connection_info is not supported"));
+    /* deleted rows and non-volume rows are not disks */
+    nb_ctx_init_system(&ctx, NULL);
+    json_object_set_new(c, "deleted", json_integer(7));
+    json_array_append_new(json_object_get(inst, "block_device_mapping"),
+                          json_pack("{s:s, s:s, s:i}", "source_type", "image", "destination_type",
+                                    "local", "boot_index", 0));
+    assert_int_equal(lv_volumes_collect(&lv, &ctx, inst, &vols), 0);
+    assert_int_equal(vols.n, 0);
+    json_decref(inst);
+    json_decref(a);
+    json_decref(b);
+    json_decref(c);
+    assert_int_equal(nb_rm_rf(base), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_domain_xml),
-        cmocka_unit_test(test_mac),
-        cmocka_unit_test(test_run),
-        cmocka_unit_test(test_rm_rf),
+        cmocka_unit_test(test_domain_xml),   cmocka_unit_test(test_mac),
+        cmocka_unit_test(test_run),          cmocka_unit_test(test_rm_rf),
+        cmocka_unit_test(test_volume_disks), cmocka_unit_test(test_volume_clashes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -120,12 +120,15 @@ struct nb_virt_driver *nb_virt_open(const char *name);
 
 /* The fake driver: hosts from [fake] (hosts, cpu_model, vcpus, memory_mb,
  * disk_gb, hypervisor_version); fault injection via
- * nb_virt_fake_fail_spawn(host, n): the next n spawns on host fail (-1 = all). */
+ * nb_virt_fake_fail_spawn(host, n): the next n spawns on host fail (-1 = all),
+ * and nb_virt_fake_fail(host, op, n) for op "spawn", "attach_volume",
+ * "detach_volume" or "snapshot" (also [fake] fail_<op>_hosts). */
 struct nb_virt_driver *nb_virt_fake_open(void);
 
 /* The libvirt driver ([libvirt] connection_uri, virt_type, images_type;
  * [DEFAULT] instances_path). Serves one host: [DEFAULT] host. */
 struct nb_virt_driver *nb_virt_libvirt_open(const char *host);
 void nb_virt_fake_fail_spawn(const char *host, int n);
+void nb_virt_fake_fail(const char *host, const char *op, int n);
 
 #endif

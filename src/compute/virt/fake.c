@@ -14,9 +14,19 @@
  * makes a guest "shut down by itself" or vanish: every guest operation
  * first re-reads a file whose mtime is not that of the driver's own write.
  *
+ * Volumes: a guest's "volumes" member maps its attached devices to volume
+ * IDs ({"vdb": "<volume id>"}); attach/detach change it whatever the power
+ * state (the next start of a real guest would pick the mappings up), and
+ * boot volumes are not listed there. A snapshot writes a small valid,
+ * empty qcow2 (the flavor's root_gb as virtual size, 1 GiB when 0), so what
+ * is uploaded from it is a real image.
+ *
  * Fault injection: [fake] fail_spawn_hosts (comma list: every spawn there
- * fails) and nb_virt_fake_fail_spawn(host, n). [fake] spawn_delay_ms makes
- * spawns take time (to have builds in flight in tests).
+ * fails) and nb_virt_fake_fail_spawn(host, n); the same for the other
+ * failing operations with [fake] fail_<op>_hosts and nb_virt_fake_fail(host,
+ * op, n), op one of "spawn", "attach_volume", "detach_volume", "snapshot".
+ * [fake] spawn_delay_ms makes spawns take time (to have builds in flight in
+ * tests).
  *
  * Thread-safety: one mutex per driver guards the hosts and their guests;
  * the injection table has its own. Spawn does no I/O but the small per-host
@@ -61,36 +71,47 @@ struct fake_priv {
     long spawn_delay_ms;
 };
 
-/* Pending spawn failures, shared by every fake driver of the process:
- * nb_virt_fake_fail_spawn() has no driver argument. n = -1 means all. */
+/* Pending failures per (host, operation), shared by every fake driver of
+ * the process: nb_virt_fake_fail() has no driver argument. n = -1 means
+ * all. */
 static pthread_mutex_t inject_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
     char host[256];
+    char op[32];
     int n;
 } injections[MAX_INJECT];
 static int ninjections;
 
-void nb_virt_fake_fail_spawn(const char *host, int n)
+void nb_virt_fake_fail(const char *host, const char *op, int n)
 {
     pthread_mutex_lock(&inject_lock);
     int i;
     for (i = 0; i < ninjections; i++)
-        if (!strcmp(injections[i].host, host))
+        if (!strcmp(injections[i].host, host) && !strcmp(injections[i].op, op))
             break;
-    if (i == ninjections && ninjections < MAX_INJECT)
-        nb_strlcpy(injections[ninjections++].host, host, sizeof(injections[0].host));
+    if (i == ninjections && ninjections < MAX_INJECT) {
+        nb_strlcpy(injections[i].host, host, sizeof(injections[0].host));
+        nb_strlcpy(injections[i].op, op, sizeof(injections[0].op));
+        ninjections++;
+    }
     if (i < ninjections)
         injections[i].n = n;
     pthread_mutex_unlock(&inject_lock);
 }
 
-/* True (and one pending failure consumed) if the next spawn on host fails. */
-static bool take_injected_failure(const char *host)
+void nb_virt_fake_fail_spawn(const char *host, int n)
+{
+    nb_virt_fake_fail(host, "spawn", n);
+}
+
+/* True (and one pending failure consumed) if the next op on host fails. */
+static bool take_injected_failure(const char *host, const char *op)
 {
     bool fail = false;
     pthread_mutex_lock(&inject_lock);
     for (int i = 0; i < ninjections; i++) {
-        if (strcmp(injections[i].host, host) || injections[i].n == 0)
+        if (strcmp(injections[i].host, host) || strcmp(injections[i].op, op) ||
+            injections[i].n == 0)
             continue;
         fail = true;
         if (injections[i].n > 0)
@@ -210,6 +231,30 @@ static void console_boot(json_t *guest, json_t *instance, const char *host)
                    nb_json_str(instance, "hostname") ? nb_json_str(instance, "hostname") : "-");
 }
 
+/* The guest's "volumes" from the instance's connected, non-boot volume
+ * mappings, as a real driver builds the domain's disks at spawn. */
+static void add_mapped_volumes(json_t *guest, json_t *instance)
+{
+    json_t *vols = json_object();
+    size_t i;
+    json_t *b;
+    json_array_foreach (json_object_get(instance, "block_device_mapping"), i, b) {
+        const char *dst = nb_json_str(b, "destination_type");
+        const char *dev = nb_json_str(b, "device_name");
+        const char *vid = nb_json_str(b, "volume_id");
+        json_t *bi = json_object_get(b, "boot_index");
+        if (!dst || strcmp(dst, "volume") != 0 || nb_json_int(b, "deleted", 0) != 0 || !dev ||
+            !vid || !nb_json_str(b, "connection_info") ||
+            (json_is_integer(bi) && json_integer_value(bi) == 0))
+            continue;
+        json_object_set_new(vols, strncmp(dev, "/dev/", 5) ? dev : dev + 5, json_string(vid));
+        console_append(guest, "BLOCK-DEVICES: volume %s at %s", vid, dev);
+    }
+    if (json_object_size(vols))
+        json_object_set(guest, "volumes", vols);
+    json_decref(vols);
+}
+
 /* Writes h's guests to its state file (no fsync: a crash may lose the last
  * change, as a hypervisor may lose a guest). Called with the lock held. */
 static void persist(struct fake_host *h)
@@ -287,7 +332,7 @@ static int fake_spawn(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char
         return nb_error(ctx, 400, NULL, "Instance without uuid given to the fake driver.");
     if (p->spawn_delay_ms > 0)
         usleep((useconds_t)p->spawn_delay_ms * 1000);
-    if (take_injected_failure(host))
+    if (take_injected_failure(host, "spawn"))
         return nb_error(ctx, 500, NULL,
                         "Fake driver: spawn failure injected on host %s for instance %s.", host,
                         uuid);
@@ -302,6 +347,7 @@ static int fake_spawn(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char
     }
     json_t *g = json_pack("{s:i}", "power_state", NB_POWER_RUNNING);
     console_boot(g, instance, host);
+    add_mapped_volumes(g, instance);
     json_object_set_new(h->guests, uuid, g);
     persist(h);
     rc = 0;
@@ -510,6 +556,207 @@ static char *fake_console_log(struct nb_virt_driver *drv, struct nb_ctx *ctx, co
     return out;
 }
 
+/* The guest of instance on host (lock held), or NULL with 404 recorded. */
+static json_t *get_guest(struct fake_priv *p, struct nb_ctx *ctx, const char *host,
+                         json_t *instance, struct fake_host **hp)
+{
+    const char *uuid = instance_uuid(instance);
+    struct fake_host *h = get_host_guests(p, ctx, host);
+    json_t *g = h && uuid ? json_object_get(h->guests, uuid) : NULL;
+    if (h && !g)
+        nb_error(ctx, 404, NULL, "Fake driver: no guest %s on host %s.", uuid ? uuid : "(null)",
+                 host);
+    *hp = h;
+    return g;
+}
+
+/* The device of a mapping ("vdb") and its volume ID; 400 without them. */
+static int bdm_device(struct nb_ctx *ctx, const json_t *bdm, const char *uuid, char dev[32],
+                      const char **vid)
+{
+    const char *name = nb_json_str(bdm, "device_name");
+    *vid = nb_json_str(bdm, "volume_id");
+    if (name && !strncmp(name, "/dev/", 5))
+        name += 5;
+    if (!name || !*name || !*vid || strlen(name) >= 32 || strchr(name, '/'))
+        return nb_error(ctx, 400, NULL,
+                        "Fake driver: the mapping of volume %s to instance %s has no valid "
+                        "device name",
+                        *vid ? *vid : "(null)", uuid ? uuid : "(null)");
+    nb_strlcpy(dev, name, 32);
+    return 0;
+}
+
+/* Shared by attach and detach: checks, injected failure, then the change. */
+static int volume_op(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                     json_t *instance, const json_t *bdm, bool attach)
+{
+    struct fake_priv *p = drv->priv;
+    const char *uuid = instance_uuid(instance), *vid;
+    const char *op = attach ? "attach_volume" : "detach_volume";
+    char dev[32];
+    if (bdm_device(ctx, bdm, uuid, dev, &vid) < 0)
+        return -1;
+    pthread_mutex_lock(&p->lock);
+    int rc = -1;
+    struct fake_host *h;
+    json_t *g = get_guest(p, ctx, host, instance, &h);
+    if (!g)
+        goto out;
+    if (take_injected_failure(host, op)) {
+        if (attach)
+            nb_error(ctx, 500, NULL,
+                     "Fake driver: attach failure injected on host %s: volume %s at /dev/%s", host,
+                     vid, dev);
+        else
+            nb_error(ctx, 500, NULL,
+                     "Device detach failed for %s: failure injected on host %s (volume %s)", dev,
+                     host, vid);
+        goto out;
+    }
+    json_t *vols = json_object_get(g, "volumes");
+    if (!json_is_object(vols)) {
+        vols = json_object();
+        json_object_set_new(g, "volumes", vols);
+    }
+    const char *cur = nb_json_str(vols, dev);
+    if (attach && cur && strcmp(cur, vid) != 0) {
+        nb_error(ctx, 409, NULL,
+                 "Fake driver: cannot attach volume %s to %s: device /dev/%s already holds "
+                 "volume %s",
+                 vid, uuid, dev, cur);
+        goto out;
+    }
+    if (!attach && cur && strcmp(cur, vid) != 0) {
+        nb_error(ctx, 409, NULL,
+                 "Fake driver: volume %s of instance %s is not the disk at %s (that is volume "
+                 "%s): not detached",
+                 vid, uuid, dev, cur);
+        goto out;
+    }
+    if (attach && !cur) {
+        json_object_set_new(vols, dev, json_string(vid));
+        console_append(g, "BLOCK-DEVICES: volume %s attached at /dev/%s", vid, dev);
+    } else if (!attach && cur) {
+        json_object_del(vols, dev);
+        console_append(g, "BLOCK-DEVICES: volume %s detached from /dev/%s", vid, dev);
+    }
+    persist(h);
+    rc = 0;
+out:
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
+static int fake_attach_volume(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                              json_t *instance, const json_t *bdm)
+{
+    return volume_op(drv, ctx, host, instance, bdm, true);
+}
+
+static int fake_detach_volume(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                              json_t *instance, const json_t *bdm)
+{
+    return volume_op(drv, ctx, host, instance, bdm, false);
+}
+
+/* A valid, empty qcow2 (version 2, 64 KiB clusters) of virtual size bytes:
+ * header, refcount table, one refcount block, L1 table, one cluster each,
+ * as `qemu-img create -f qcow2 -o compat=0.10` makes it. 0, or -1 with
+ * errno. */
+static int write_empty_qcow2(const char *path, unsigned long long size)
+{
+    enum { CL = 65536 };
+    unsigned long long l2_span = (unsigned long long)CL / 8 * CL; /* 512 MiB per L2 table */
+    unsigned long long l1_size = (size + l2_span - 1) / l2_span;
+    if (l1_size * 8 > CL) {
+        errno = EFBIG;
+        return -1;
+    }
+    unsigned char *img = calloc(4, CL);
+    if (!img)
+        return -1;
+#define BE32(off, v)                                                                               \
+    do {                                                                                           \
+        for (int b_ = 0; b_ < 4; b_++)                                                             \
+            img[(off) + b_] = (unsigned char)((unsigned long long)(v) >> (24 - 8 * b_));           \
+    } while (0)
+#define BE64(off, v)                                                                               \
+    do {                                                                                           \
+        for (int b_ = 0; b_ < 8; b_++)                                                             \
+            img[(off) + b_] = (unsigned char)((unsigned long long)(v) >> (56 - 8 * b_));           \
+    } while (0)
+    memcpy(img, "QFI\xfb", 4);
+    BE32(4, 2);          /* version */
+    BE32(20, 16);        /* cluster_bits */
+    BE64(24, size);      /* virtual size */
+    BE32(36, l1_size);   /* l1_size */
+    BE64(40, 3ULL * CL); /* l1_table_offset */
+    BE64(48, 1ULL * CL); /* refcount_table_offset */
+    BE32(56, 1);         /* refcount_table_clusters */
+    BE64(CL, 2ULL * CL); /* refcount table[0] -> the refcount block */
+    for (int c = 0; c < 4; c++)
+        img[2 * CL + 2 * c + 1] = 1; /* 16-bit refcounts of clusters 0..3 */
+#undef BE32
+#undef BE64
+    FILE *f = fopen(path, "wb");
+    bool ok = f && fwrite(img, 1, 4 * CL, f) == 4 * CL;
+    int saved = errno;
+    if (f && fclose(f) != 0 && ok) {
+        ok = false;
+        saved = errno;
+    }
+    free(img);
+    if (!ok) {
+        unlink(path);
+        errno = saved;
+        return -1;
+    }
+    return 0;
+}
+
+static int fake_snapshot(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                         json_t *instance, const char *out_path)
+{
+    struct fake_priv *p = drv->priv;
+    const char *uuid = instance_uuid(instance);
+    size_t i;
+    json_t *b;
+    json_array_foreach (json_object_get(instance, "block_device_mapping"), i, b) {
+        json_t *bi = json_object_get(b, "boot_index");
+        const char *dst = nb_json_str(b, "destination_type");
+        if (json_is_integer(bi) && json_integer_value(bi) == 0 && dst && !strcmp(dst, "volume") &&
+            nb_json_int(b, "deleted", 0) == 0)
+            return nb_error(ctx, 400, NULL,
+                            "Instance %s is volume-backed: its image is made of volume "
+                            "snapshots, not by the virt driver",
+                            uuid ? uuid : "(null)");
+    }
+    pthread_mutex_lock(&p->lock);
+    int rc = -1;
+    struct fake_host *h;
+    json_t *g = get_guest(p, ctx, host, instance, &h);
+    if (!g)
+        goto out;
+    if (take_injected_failure(host, "snapshot")) {
+        nb_error(ctx, 500, NULL, "Fake driver: snapshot failure injected on host %s for %s", host,
+                 uuid);
+        goto out;
+    }
+    long long gb = nb_json_int(json_object_get(instance, "flavor"), "root_gb", 0);
+    if (write_empty_qcow2(out_path, (unsigned long long)(gb > 0 ? gb : 1) << 30) < 0) {
+        nb_error(ctx, 500, NULL, "Fake driver: cannot write the snapshot %s: %s", out_path,
+                 strerror(errno));
+        goto out;
+    }
+    console_append(g, "snapshot of the root disk written to %s", out_path);
+    persist(h);
+    rc = 0;
+out:
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
 static void fake_close(struct nb_virt_driver *drv)
 {
     struct fake_priv *p = drv->priv;
@@ -539,6 +786,9 @@ static const struct nb_virt_ops fake_ops = {
     .suspend = fake_suspend,
     .resume = fake_resume,
     .console_log = fake_console_log,
+    .attach_volume = fake_attach_volume,
+    .detach_volume = fake_detach_volume,
+    .snapshot = fake_snapshot,
     .close = fake_close,
 };
 
@@ -568,14 +818,18 @@ static void init_host(struct fake_host *h, const char *name, const char *dir)
         h->guests = json_object();
 }
 
-/* Applies [fake] fail_spawn_hosts to the injection table. */
+/* Applies [fake] fail_<op>_hosts to the injection table. */
 static void configure_injections(void)
 {
-    const char *list = nb_conf_str("fake", "fail_spawn_hosts", "");
-    char *copy = strdup(list), *save = NULL;
-    for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
-        nb_virt_fake_fail_spawn(t, -1);
-    free(copy);
+    static const char *const ops[] = {"spawn", "attach_volume", "detach_volume", "snapshot"};
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        char key[64];
+        snprintf(key, sizeof(key), "fail_%s_hosts", ops[i]);
+        char *copy = strdup(nb_conf_str("fake", key, "")), *save = NULL;
+        for (char *t = strtok_r(copy, ", ", &save); t; t = strtok_r(NULL, ", ", &save))
+            nb_virt_fake_fail(t, ops[i], -1);
+        free(copy);
+    }
 }
 
 struct nb_virt_driver *nb_virt_fake_open(void)

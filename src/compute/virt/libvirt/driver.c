@@ -227,6 +227,27 @@ static char *op_console_log(struct nb_virt_driver *drv, struct nb_ctx *ctx, cons
     return lv_console_log(LV(drv), ctx, uuid);
 }
 
+static int op_attach_volume(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                            json_t *inst, const json_t *bdm)
+{
+    (void)host;
+    return lv_attach_volume(LV(drv), ctx, inst, bdm);
+}
+
+static int op_detach_volume(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                            json_t *inst, const json_t *bdm)
+{
+    (void)host;
+    return lv_detach_volume(LV(drv), ctx, inst, bdm);
+}
+
+static int op_snapshot(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                       json_t *inst, const char *out_path)
+{
+    (void)host;
+    return lv_snapshot(LV(drv), ctx, inst, out_path);
+}
+
 static void op_set_event_callback(struct nb_virt_driver *drv,
                                   void (*cb)(void *opaque, const char *host, const char *uuid,
                                              int power_state),
@@ -270,6 +291,9 @@ static const struct nb_virt_ops lv_ops = {
     .get_info = op_get_info,
     .list = op_list,
     .console_log = op_console_log,
+    .attach_volume = op_attach_volume,
+    .detach_volume = op_detach_volume,
+    .snapshot = op_snapshot,
     .set_event_callback = op_set_event_callback,
     .close = op_close,
 };

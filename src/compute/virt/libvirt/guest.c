@@ -4,15 +4,20 @@
  * Every instance has instances/<uuid>/ holding disk (qcow2 overlay or raw
  * copy), disk.config (config drive, when asked for), console.log (serial
  * console, appended across boots) and disk.info (the disk's format and the
- * cached base it sits on). The domain is persistent, named and UUID'd by the
- * instance UUID. Each start after a stop and each hard reboot redefines it
- * from the database state (lv_domain_xml), as Nova's _hard_reboot does. */
+ * cached base it sits on). A volume-backed instance (a boot volume mapping)
+ * has no local disk: its vda is the volume's file and its disk.info says
+ * {"boot_from_volume": true}. The domain is persistent, named and UUID'd by
+ * the instance UUID. Each start after a stop and each hard reboot redefines
+ * it from the database state (lv_domain_xml, with every connected volume of
+ * the block device mappings), as Nova's _hard_reboot does. Nothing here
+ * touches a volume's file; destroy removes instances/<uuid>/ only. */
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/proc.h"
 #include "common/util.h"
+#include "compute/bdm.h"
 #include "compute/metadata/metadata.h"
 #include "compute/virt/libvirt/lv.h"
 
@@ -32,7 +37,7 @@ const char *lv_instance_dir(const struct lv *lv, const char *uuid, char *buf, si
     return buf;
 }
 
-static virDomainPtr lookup(struct lv *lv, struct nb_ctx *ctx, const char *uuid, bool must)
+virDomainPtr lv_lookup(struct lv *lv, struct nb_ctx *ctx, const char *uuid, bool must)
 {
     virConnectPtr conn = lv_conn(lv, ctx);
     if (!conn)
@@ -44,7 +49,7 @@ static virDomainPtr lookup(struct lv *lv, struct nb_ctx *ctx, const char *uuid, 
     return dom;
 }
 
-static int dom_state(virDomainPtr dom)
+int lv_dom_state(virDomainPtr dom)
 {
     int state = VIR_DOMAIN_NOSTATE, reason = 0;
     if (virDomainGetState(dom, &state, &reason, 0) < 0)
@@ -58,7 +63,7 @@ static bool truthy(const char *s)
            strcasecmp(s, "no") != 0;
 }
 
-static json_t *read_disk_info(const char *dir)
+json_t *lv_read_disk_info(const char *dir)
 {
     char p[LV_PATH_MAX + 16];
     snprintf(p, sizeof(p), "%s/disk.info", dir);
@@ -66,9 +71,11 @@ static json_t *read_disk_info(const char *dir)
     return text ? nb_json_parse(text) : NULL;
 }
 
-/* Defines the domain from the database state and starts it; waits until
- * libvirt reports it running. */
-static int start_domain(struct lv *lv, struct nb_ctx *ctx, const json_t *inst)
+/* Defines the domain from the database state (vols: the instance's
+ * volumes, from lv_volumes_collect) and starts it; waits until libvirt
+ * reports it running. */
+static int start_domain(struct lv *lv, struct nb_ctx *ctx, const json_t *inst,
+                        const struct lv_volumes *vols)
 {
     const char *uuid = nb_json_str(inst, "uuid");
     char dir[LV_PATH_MAX], disk[LV_PATH_MAX + 8], cfg[LV_PATH_MAX + 16], console[LV_PATH_MAX + 16];
@@ -76,12 +83,17 @@ static int start_domain(struct lv *lv, struct nb_ctx *ctx, const json_t *inst)
     snprintf(disk, sizeof(disk), "%s/disk", dir);
     snprintf(cfg, sizeof(cfg), "%s/disk.config", dir);
     snprintf(console, sizeof(console), "%s/console.log", dir);
-    _cleanup_json_ json_t *di = read_disk_info(dir);
-    if (!di || access(disk, F_OK) != 0)
+    bool from_volume = vols->n > 0 && vols->v[0].boot;
+    _cleanup_json_ json_t *di = lv_read_disk_info(dir);
+    if (!from_volume && (!di || access(disk, F_OK) != 0))
         return nb_error(ctx, 500, NULL,
                         "The disk of instance %s is missing on host %s (%s): the instance "
                         "cannot be started",
                         uuid, lv->host, disk);
+    /* a volume-backed instance needs no local file to start: its directory
+     * (console log) is made again if it went away */
+    if (from_volume && (nb_mkdir_p(dir) < 0 || chmod(dir, 0755) < 0))
+        return nb_error(ctx, 500, NULL, "cannot create %s: %s", dir, strerror(errno));
     char mac[18];
     lv_mac_for(uuid, mac);
     const char *cpu_mode = nb_conf_str("libvirt", "cpu_mode", NULL);
@@ -94,13 +106,16 @@ static int start_domain(struct lv *lv, struct nb_ctx *ctx, const json_t *inst)
         .mac_address = mac,
         .cpu_mode = cpu_mode,
     };
-    spec.disks[spec.ndisks++] = (struct lv_disk){
-        .path = disk,
-        .format = nb_json_str(di, "disk_format") ? nb_json_str(di, "disk_format") : "qcow2",
-        .device = "disk",
-        .bus = "virtio",
-        .target = "vda",
-    };
+    if (!from_volume)
+        spec.disks[spec.ndisks++] = (struct lv_disk){
+            .path = disk,
+            .format = nb_json_str(di, "disk_format") ? nb_json_str(di, "disk_format") : "qcow2",
+            .device = "disk",
+            .bus = "virtio",
+            .target = "vda",
+        };
+    for (int i = 0; i < vols->n; i++)
+        spec.disks[spec.ndisks++] = lv_volume_disk(&vols->v[i]);
     if (access(cfg, F_OK) == 0)
         spec.disks[spec.ndisks++] = (struct lv_disk){
             .path = cfg,
@@ -120,35 +135,32 @@ static int start_domain(struct lv *lv, struct nb_ctx *ctx, const json_t *inst)
     int rc = 0;
     if (virDomainCreate(dom) < 0)
         rc = lv_error(ctx, 500, "Instance %s failed to start on host %s", uuid, lv->host);
-    for (int i = 0; rc == 0 && i < 200 && dom_state(dom) != VIR_DOMAIN_RUNNING; i++)
+    for (int i = 0; rc == 0 && i < 200 && lv_dom_state(dom) != VIR_DOMAIN_RUNNING; i++)
         usleep(50 * 1000);
-    if (rc == 0 && dom_state(dom) != VIR_DOMAIN_RUNNING)
+    if (rc == 0 && lv_dom_state(dom) != VIR_DOMAIN_RUNNING)
         rc = nb_error(ctx, 500, NULL, "Instance %s did not reach the running state on host %s",
                       uuid, lv->host);
     virDomainFree(dom);
     return rc;
 }
 
-int lv_spawn(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
+/* Writes dir/disk.info from di (reference stolen). 0/-1. */
+static int write_disk_info(struct nb_ctx *ctx, const char *dir, json_t *di_new)
 {
-    const char *uuid = nb_json_str(inst, "uuid");
-    if (!uuid || !nb_is_uuid(uuid))
-        return nb_error(ctx, 400, NULL, "spawn: the instance has no valid UUID");
-    virDomainPtr old = lookup(lv, ctx, uuid, false);
-    if (old) {
-        virDomainFree(old);
-        return nb_error(ctx, 409, NULL, "Instance %s already exists on host %s.", uuid, lv->host);
-    }
-    if (ctx->err_status)
-        return -1;
-    char dir[LV_PATH_MAX], disk[LV_PATH_MAX + 8], cfg[LV_PATH_MAX + 16];
-    lv_instance_dir(lv, uuid, dir, sizeof(dir));
-    snprintf(disk, sizeof(disk), "%s/disk", dir);
-    snprintf(cfg, sizeof(cfg), "%s/disk.config", dir);
-    if (nb_mkdir_p(dir) < 0 || chmod(dir, 0755) < 0)
-        return nb_error(ctx, 500, NULL, "cannot create %s: %s", dir, strerror(errno));
+    _cleanup_json_ json_t *di = di_new;
+    _cleanup_free_ char *di_text = nb_json_dump(di);
+    char dip[LV_PATH_MAX + 16];
+    snprintf(dip, sizeof(dip), "%s/disk.info", dir);
+    if (nb_write_file(dip, di_text, strlen(di_text), 0644) < 0)
+        return nb_error(ctx, 500, NULL, "cannot write %s: %s", dip, strerror(errno));
+    return 0;
+}
 
-    /* image -> cache -> instance disk */
+/* image -> cache -> dir/disk, and its disk.info. 0/-1. */
+static int create_local_disk(struct lv *lv, struct nb_ctx *ctx, const json_t *inst, const char *dir)
+{
+    char disk[LV_PATH_MAX + 8];
+    snprintf(disk, sizeof(disk), "%s/disk", dir);
     struct lv_base base;
     if (lv_cache_fetch(lv, ctx, nb_json_str(inst, "image_ref"), &base) < 0)
         return -1;
@@ -156,14 +168,41 @@ int lv_spawn(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
     if (lv_disk_create(lv, ctx, &base, disk, (unsigned long long)root_gb << 30) < 0)
         return -1;
     const char *slash = strrchr(base.path, '/');
-    _cleanup_json_ json_t *di =
-        json_pack("{s:s, s:s, s:s}", "disk_format", lv->images_type, "base",
-                  slash ? slash + 1 : base.path, "base_format", base.format);
-    _cleanup_free_ char *di_text = nb_json_dump(di);
-    char dip[LV_PATH_MAX + 16];
-    snprintf(dip, sizeof(dip), "%s/disk.info", dir);
-    if (nb_write_file(dip, di_text, strlen(di_text), 0644) < 0)
-        return nb_error(ctx, 500, NULL, "cannot write %s: %s", dip, strerror(errno));
+    return write_disk_info(ctx, dir,
+                           json_pack("{s:s, s:s, s:s}", "disk_format", lv->images_type, "base",
+                                     slash ? slash + 1 : base.path, "base_format", base.format));
+}
+
+int lv_spawn(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
+{
+    const char *uuid = nb_json_str(inst, "uuid");
+    if (!uuid || !nb_is_uuid(uuid))
+        return nb_error(ctx, 400, NULL, "spawn: the instance has no valid UUID");
+    virDomainPtr old = lv_lookup(lv, ctx, uuid, false);
+    if (old) {
+        virDomainFree(old);
+        return nb_error(ctx, 409, NULL, "Instance %s already exists on host %s.", uuid, lv->host);
+    }
+    if (ctx->err_status)
+        return -1;
+    char dir[LV_PATH_MAX], cfg[LV_PATH_MAX + 16];
+    lv_instance_dir(lv, uuid, dir, sizeof(dir));
+    snprintf(cfg, sizeof(cfg), "%s/disk.config", dir);
+    /* volumes first: a missing volume file fails the spawn before any
+     * local file is made */
+    struct lv_volumes vols;
+    if (lv_volumes_collect(lv, ctx, inst, &vols) < 0)
+        return -1;
+    if (nb_mkdir_p(dir) < 0 || chmod(dir, 0755) < 0)
+        return nb_error(ctx, 500, NULL, "cannot create %s: %s", dir, strerror(errno));
+    if (vols.n > 0 && vols.v[0].boot) {
+        if (write_disk_info(ctx, dir,
+                            json_pack("{s:b, s:s}", "boot_from_volume", 1, "volume_id",
+                                      vols.v[0].volume_id)) < 0)
+            return -1;
+    } else if (create_local_disk(lv, ctx, inst, dir) < 0) {
+        return -1;
+    }
 
     /* config drive */
     if (truthy(nb_json_str(inst, "config_drive")) ||
@@ -176,7 +215,7 @@ int lv_spawn(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
             return -1;
         NB_INFO(LV_LOG, ctx, uuid, "Creating config drive at %s", cfg);
     }
-    return start_domain(lv, ctx, inst);
+    return start_domain(lv, ctx, inst, &vols);
 }
 
 /* Stops a running domain at once (a domain that stopped meanwhile is no
@@ -193,7 +232,7 @@ int lv_destroy(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
     const char *uuid = nb_json_str(inst, "uuid");
     if (!uuid || !nb_is_uuid(uuid))
         return nb_error(ctx, 400, NULL, "destroy: the instance has no valid UUID");
-    virDomainPtr dom = lookup(lv, ctx, uuid, false);
+    virDomainPtr dom = lv_lookup(lv, ctx, uuid, false);
     if (!dom && ctx->err_status)
         return -1;
     if (dom) {
@@ -227,7 +266,7 @@ static bool clean_shutdown(struct lv *lv, struct nb_ctx *ctx, virDomainPtr dom, 
 {
     double t0 = nb_time_mono(), last = -1;
     while (nb_time_mono() - t0 < timeout_s) {
-        int st = dom_state(dom);
+        int st = lv_dom_state(dom);
         if (st == VIR_DOMAIN_SHUTOFF || virDomainIsActive(dom) == 0) {
             NB_INFO(LV_LOG, ctx, uuid, "Instance shutdown successfully after %.1f seconds.",
                     nb_time_mono() - t0);
@@ -249,12 +288,12 @@ static bool clean_shutdown(struct lv *lv, struct nb_ctx *ctx, virDomainPtr dom, 
 int lv_power_off(struct lv *lv, struct nb_ctx *ctx, json_t *inst, int timeout_s)
 {
     const char *uuid = nb_json_str(inst, "uuid");
-    virDomainPtr dom = lookup(lv, ctx, uuid, true);
+    virDomainPtr dom = lv_lookup(lv, ctx, uuid, true);
     if (!dom)
         return -1;
     int rc = 0;
     if (virDomainIsActive(dom) == 1) {
-        bool off = dom_state(dom) == VIR_DOMAIN_RUNNING && timeout_s > 0 &&
+        bool off = lv_dom_state(dom) == VIR_DOMAIN_RUNNING && timeout_s > 0 &&
                    clean_shutdown(lv, ctx, dom, uuid, timeout_s);
         if (!off && virDomainDestroy(dom) < 0 && virDomainIsActive(dom) == 1)
             rc = lv_error(ctx, 500, "cannot power off instance %s", uuid);
@@ -268,7 +307,11 @@ int lv_power_off(struct lv *lv, struct nb_ctx *ctx, json_t *inst, int timeout_s)
 static int hard_reboot(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
 {
     const char *uuid = nb_json_str(inst, "uuid");
-    virDomainPtr dom = lookup(lv, ctx, uuid, false);
+    /* a missing volume file fails the start before the guest is touched */
+    struct lv_volumes vols;
+    if (lv_volumes_collect(lv, ctx, inst, &vols) < 0)
+        return -1;
+    virDomainPtr dom = lv_lookup(lv, ctx, uuid, false);
     if (!dom && ctx->err_status)
         return -1;
     if (dom) {
@@ -280,7 +323,7 @@ static int hard_reboot(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
             virDomainManagedSaveRemove(dom, 0);
         virDomainFree(dom);
     }
-    return start_domain(lv, ctx, inst);
+    return start_domain(lv, ctx, inst, &vols);
 }
 
 int lv_power_on(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
@@ -292,11 +335,12 @@ int lv_reboot(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool hard)
 {
     const char *uuid = nb_json_str(inst, "uuid");
     if (!hard) {
-        virDomainPtr dom = lookup(lv, ctx, uuid, true);
+        virDomainPtr dom = lv_lookup(lv, ctx, uuid, true);
         if (!dom)
             return -1;
         int wait = (int)nb_conf_int("libvirt", "wait_soft_reboot_seconds", 120);
-        bool ok = dom_state(dom) == VIR_DOMAIN_RUNNING && clean_shutdown(lv, ctx, dom, uuid, wait);
+        bool ok =
+            lv_dom_state(dom) == VIR_DOMAIN_RUNNING && clean_shutdown(lv, ctx, dom, uuid, wait);
         if (ok && virDomainCreate(dom) == 0) {
             virDomainFree(dom);
             NB_INFO(LV_LOG, ctx, uuid, "Instance soft rebooted successfully.");
@@ -317,7 +361,7 @@ static int domain_op(struct lv *lv, struct nb_ctx *ctx, json_t *inst, int (*op)(
                      const char *what)
 {
     const char *uuid = nb_json_str(inst, "uuid");
-    virDomainPtr dom = lookup(lv, ctx, uuid, true);
+    virDomainPtr dom = lv_lookup(lv, ctx, uuid, true);
     if (!dom)
         return -1;
     int rc = op(dom) < 0 ? lv_error(ctx, 500, "cannot %s instance %s", what, uuid) : 0;
@@ -354,10 +398,10 @@ int lv_resume(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
 
 int lv_get_info(struct lv *lv, struct nb_ctx *ctx, const char *uuid, struct nb_guest_info *info)
 {
-    virDomainPtr dom = lookup(lv, ctx, uuid, true);
+    virDomainPtr dom = lv_lookup(lv, ctx, uuid, true);
     if (!dom)
         return -1;
-    info->power_state = lv_power_state(dom_state(dom));
+    info->power_state = lv_power_state(lv_dom_state(dom));
     virDomainFree(dom);
     return 0;
 }
@@ -378,7 +422,7 @@ json_t *lv_list(struct lv *lv, struct nb_ctx *ctx)
         char uuid[VIR_UUID_STRING_BUFLEN];
         const char *name = virDomainGetName(doms[i]);
         if (virDomainGetUUIDString(doms[i], uuid) == 0 && name && !strcmp(name, uuid))
-            json_object_set_new(out, uuid, json_integer(lv_power_state(dom_state(doms[i]))));
+            json_object_set_new(out, uuid, json_integer(lv_power_state(lv_dom_state(doms[i]))));
         virDomainFree(doms[i]);
     }
     free(doms);

@@ -7,6 +7,8 @@
  * imagecache.c  instances/_base: images fetched once, verified by sha512;
  *            instance disks on top of them; unused bases removed
  * virt_type.c   [libvirt] virt_type = auto: which accelerator really runs
+ * volume.c   volumes (block_device_mapping) as guest disks: the disks of
+ *            a domain start, hot-plug attach/detach; snapshot of the root
  * xml.c      the domain XML, generated from the instance's database state */
 #ifndef NB_VIRT_LV_H
 #define NB_VIRT_LV_H
@@ -22,6 +24,7 @@
 
 #define LV_LOG "nubo.compute.virt.libvirt"
 #define LV_PATH_MAX 1024
+#define LV_MAX_VOLUMES 25 /* vda..vdy; the domain adds a local root and a config drive */
 
 struct lv {
     char host[256];
@@ -64,6 +67,14 @@ int lv_pause(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool pause);
 int lv_suspend(struct lv *lv, struct nb_ctx *ctx, json_t *inst);
 int lv_resume(struct lv *lv, struct nb_ctx *ctx, json_t *inst);
 int lv_get_info(struct lv *lv, struct nb_ctx *ctx, const char *uuid, struct nb_guest_info *info);
+/* The domain of instance uuid (caller frees with virDomainFree), or NULL:
+ * with 404 recorded if must, else with ctx untouched when it does not
+ * exist (ctx->err_status set only when libvirt is unreachable). */
+virDomainPtr lv_lookup(struct lv *lv, struct nb_ctx *ctx, const char *uuid, bool must);
+/* virDomainGetState's state, VIR_DOMAIN_NOSTATE when it cannot be read. */
+int lv_dom_state(virDomainPtr dom);
+/* instances/<uuid>/disk.info as JSON (new reference) or NULL. */
+json_t *lv_read_disk_info(const char *dir);
 json_t *lv_list(struct lv *lv, struct nb_ctx *ctx);
 char *lv_console_log(struct lv *lv, struct nb_ctx *ctx, const char *uuid);
 /* instances/<uuid> into buf. */
@@ -95,6 +106,40 @@ void lv_cache_cleanup(struct lv *lv, struct nb_ctx *ctx);
  * running a probe guest for auto. 0/-1. */
 int lv_resolve_virt_type(struct lv *lv, struct nb_ctx *ctx, const char *wanted);
 
+/* volume.c */
+/* A volume mapping as a guest disk; the strings are the struct's own. */
+struct lv_volume {
+    char volume_id[64];
+    char path[LV_PATH_MAX]; /* the volume's file on this host */
+    char format[16];        /* connection_info.data.format: raw / qcow2 */
+    char target[16];        /* "vda" for the boot volume, else device_name */
+    bool boot;
+};
+struct lv_volumes {
+    struct lv_volume v[LV_MAX_VOLUMES];
+    int n;
+};
+/* The volume mapping bdm of instance uuid as a disk, into *out; target
+ * vda when it is the boot volume. -1 with the error recorded when it has
+ * no usable connection_info (500), a format other than raw/qcow2 (500), no
+ * device name (400) or its file is missing (500, "Volume <id> of instance
+ * <uuid>: file <path> is missing on host <host>"). */
+int lv_volume_from_bdm(struct lv *lv, struct nb_ctx *ctx, const char *uuid, const json_t *bdm,
+                       struct lv_volume *out);
+/* Every volume mapping of inst that has connection_info (a row without it
+ * is an attach in progress: skipped, unless it is the boot volume), the
+ * boot volume first, into *out. Fails as lv_volume_from_bdm, and with 500
+ * when two mappings claim the same device (or one claims vda beside a
+ * local root disk). Reads nothing but the files' existence. */
+int lv_volumes_collect(struct lv *lv, struct nb_ctx *ctx, const json_t *inst,
+                       struct lv_volumes *out);
+/* The disk libvirt gets for a volume (strings borrowed from v). */
+struct lv_disk lv_volume_disk(const struct lv_volume *v);
+/* The driver ops of the same names (driver.h's contract). */
+int lv_attach_volume(struct lv *lv, struct nb_ctx *ctx, json_t *inst, const json_t *bdm);
+int lv_detach_volume(struct lv *lv, struct nb_ctx *ctx, json_t *inst, const json_t *bdm);
+int lv_snapshot(struct lv *lv, struct nb_ctx *ctx, json_t *inst, const char *out_path);
+
 /* xml.c */
 struct lv_disk {
     const char *path;
@@ -103,6 +148,7 @@ struct lv_disk {
     const char *bus;    /* "virtio" / "ide" */
     const char *target; /* "vda", "hda", … */
     bool readonly;
+    const char *serial; /* <serial>: the volume ID for volumes (as Nova), else NULL */
 };
 struct lv_domain_spec {
     const char *virt_type;
@@ -110,11 +156,14 @@ struct lv_domain_spec {
     const char *console_path;
     const char *mac_address;
     const char *cpu_mode; /* NULL/"none", "host-model", "host-passthrough" */
-    struct lv_disk disks[8];
+    struct lv_disk disks[LV_MAX_VOLUMES + 2];
     int ndisks;
 };
 /* The domain XML of inst (nb_instance_agent_view's shape). New string. */
 char *lv_domain_xml(const json_t *inst, const struct lv_domain_spec *spec);
+/* One <disk> element for disk (hot-plug XML of attach/detach), generated
+ * as lv_domain_xml generates the domain's disks. New string. */
+char *lv_disk_xml(const struct lv_disk *disk, const char *cache_mode);
 /* Neutron-style MAC (fa:16:3e:xx:xx:xx) derived from the instance UUID. */
 void lv_mac_for(const char *uuid, char out[18]);
 

@@ -6,8 +6,10 @@
  * The layout follows Nova's libvirt driver for machine type pc: the domain
  * is named and UUID'd by the instance UUID, Nova's <nova:instance> metadata
  * (runbooks and tools read it with `virsh dumpxml`), SMBIOS system entries
- * "OpenStack Foundation"/"OpenStack Nova", virtio disks, the config drive
- * as an IDE cdrom, a virtio NIC, the serial console appended to a file. */
+ * "OpenStack Foundation"/"OpenStack Nova", virtio disks (volumes with their
+ * volume ID as <serial>), the config drive as an IDE cdrom, a virtio NIC,
+ * the serial console appended to a file. lv_disk_xml gives attach/detach
+ * the same <disk> element. */
 #include "common/sbuf.h"
 #include "common/json.h"
 #include "common/util.h"
@@ -69,6 +71,39 @@ static void addf(struct nb_sbuf *b, const char *fmt, ...)
     va_end(ap);
 }
 
+/* One <disk> element, each line prefixed by indent. The domain XML and
+ * the hot-plug XML of attach/detach both come from here, so libvirt is
+ * given the same device either way. */
+static void add_disk(struct nb_sbuf *b, const struct lv_disk *d, const char *cache_mode,
+                     const char *indent)
+{
+    nb_sbuf_str(b, indent);
+    addf(b, "<disk type='file' device='%s'>\n", d->device);
+    nb_sbuf_str(b, indent);
+    addf(b, "  <driver name='qemu' type='%s' cache='%s'/>\n", d->format, cache_mode);
+    nb_sbuf_str(b, indent);
+    addf(b, "  <source file='%s'/>\n", d->path);
+    nb_sbuf_str(b, indent);
+    addf(b, "  <target dev='%s' bus='%s'/>\n", d->target, d->bus);
+    if (d->readonly) {
+        nb_sbuf_str(b, indent);
+        addf(b, "  <readonly/>\n");
+    }
+    if (d->serial && *d->serial) {
+        nb_sbuf_str(b, indent);
+        addf(b, "  <serial>%s</serial>\n", d->serial);
+    }
+    nb_sbuf_str(b, indent);
+    addf(b, "</disk>\n");
+}
+
+char *lv_disk_xml(const struct lv_disk *disk, const char *cache_mode)
+{
+    struct nb_sbuf b = {0};
+    add_disk(&b, disk, cache_mode, "");
+    return b.s;
+}
+
 void lv_mac_for(const char *uuid, char out[18])
 {
     unsigned char md[SHA256_DIGEST_LENGTH];
@@ -125,16 +160,8 @@ char *lv_domain_xml(const json_t *inst, const struct lv_domain_spec *spec)
     addf(&b, "  <clock offset='utc'/>\n  <on_poweroff>destroy</on_poweroff>\n"
              "  <on_reboot>restart</on_reboot>\n  <on_crash>destroy</on_crash>\n");
     addf(&b, "  <devices>\n");
-    for (int i = 0; i < spec->ndisks; i++) {
-        const struct lv_disk *d = &spec->disks[i];
-        addf(&b, "    <disk type='file' device='%s'>\n", d->device);
-        addf(&b, "      <driver name='qemu' type='%s' cache='%s'/>\n", d->format, spec->cache_mode);
-        addf(&b, "      <source file='%s'/>\n      <target dev='%s' bus='%s'/>\n", d->path,
-             d->target, d->bus);
-        if (d->readonly)
-            addf(&b, "      <readonly/>\n");
-        addf(&b, "    </disk>\n");
-    }
+    for (int i = 0; i < spec->ndisks; i++)
+        add_disk(&b, &spec->disks[i], spec->cache_mode, "    ");
     if (spec->mac_address)
         addf(&b,
              "    <interface type='user'>\n      <mac address='%s'/>\n"
