@@ -7,7 +7,7 @@ set -euo pipefail
 pkgs=(
   build-essential meson ninja-build pkg-config clang clang-format git
   libmicrohttpd-dev libjansson-dev libsqlite3-dev libinih-dev libcmocka-dev
-  libssl-dev libcrypt-dev uuid-dev libvirt-dev libxml2-dev
+  libssl-dev libcrypt-dev uuid-dev libvirt-dev libxml2-dev libcurl4-openssl-dev
   sqlite3 curl procps openssh-client qemu-utils genisoimage
   libvirt-daemon-system libvirt-clients qemu-system-x86
   linux-image-cloud-amd64 busybox-static syslinux syslinux-common mtools dosfstools cpio xz-utils

@@ -12,7 +12,9 @@ static void usage(void)
           "                               all-in-one cloud\n"
           "  serve --config FILE          control-plane roles\n"
           "  compute --config FILE        one hypervisor agent\n"
-          "  db sync|version --config FILE\n",
+          "  db sync|version --config FILE\n"
+          "  doctor server <id> [--fix] --config FILE\n"
+          "                               diagnose (and fix) a server; see doctor --help\n",
           stderr);
 }
 
@@ -31,6 +33,8 @@ int main(int argc, char **argv)
         return nb_cmd_compute(argc - 2, argv + 2);
     if (!strcmp(cmd, "db"))
         return nb_cmd_db(argc - 2, argv + 2);
+    if (!strcmp(cmd, "doctor"))
+        return nb_cmd_doctor(argc - 2, argv + 2);
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
         usage();
         return 0;

@@ -1,5 +1,5 @@
 /* serve.c - `nubo serve`, `nubo compute` and `nubo db`: act on an existing
- * cloud through its configuration file. */
+ * cloud through its configuration file (`nubo doctor` too: doctor.c). */
 #include "cmd/cmd.h"
 #include "common/config.h"
 #include "common/log.h"
@@ -52,6 +52,16 @@ int nb_cmd_compute(int argc, char **argv)
     return nb_run_roles(false, NULL, NULL);
 }
 
+const char *nb_cmd_db_path(char *buf, size_t n)
+{
+    const char *conn = nb_conf_str("database", "connection", NULL);
+    if (conn && nb_startswith(conn, "sqlite:///"))
+        nb_strlcpy(buf, conn + strlen("sqlite://"), n);
+    else
+        snprintf(buf, n, "%s/nubo.sqlite", nb_conf_str("DEFAULT", "state_path", "/var/lib/nubo"));
+    return buf;
+}
+
 int nb_cmd_db(int argc, char **argv)
 {
     if (argc < 1 || (strcmp(argv[0], "sync") && strcmp(argv[0], "version"))) {
@@ -61,12 +71,7 @@ int nb_cmd_db(int argc, char **argv)
     if (load_config(argc - 1, argv + 1) < 0)
         return 2;
     char path[1100];
-    const char *conn = nb_conf_str("database", "connection", NULL);
-    if (conn && nb_startswith(conn, "sqlite:///"))
-        nb_strlcpy(path, conn + strlen("sqlite://"), sizeof(path));
-    else
-        snprintf(path, sizeof(path), "%s/nubo.sqlite",
-                 nb_conf_str("DEFAULT", "state_path", "/var/lib/nubo"));
+    nb_cmd_db_path(path, sizeof(path));
     struct nb_db *db = nb_db_open(path);
     if (!db) {
         fprintf(stderr, "nubo db: cannot open %s\n", path);

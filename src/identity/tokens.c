@@ -8,6 +8,7 @@
  * assignments each time, so disabling a user or project, or removing the last
  * role, invalidates its tokens at once, as Keystone's revocation events do.
  * Expired rows are deleted whenever a token is issued. */
+#include "identity/identity.h"
 #include "identity/identity_int.h"
 
 #include "common/cleanup.h"
@@ -86,6 +87,56 @@ int nb_idn_token_issue(struct nb_ctx *ctx, const struct nb_idn_scope *scope, dou
             audit, parent_audit, (json_t *)methods) < 0)
         return -1;
     return 0;
+}
+
+/* nb_identity_issue_admin_token once the module has a database. */
+static int issue_admin_token(struct nb_env *env, struct nb_ctx *ctx, int ttl,
+                             char token_out[NB_IDN_HEX_LEN])
+{
+    _cleanup_json_ json_t *user =
+        nb_db_row(env->db, ctx, "SELECT id FROM user WHERE name = 'admin' AND domain_id = ?", "s",
+                  NB_IDN_DEFAULT_DOMAIN);
+    if (!user)
+        return ctx->err_status ? -1
+                               : nb_error(ctx, 404, NULL,
+                                          "Could not find user: admin (domain default); was "
+                                          "the cloud bootstrapped?");
+    _cleanup_json_ json_t *project =
+        nb_db_row(env->db, ctx,
+                  "SELECT id FROM project WHERE name = 'admin' AND domain_id = ? AND is_domain = 0",
+                  "s", NB_IDN_DEFAULT_DOMAIN);
+    if (!project)
+        return ctx->err_status ? -1
+                               : nb_error(ctx, 404, NULL,
+                                          "Could not find project: admin (domain default); "
+                                          "was the cloud bootstrapped?");
+    const struct nb_idn_scope scope = {.user_id = nb_json_str(user, "id"),
+                                       .project_id = nb_json_str(project, "id")};
+    _cleanup_json_ json_t *methods = json_pack("[s]", "external");
+    char token[NB_IDN_HEX_LEN];
+    if (nb_idn_token_issue(ctx, &scope, floor(nb_time_now()) + ttl, methods, NULL, token) < 0)
+        return -1;
+    NB_INFO(LOGGER, ctx, NULL, "Issued a %d s admin token on project admin for a host tool", ttl);
+    memcpy(token_out, token, NB_IDN_HEX_LEN);
+    return 0;
+}
+
+int nb_identity_issue_admin_token(struct nb_env *env, struct nb_ctx *ctx, int ttl,
+                                  char token_out[65])
+{
+    if (!env || !env->db)
+        return nb_error(ctx, 500, NULL, "No database to issue a token in.");
+    if (ttl < 1 || ttl > 3600)
+        return nb_error(ctx, 400, NULL, "Token lifetime %d s is not between 1 and 3600.", ttl);
+    /* The token functions work on the module's database; a tool that did not
+     * start the identity service lends it env for this call only. */
+    bool lent = !nb_idn_db();
+    if (lent)
+        nb_idn_set_env(env);
+    int rc = issue_admin_token(env, ctx, ttl, token_out);
+    if (lent)
+        nb_idn_set_env(NULL);
+    return rc;
 }
 
 /* Adds tok["project"] (or tok["domain"]) and tok["roles"]. Returns 1 when

@@ -1,0 +1,420 @@
+/* test_doctor.c - unit tests of `nubo doctor server`'s parts that need no
+ * running cloud: the format verdict and exit status (pure), the diagnosis on
+ * a real database and a real volume file (the PROBLEM line names both
+ * formats), the fix's database transaction (exactly one row, old value kept
+ * in doctor_fixes, admin metadata, all-or-nothing) and its restore, and the
+ * admin token the doctor issues itself (valid, admin on project admin, only
+ * its hash stored). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "cmd/doctor.h"
+#include "common/json.h"
+#include "common/util.h"
+#include "db/db.h"
+#include "identity/identity.h"
+#include "identity/identity_int.h"
+#include "volume/volume.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define INST "aaaaaaaa-0000-4000-8000-000000000001"
+#define BDM "bbbbbbbb-0000-4000-8000-000000000001"
+#define VOL "cccccccc-0000-4000-8000-000000000001"
+#define SHARE "/srv/nubo-test-share"
+
+static char dir[] = "/tmp/nubo-test-doctor-XXXXXX";
+static struct nb_db *db;
+static char volume_file[4096];
+
+static int setup(void **state)
+{
+    assert_non_null(mkdtemp(dir));
+    char path[600];
+    snprintf(path, sizeof(path), "%s/nubo.sqlite", dir);
+    db = nb_db_open(path);
+    assert_non_null(db);
+    assert_true(nb_db_sync(db) >= 0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    nb_db_close(db);
+    char cmd[700];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void sql(const char *text)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_true(nb_db_exec(db, &ctx, text, "") >= 0);
+}
+
+static char *str_of(const char *query)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *row = nb_db_row(db, &ctx, query, "");
+    const char *k;
+    json_t *v;
+    char *out = NULL;
+    json_object_foreach (row, k, v)
+        if (json_is_string(v))
+            out = strdup(json_string_value(v));
+    json_decref(row);
+    return out;
+}
+
+static void assert_sql_str(const char *query, const char *want)
+{
+    char *got = str_of(query);
+    if (!want)
+        assert_null(got);
+    else
+        assert_string_equal(got ? got : "(null)", want);
+    free(got);
+}
+
+static long long int_of(const char *query)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    return nb_db_int(db, &ctx, -1, query, "");
+}
+
+/* A volume-backed server whose mapping says declared, on a raw file. */
+static void make_server(const char *declared)
+{
+    static const char *const tables[] = {
+        "instances", "block_device_mapping", "volume_admin_metadata", "volume_attachment",
+        "volumes",   "doctor_fixes"};
+    for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+        char del[100];
+        snprintf(del, sizeof(del), "DELETE FROM %s", tables[i]);
+        sql(del);
+    }
+    sql("INSERT INTO instances (uuid, project_id, user_id, display_name, vm_state, power_state, "
+        "host, node, flavor) VALUES ('" INST "', 'p', 'u', 'vm1', 'error', 4, 'fake-1', 'fake-1', "
+        "'{}')");
+    char base[700], mnt[1400], text[12000];
+    snprintf(base, sizeof(base), "%s/mnt", dir);
+    nb_volume_mount_point(base, SHARE, mnt, sizeof(mnt));
+    snprintf(volume_file, sizeof(volume_file), "%s/volume-" VOL, mnt);
+    snprintf(text, sizeof(text), "mkdir -p %s && qemu-img create -q -f raw %s 1M", mnt,
+             volume_file);
+    assert_int_equal(system(text), 0);
+    snprintf(text, sizeof(text),
+             "INSERT INTO block_device_mapping (uuid, instance_uuid, source_type, "
+             "destination_type, boot_index, volume_id, device_name, connection_info) VALUES "
+             "('" BDM "', '" INST "', 'volume', 'volume', 0, '" VOL "', '/dev/vda', "
+             "'{\"driver_volume_type\": \"nfs\", \"data\": {\"export\": \"" SHARE "\", "
+             "\"name\": \"volume-" VOL "\", \"format\": \"%s\", \"options\": null}, "
+             "\"mount_point_base\": \"%s\"}')",
+             declared, base);
+    sql(text);
+    sql("INSERT INTO volumes (id, project_id, status, attach_status, size, bootable) VALUES "
+        "('" VOL "', 'p', 'in-use', 'attached', 1, 1)");
+    sql("INSERT INTO volume_attachment (id, volume_id, instance_uuid, attached_host, mountpoint, "
+        "attach_status) VALUES ('att-1', '" VOL "', '" INST "', 'fake-1', '/dev/vda', "
+        "'attached')");
+    sql("INSERT INTO volume_admin_metadata (volume_id, key, value) VALUES ('" VOL "', 'format', "
+        "'qcow2')");
+}
+
+static const struct nb_dr_host fake_host = {"this-host", "fake", "qemu:///system"};
+
+/* Runs the diagnosis into a string (caller frees). */
+static char *diagnose(struct nb_dr_report *r, int *rc)
+{
+    char *text = NULL;
+    size_t len = 0;
+    memset(r, 0, sizeof(*r));
+    r->out = open_memstream(&text, &len);
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    *rc = nb_dr_diagnose(db, &ctx, &fake_host, INST, r);
+    fclose(r->out);
+    r->out = stdout;
+    return text;
+}
+
+/* --- pure parts ---------------------------------------------------------- */
+
+static void test_compare_format(void **state)
+{
+    bool fixable = true;
+    assert_int_equal(nb_dr_compare_format("qcow2", "qcow2", &fixable), NB_DR_OK);
+    assert_false(fixable);
+    assert_int_equal(nb_dr_compare_format("raw", "raw", &fixable), NB_DR_OK);
+    assert_int_equal(nb_dr_compare_format("qcow2", "raw", &fixable), NB_DR_PROBLEM);
+    assert_true(fixable);
+    assert_int_equal(nb_dr_compare_format("raw", "qcow2", &fixable), NB_DR_PROBLEM);
+    assert_true(fixable);
+    /* not a volume format: a problem the fix must not "correct" */
+    assert_int_equal(nb_dr_compare_format("qcow2", "vmdk", &fixable), NB_DR_PROBLEM);
+    assert_false(fixable);
+    assert_int_equal(nb_dr_compare_format("vhd", "raw", &fixable), NB_DR_PROBLEM);
+    assert_false(fixable);
+}
+
+static void test_exit_status(void **state)
+{
+    assert_int_equal(nb_dr_exit_status(0, false, false), NB_DR_EXIT_HEALTHY);
+    assert_int_equal(nb_dr_exit_status(0, true, false), NB_DR_EXIT_HEALTHY);
+    assert_int_equal(nb_dr_exit_status(2, false, false), NB_DR_EXIT_PROBLEM);
+    assert_int_equal(nb_dr_exit_status(1, false, true), NB_DR_EXIT_PROBLEM);
+    assert_int_equal(nb_dr_exit_status(1, true, false), NB_DR_EXIT_PROBLEM);
+    assert_int_equal(nb_dr_exit_status(1, true, true), NB_DR_EXIT_FIXED);
+    assert_int_equal(NB_DR_EXIT_CANNOT, 3);
+    assert_int_equal(NB_DR_EXIT_USAGE, 64);
+}
+
+/* --- the diagnosis --------------------------------------------------------- */
+
+static void test_diagnose_mismatch(void **state)
+{
+    make_server("qcow2");
+    struct nb_dr_report r;
+    int rc;
+    char *text = diagnose(&r, &rc);
+    assert_int_equal(rc, 0);
+    char want[8192];
+    snprintf(want, sizeof(want),
+             "[PROBLEM] disk format: volume " VOL " connection_info.data.format=qcow2, file %s "
+             "is raw",
+             volume_file);
+    assert_non_null(strstr(text, want));
+    assert_non_null(strstr(text, "[PROBLEM] server: " INST " name=\"vm1\" status=ERROR"));
+    assert_non_null(strstr(text, "[OK] boot volume: volume " VOL));
+    assert_non_null(strstr(text, "[OK] boot_index 0: exactly one mapping (bdm " BDM));
+    assert_non_null(strstr(text, "[SKIP] libvirt domain: [compute] driver is fake"));
+    assert_non_null(strstr(text, "[OK] volume record: volume " VOL " status=in-use"));
+    assert_int_equal(r.problems, 2);
+    assert_int_equal(r.nfixes, 1);
+    assert_int_equal(r.unfixable, 0);
+    assert_string_equal(r.fixes[0].old_format, "qcow2");
+    assert_string_equal(r.fixes[0].new_format, "raw");
+    assert_string_equal(r.fixes[0].bdm_uuid, BDM);
+    free(text);
+    nb_dr_report_clear(&r);
+}
+
+static void test_diagnose_healthy_and_unknown(void **state)
+{
+    make_server("raw");
+    sql("UPDATE instances SET vm_state = 'active', power_state = 1");
+    sql("UPDATE volume_admin_metadata SET value = 'raw'");
+    struct nb_dr_report r;
+    int rc;
+    char *text = diagnose(&r, &rc);
+    assert_int_equal(rc, 0);
+    assert_int_equal(r.problems, 0);
+    assert_int_equal(r.nfixes, 0);
+    assert_non_null(
+        strstr(text, "[OK] disk format: volume " VOL " connection_info.data.format=raw, file"));
+    assert_null(strstr(text, "[PROBLEM]"));
+    free(text);
+    nb_dr_report_clear(&r);
+
+    /* two boot_index 0 mappings */
+    sql("INSERT INTO block_device_mapping (uuid, instance_uuid, source_type, destination_type, "
+        "boot_index) VALUES ('bdm-2', '" INST "', 'image', 'local', 0)");
+    text = diagnose(&r, &rc);
+    assert_non_null(strstr(text, "[PROBLEM] boot_index 0: 2 mappings have boot_index 0"));
+    assert_int_equal(r.unfixable, 1);
+    free(text);
+    nb_dr_report_clear(&r);
+
+    /* the file vanished */
+    make_server("raw");
+    unlink(volume_file);
+    text = diagnose(&r, &rc);
+    assert_non_null(strstr(text, "[PROBLEM] volume file: volume " VOL " file "));
+    assert_non_null(strstr(text, "No such file or directory"));
+    assert_int_equal(r.nfixes, 0);
+    free(text);
+    nb_dr_report_clear(&r);
+
+    /* unknown server: the diagnosis cannot run */
+    memset(&r, 0, sizeof(r));
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(nb_dr_diagnose(db, &ctx, &fake_host, "no-such-server", &r), -1);
+    assert_string_equal(ctx.err_msg, "no server with id or name 'no-such-server' in the database");
+    nb_dr_report_clear(&r);
+}
+
+/* --- the fix's transaction ---------------------------------------------------- */
+
+static void test_fix_apply_and_restore(void **state)
+{
+    make_server("qcow2");
+    struct nb_dr_report r;
+    int rc;
+    free(diagnose(&r, &rc));
+    assert_int_equal(r.nfixes, 1);
+    char *old = str_of("SELECT connection_info FROM block_device_mapping WHERE uuid = '" BDM "'");
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(nb_dr_fix_apply(db, &ctx, &r), 0);
+    assert_sql_str("SELECT JSON_EXTRACT(connection_info, '$.data.format') FROM "
+                   "block_device_mapping WHERE instance_uuid = '" INST "' AND deleted = 0",
+                   "raw");
+    /* everything else in connection_info is untouched */
+    assert_sql_str("SELECT JSON_EXTRACT(connection_info, '$.data.export') FROM "
+                   "block_device_mapping WHERE uuid = '" BDM "'",
+                   SHARE);
+    assert_sql_str("SELECT value FROM volume_admin_metadata WHERE key = 'format' AND deleted = 0",
+                   "raw");
+    assert_int_equal(int_of("SELECT COUNT(*) FROM doctor_fixes"), 1);
+    assert_sql_str("SELECT old_connection_info FROM doctor_fixes", old);
+    assert_sql_str("SELECT old_admin_format FROM doctor_fixes", "qcow2");
+    assert_sql_str("SELECT outcome FROM doctor_fixes", "applied");
+    assert_sql_str("SELECT instance_uuid FROM doctor_fixes", INST);
+    assert_string_equal(r.fixes[0].old_connection_info, old);
+
+    assert_int_equal(nb_dr_fix_restore(db, &ctx, &r, "guest did not come up"), 0);
+    assert_sql_str("SELECT connection_info FROM block_device_mapping WHERE uuid = '" BDM "'", old);
+    assert_sql_str("SELECT value FROM volume_admin_metadata WHERE key = 'format' AND deleted = 0",
+                   "qcow2");
+    assert_sql_str("SELECT outcome FROM doctor_fixes", "rolled_back");
+    assert_sql_str("SELECT message FROM doctor_fixes", "guest did not come up");
+    free(old);
+    nb_dr_report_clear(&r);
+}
+
+static void test_fix_exactly_one_row(void **state)
+{
+    make_server("qcow2");
+    struct nb_dr_report r;
+    int rc;
+    free(diagnose(&r, &rc));
+    assert_int_equal(r.nfixes, 1);
+    /* a duplicate live row with the same uuid: the update would change two */
+    sql("INSERT INTO block_device_mapping (uuid, instance_uuid, source_type, destination_type, "
+        "volume_id, connection_info) SELECT uuid, instance_uuid, source_type, destination_type, "
+        "volume_id, connection_info FROM block_device_mapping WHERE uuid = '" BDM "'");
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(nb_dr_fix_apply(db, &ctx, &r), -1);
+    assert_string_equal(ctx.err_msg,
+                        "the update of mapping " BDM " changed 2 rows, not exactly one");
+    /* rolled back: nothing changed, nothing recorded */
+    assert_int_equal(int_of("SELECT COUNT(*) FROM block_device_mapping WHERE "
+                            "JSON_EXTRACT(connection_info, '$.data.format') = 'qcow2'"),
+                     2);
+    assert_int_equal(int_of("SELECT COUNT(*) FROM doctor_fixes"), 0);
+    assert_sql_str("SELECT value FROM volume_admin_metadata WHERE key = 'format'", "qcow2");
+    nb_dr_report_clear(&r);
+
+    /* the mapping changed between the diagnosis and the fix */
+    make_server("qcow2");
+    free(diagnose(&r, &rc));
+    sql("UPDATE block_device_mapping SET connection_info = JSON_SET(connection_info, "
+        "'$.data.format', 'raw')");
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(nb_dr_fix_apply(db, &ctx, &r), -1);
+    assert_int_equal(ctx.err_status, 409);
+    assert_non_null(strstr(ctx.err_msg, "changed since the diagnosis: it now says raw"));
+    assert_int_equal(int_of("SELECT COUNT(*) FROM doctor_fixes"), 0);
+    nb_dr_report_clear(&r);
+}
+
+static void test_restore_leaves_newer_values(void **state)
+{
+    make_server("qcow2");
+    sql("DELETE FROM volume_admin_metadata");
+    struct nb_dr_report r;
+    int rc;
+    free(diagnose(&r, &rc));
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(nb_dr_fix_apply(db, &ctx, &r), 0);
+    assert_null(r.fixes[0].old_admin_format);
+    assert_sql_str("SELECT value FROM volume_admin_metadata WHERE key = 'format' AND deleted = 0",
+                   "raw");
+    /* someone else rewrote the mapping after the fix: restore must not
+     * clobber it */
+    sql("UPDATE block_device_mapping SET connection_info = JSON_SET(connection_info, "
+        "'$.data.options', 'x')");
+    char *now = str_of("SELECT connection_info FROM block_device_mapping");
+    assert_int_equal(nb_dr_fix_restore(db, &ctx, &r, "timeout"), -1);
+    assert_sql_str("SELECT connection_info FROM block_device_mapping", now);
+    assert_sql_str("SELECT outcome FROM doctor_fixes", "rollback_failed");
+    free(now);
+    nb_dr_report_clear(&r);
+
+    /* restored where there was no admin metadata: the added key goes away */
+    make_server("qcow2");
+    sql("DELETE FROM volume_admin_metadata");
+    free(diagnose(&r, &rc));
+    assert_int_equal(nb_dr_fix_apply(db, &ctx, &r), 0);
+    assert_int_equal(nb_dr_fix_restore(db, &ctx, &r, "timeout"), 0);
+    assert_int_equal(int_of("SELECT COUNT(*) FROM volume_admin_metadata WHERE deleted = 0"), 0);
+    nb_dr_report_clear(&r);
+}
+
+/* --- the doctor's admin token --------------------------------------------------- */
+
+static void test_admin_token(void **state)
+{
+    static struct nb_env env;
+    env.db = db;
+    struct nb_ctx ctx;
+    char token[65];
+    nb_ctx_init_system(&ctx, NULL);
+    /* before bootstrap there is no admin user */
+    assert_int_equal(nb_identity_issue_admin_token(&env, &ctx, 300, token), -1);
+    assert_int_equal(ctx.err_status, 404);
+    assert_int_equal(nb_identity_bootstrap(&env, "secret", NULL), 0);
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(nb_identity_issue_admin_token(&env, &ctx, 0, token), -1);
+    assert_int_equal(ctx.err_status, 400);
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(nb_identity_issue_admin_token(&env, &ctx, 300, token), 0);
+    assert_int_equal(strlen(token), 64);
+    /* only the hash is stored */
+    char hash[NB_IDN_HEX_LEN], q[300];
+    nb_idn_token_hash(token, hash);
+    snprintf(q, sizeof(q), "SELECT COUNT(*) FROM token WHERE id_hash = '%s'", hash);
+    assert_int_equal(int_of(q), 1);
+    snprintf(q, sizeof(q), "SELECT COUNT(*) FROM token WHERE id_hash = '%s'", token);
+    assert_int_equal(int_of(q), 0);
+    snprintf(q, sizeof(q), "SELECT expires_at - issued_at FROM token WHERE id_hash = '%s'", hash);
+    assert_int_equal(int_of(q), 300);
+    /* it validates as admin on project admin */
+    json_t *tok = nb_idn_token_load(&ctx, token, nb_time_now());
+    assert_non_null(tok);
+    struct nb_ctx user;
+    nb_ctx_init(&user);
+    nb_idn_token_to_ctx(&user, tok);
+    assert_string_equal(user.user_name, "admin");
+    assert_string_equal(user.project_name, "admin");
+    assert_true(user.is_admin);
+    json_decref(tok);
+    /* and not after it expired */
+    assert_null(nb_idn_token_load(&ctx, token, nb_time_now() + 301));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_compare_format),
+        cmocka_unit_test(test_exit_status),
+        cmocka_unit_test(test_diagnose_mismatch),
+        cmocka_unit_test(test_diagnose_healthy_and_unknown),
+        cmocka_unit_test(test_fix_apply_and_restore),
+        cmocka_unit_test(test_fix_exactly_one_row),
+        cmocka_unit_test(test_restore_leaves_newer_values),
+        cmocka_unit_test(test_admin_token),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
