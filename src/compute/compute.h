@@ -43,19 +43,31 @@
  *                       volume to detaching and started action "detach_volume".
  *     snapshot_instance {"uuid", "image_id"}  image-backed createImage: the API
  *                       created the image record (queued), set task_state
- *                       image_snapshot and started action "createImage".
+ *                       image_snapshot and started action "createImage"; the
+ *                       conductor moves it to image_pending_upload.
  *   conductor -> "compute.<host>" cast:
  *     attach_volume {"instance", "bdm"}   detach_volume {"instance", "bdm"}
  *     snapshot_instance {"instance", "image_id"}
- *   agent -> "conductor" cast: attach_result / detach_result {"uuid",
+ *   agent -> "conductor" cast: attach_result / detach_result {"uuid", "host",
  *     "bdm_uuid", "volume_id", "ok", "message"}; snapshot_result {"uuid",
- *     "image_id", "ok", "message"}.
+ *     "host", "image_id", "ok", "message"}.
+ *   Outcomes (Nova's compute manager): a failed attach destroys the mapping
+ *     (deleted = id), puts the volume back to available and records a fault
+ *     and the event's Error; a failed detach rolls the volume back to in-use
+ *     (fault, Error); a failed snapshot deletes the image and clears the task
+ *     state (fault, Error). The build's block_device_mapping step creates
+ *     the volumes of source image/snapshot/blank mappings and attaches every
+ *     volume (connection_info, attachment_id, device names, root_device_name)
+ *     before the spawn; a failure there aborts the build (ERROR, fault "Build
+ *     of instance <uuid> aborted: <why>", no reschedule). Deleting a server
+ *     detaches its volumes (reserved ones are unreserved) and deletes those
+ *     marked delete_on_termination.
  *   agent -> "conductor" call, before any domain start (spawn, start, hard
  *     reboot, resume, attach) when a volume's real format differs from its
  *     mapping's connection_info.data.format and [compute]
  *     reconcile_disk_format is true:
  *     reconcile_disk_format {"uuid", "bdm_uuid", "volume_id", "path",
- *       "old_format", "new_format"} -> {"ok": true, "connection_info": "<new
+ *       "old_format", "new_format", "host"} -> {"ok": true, "connection_info": "<new
  *       JSON text>"} | {"ok": false, "message"}; the conductor corrects the
  *       mapping and the volume's record in one transaction, logs the WARNING
  *       and records event "reconcile_disk_format" on the current action.
@@ -102,6 +114,12 @@ struct nb_db;
 #define NB_TASK_SUSPENDING "suspending"
 #define NB_TASK_RESUMING "resuming"
 #define NB_TASK_DELETING "deleting"
+/* createImage (Nova's task_states): the API sets image_snapshot, the
+ * conductor image_pending_upload while the agent copies and uploads. */
+#define NB_TASK_IMAGE_SNAPSHOT "image_snapshot"
+#define NB_TASK_IMAGE_SNAPSHOT_PENDING "image_snapshot_pending"
+#define NB_TASK_IMAGE_PENDING_UPLOAD "image_pending_upload"
+#define NB_TASK_IMAGE_UPLOADING "image_uploading"
 
 /* The API status for a vm_state/task_state pair, as Nova's
  * nova.api.openstack.common.status_from_state (borrowed static string). */

@@ -898,22 +898,8 @@ static int images_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
         return nb_error(ctx, 403, NULL, "You are not authorized to complete delete_image action.");
     if (json_is_true(json_object_get(rec, "protected")))
         return nb_error(ctx, 403, NULL, "Image %s is protected and cannot be deleted.", id);
-    char now[32];
-    struct nb_db *db = nb_image_env->db;
-    if (nb_db_begin(db, ctx) < 0)
+    if (nb_image_record_delete(ctx, id) < 0)
         return -1;
-    if (nb_db_exec(db, ctx,
-                   "UPDATE images SET status = 'deleted', deleted = 1, deleted_at = ?, "
-                   "updated_at = ? WHERE id = ? AND deleted = 0",
-                   "sss", nb_now_iso_us(now), now, id) < 0 ||
-        nb_db_exec(db, ctx, "DELETE FROM image_members WHERE image_id = ?", "s", id) < 0) {
-        nb_db_rollback(db);
-        return -1;
-    }
-    if (nb_db_commit(db, ctx) < 0)
-        return -1;
-    nb_image_data_remove(id);
-    NB_INFO("nubo.image.api", ctx, NULL, "deleted image %s", id);
     return nb_resp_empty(resp, 204);
 }
 

@@ -11,6 +11,7 @@
 #include "common/ctx.h"
 #include "common/env.h"
 #include <jansson.h>
+#include <stdbool.h>
 
 int nb_image_init(struct nb_env *env);
 json_t *nb_image_lookup(struct nb_ctx *ctx, const char *image_id);
@@ -33,5 +34,24 @@ int nb_image_data_open(struct nb_ctx *ctx, const char *image_id, json_t **info);
  * Also fills the data-less record nb_image_create_record made (which is
  * active until then): it goes saving → active, or queued on failure. */
 int nb_image_import_file(struct nb_ctx *ctx, const char *image_id, const char *path);
+
+/* For the compute API's createImage (Nova's compute_utils.create_image and
+ * snapshot_volume_backed): creates the image record of a server snapshot.
+ * attrs: "name" (required), "owner" (project; ctx's when absent),
+ * "visibility" ("private" when absent), "disk_format", "container_format",
+ * "min_disk", "min_ram", "member" (a project added as image member, for a
+ * "shared" snapshot of another project's server) and "properties" (an
+ * object; strings are stored as they are, other values as Nova's Glance
+ * client sends them: booleans as "True"/"False", lists and objects as JSON
+ * text). Without no_data the image is queued and waits for
+ * nb_image_import_file; with no_data it is active with size 0 and no data
+ * (a volume-backed snapshot, whose content is its block_device_mapping
+ * property). Writes the id into id_out[37]. 0, or -1 after nb_error (413
+ * over the property quota, 500 on a database error). */
+int nb_image_create_snapshot(struct nb_ctx *ctx, const json_t *attrs, bool no_data, char *id_out);
+/* Deletes an image the context may modify, with its data (Glance's soft
+ * delete), e.g. a snapshot record whose upload failed. 0, or -1 after
+ * nb_error (404 when it does not exist or is not visible). */
+int nb_image_delete(struct nb_ctx *ctx, const char *image_id);
 
 #endif

@@ -74,6 +74,9 @@ int nb_image_record_insert(struct nb_ctx *ctx, const json_t *rec);
 /* Writes rec's base attributes, properties and tags over the stored image
  * and sets updated_at (also in rec). 0/-1. */
 int nb_image_record_save(struct nb_ctx *ctx, json_t *rec);
+/* Glance's soft delete of image id (status deleted, members dropped) and
+ * the removal of its data. 0/-1. */
+int nb_image_record_delete(struct nb_ctx *ctx, const char *id);
 /* Glance's image view of a record (ResponseSerializer._format_image). */
 json_t *nb_image_record_view(const json_t *rec);
 /* Checks the property and tag quotas ([DEFAULT] image_property_quota and

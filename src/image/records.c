@@ -314,3 +314,105 @@ int nb_image_create_record(struct nb_ctx *ctx, const char *name, const char *dis
     nb_strlcpy(id_out, id, NB_UUID_LEN);
     return 0;
 }
+
+/* A property value as Nova's Glance client stores it: strings as they are,
+ * booleans as Python's str() ("True"/"False"), numbers as text, lists and
+ * objects as JSON text (nova.image.glance._convert_to_v2). New string. */
+static char *property_text(const json_t *v)
+{
+    if (json_is_string(v))
+        return strdup(json_string_value(v));
+    if (json_is_boolean(v))
+        return strdup(json_is_true(v) ? "True" : "False");
+    if (json_is_integer(v))
+        return nb_strdup_printf("%lld", (long long)json_integer_value(v));
+    if (json_is_real(v))
+        return nb_strdup_printf("%g", json_real_value(v));
+    if (json_is_null(v))
+        return strdup("None");
+    return json_dumps(v, JSON_COMPACT);
+}
+
+int nb_image_create_snapshot(struct nb_ctx *ctx, const json_t *attrs, bool no_data, char *id_out)
+{
+    const char *name = nb_json_str(attrs, "name");
+    const char *owner = nb_json_str(attrs, "owner");
+    const char *vis = nb_json_str(attrs, "visibility");
+    const char *member = nb_json_str(attrs, "member");
+    if (!owner)
+        owner = ctx->project_id[0] ? ctx->project_id : NULL;
+    char id[NB_UUID_LEN], now[32];
+    nb_uuid(id);
+    nb_now_iso_us(now);
+    _cleanup_json_ json_t *props = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *)json_object_get(attrs, "properties"), k, v) {
+        char *text = property_text(v);
+        json_object_set_new(props, k, json_string(text ? text : ""));
+        free(text);
+    }
+    char md5[33], sha[129];
+    empty_digest(EVP_md5(), md5);
+    empty_digest(EVP_sha512(), sha);
+    _cleanup_json_ json_t *rec = json_pack(
+        "{s:s, s:s?, s:s, s:s, s:b, s:b, s:s?, s:s?, s:o, s:n, s:o, s:o, s:o, s:I, s:I, s:s?, "
+        "s:s, s:s, s:O, s:[]}",
+        "id", id, "name", name, "status", no_data ? "active" : "queued", "visibility",
+        vis ? vis : "private", "protected", 0, "os_hidden", 0, "disk_format",
+        nb_json_str(attrs, "disk_format"), "container_format",
+        nb_json_str(attrs, "container_format"), "size", no_data ? json_integer(0) : json_null(),
+        "virtual_size", "checksum", no_data ? json_string(md5) : json_null(), "os_hash_algo",
+        no_data ? json_string("sha512") : json_null(), "os_hash_value",
+        no_data ? json_string(sha) : json_null(), "min_disk",
+        (json_int_t)nb_json_int(attrs, "min_disk", 0), "min_ram",
+        (json_int_t)nb_json_int(attrs, "min_ram", 0), "owner", owner, "created_at", now,
+        "updated_at", now, "properties", props, "tags");
+    if (!rec || !name)
+        return nb_error(ctx, 500, NULL, "Cannot build the snapshot image record %s.",
+                        name ? name : "(no name)");
+    if (nb_image_record_quota(ctx, rec) < 0 || nb_image_record_insert(ctx, rec) < 0)
+        return -1;
+    if (member && nb_db_exec(nb_image_env->db, ctx,
+                             "INSERT OR IGNORE INTO image_members (image_id, member, status, "
+                             "created_at, updated_at) VALUES (?, ?, 'pending', ?, ?)",
+                             "ssss", id, member, now, now) < 0)
+        return -1;
+    NB_INFO("nubo.image.api", ctx, NULL, "created snapshot image %s (%s, %s)", id, name,
+            no_data ? "active, no data" : "queued");
+    nb_strlcpy(id_out, id, NB_UUID_LEN);
+    return 0;
+}
+
+int nb_image_record_delete(struct nb_ctx *ctx, const char *id)
+{
+    struct nb_db *db = nb_image_env->db;
+    char now[32];
+    if (nb_db_begin(db, ctx) < 0)
+        return -1;
+    if (nb_db_exec(db, ctx,
+                   "UPDATE images SET status = 'deleted', deleted = 1, deleted_at = ?, "
+                   "updated_at = ? WHERE id = ? AND deleted = 0",
+                   "sss", nb_now_iso_us(now), now, id) < 0 ||
+        nb_db_exec(db, ctx, "DELETE FROM image_members WHERE image_id = ?", "s", id) < 0) {
+        nb_db_rollback(db);
+        return -1;
+    }
+    if (nb_db_commit(db, ctx) < 0)
+        return -1;
+    nb_image_data_remove(id);
+    NB_INFO("nubo.image.api", ctx, NULL, "deleted image %s", id);
+    return 0;
+}
+
+int nb_image_delete(struct nb_ctx *ctx, const char *image_id)
+{
+    _cleanup_json_ json_t *rec = nb_image_record_load(ctx, image_id);
+    if (!rec && ctx->err_status)
+        return -1;
+    if (!rec || !nb_image_record_visible(ctx, rec))
+        return nb_error(ctx, 404, NULL, "Image %s could not be found.", image_id);
+    if (!nb_image_record_mutable(ctx, rec))
+        return nb_error(ctx, 403, NULL, "You are not authorized to complete delete_image action.");
+    return nb_image_record_delete(ctx, image_id);
+}

@@ -1,7 +1,10 @@
 /* test_agent.c - the compute agent's bus handler on the fake driver: pause,
  * unpause, suspend and resume end in op_result casts with the guest's
  * power state (and "unsupported" for a driver without the op), and
- * get_console_output cuts the log as Nova's _tail_log does. */
+ * get_console_output cuts the log as Nova's _tail_log does; the disk-format
+ * check before a domain start (disk_format.c) finds missing files and
+ * format mismatches, reconciles them through the conductor or, with
+ * [compute] reconcile_disk_format = false, leaves them as declared. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +17,7 @@
 #include "common/json.h"
 #include "common/util.h"
 #include "compute/agent/internal.h"
+#include "compute/bdm.h"
 #include "compute/virt/driver.h"
 
 #include <pthread.h>
@@ -31,6 +35,11 @@ static struct agent agent;
 static pthread_mutex_t results_lock = PTHREAD_MUTEX_INITIALIZER;
 static json_t *results;
 
+/* reconcile_disk_format calls the agent made (args), and whether the fake
+ * conductor accepts them */
+static json_t *reconciles;
+static bool reconcile_ok = true;
+
 static json_t *conductor(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
 {
     (void)opaque;
@@ -39,6 +48,17 @@ static json_t *conductor(void *opaque, struct nb_ctx *ctx, const char *method, j
         pthread_mutex_lock(&results_lock);
         json_array_append(results, args);
         pthread_mutex_unlock(&results_lock);
+    }
+    if (!strcmp(method, "reconcile_disk_format")) {
+        pthread_mutex_lock(&results_lock);
+        json_array_append(reconciles, args);
+        pthread_mutex_unlock(&results_lock);
+        if (!reconcile_ok)
+            return json_pack("{s:b, s:s}", "ok", 0, "message", "database is locked");
+        /* what the real conductor answers: the corrected connection_info */
+        return json_pack("{s:b, s:s}", "ok", 1, "connection_info",
+                         "{\"driver_volume_type\": \"nfs\", \"data\": {\"format\": "
+                         "\"raw\", \"marker\": \"from-conductor\"}}");
     }
     return NULL;
 }
@@ -65,6 +85,7 @@ static int setup(void **state)
     nb_conf_set("DEFAULT", "state_path", dir);
     nb_conf_set("fake", "hosts", "h1");
     results = json_array();
+    reconciles = json_array();
     assert_int_equal(nb_bus_init(), 0);
     assert_int_equal(nb_bus_listen("conductor", conductor, NULL, 1), 0);
     agent.drv = nb_virt_fake_open();
@@ -89,6 +110,7 @@ static int teardown(void **state)
     for (int i = 0; i < AGENT_LOCKS; i++)
         pthread_mutex_destroy(&agent.locks[i]);
     json_decref(results);
+    json_decref(reconciles);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     return system(cmd) == 0 ? 0 : -1;
@@ -227,12 +249,197 @@ static void test_console_tail(void **state)
     json_decref(none);
 }
 
+/* ---- disk-format truth (disk_format.c) ------------------------------------ */
+
+static void sh(const char *fmt, const char *arg)
+{
+    char cmd[8192];
+    snprintf(cmd, sizeof(cmd), fmt, arg, arg);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A volume mapping whose file is volume-<name> on share "srv:/vols" under
+ * <dir>/mnt, declared in format `declared`. Writes the file's path into
+ * path. New ref. */
+static json_t *volume_bdm(const char *name, const char *declared, char *path, size_t n)
+{
+    char base[512];
+    snprintf(base, sizeof(base), "%s/mnt", dir);
+    json_t *ci =
+        json_pack("{s:s, s:{s:s, s:s, s:s}, s:s}", "driver_volume_type", "nfs", "data", "export",
+                  "srv:/vols", "name", name, "format", declared, "mount_point_base", base);
+    assert_int_equal(nb_bdm_volume_path(ci, path, n), 0);
+    char *text = nb_json_dump(ci);
+    json_decref(ci);
+    json_t *b = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:s}", "uuid", "bdm-1", "volume_id",
+                          "vol-1", "source_type", "volume", "destination_type", "volume",
+                          "boot_index", 0, "deleted", 0, "connection_info", text);
+    free(text);
+    char mk[600];
+    snprintf(mk, sizeof(mk), "%s", path);
+    *strrchr(mk, '/') = '\0';
+    assert_int_equal(nb_mkdir_p(mk), 0);
+    return b;
+}
+
+static void test_disk_check_core(void **state)
+{
+    (void)state;
+    char path[4096], err[1024];
+    struct nb_disk_check chk;
+
+    /* raw on disk, qcow2 in the database: the runbook's case */
+    json_t *b = volume_bdm("volume-raw", "qcow2", path, sizeof(path));
+    sh("qemu-img create -q -f raw '%s' 1M", path);
+    assert_int_equal(nb_disk_check(b, &chk, err, sizeof(err)), NB_DISK_MISMATCH);
+    assert_string_equal(chk.declared, "qcow2");
+    assert_string_equal(chk.actual, "raw");
+    assert_string_equal(chk.path, path);
+    json_decref(b);
+
+    /* qcow2 on disk, declared qcow2: fine; declared raw: mismatch */
+    b = volume_bdm("volume-q", "qcow2", path, sizeof(path));
+    sh("qemu-img create -q -f qcow2 '%s' 1M", path);
+    assert_int_equal(nb_disk_check(b, &chk, err, sizeof(err)), NB_DISK_OK);
+    json_decref(b);
+    b = volume_bdm("volume-q", "raw", path, sizeof(path));
+    assert_int_equal(nb_disk_check(b, &chk, err, sizeof(err)), NB_DISK_MISMATCH);
+    assert_string_equal(chk.actual, "qcow2");
+    json_decref(b);
+
+    /* no data.format: raw, as os-brick assumes */
+    b = volume_bdm("volume-raw", "qcow2", path, sizeof(path));
+    json_t *ci = nb_bdm_connection_info(b);
+    json_object_del(json_object_get(ci, "data"), "format");
+    char *text = nb_json_dump(ci);
+    json_object_set_new(b, "connection_info", json_string(text));
+    free(text);
+    json_decref(ci);
+    assert_int_equal(nb_disk_check(b, &chk, err, sizeof(err)), NB_DISK_OK);
+    assert_string_equal(chk.declared, "raw");
+    /* connection_info that names no file */
+    json_object_set_new(b, "connection_info", json_string("{\"data\": {}}"));
+    assert_int_equal(nb_disk_check(b, &chk, err, sizeof(err)), -1);
+    json_decref(b);
+
+    /* the file vanished */
+    b = volume_bdm("volume-gone", "qcow2", path, sizeof(path));
+    assert_int_equal(nb_disk_check(b, &chk, err, sizeof(err)), NB_DISK_MISSING);
+    assert_string_equal(chk.path, path);
+    json_decref(b);
+
+    /* a raw disk whose guest wrote a qcow2 header naming a host file */
+    b = volume_bdm("volume-evil", "raw", path, sizeof(path));
+    sh("qemu-img create -q -f qcow2 -F raw -b /etc/hostname -u '%s' 1M", path);
+    assert_int_equal(nb_disk_check(b, &chk, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "/etc/hostname"));
+    json_decref(b);
+
+    /* not attached yet, or a local disk: nothing to check */
+    b = json_pack("{s:s, s:s, s:i}", "destination_type", "volume", "volume_id", "v", "deleted", 0);
+    assert_int_equal(nb_disk_check(b, &chk, err, sizeof(err)), NB_DISK_SKIP);
+    json_decref(b);
+    b = json_pack("{s:s, s:s, s:i}", "destination_type", "local", "source_type", "image", "deleted",
+                  0);
+    assert_int_equal(nb_disk_check(b, &chk, err, sizeof(err)), NB_DISK_SKIP);
+    json_decref(b);
+}
+
+static void test_verify_disks(void **state)
+{
+    (void)state;
+    char path[4096];
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *b = volume_bdm("volume-conv", "qcow2", path, sizeof(path));
+    sh("qemu-img create -q -f raw '%s' 1M", path);
+    json_t *inst =
+        json_pack("{s:s, s:[o]}", "uuid", UUID, "block_device_mapping", json_deep_copy(b));
+
+    /* reconcile off: a warning, the mapping stays as declared, no call */
+    nb_conf_set("compute", "reconcile_disk_format", "false");
+    assert_int_equal(nb_agent_verify_disks(&agent, &ctx, inst, NULL), 0);
+    assert_int_equal(json_array_size(reconciles), 0);
+    json_t *copy = json_array_get(json_object_get(inst, "block_device_mapping"), 0);
+    json_t *ci = nb_bdm_connection_info(copy);
+    assert_string_equal(nb_bdm_declared_format(ci), "qcow2");
+    json_decref(ci);
+
+    /* on (default): the conductor is asked, the copy takes its answer */
+    nb_conf_set("compute", "reconcile_disk_format", "true");
+    assert_int_equal(nb_agent_verify_disks(&agent, &ctx, inst, NULL), 0);
+    assert_int_equal(json_array_size(reconciles), 1);
+    json_t *call = json_array_get(reconciles, 0);
+    assert_string_equal(nb_json_str(call, "uuid"), UUID);
+    assert_string_equal(nb_json_str(call, "bdm_uuid"), "bdm-1");
+    assert_string_equal(nb_json_str(call, "volume_id"), "vol-1");
+    assert_string_equal(nb_json_str(call, "old_format"), "qcow2");
+    assert_string_equal(nb_json_str(call, "new_format"), "raw");
+    assert_string_equal(nb_json_str(call, "path"), path);
+    assert_non_null(strstr(nb_json_str(copy, "connection_info"), "from-conductor"));
+
+    /* the one mapping being attached: it and the instance's copy follow */
+    json_t *only = json_deep_copy(b);
+    json_object_set(json_array_get(json_object_get(inst, "block_device_mapping"), 0),
+                    "connection_info", json_object_get(b, "connection_info"));
+    assert_int_equal(nb_agent_verify_disks(&agent, &ctx, inst, only), 0);
+    assert_int_equal(json_array_size(reconciles), 2);
+    assert_non_null(strstr(nb_json_str(only, "connection_info"), "from-conductor"));
+    assert_non_null(strstr(nb_json_str(copy, "connection_info"), "from-conductor"));
+    json_decref(only);
+
+    /* the conductor refuses: the start fails with its reason */
+    json_object_set(copy, "connection_info", json_object_get(b, "connection_info"));
+    reconcile_ok = false;
+    assert_int_equal(nb_agent_verify_disks(&agent, &ctx, inst, NULL), -1);
+    assert_non_null(strstr(ctx.err_msg, "database is locked"));
+    reconcile_ok = true;
+    ctx.err_status = 0;
+    ctx.err_msg[0] = '\0';
+
+    /* the file vanished: the fault names it and the host */
+    unlink(path);
+    assert_int_equal(nb_agent_verify_disks(&agent, &ctx, inst, NULL), -1);
+    char want[5000];
+    snprintf(want, sizeof(want), "Volume vol-1 of instance %s: file %s is missing on host h1", UUID,
+             path);
+    assert_string_equal(ctx.err_msg, want);
+    json_decref(inst);
+    json_decref(b);
+}
+
+/* A start whose volume file is missing fails before the driver is asked:
+ * op_result not ok, with the message, and the guest untouched. */
+static void test_start_with_missing_volume(void **state)
+{
+    (void)state;
+    char path[4096];
+    json_t *b = volume_bdm("volume-missing", "raw", path, sizeof(path));
+    size_t before = json_array_size(results);
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *args =
+        json_pack("{s:{s:s, s:[O]}}", "instance", "uuid", UUID, "block_device_mapping", b);
+    assert_null(nb_agent_handle(&agent, &ctx, "start_instance", args));
+    json_decref(args);
+    json_t *r = result(before + 1);
+    assert_non_null(r);
+    assert_string_equal(nb_json_str(r, "op"), "start");
+    assert_false(json_is_true(json_object_get(r, "ok")));
+    assert_non_null(strstr(nb_json_str(r, "message"), "is missing on host h1"));
+    assert_non_null(strstr(nb_json_str(r, "message"), path));
+    json_decref(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pause_suspend_cycle),
         cmocka_unit_test(test_driver_without_the_op),
         cmocka_unit_test(test_console_tail),
+        cmocka_unit_test(test_disk_check_core),
+        cmocka_unit_test(test_verify_disks),
+        cmocka_unit_test(test_start_with_missing_volume),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -10,7 +10,15 @@
  *     "reboot_type"} / terminate_instance / pause_instance /
  *     unpause_instance / suspend_instance / resume_instance {"instance"}
  *     -> conductor op_result ("unsupported": the driver lacks the op)
+ *   attach_volume / detach_volume {"instance", "bdm"} -> conductor
+ *     attach_result / detach_result {"uuid", "host", "bdm_uuid", "volume_id",
+ *     "ok", "message"} (501 message for a driver without the op)
+ *   snapshot_instance {"instance", "image_id"} -> conductor snapshot_result
+ *     {"uuid", "host", "image_id", "ok", "message"}
  *   destroy_guest {"uuid"}          (cleanup after a lost race, no reply)
+ * Spawn, start, hard reboot, resume and attach first check the formats of
+ * the volume files (disk_format.c; may call conductor
+ * reconcile_disk_format).
  *   get_console_output (call) {"uuid", "length"} -> {"output"} | {"error", "code"}
  *     (the last `length` newline-separated pieces, as Nova's _tail_log;
  *     null or negative: all; code 501 for a driver without console logs)

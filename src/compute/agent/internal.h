@@ -55,6 +55,33 @@ json_t *nb_rt_traits(json_t *cpu_features);
  * differences to the conductor. */
 void nb_power_sync(struct agent *a, struct nb_ctx *ctx);
 
+/* disk_format.c */
+/* What nb_disk_check found. */
+enum nb_disk_verdict {
+    NB_DISK_OK = 0,   /* the file's format is the declared one */
+    NB_DISK_SKIP,     /* not a volume mapping, or no connection_info yet */
+    NB_DISK_MISSING,  /* the volume's file does not exist */
+    NB_DISK_MISMATCH, /* the file is raw/qcow2 but declared the other */
+};
+struct nb_disk_check {
+    char path[4096];   /* the volume's file */
+    char declared[32]; /* connection_info.data.format ("raw" when absent) */
+    char actual[32];   /* the inspector's format name (MISMATCH, OK) */
+};
+/* The core of the check, on files only: a verdict (enum nb_disk_verdict)
+ * for a block_device_mapping row, with *chk filled as far as it got; or -1
+ * with err set when the file cannot be read or inspected, or is neither raw
+ * nor qcow2, or is qcow2 declared raw while its header points outside the
+ * share (a guest-written header). */
+int nb_disk_check(const json_t *bdm, struct nb_disk_check *chk, char *err, size_t n);
+/* Before a domain start: checks the volume files of inst's mappings (or
+ * only the mapping `only`, whose copy in inst follows), reconciling a
+ * mismatch through the conductor when [compute] reconcile_disk_format is
+ * true (the mappings in inst / only are patched). 0, or -1 with the error
+ * on ctx (missing file: "Volume <id> of instance <uuid>: file <path> is
+ * missing on host <host>"); nothing is changed then. */
+int nb_agent_verify_disks(struct agent *a, struct nb_ctx *ctx, json_t *inst, json_t *only);
+
 /* manager.c */
 /* The bus handler of "compute.<host>". */
 json_t *nb_agent_handle(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args);

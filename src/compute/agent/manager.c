@@ -6,7 +6,8 @@
  * The agent reports every outcome back to the conductor (build_result,
  * op_result); it writes no state itself. Driver errors carry the driver's
  * own message, which becomes the fault message. Operations on one instance
- * are serialised with a striped lock. */
+ * are serialised with a striped lock. Before a domain starts, the formats of
+ * its volume files are checked (disk_format.c). */
 #include "bus/bus.h"
 #include "common/cleanup.h"
 #include "common/config.h"
@@ -15,11 +16,13 @@
 #include "common/util.h"
 #include "compute/agent/agent.h"
 #include "compute/agent/internal.h"
+#include "image/image.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The agents of this process (nb_compute_agents_stop has no argument, so
  * the registry is process-wide). */
@@ -68,7 +71,9 @@ static void build_and_run(struct agent *a, struct nb_ctx *ctx, json_t *args)
     pthread_mutex_t *lk = instance_lock(a, uuid);
     pthread_mutex_lock(lk);
     NB_INFO(LOG_AGENT, ctx, uuid, "Starting instance build on host %s", a->host);
-    int rc = a->drv->ops->spawn(a->drv, &dctx, a->host, inst);
+    int rc = nb_agent_verify_disks(a, &dctx, inst, NULL);
+    if (rc == 0)
+        rc = a->drv->ops->spawn(a->drv, &dctx, a->host, inst);
     double spawned = nb_time_mono();
     if (rc == 0) {
         NB_INFO(LOG_AGENT, ctx, uuid, "Took %.2f seconds to spawn the instance on the hypervisor.",
@@ -162,8 +167,12 @@ static void power_op(struct agent *a, struct nb_ctx *ctx, const char *op, json_t
     pthread_mutex_t *lk = instance_lock(a, uuid);
     pthread_mutex_lock(lk);
     const char *done = NULL;
-    bool unsupported;
-    int rc = run_op(a, &dctx, op, inst, hard, &done, &unsupported);
+    bool unsupported = false;
+    /* the ops that start a domain check its volumes' formats first */
+    bool starts = !strcmp(op, "start") || !strcmp(op, "resume") || (!strcmp(op, "reboot") && hard);
+    int rc = starts ? nb_agent_verify_disks(a, &dctx, inst, NULL) : 0;
+    if (rc == 0)
+        rc = run_op(a, &dctx, op, inst, hard, &done, &unsupported);
     int power = !strcmp(op, "terminate") ? NB_POWER_NOSTATE : guest_power_state(a, ctx, uuid);
     pthread_mutex_unlock(lk);
     if (rc == 0)
@@ -175,6 +184,104 @@ static void power_op(struct agent *a, struct nb_ctx *ctx, const char *op, json_t
                 json_pack("{s:s, s:s, s:s, s:b, s:s?, s:i, s:b}", "uuid", uuid, "host", a->host,
                           "op", op, "ok", rc == 0, "message", rc == 0 ? NULL : dctx.err_msg,
                           "power_state", power, "unsupported", unsupported));
+}
+
+/* attach_volume / detach_volume {"instance", "bdm"}: the driver hot-plugs
+ * or unplugs the volume (an attach first checks the volume file's format),
+ * then attach_result / detach_result. A driver without the op is Nova's
+ * NotImplementedError (501). */
+static void volume_op(struct agent *a, struct nb_ctx *ctx, json_t *args, bool attach)
+{
+    json_t *inst = json_object_get(args, "instance");
+    json_t *bdm = json_object_get(args, "bdm");
+    const char *uuid = nb_json_str(inst, "uuid");
+    if (!uuid || !json_is_object(bdm))
+        return;
+    const char *vid = nb_json_str(bdm, "volume_id");
+    struct nb_ctx dctx;
+    op_ctx(&dctx, ctx);
+    int (*fn)(struct nb_virt_driver *, struct nb_ctx *, const char *, json_t *, const json_t *) =
+        attach ? a->drv->ops->attach_volume : a->drv->ops->detach_volume;
+    pthread_mutex_t *lk = instance_lock(a, uuid);
+    pthread_mutex_lock(lk);
+    int rc;
+    if (!fn)
+        rc = nb_error(&dctx, 501, NULL, "The %s virt driver does not support %s.",
+                      a->drv->ops->name, attach ? "attach_volume" : "detach_volume");
+    else if (attach && nb_agent_verify_disks(a, &dctx, inst, bdm) < 0)
+        rc = -1;
+    else
+        rc = fn(a->drv, &dctx, a->host, inst, bdm);
+    pthread_mutex_unlock(lk);
+    if (rc == 0)
+        NB_INFO(LOG_AGENT, ctx, uuid, "%s volume %s %s %s", attach ? "Attached" : "Detached",
+                vid ? vid : "?", attach ? "at" : "from",
+                nb_json_str(bdm, "device_name") ? nb_json_str(bdm, "device_name") : "?");
+    else
+        NB_ERROR(LOG_AGENT, ctx, uuid, "Failed to %s volume %s: %s", attach ? "attach" : "detach",
+                 vid ? vid : "?", dctx.err_msg);
+    nb_bus_cast(ctx, "conductor", attach ? "attach_result" : "detach_result",
+                json_pack("{s:s, s:s, s:s?, s:s?, s:b, s:s?}", "uuid", uuid, "host", a->host,
+                          "bdm_uuid", nb_json_str(bdm, "uuid"), "volume_id", vid, "ok", rc == 0,
+                          "message", rc == 0 ? NULL : dctx.err_msg));
+}
+
+/* Where snapshots are written before the upload: Nova's
+ * [libvirt] snapshots_directory, $instances_path/snapshots. */
+static void snapshot_dir(char *out, size_t n)
+{
+    const char *ip = nb_conf_str("DEFAULT", "instances_path", NULL);
+    if (ip && *ip)
+        snprintf(out, n, "%s/snapshots", ip);
+    else
+        snprintf(out, n, "%s/instances/snapshots",
+                 nb_conf_str("DEFAULT", "state_path", "/var/lib/nubo"));
+}
+
+/* snapshot_instance {"instance", "image_id"}: the driver writes a qcow2
+ * copy of the root disk to a temporary file, which is uploaded as the
+ * image's data and removed; then snapshot_result. The instance lock is
+ * held throughout, so no power action runs in between. */
+static void snapshot_instance(struct agent *a, struct nb_ctx *ctx, json_t *args)
+{
+    json_t *inst = json_object_get(args, "instance");
+    const char *uuid = nb_json_str(inst, "uuid");
+    const char *image_id = nb_json_str(args, "image_id");
+    if (!uuid || !image_id)
+        return;
+    struct nb_ctx dctx;
+    op_ctx(&dctx, ctx);
+    char dir[4096], path[4200];
+    snapshot_dir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/%s.qcow2", dir, image_id);
+    double t0 = nb_time_mono();
+    pthread_mutex_t *lk = instance_lock(a, uuid);
+    pthread_mutex_lock(lk);
+    int rc = 0;
+    if (!a->drv->ops->snapshot)
+        rc = nb_error(&dctx, 501, NULL, "The %s virt driver does not support snapshot.",
+                      a->drv->ops->name);
+    else if (nb_mkdir_p(dir) < 0)
+        rc = nb_error(&dctx, 500, NULL, "Cannot create the snapshot directory %s.", dir);
+    if (rc == 0) {
+        NB_INFO(LOG_AGENT, ctx, uuid, "instance snapshotting");
+        rc = a->drv->ops->snapshot(a->drv, &dctx, a->host, inst, path);
+    }
+    if (rc == 0) {
+        NB_INFO(LOG_AGENT, ctx, uuid,
+                "Took %.2f seconds to snapshot the instance on the hypervisor.",
+                nb_time_mono() - t0);
+        rc = nb_image_import_file(&dctx, image_id, path);
+    }
+    unlink(path);
+    pthread_mutex_unlock(lk);
+    if (rc == 0)
+        NB_INFO(LOG_AGENT, ctx, uuid, "Snapshot image upload complete (image %s)", image_id);
+    else
+        NB_ERROR(LOG_AGENT, ctx, uuid, "Snapshot to image %s failed: %s", image_id, dctx.err_msg);
+    nb_bus_cast(ctx, "conductor", "snapshot_result",
+                json_pack("{s:s, s:s, s:s, s:b, s:s?}", "uuid", uuid, "host", a->host, "image_id",
+                          image_id, "ok", rc == 0, "message", rc == 0 ? NULL : dctx.err_msg));
 }
 
 static void destroy_guest(struct agent *a, struct nb_ctx *ctx, json_t *args)
@@ -292,6 +399,12 @@ json_t *nb_agent_handle(void *opaque, struct nb_ctx *ctx, const char *method, js
         power_op(a, ctx, "suspend", args);
     else if (!strcmp(method, "resume_instance"))
         power_op(a, ctx, "resume", args);
+    else if (!strcmp(method, "attach_volume"))
+        volume_op(a, ctx, args, true);
+    else if (!strcmp(method, "detach_volume"))
+        volume_op(a, ctx, args, false);
+    else if (!strcmp(method, "snapshot_instance"))
+        snapshot_instance(a, ctx, args);
     else if (!strcmp(method, "destroy_guest"))
         destroy_guest(a, ctx, args);
     else if (!strcmp(method, "get_console_output"))

@@ -12,7 +12,9 @@
  * spawn records a fault, releases the allocation, remembers the host in
  * request_spec.retry and schedules again, up to [scheduler] max_attempts;
  * then ERROR with Nova's MaxRetriesExceeded message. No host at all: ERROR
- * with Nova's NoValidHost message and the scheduler's explanation. */
+ * with Nova's NoValidHost message and the scheduler's explanation. A failed
+ * block_device_mapping step (volume creation or attach, volumes.c) aborts
+ * the build without a reschedule, as Nova's BuildAbortException. */
 #include "bus/bus.h"
 #include "common/cleanup.h"
 #include "common/config.h"
@@ -329,6 +331,41 @@ static int cast_build(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
 static void build_failed(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
                          const char *host, const char *message);
 
+/* The block_device_mapping step failed: Nova's BuildAbortException (no
+ * reschedule). The volumes are let go (_cleanup_volumes: detached, those
+ * marked delete_on_termination deleted), the instance goes to ERROR without
+ * a host, with the fault "Build of instance <uuid> aborted: <why>", and its
+ * allocation is released. */
+static void build_aborted_bdm(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                              const char *host, const char *why)
+{
+    cond_cleanup_volumes(c, ctx, uuid);
+    _cleanup_free_ char *message = nb_strdup_printf("Build of instance %s aborted: %s", uuid, why);
+    char now[32];
+    nb_now_iso_us(now);
+    int n = nb_db_exec(c->db, ctx,
+                       "UPDATE instances SET vm_state = 'error', task_state = NULL, host = NULL, "
+                       "node = NULL, updated_at = ? WHERE uuid = ? AND deleted = 0 AND "
+                       "task_state = 'block_device_mapping'",
+                       "ss", now, uuid);
+    cond_clear_error(ctx);
+    if (n != 1) {
+        build_aborted(c, ctx, uuid, EV_BDM);
+        return;
+    }
+    cond_fault(c, ctx, uuid, 500, message, why, host);
+    cond_event_finish(c, ctx, uuid, EV_BDM, false, why);
+    cond_event_finish(c, ctx, uuid, EV_BUILD, false, message);
+    nb_action_finish(c->db, ctx, uuid, "Error");
+    cond_clear_error(ctx);
+    if (nb_placement_delete_allocations(ctx, uuid) < 0) {
+        NB_ERROR(LOG_COND, ctx, uuid, "could not release the allocation on %s: %s", host,
+                 ctx->err_msg);
+        cond_clear_error(ctx);
+    }
+    NB_ERROR(LOG_COND, ctx, uuid, "%s", message);
+}
+
 /* The instance has a host: run the build steps and cast the spawn. */
 static void build_on_host(struct conductor *c, struct nb_ctx *ctx, const char *uuid, json_t *rspec,
                           json_t *sel)
@@ -378,12 +415,19 @@ static void build_on_host(struct conductor *c, struct nb_ctx *ctx, const char *u
         build_aborted(c, ctx, uuid, EV_NETWORKING);
         return;
     }
-    /* block_device_mapping: volumes are attached by the agent from the BDMs
-     * it is given; nothing is created here until a volume service exists. */
+    /* block_device_mapping: volumes created and attached here; the agent
+     * plugs them from the mappings it is given */
+    char why[1100];
+    if (cond_prep_block_devices(c, ctx, uuid, host, why, sizeof(why)) < 0) {
+        build_aborted_bdm(c, ctx, uuid, host, why);
+        return;
+    }
     n = next_step(c, ctx, uuid, host, NB_TASK_BDM, EV_BDM, NB_TASK_SPAWNING, EV_SPAWN);
     if (n <= 0) {
         if (n < 0)
             goto db_error;
+        /* a delete that ran meanwhile may have missed what was attached */
+        cond_cleanup_volumes(c, ctx, uuid);
         build_aborted(c, ctx, uuid, EV_BDM);
         return;
     }

@@ -7,7 +7,9 @@
  *                  stop_instance {"uuid"}, reboot_instance {"uuid",
  *                  "reboot_type"}, pause_instance / unpause_instance /
  *                  suspend_instance / resume_instance {"uuid"},
- *                  delete_instance {"uuid"}
+ *                  delete_instance {"uuid"}, attach_volume / detach_volume
+ *                  {"uuid", "bdm_uuid", "volume_id"}, snapshot_instance
+ *                  {"uuid", "image_id"} (see compute.h, step 3)
  *  from agents:    build_result {"uuid","host","ok","message"},
  *                  op_result {"uuid","host","op","ok","message","power_state",
  *                  "unsupported"},
@@ -16,7 +18,9 @@
  *                  columns…} -> {"uuid","id"}, service_heartbeat {"hosts":[…],
  *                  "binary"}, instances_on_host (call) {"host"} -> [{"uuid",
  *                  "vm_state","task_state","power_state","flavor"}…],
- *                  power_sync {"uuid","host","power_state","found"}
+ *                  power_sync {"uuid","host","power_state","found"},
+ *                  attach_result / detach_result / snapshot_result,
+ *                  reconcile_disk_format (call) -> {"ok", "connection_info"}
  *  anyone:         ping (call) -> {"ok": true}
  *
  * Instance state in the request_spec column, beyond what the API writes:

@@ -30,6 +30,10 @@
 #define EV_UNPAUSE "compute_unpause_instance"
 #define EV_SUSPEND "compute_suspend_instance"
 #define EV_RESUME "compute_resume_instance"
+#define EV_ATTACH "compute_attach_volume"
+#define EV_DETACH "compute_detach_volume"
+#define EV_SNAPSHOT "compute_snapshot_instance"
+#define EV_RECONCILE "reconcile_disk_format"
 
 struct conductor {
     struct nb_env *env;
@@ -85,6 +89,29 @@ json_t *cond_service_update(struct conductor *c, struct nb_ctx *ctx, json_t *arg
 json_t *cond_compute_node_update(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 void cond_service_heartbeat(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 json_t *cond_instances_on_host(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+
+/* volumes.c: block device mappings of volumes (Nova's _prep_block_device,
+ * attach_volume, detach_volume, _cleanup_volumes) */
+/* The build's block_device_mapping step on host: creates the volumes the
+ * mappings ask for (image, snapshot, blank), attaches every volume mapping
+ * (connection_info, attachment), names devices and sets root_device_name.
+ * 0, or -1 with the reason in msg after undoing what it attached. */
+int cond_prep_block_devices(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                            const char *host, char *msg, size_t n);
+/* Detaches every volume of the instance's live mappings (reserved ones are
+ * unreserved) and deletes those marked delete_on_termination. Failures are
+ * logged, never returned: a delete must go on. */
+void cond_cleanup_volumes(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
+void cond_attach_volume(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+void cond_attach_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+void cond_detach_volume(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+void cond_detach_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+/* reconcile_disk_format (call): see compute.h. Reply, new ref. */
+json_t *cond_reconcile_disk_format(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+
+/* snapshot.c: createImage of an image-backed server */
+void cond_snapshot_instance(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+void cond_snapshot_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 
 /* recovery.c */
 void cond_recover_start(struct conductor *c);

@@ -3,8 +3,10 @@
  *
  * Workflows live next door: build.c (schedule, the build steps, reschedule),
  * actions.c (start/stop/reboot/pause/unpause/suspend/resume/delete and power
- * sync), hosts.c (service and
- * compute node records for the agents), recovery.c (after a restart). */
+ * sync), volumes.c (block device mappings: build step, attach, detach,
+ * cleanup, disk-format reconciliation), snapshot.c (createImage), hosts.c
+ * (service and compute node records for the agents), recovery.c (after a
+ * restart). */
 #include "bus/bus.h"
 #include "common/cleanup.h"
 #include "common/config.h"
@@ -75,6 +77,10 @@ void cond_fault(struct conductor *c, struct nb_ctx *ctx, const char *uuid, int c
 
 int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
 {
+    /* The guest is gone (or never was): its volumes are let go first, as
+     * Nova's _shutdown_instance / _cleanup_volumes, while the mappings still
+     * say which they are. */
+    cond_cleanup_volumes(c, ctx, uuid);
     char now[32];
     nb_now_iso_us(now);
     if (nb_db_begin(c->db, ctx) < 0)
@@ -165,6 +171,32 @@ static json_t *handle(void *opaque, struct nb_ctx *ctx, const char *method, json
         cond_op_result(c, ctx, args);
         return NULL;
     }
+    if (!strcmp(method, "attach_volume")) {
+        cond_attach_volume(c, ctx, args);
+        return NULL;
+    }
+    if (!strcmp(method, "attach_result")) {
+        cond_attach_result(c, ctx, args);
+        return NULL;
+    }
+    if (!strcmp(method, "detach_volume")) {
+        cond_detach_volume(c, ctx, args);
+        return NULL;
+    }
+    if (!strcmp(method, "detach_result")) {
+        cond_detach_result(c, ctx, args);
+        return NULL;
+    }
+    if (!strcmp(method, "snapshot_instance")) {
+        cond_snapshot_instance(c, ctx, args);
+        return NULL;
+    }
+    if (!strcmp(method, "snapshot_result")) {
+        cond_snapshot_result(c, ctx, args);
+        return NULL;
+    }
+    if (!strcmp(method, "reconcile_disk_format"))
+        return cond_reconcile_disk_format(c, ctx, args);
     if (!strcmp(method, "power_sync")) {
         cond_power_sync(c, ctx, args);
         return NULL;

@@ -12,7 +12,8 @@
  *     running guest means only the report was lost (ACTIVE), no guest means
  *     the build starts over from scheduling; an agent that does not answer
  *     within 15 s means ERROR with a fault (Nova's behaviour on restart);
- *  4. deletes and power actions left in a task state are run again.
+ *  4. deletes and power actions left in a task state are run again;
+ *     snapshots (image_* task states) are not: their task state is cleared.
  * Events the crash left open are closed with result Error. */
 #include "bus/bus.h"
 #include "common/cleanup.h"
@@ -319,6 +320,38 @@ static void resume_actions(struct conductor *c, struct nb_ctx *ctx, json_t *wait
     }
 }
 
+/* A createImage interrupted by the restart: Nova's _init_instance clears
+ * the image_* task state (the snapshot is not retried). */
+static void clear_interrupted_snapshots(struct conductor *c, struct nb_ctx *ctx)
+{
+    _cleanup_json_ json_t *rows =
+        nb_db_rows(c->db, ctx,
+                   "SELECT uuid, task_state FROM instances WHERE deleted = 0 AND task_state IN "
+                   "('image_snapshot', 'image_snapshot_pending', 'image_pending_upload', "
+                   "'image_uploading') AND id <= ? ORDER BY id",
+                   "i", c->last_id_at_start);
+    cond_clear_error(ctx);
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        const char *uuid = nb_json_str(r, "uuid");
+        struct nb_ctx actx;
+        ctx_for_action(c, &actx, uuid, "createImage");
+        close_open_events(c, &actx, uuid);
+        char now[32];
+        nb_now_iso_us(now);
+        nb_db_exec(c->db, &actx,
+                   "UPDATE instances SET task_state = NULL, updated_at = ? WHERE uuid = ? AND "
+                   "deleted = 0 AND task_state = ?",
+                   "sss", now, uuid, nb_json_str(r, "task_state"));
+        cond_clear_error(&actx);
+        NB_INFO(LOG_COND, &actx, uuid,
+                "Snapshot (task_state %s) interrupted by a restart; "
+                "task state cleared",
+                nb_json_str(r, "task_state"));
+    }
+}
+
 static void *recovery_main(void *arg)
 {
     struct conductor *c = arg;
@@ -329,6 +362,7 @@ static void *recovery_main(void *arg)
     json_t *waited = json_object(); /* {host: agent answers?} */
     resume_interrupted_builds(c, &ctx, waited);
     resume_actions(c, &ctx, waited);
+    clear_interrupted_snapshots(c, &ctx);
     json_decref(waited);
     NB_INFO(LOG_COND, &ctx, NULL, "start-up recovery done");
     return NULL;

@@ -1,0 +1,108 @@
+/* snapshot.c - createImage of an image-backed server, as Nova's
+ * snapshot_instance: the API has created the image record (queued), set
+ * task_state image_snapshot and started action "createImage"; here the
+ * task state moves to image_pending_upload, event compute_snapshot_instance
+ * starts and the host's agent copies the root disk and uploads it. Its
+ * snapshot_result ends it: task state cleared, event finished; on failure
+ * the image is deleted (Nova's delete_image_on_error), a fault recorded
+ * (wrap_instance_fault) and the event ends in Error. */
+#include "common/cleanup.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "compute/compute.h"
+#include "compute/conductor/internal.h"
+#include "db/db.h"
+#include "image/image.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Clears the snapshot's task state (when it is still the snapshot's). */
+static int clear_task(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    int n = nb_db_exec(c->db, ctx,
+                       "UPDATE instances SET task_state = NULL, updated_at = ? WHERE uuid = ? AND "
+                       "deleted = 0 AND task_state IN ('image_snapshot', "
+                       "'image_snapshot_pending', 'image_pending_upload', 'image_uploading')",
+                       "ss", now, uuid);
+    cond_clear_error(ctx);
+    return n;
+}
+
+static void snapshot_failed(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                            const char *image_id, const char *host, const char *message)
+{
+    if (image_id && nb_image_delete(ctx, image_id) < 0) {
+        NB_WARN(LOG_COND, ctx, uuid, "Error while trying to clean up image %s: %s", image_id,
+                ctx->err_msg);
+        cond_clear_error(ctx);
+    }
+    if (clear_task(c, ctx, uuid) == 1)
+        cond_fault(c, ctx, uuid, 500, message, message, host);
+    cond_event_finish(c, ctx, uuid, EV_SNAPSHOT, false, message);
+    nb_action_finish(c->db, ctx, uuid, "Error");
+    cond_clear_error(ctx);
+    NB_ERROR(LOG_COND, ctx, uuid, "Snapshot of the instance to image %s failed: %s",
+             image_id ? image_id : "?", message);
+}
+
+void cond_snapshot_instance(struct conductor *c, struct nb_ctx *ctx, json_t *args)
+{
+    const char *uuid = nb_json_str(args, "uuid");
+    const char *image_id = nb_json_str(args, "image_id");
+    _cleanup_json_ json_t *row = cond_instance_get(c, ctx, uuid);
+    if (!row || !image_id)
+        return;
+    const char *host = nb_json_str(row, "host");
+    nb_action_start(c->db, ctx, uuid, "createImage");
+    cond_clear_error(ctx);
+    char now[32];
+    nb_now_iso_us(now);
+    int n = nb_db_exec(c->db, ctx,
+                       "UPDATE instances SET task_state = 'image_pending_upload', updated_at = ? "
+                       "WHERE uuid = ? AND deleted = 0 AND host IS NOT NULL AND task_state IN "
+                       "('image_snapshot', 'image_snapshot_pending')",
+                       "ss", now, uuid);
+    cond_clear_error(ctx);
+    cond_event_start(c, ctx, uuid, EV_SNAPSHOT, host);
+    if (n != 1) {
+        /* Nova: instance gone or being deleted: the image goes, no fault */
+        if (nb_image_delete(ctx, image_id) < 0)
+            cond_clear_error(ctx);
+        cond_event_finish(c, ctx, uuid, EV_SNAPSHOT, false, "Instance disappeared during snapshot");
+        NB_INFO(LOG_COND, ctx, uuid, "Snapshot not taken: the instance changed state meanwhile");
+        return;
+    }
+    NB_INFO(LOG_COND, ctx, uuid, "instance snapshotting to image %s on host %s", image_id, host);
+    json_t *inst = cond_instance_for_agent(c, ctx, row);
+    if (cond_cast_compute(c, ctx, host, "snapshot_instance",
+                          json_pack("{s:o, s:s}", "instance", inst, "image_id", image_id)) < 0) {
+        cond_clear_error(ctx);
+        char msg[512];
+        snprintf(msg, sizeof(msg), "The compute service of host %s is not reachable.", host);
+        snapshot_failed(c, ctx, uuid, image_id, host, msg);
+    }
+}
+
+void cond_snapshot_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
+{
+    const char *uuid = nb_json_str(args, "uuid");
+    const char *image_id = nb_json_str(args, "image_id");
+    const char *host = nb_json_str(args, "host");
+    if (!uuid)
+        return;
+    if (!json_is_true(json_object_get(args, "ok"))) {
+        const char *m = nb_json_str(args, "message");
+        snapshot_failed(c, ctx, uuid, image_id, host, m ? m : "The snapshot failed.");
+        return;
+    }
+    clear_task(c, ctx, uuid);
+    cond_event_finish(c, ctx, uuid, EV_SNAPSHOT, true, NULL);
+    nb_action_finish(c->db, ctx, uuid, NULL);
+    cond_clear_error(ctx);
+    NB_INFO(LOG_COND, ctx, uuid, "Snapshot of the instance uploaded to image %s",
+            image_id ? image_id : "?");
+}
