@@ -350,13 +350,123 @@ static void test_destroy_instance(void **state)
     nb_db_rollback(env.db);
 }
 
+/* ---- block device mappings ------------------------------------------------------- */
+
+static json_t *rows_of(const char *text)
+{
+    json_t *v = json_loads(text, 0, NULL);
+    assert_non_null(v);
+    return v;
+}
+
+static void test_device_names(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init(&ctx);
+    char out[32];
+    /* image root plus an unnamed ephemeral disk: the volume gets vdc */
+    json_t *bdms = rows_of("[{\"source_type\": \"image\", \"destination_type\": \"local\", "
+                           "\"boot_index\": 0}, {\"source_type\": \"blank\", "
+                           "\"destination_type\": \"local\", \"boot_index\": -1}]");
+    assert_int_equal(nb_srv_next_device_name(&ctx, NULL, bdms, NULL, out, sizeof(out)), 0);
+    assert_string_equal(out, "/dev/vdc");
+    json_decref(bdms);
+    /* named mappings: the first gap is taken; partitions count as the disk */
+    bdms = rows_of("[{\"device_name\": \"/dev/vda\", \"boot_index\": 0}, "
+                   "{\"device_name\": \"/dev/vdb\"}, {\"device_name\": \"vdd1\"}]");
+    assert_int_equal(nb_srv_next_device_name(&ctx, "/dev/vda", bdms, NULL, out, sizeof(out)), 0);
+    assert_string_equal(out, "/dev/vdc");
+    /* a free requested letter is honoured, with the root's prefix */
+    assert_int_equal(nb_srv_next_device_name(&ctx, "vda", bdms, "/dev/sdf", out, sizeof(out)), 0);
+    assert_string_equal(out, "/dev/vdf");
+    /* a used one is refused with Nova's 409 */
+    assert_int_equal(nb_srv_next_device_name(&ctx, "vda", bdms, "/dev/vdd", out, sizeof(out)), -1);
+    assert_int_equal(ctx.err_status, 409);
+    assert_string_equal(ctx.err_msg, "The supplied device path (/dev/vdd) is in use.");
+    nb_ctx_init(&ctx);
+    assert_int_equal(nb_srv_next_device_name(&ctx, "vda", bdms, "disk2", out, sizeof(out)), -1);
+    assert_int_equal(ctx.err_status, 400);
+    assert_string_equal(ctx.err_msg, "The supplied device path (disk2) is invalid.");
+    json_decref(bdms);
+    /* past vdz comes vdaa, as Nova's generate_device_letter */
+    json_t *many = json_array();
+    for (char c = 'a'; c <= 'z'; c++) {
+        char name[16];
+        snprintf(name, sizeof(name), "/dev/vd%c", c);
+        json_array_append_new(many, json_pack("{s:s}", "device_name", name));
+    }
+    nb_ctx_init(&ctx);
+    assert_int_equal(nb_srv_next_device_name(&ctx, NULL, many, NULL, out, sizeof(out)), 0);
+    assert_string_equal(out, "/dev/vdaa");
+    json_decref(many);
+    char prefix[16], letters[16];
+    assert_int_equal(
+        nb_srv_match_device("/dev/xvdb2", prefix, sizeof(prefix), letters, sizeof(letters)), 0);
+    assert_string_equal(prefix, "/dev/xvd");
+    assert_string_equal(letters, "b");
+    assert_int_equal(nb_srv_match_device("vdb", prefix, sizeof(prefix), letters, sizeof(letters)),
+                     -1);
+}
+
+static void test_image_bdms_merge(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init(&ctx);
+    /* a volume-backed snapshot image as nb_image_lookup shows it */
+    json_t *image =
+        json_pack("{s:s, s:s, s:s}", "id", "img-1", "bdm_v2", "True", "block_device_mapping",
+                  "[{\"source_type\": \"snapshot\", \"destination_type\": \"volume\", "
+                  "\"snapshot_id\": \"s-1\", \"boot_index\": 0, \"device_name\": \"/dev/vda\", "
+                  "\"volume_size\": 2, \"delete_on_termination\": true, \"volume_id\": null}, "
+                  "{\"source_type\": \"snapshot\", \"destination_type\": \"volume\", "
+                  "\"snapshot_id\": \"s-2\", \"boot_index\": null, \"device_name\": \"/dev/vdb\", "
+                  "\"volume_size\": 1, \"delete_on_termination\": false}]");
+    json_t *ib = nb_srv_image_bdms(&ctx, image);
+    assert_non_null(ib);
+    assert_int_equal(json_array_size(ib), 2);
+    json_t *root = json_array_get(ib, 0);
+    assert_true(nb_srv_bdm_is_root(root));
+    assert_string_equal(nb_json_str(root, "snapshot_id"), "s-1");
+    assert_null(json_object_get(root, "volume_id"));
+    assert_true(json_is_true(json_object_get(root, "delete_on_termination")));
+    assert_null(json_object_get(json_array_get(ib, 1), "boot_index"));
+    /* the request: an image root (dropped: the image has a root) and a
+     * volume on vdb (overrides the image's vdb) */
+    json_t *req = rows_of("[{\"source_type\": \"image\", \"destination_type\": \"local\", "
+                          "\"boot_index\": 0, \"image_id\": \"img-1\"}, "
+                          "{\"source_type\": \"volume\", \"destination_type\": \"volume\", "
+                          "\"volume_id\": \"v-9\", \"device_name\": \"vdb\"}]");
+    json_t *merged = nb_srv_merge_bdms(ib, req);
+    assert_int_equal(json_array_size(merged), 2);
+    assert_string_equal(nb_json_str(json_array_get(merged, 0), "volume_id"), "v-9");
+    assert_string_equal(nb_json_str(json_array_get(merged, 1), "snapshot_id"), "s-1");
+    json_decref(merged);
+    json_decref(req);
+    json_decref(ib);
+    /* no mappings: an empty list; malformed or legacy ones: Nova's 400 */
+    json_t *plain = json_pack("{s:s}", "id", "img-2");
+    ib = nb_srv_image_bdms(&ctx, plain);
+    assert_int_equal(json_array_size(ib), 0);
+    json_decref(ib);
+    json_object_set_new(image, "block_device_mapping", json_string("not json"));
+    assert_null(nb_srv_image_bdms(&ctx, image));
+    assert_int_equal(ctx.err_status, 400);
+    nb_ctx_init(&ctx);
+    json_object_set_new(image, "bdm_v2", json_string("False"));
+    assert_null(nb_srv_image_bdms(&ctx, image));
+    assert_int_equal(ctx.err_status, 400);
+    json_decref(plain);
+    json_decref(image);
+}
+
 int main(void)
 {
     const struct CMUnitTest pure[] = {
-        cmocka_unit_test(test_quota_message),
-        cmocka_unit_test(test_quota_multi_create),
-        cmocka_unit_test(test_sanitize_hostname),
-        cmocka_unit_test(test_bool_and_times),
+        cmocka_unit_test(test_quota_message),     cmocka_unit_test(test_quota_multi_create),
+        cmocka_unit_test(test_sanitize_hostname), cmocka_unit_test(test_bool_and_times),
+        cmocka_unit_test(test_device_names),      cmocka_unit_test(test_image_bdms_merge),
     };
     const struct CMUnitTest with_db[] = {
         cmocka_unit_test(test_list_filters_and_paging),

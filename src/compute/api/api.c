@@ -9,13 +9,21 @@
 int nb_compute_api_init(struct nb_env *env)
 {
     int (*inits[])(struct nb_env *) = {
-        nb_compute_versions_init,        nb_compute_flavors_init,
-        nb_compute_keypairs_init,        nb_compute_availability_zones_init,
-        nb_compute_aggregates_init,      nb_compute_server_groups_init,
-        nb_compute_services_init,        nb_compute_hypervisors_init,
-        nb_compute_servers_init,         nb_compute_server_actions_init,
-        nb_compute_server_metadata_init, nb_compute_instance_actions_init,
-        nb_compute_quotas_init,          nb_compute_limits_init,
+        nb_compute_versions_init,
+        nb_compute_flavors_init,
+        nb_compute_keypairs_init,
+        nb_compute_availability_zones_init,
+        nb_compute_aggregates_init,
+        nb_compute_server_groups_init,
+        nb_compute_services_init,
+        nb_compute_hypervisors_init,
+        nb_compute_servers_init,
+        nb_compute_server_actions_init,
+        nb_compute_server_metadata_init,
+        nb_compute_instance_actions_init,
+        nb_compute_quotas_init,
+        nb_compute_limits_init,
+        nb_compute_volume_attachments_init,
     };
     for (size_t i = 0; i < sizeof(inits) / sizeof(inits[0]); i++)
         if (inits[i](env) < 0)

@@ -1,8 +1,8 @@
 /* server_actions.c - POST /compute/v2.1/servers/{id}/action: os-start,
  * os-stop, reboot, lock, unlock, os-resetState, pause, unpause, suspend,
- * resume and os-getConsoleOutput, as Nova's servers.py, lock_server.py,
- * admin_actions.py, pause_server.py, suspend_server.py and
- * console_output.py with compute/api.py's state checks.
+ * resume, os-getConsoleOutput and createImage (server_snapshot.c), as Nova's servers.py,
+ * lock_server.py, admin_actions.py, pause_server.py, suspend_server.py and console_output.py with
+ * compute/api.py's state checks.
  *
  * Each accepted action sets the instance's task state in the API (so that
  * clients polling for it see the change at once), records an instance
@@ -503,26 +503,31 @@ typedef int (*check_fn)(struct nb_ctx *ctx, json_t *args);
  * after nb_error(). */
 typedef json_t *(*query_fn)(struct nb_ctx *ctx, json_t *inst, json_t *args);
 
+/* An action that writes its own 202 answer (a body or headers). */
+typedef int (*respond_fn)(struct nb_ctx *ctx, json_t *inst, json_t *args, struct nb_resp *resp);
+
 /* Each action: its body check (run before the server is looked up, as
  * Nova's schema decorators) and its work (fn, or query for actions with a
- * body in the answer). */
+ * body in the answer, or respond for those that shape their answer). */
 static const struct {
     const char *name;
     check_fn check;
     action_fn fn;
     query_fn query;
+    respond_fn respond;
 } actions[] = {
-    {"os-start", NULL, do_start, NULL},
-    {"os-stop", NULL, do_stop, NULL},
-    {"reboot", check_reboot, do_reboot, NULL},
-    {"lock", check_lock, do_lock, NULL},
-    {"unlock", NULL, do_unlock, NULL},
-    {"os-resetState", check_reset_state, do_reset_state, NULL},
-    {"pause", NULL, do_pause, NULL},
-    {"unpause", NULL, do_unpause, NULL},
-    {"suspend", NULL, do_suspend, NULL},
-    {"resume", NULL, do_resume, NULL},
-    {"os-getConsoleOutput", check_console_output, NULL, do_console_output},
+    {"os-start", NULL, do_start, NULL, NULL},
+    {"os-stop", NULL, do_stop, NULL, NULL},
+    {"reboot", check_reboot, do_reboot, NULL, NULL},
+    {"lock", check_lock, do_lock, NULL, NULL},
+    {"unlock", NULL, do_unlock, NULL, NULL},
+    {"os-resetState", check_reset_state, do_reset_state, NULL, NULL},
+    {"pause", NULL, do_pause, NULL, NULL},
+    {"unpause", NULL, do_unpause, NULL, NULL},
+    {"suspend", NULL, do_suspend, NULL, NULL},
+    {"resume", NULL, do_resume, NULL, NULL},
+    {"os-getConsoleOutput", check_console_output, NULL, do_console_output, NULL},
+    {"createImage", nb_srv_check_create_image, NULL, NULL, nb_srv_create_image},
 };
 
 /* Nova's other server actions: known, but not available in nubo yet. */
@@ -533,7 +538,6 @@ static const char *const not_yet[] = {"addFixedIp",
                                       "revertResize",
                                       "resize",
                                       "rebuild",
-                                      "createImage",
                                       "createBackup",
                                       "evacuate",
                                       "os-migrateLive",
@@ -569,14 +573,16 @@ static int h_server_action(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
     action_fn fn = NULL;
     check_fn check = NULL;
     query_fn query = NULL;
+    respond_fn respond = NULL;
     for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++) {
         if (!strcmp(actions[i].name, name)) {
             fn = actions[i].fn;
             check = actions[i].check;
             query = actions[i].query;
+            respond = actions[i].respond;
         }
     }
-    if (!fn && !query) {
+    if (!fn && !query && !respond) {
         if (in_set(name, not_yet))
             return nb_error(ctx, 400, NULL, "The '%s' server action is not supported by nubo yet.",
                             name);
@@ -592,8 +598,10 @@ static int h_server_action(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
         json_decref(inst);
         return body_out ? nb_resp_json(resp, 200, body_out) : -1;
     }
-    int rc = fn(ctx, inst, args);
+    int rc = respond ? respond(ctx, inst, args, resp) : fn(ctx, inst, args);
     json_decref(inst);
+    if (respond)
+        return rc;
     return rc < 0 ? -1 : nb_resp_empty(resp, 202);
 }
 

@@ -9,6 +9,7 @@
  * arguments; regular-expression filters (name, hostname, …) and markers are
  * applied in memory on the sorted rows; the page's related rows are loaded
  * by server_views.c. */
+#include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -1634,11 +1635,13 @@ static bool compute_host_up(struct nb_ctx *ctx, const char *host)
     return up;
 }
 
-/* Deletes locally (no compute to ask): the row, then the allocations. */
+/* Deletes locally (no compute to ask): the row, then the allocations and
+ * the volumes its mappings held. */
 static int local_delete(struct nb_ctx *ctx, const char *uuid, bool only_unscheduled)
 {
     struct nb_db *db = nb_srv_db();
-    if (nb_db_begin(db, ctx) < 0)
+    _cleanup_json_ json_t *volumes = nb_srv_instance_volume_bdms(ctx, uuid);
+    if (!volumes || nb_db_begin(db, ctx) < 0)
         return -1;
     int n = nb_srv_destroy_instance(ctx, uuid, only_unscheduled);
     if (n < 0 || nb_db_commit(db, ctx) < 0) {
@@ -1647,6 +1650,7 @@ static int local_delete(struct nb_ctx *ctx, const char *uuid, bool only_unschedu
         return -1;
     }
     if (n > 0) {
+        nb_srv_release_volumes(ctx, volumes);
         struct nb_ctx sys;
         nb_ctx_init_system(&sys, ctx->request_id);
         if (nb_placement_delete_allocations(&sys, uuid) < 0)
@@ -2592,6 +2596,31 @@ static int check_personality(struct nb_ctx *ctx, const json_t *files, const long
     return 0;
 }
 
+/* A volume-backed snapshot image (property block_device_mapping) brings
+ * its mappings: they are merged with the request's (Nova's
+ * _check_and_transform_bdm) and a volume root makes the server
+ * volume-backed. */
+static int merge_image_bdms(struct nb_ctx *ctx, struct create_req *c)
+{
+    json_t *image_bdms = nb_srv_image_bdms(ctx, c->image);
+    if (!image_bdms)
+        return -1;
+    if (json_array_size(image_bdms)) {
+        json_t *merged = nb_srv_merge_bdms(image_bdms, c->bdms);
+        json_decref(c->bdms);
+        c->bdms = merged;
+        size_t i;
+        json_t *b;
+        json_array_foreach (c->bdms, i, b) {
+            const char *dst = nb_json_str(b, "destination_type");
+            if (nb_srv_bdm_is_root(b) && dst && !strcmp(dst, "volume"))
+                c->bfv = true;
+        }
+    }
+    json_decref(image_bdms);
+    return 0;
+}
+
 /* Resolves everything the request names, in Nova's order of checks. */
 static int resolve_create(struct nb_ctx *ctx, json_t *body, struct create_req *c)
 {
@@ -2711,6 +2740,8 @@ static int resolve_create(struct nb_ctx *ctx, json_t *body, struct create_req *c
         const char *st = nb_json_str(c->image, "status");
         if (!st || strcmp(st, "active"))
             return nb_error(ctx, 400, NULL, "Image %s is not active.", c->image_ref);
+        if (merge_image_bdms(ctx, c) < 0)
+            return -1;
     } else if (json_array_size(certs)) {
         return nb_error(ctx, 400, NULL,
                         "Image certificate validation is not supported when booting from volume");
@@ -2957,25 +2988,6 @@ static int insert_instance(struct nb_ctx *ctx, const struct create_req *c, const
     return nb_action_start(db, ctx, uuid, "create");
 }
 
-/* Checks image-backed mappings name images the caller may use. */
-static int check_bdm_images(struct nb_ctx *ctx, const struct create_req *c)
-{
-    size_t i;
-    json_t *b;
-    json_array_foreach (c->bdms, i, b) {
-        const char *img = nb_json_str(b, "image_id");
-        if (!img || (c->image_ref && !strcmp(img, c->image_ref)))
-            continue;
-        json_t *found = nb_image_lookup(ctx, img);
-        if (!found)
-            return ctx->err_status == 400 || ctx->err_status == 404
-                       ? nb_srv_error_as(ctx, 400, "Can not find requested image")
-                       : -1;
-        json_decref(found);
-    }
-    return 0;
-}
-
 /* Quota, then the rows, in one transaction. Fills uuids; returns 0/-1. */
 static int store_instances(struct nb_ctx *ctx, const struct create_req *c, const char *resv,
                            json_t *uuids)
@@ -3023,9 +3035,14 @@ static int h_server_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
     int rc = -1;
     char resv[11];
     reservation_id(resv);
-    if (resolve_create(ctx, body, &c) < 0 || check_bdm_images(ctx, &c) < 0 ||
-        store_instances(ctx, &c, resv, uuids) < 0)
+    if (resolve_create(ctx, body, &c) < 0 ||
+        nb_srv_check_bdms(ctx, c.bdms, c.image_ref, c.max_count) < 0 ||
+        nb_srv_reserve_volumes(ctx, c.bdms) < 0)
         goto out;
+    if (store_instances(ctx, &c, resv, uuids) < 0) {
+        nb_srv_unreserve_volumes(ctx, c.bdms);
+        goto out;
+    }
     NB_INFO("nubo.compute.api", ctx, json_string_value(json_array_get(uuids, 0)),
             "Accepted create of %zu instance(s) %s (reservation %s)", json_array_size(uuids),
             c.name, resv);
