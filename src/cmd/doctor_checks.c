@@ -381,8 +381,18 @@ static void check_volume_file(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr
                     meta_ok ? "" : "; the volume's admin metadata disagrees");
         return;
     }
+    /* a raw disk the guest wrote a qcow2 header into: never switch it to qcow2
+     * when that header makes the host open another file */
+    bool foreign = info.type == NB_FORMAT_QCOW2 &&
+                   (info.has_data_file ||
+                    (info.has_backing_file && !nb_bdm_own_chain_file(info.backing_file, vid)));
+    if (fixable && foreign)
+        fixable = false;
     nb_dr_check(r, NB_DR_PROBLEM, "disk format", "%s%s", evidence,
-                fixable ? "" : "; not a format a volume may have");
+                foreign   ? "; its qcow2 header refers to a file outside the volume's own "
+                            "chain, so it is not switched to qcow2"
+                : fixable ? ""
+                          : "; not a format a volume may have");
     if (fixable)
         remember_fix(r, bdm, vid, path, declared, info.format);
     else

@@ -73,3 +73,11 @@ void nb_bdm_target(const json_t *bdm, char *out, size_t n)
         dev += 5;
     nb_strlcpy(out, dev, n);
 }
+
+bool nb_bdm_own_chain_file(const char *name, const char *volume_id)
+{
+    if (!name || !volume_id || strncmp(name, "volume-", 7) != 0 || strchr(name, '/'))
+        return false;
+    size_t n = strlen(volume_id);
+    return !strncmp(name + 7, volume_id, n) && (name[7 + n] == '\0' || name[7 + n] == '.');
+}

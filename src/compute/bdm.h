@@ -32,6 +32,12 @@ bool nb_bdm_is_boot(const json_t *bdm);
 /* The instance's boot volume mapping (borrowed from instance
  * ["block_device_mapping"]), or NULL for an image-backed instance. */
 const json_t *nb_bdm_boot_volume(const json_t *instance);
+/* True when name (a qcow2 backing file name) is a file of volume_id's own
+ * chain on its share: "volume-<id>" or "volume-<id>.<snapshot>", without a
+ * directory (Cinder's NFS snapshot overlays). Anything else in a volume's
+ * qcow2 header - another volume's file, a host path - must never be opened:
+ * a guest can write a qcow2 header into its raw disk. */
+bool nb_bdm_own_chain_file(const char *name, const char *volume_id);
 /* The guest device of a row without "/dev/" ("vdb"), into out; "" when the
  * row has no device_name. */
 void nb_bdm_target(const json_t *bdm, char *out, size_t n);

@@ -334,6 +334,16 @@ static void test_disk_check_core(void **state)
     assert_int_equal(nb_disk_check(b, &chk, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "/etc/hostname"));
     json_decref(b);
+    /* ... or naming another volume's file on the same share */
+    b = volume_bdm("volume-vol-1", "raw", path, sizeof(path));
+    sh("qemu-img create -q -f qcow2 -F raw -b volume-vol-2 -u '%s' 1M", path);
+    assert_int_equal(nb_disk_check(b, &chk, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "volume-vol-2"));
+    /* a backing file of its own chain (an NFS snapshot overlay) is fine */
+    sh("qemu-img create -q -f qcow2 -F raw -b volume-vol-1.snap-1 -u '%s' 1M", path);
+    assert_int_equal(nb_disk_check(b, &chk, err, sizeof(err)), NB_DISK_MISMATCH);
+    assert_string_equal(chk.actual, "qcow2");
+    json_decref(b);
 
     /* not attached yet, or a local disk: nothing to check */
     b = json_pack("{s:s, s:s, s:i}", "destination_type", "volume", "volume_id", "v", "deleted", 0);

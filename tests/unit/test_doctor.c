@@ -207,6 +207,27 @@ static void test_diagnose_mismatch(void **state)
     nb_dr_report_clear(&r);
 }
 
+/* A raw volume whose guest wrote a qcow2 header naming another volume's
+ * file: a PROBLEM the fix must not "correct" to qcow2. */
+static void test_diagnose_foreign_backing_not_fixable(void **state)
+{
+    (void)state;
+    make_server("raw");
+    char cmd[9000];
+    snprintf(cmd, sizeof(cmd), "qemu-img create -q -f qcow2 -F raw -b volume-other -u %s 1M",
+             volume_file);
+    assert_int_equal(system(cmd), 0);
+    struct nb_dr_report r;
+    int rc;
+    char *text = diagnose(&r, &rc);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(text, "refers to a file outside the volume's own chain"));
+    assert_int_equal(r.nfixes, 0);
+    assert_int_equal(r.unfixable, 1);
+    free(text);
+    nb_dr_report_clear(&r);
+}
+
 static void test_diagnose_healthy_and_unknown(void **state)
 {
     make_server("raw");
@@ -410,6 +431,7 @@ int main(void)
         cmocka_unit_test(test_compare_format),
         cmocka_unit_test(test_exit_status),
         cmocka_unit_test(test_diagnose_mismatch),
+        cmocka_unit_test(test_diagnose_foreign_backing_not_fixable),
         cmocka_unit_test(test_diagnose_healthy_and_unknown),
         cmocka_unit_test(test_fix_apply_and_restore),
         cmocka_unit_test(test_fix_exactly_one_row),

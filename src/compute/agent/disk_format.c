@@ -32,13 +32,6 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* A qcow2 backing file a volume may have: a sibling volume file of the same
- * share (Cinder's NFS snapshots), named without a directory. */
-static bool sibling_volume_file(const char *name)
-{
-    return !strncmp(name, "volume-", 7) && !strchr(name, '/');
-}
-
 int nb_disk_check(const json_t *bdm, struct nb_disk_check *chk, char *err, size_t n)
 {
     memset(chk, 0, sizeof(*chk));
@@ -79,7 +72,7 @@ int nb_disk_check(const json_t *bdm, struct nb_disk_check *chk, char *err, size_
      * to open files of the guest's choosing. */
     if (info.type == NB_FORMAT_QCOW2 &&
         (info.has_data_file ||
-         (info.has_backing_file && !sibling_volume_file(info.backing_file)))) {
+         (info.has_backing_file && !nb_bdm_own_chain_file(info.backing_file, vid)))) {
         snprintf(err, n,
                  "Volume %s: file %s is qcow2 on disk but declared %s, and its qcow2 header "
                  "refers to %s; refusing to use it as qcow2",
