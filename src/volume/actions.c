@@ -1,8 +1,8 @@
 /* actions.c - POST /volume/v3/{project_id}/volumes/{volume_id}/action:
- * os-extend, os-set_bootable, os-reset_status (admin), and the attach
- * bookkeeping actions Nova's cinderclient calls (os-reserve, os-unreserve,
- * os-begin_detaching, os-roll_detaching), which are the status machine of
- * status.c.
+ * os-extend, os-set_bootable, os-update_readonly_flag, os-reset_status
+ * (admin), and the attach bookkeeping actions Nova's cinderclient calls
+ * (os-reserve, os-unreserve, os-begin_detaching, os-roll_detaching), which
+ * are the status machine of status.c.
  *
  * Extend is Cinder's: new_size must exceed the size, the gigabytes quota
  * must allow the difference, the volume goes available -> extending (in the
@@ -130,6 +130,52 @@ static int do_set_bootable(struct nb_ctx *ctx, const char *id, json_t *arg, stru
     return nb_resp_empty(resp, 200);
 }
 
+/* os-update_readonly_flag: the volume must be available; the flag is admin
+ * metadata "readonly" ("True"/"False"), which the volume's views show among
+ * its metadata and its connection info turns into access_mode "ro". */
+static int do_update_readonly(struct nb_ctx *ctx, const char *id, json_t *arg, struct nb_resp *resp)
+{
+    json_t *b = json_is_object(arg) ? json_object_get(arg, "readonly") : NULL;
+    if (!b) {
+        _cleanup_free_ char *d = arg ? nb_json_dump(arg) : strdup("None");
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input for field/attribute os-update_readonly_flag. Value: %s. "
+                        "'readonly' is a required property",
+                        d);
+    }
+    int v = json_is_boolean(b)  ? json_is_true(b)
+            : json_is_string(b) ? nb_vol_bool(json_string_value(b))
+                                : -1;
+    if (v < 0) {
+        _cleanup_free_ char *d = nb_json_dump(b);
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input for field/attribute readonly. Value: %s. %s is not of "
+                        "type 'boolean', 'string'",
+                        d, d);
+    }
+    struct nb_db *db = nb_vol_env->db;
+    if (nb_db_begin(db, ctx) < 0)
+        return -1;
+    /* the status is read again inside the transaction that writes the flag */
+    _cleanup_json_ json_t *vol = nb_vol_load(ctx, id);
+    int rc = vol ? 0 : -1;
+    if (rc == 0 && strcmp(nb_json_str(vol, "status"), "available") != 0)
+        rc = nb_error(ctx, 400, NULL,
+                      "Invalid volume: Volume %s status must be available to update readonly "
+                      "flag, but current status is: %s.",
+                      id, nb_json_str(vol, "status"));
+    if (rc == 0)
+        rc = nb_vol_set_admin_metadata(ctx, id, "readonly", v ? "True" : "False");
+    if (rc < 0) {
+        nb_db_rollback(db);
+        return -1;
+    }
+    if (nb_db_commit(db, ctx) < 0)
+        return -1;
+    NB_INFO(NB_VOL_LOG, ctx, NULL, "Volume %s readonly flag set to %s", id, v ? "True" : "False");
+    return nb_resp_empty(resp, 202);
+}
+
 static int do_reset_status(struct nb_ctx *ctx, const char *id, json_t *arg, struct nb_resp *resp)
 {
     static const char *const valid[] = {
@@ -191,6 +237,8 @@ static int volume_action(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
         return do_extend(ctx, id, vol, arg, resp);
     if (strcmp(action, "os-set_bootable") == 0)
         return do_set_bootable(ctx, id, arg, resp);
+    if (strcmp(action, "os-update_readonly_flag") == 0)
+        return do_update_readonly(ctx, id, arg, resp);
     if (strcmp(action, "os-reset_status") == 0)
         return do_reset_status(ctx, id, arg, resp);
     for (size_t i = 0; i < sizeof(attach_actions) / sizeof(attach_actions[0]); i++)

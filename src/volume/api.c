@@ -307,6 +307,13 @@ json_t *nb_vol_begin_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
 
 /* --- lists ------------------------------------------------------------------- */
 
+int nb_vol_no_resource(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_vol_begin(ctx, req, resp) < 0)
+        return -1;
+    return nb_error(ctx, 404, NULL, "The resource could not be found.");
+}
+
 int nb_vol_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
                 const struct nb_vol_lister *lister, bool detail)
 {
@@ -381,5 +388,6 @@ int nb_volume_init(struct nb_env *env)
     nb_vol_quotas_routes();
     nb_vol_messages_routes();
     nb_vol_attachments_routes();
+    nb_vol_extensions_routes();
     return 0;
 }

@@ -1,5 +1,6 @@
 /* snapshots.c - /volume/v3/{project_id}/snapshots: create, list, detail,
- * show, update, delete (Cinder Zed's views and checks).
+ * show, update, delete, and the snapshot metadata routes (metadata.c)
+ * (Cinder Zed's views and checks).
  *
  * A snapshot of an available volume is a qcow2 overlay (see backend_nfs.c):
  * creating one adds volume-<vol>.<snap> on top of the volume's active file
@@ -66,22 +67,10 @@ static json_t *field(const json_t *row, const char *key)
     return v ? json_incref(v) : json_null();
 }
 
-static json_t *snapshot_metadata(struct nb_ctx *ctx, const char *id)
-{
-    _cleanup_json_ json_t *rows =
-        nb_db_rows(nb_vol_env->db, ctx,
-                   "SELECT key, value FROM snapshot_metadata WHERE snapshot_id = ? AND deleted = "
-                   "0 ORDER BY id",
-                   "s", id);
-    json_t *md = json_object();
-    size_t i;
-    json_t *r;
-    json_array_foreach (rows, i, r)
-        json_object_set_new(md, nb_json_str(r, "key"), field(r, "value"));
-    return md;
-}
-
-static json_t *snapshot_view(struct nb_ctx *ctx, const json_t *row)
+/* The view of a snapshot row. extended: the attributes of Cinder's
+ * extended_snapshot_attributes extension, which extends only show and the
+ * detail list (not create, update or the plain list). */
+static json_t *snapshot_view(struct nb_ctx *ctx, const json_t *row, bool extended)
 {
     const char *id = nb_json_str(row, "id");
     json_t *v = json_object();
@@ -93,9 +82,13 @@ static json_t *snapshot_view(struct nb_ctx *ctx, const json_t *row)
     json_object_set_new(v, "volume_id", field(row, "volume_id"));
     json_object_set_new(v, "status", field(row, "status"));
     json_object_set_new(v, "size", field(row, "volume_size"));
-    json_object_set_new(v, "metadata", snapshot_metadata(ctx, id));
-    json_object_set_new(v, "os-extended-snapshot-attributes:project_id", field(row, "project_id"));
-    json_object_set_new(v, "os-extended-snapshot-attributes:progress", field(row, "progress"));
+    json_object_set_new(v, "metadata",
+                        nb_vol_metadata_of(ctx, "snapshot_metadata", "snapshot_id", id));
+    if (extended) {
+        json_object_set_new(v, "os-extended-snapshot-attributes:project_id",
+                            field(row, "project_id"));
+        json_object_set_new(v, "os-extended-snapshot-attributes:progress", field(row, "progress"));
+    }
     if (nb_vol_mv(ctx, 14))
         json_object_set_new(v, "group_snapshot_id", json_null());
     if (nb_vol_mv(ctx, 41))
@@ -140,11 +133,10 @@ static bool snapshot_matches(struct nb_ctx *ctx, struct nb_req *req, const json_
     return true;
 }
 
-/* index and detail show the same view */
+/* index and detail differ by the extension's attributes only */
 static json_t *snapshot_list_view(struct nb_ctx *ctx, const json_t *row, bool detail)
 {
-    (void)detail;
-    return snapshot_view(ctx, row);
+    return snapshot_view(ctx, row, detail);
 }
 
 static const struct nb_vol_lister snapshot_lister = {
@@ -171,7 +163,7 @@ static int snapshots_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
         nb_vol_begin_load(ctx, req, resp, "snapshot_id", nb_vol_snapshot_load, NULL);
     if (!row)
         return -1;
-    return nb_resp_json(resp, 200, json_pack("{s:o}", "snapshot", snapshot_view(ctx, row)));
+    return nb_resp_json(resp, 200, json_pack("{s:o}", "snapshot", snapshot_view(ctx, row, true)));
 }
 
 /* --- create ------------------------------------------------------------------------ */
@@ -217,23 +209,8 @@ static int insert_snapshot(struct nb_ctx *ctx, const char *id, const json_t *bod
                         "ssssssisss", id, now, now, nb_json_str(vol, "id"), ctx->user_id,
                         ctx->project_id, size, name, desc, NB_VOL_DEFAULT_TYPE_ID);
     json_t *md = json_object_get(body, "metadata");
-    const char *k;
-    json_t *v;
     if (rc >= 0 && json_is_object(md))
-        json_object_foreach (md, k, v) {
-            if (!json_is_string(v)) {
-                rc = nb_error(ctx, 400, NULL,
-                              "Invalid input for field/attribute metadata. Value: %s is not a "
-                              "string.",
-                              k);
-                break;
-            }
-            if ((rc = nb_db_exec(db, ctx,
-                                 "INSERT INTO snapshot_metadata (snapshot_id, key, value, "
-                                 "created_at, deleted) VALUES (?, ?, ?, ?, 0)",
-                                 "ssss", id, k, json_string_value(v), now)) < 0)
-                break;
-        }
+        rc = nb_vol_metadata_write(ctx, "snapshot_metadata", "snapshot_id", id, md, false);
     if (rc < 0) {
         nb_db_rollback(db);
         return -1;
@@ -328,9 +305,26 @@ static int snapshots_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
     json_t *body = nb_vol_body(ctx, req, "snapshot");
     if (!body)
         return -1;
-    const char *vid = nb_json_str(body, "volume_id");
-    if (!vid)
-        return nb_error(ctx, 400, NULL, "'volume_id' must be specified");
+    /* Cinder's schema requires the key but allows null, which then is an
+     * unknown volume */
+    json_t *vj = json_object_get(body, "volume_id");
+    if (!vj)
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input for field/attribute snapshot. Value: %s. 'volume_id' is "
+                        "a required property",
+                        "{}");
+    if (json_is_null(vj))
+        return nb_error(ctx, 404, NULL, "Volume None could not be found.");
+    if (!json_is_string(vj)) {
+        _cleanup_free_ char *d = nb_json_dump(vj);
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input for field/attribute volume_id. Value: %s. %s is not of "
+                        "type 'string', 'null'",
+                        d, d);
+    }
+    const char *vid = json_string_value(vj);
+    if (nb_vol_metadata_check(ctx, json_object_get(body, "metadata")) < 0)
+        return -1;
     json_t *fj = json_object_get(body, "force");
     int force = !fj || json_is_null(fj) ? 0
                 : json_is_boolean(fj)   ? json_is_true(fj)
@@ -345,7 +339,7 @@ static int snapshots_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
     _cleanup_json_ json_t *row = nb_vol_snapshot_load(ctx, id);
     if (!row)
         return -1;
-    return nb_resp_json(resp, 202, json_pack("{s:o}", "snapshot", snapshot_view(ctx, row)));
+    return nb_resp_json(resp, 202, json_pack("{s:o}", "snapshot", snapshot_view(ctx, row, false)));
 }
 
 int nb_volume_snapshot_for(struct nb_ctx *ctx, const char *volume_id, const char *name,
@@ -398,7 +392,7 @@ static int snapshots_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
     row = nb_vol_snapshot_load(ctx, id);
     if (!row)
         return -1;
-    return nb_resp_json(resp, 200, json_pack("{s:o}", "snapshot", snapshot_view(ctx, row)));
+    return nb_resp_json(resp, 200, json_pack("{s:o}", "snapshot", snapshot_view(ctx, row, false)));
 }
 
 /* Removes the overlay of snapshot snap from its volume's chain. 0/-1. */
@@ -490,6 +484,38 @@ static int snapshots_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
     return nb_resp_empty(resp, 202);
 }
 
+/* --- metadata (metadata.c) -------------------------------------------------------- */
+
+static int meta_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    return nb_vol_metadata_index(ctx, req, resp, &nb_vol_snapshot_meta);
+}
+
+static int meta_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    return nb_vol_metadata_write_all(ctx, req, resp, &nb_vol_snapshot_meta, false);
+}
+
+static int meta_replace(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    return nb_vol_metadata_write_all(ctx, req, resp, &nb_vol_snapshot_meta, true);
+}
+
+static int meta_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    return nb_vol_metadata_show(ctx, req, resp, &nb_vol_snapshot_meta);
+}
+
+static int meta_update_key(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    return nb_vol_metadata_update_key(ctx, req, resp, &nb_vol_snapshot_meta);
+}
+
+static int meta_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    return nb_vol_metadata_delete(ctx, req, resp, &nb_vol_snapshot_meta);
+}
+
 void nb_vol_snapshots_routes(void)
 {
     nb_http_route("GET", "/volume/v3/{project_id}/snapshots", snapshots_index, 0);
@@ -498,4 +524,17 @@ void nb_vol_snapshots_routes(void)
     nb_http_route("GET", "/volume/v3/{project_id}/snapshots/{snapshot_id}", snapshots_show, 0);
     nb_http_route("PUT", "/volume/v3/{project_id}/snapshots/{snapshot_id}", snapshots_update, 0);
     nb_http_route("DELETE", "/volume/v3/{project_id}/snapshots/{snapshot_id}", snapshots_delete, 0);
+    nb_http_route("PUT", "/volume/v3/{project_id}/snapshots", nb_vol_no_resource, 0);
+    nb_http_route("DELETE", "/volume/v3/{project_id}/snapshots", nb_vol_no_resource, 0);
+    nb_http_route("GET", "/volume/v3/{project_id}/snapshots/{snapshot_id}/metadata", meta_index, 0);
+    nb_http_route("POST", "/volume/v3/{project_id}/snapshots/{snapshot_id}/metadata", meta_create,
+                  0);
+    nb_http_route("PUT", "/volume/v3/{project_id}/snapshots/{snapshot_id}/metadata", meta_replace,
+                  0);
+    nb_http_route("GET", "/volume/v3/{project_id}/snapshots/{snapshot_id}/metadata/{key}",
+                  meta_show, 0);
+    nb_http_route("PUT", "/volume/v3/{project_id}/snapshots/{snapshot_id}/metadata/{key}",
+                  meta_update_key, 0);
+    nb_http_route("DELETE", "/volume/v3/{project_id}/snapshots/{snapshot_id}/metadata/{key}",
+                  meta_delete, 0);
 }

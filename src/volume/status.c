@@ -180,9 +180,15 @@ json_t *nb_volume_connection_info(struct nb_ctx *ctx, const char *volume_id)
     nb_vol_file_path(share, active, path, sizeof(path));
     if (nb_vol_detect_format(ctx, path, fmt) < 0)
         return NULL;
+    /* read-only when the readonly flag (os-update_readonly_flag) is set, as
+     * Cinder's initialize_connection says it */
+    _cleanup_json_ json_t *am =
+        nb_vol_metadata_of(ctx, "volume_admin_metadata", "volume_id", volume_id);
+    const char *ro = nb_json_str(am, "readonly");
+    const char *mode = ro && strcmp(ro, "True") == 0 ? "ro" : "rw";
     /* mount_point_base sits beside data, as the NFS driver returns it */
     return json_pack("{s:s, s:{s:s, s:s, s:s, s:n, s:s, s:b, s:n}, s:s}", "driver_volume_type",
                      "nfs", "data", "export", share, "name", active, "format", fmt, "options",
-                     "access_mode", "rw", "encrypted", 0, "qos_specs", "mount_point_base",
+                     "access_mode", mode, "encrypted", 0, "qos_specs", "mount_point_base",
                      nb_vol_mount_base());
 }

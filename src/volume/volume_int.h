@@ -79,6 +79,12 @@ json_t *nb_vol_begin_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
                             const char *param, nb_vol_load_fn load, const char *policy,
                             const char *body_key, json_t **body);
 
+/* A handler for what Cinder's router has no route for (PUT or DELETE of a
+ * collection, which is also where "volumes/" with no id lands, as the HTTP
+ * layer drops trailing slashes): nb_vol_begin, then 404 "The resource could
+ * not be found.". */
+int nb_vol_no_resource(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp);
+
 /* What differs between the paged, filtered lists (index and detail). */
 struct nb_vol_lister {
     const char *table; /* table, body key and collection: "volumes" */
@@ -114,6 +120,7 @@ void nb_vol_volumes_routes(void);
 void nb_vol_actions_routes(void);
 void nb_vol_snapshots_routes(void);
 void nb_vol_quotas_routes(void);
+void nb_vol_extensions_routes(void);
 /* A live volume row visible to ctx, or NULL after 404. New reference. */
 json_t *nb_vol_load(struct nb_ctx *ctx, const char *id);
 /* A live snapshot row visible to ctx, or NULL after 404. New reference. */
@@ -137,9 +144,51 @@ void nb_vol_chain_unlock(void);
 int nb_vol_set_status(struct nb_ctx *ctx, const char *id, const char *status,
                       const char *const *from);
 
+/* Sets one admin metadata item of a volume (Cinder's volume_admin_metadata:
+ * "format", "readonly"), replacing its value; call in a transaction. 0/-1. */
+int nb_vol_set_admin_metadata(struct nb_ctx *ctx, const char *id, const char *key,
+                              const char *value);
+
 /* Detects the format of the volume's active file on share and records it
  * as admin metadata "format" (nb_volume_set_format). 0/-1. */
 int nb_vol_record_format(struct nb_ctx *ctx, const char *share, const char *volume_id);
+
+/* --- metadata.c -------------------------------------------------------------- */
+
+/* key -> value of a metadata table (volume_metadata, snapshot_metadata,
+ * volume_glance_metadata, volume_admin_metadata) for one owner, whose id is
+ * in column. New reference (an empty object when there is none). */
+json_t *nb_vol_metadata_of(struct nb_ctx *ctx, const char *table, const char *column,
+                           const char *id);
+/* Cinder's check_metadata_properties: null/absent is fine; an object of
+ * string values with keys of 1-255 and values of up to 255 characters.
+ * 0/-1 after 400. */
+int nb_vol_metadata_check(struct nb_ctx *ctx, const json_t *md);
+/* Merges md into (or, with replace, replaces) an owner's metadata; call in
+ * a transaction. 0/-1. */
+int nb_vol_metadata_write(struct nb_ctx *ctx, const char *table, const char *column, const char *id,
+                          const json_t *md, bool replace);
+/* What the metadata routes of a resource differ in. */
+struct nb_vol_meta_kind {
+    const char *what;   /* "Volume": "<what> <id> has no metadata with key <k>." */
+    const char *param;  /* path parameter of the owner: "volume_id" */
+    const char *table;  /* "volume_metadata" */
+    const char *column; /* owner column in it: "volume_id" */
+    nb_vol_load_fn load;
+    const char *update_policy, *delete_policy;
+};
+extern const struct nb_vol_meta_kind nb_vol_volume_meta, nb_vol_snapshot_meta;
+/* The handlers of .../{id}/metadata[/{key}] (see metadata.c). */
+int nb_vol_metadata_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
+                          const struct nb_vol_meta_kind *kind);
+int nb_vol_metadata_write_all(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
+                              const struct nb_vol_meta_kind *kind, bool replace);
+int nb_vol_metadata_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
+                         const struct nb_vol_meta_kind *kind);
+int nb_vol_metadata_update_key(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
+                               const struct nb_vol_meta_kind *kind);
+int nb_vol_metadata_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
+                           const struct nb_vol_meta_kind *kind);
 
 /* --- messages.c -------------------------------------------------------------- */
 

@@ -127,22 +127,6 @@ void nb_vol_write_info(struct nb_ctx *ctx, const char *share, const char *volume
         NB_WARN(NB_VOL_LOG, ctx, NULL, "Cannot write %s", path);
 }
 
-/* key -> value of a metadata table for one owner. New reference. */
-static json_t *metadata_of(struct nb_ctx *ctx, const char *table, const char *col, const char *id)
-{
-    _cleanup_free_ char *sql = nb_strdup_printf(
-        "SELECT key, value FROM %s WHERE %s = ? AND deleted = 0 ORDER BY id", table, col);
-    _cleanup_json_ json_t *rows = nb_db_rows(nb_vol_env->db, ctx, sql, "s", id);
-    json_t *md = json_object();
-    size_t i;
-    json_t *r;
-    json_array_foreach (rows, i, r) {
-        const char *v = nb_json_str(r, "value");
-        json_object_set_new(md, nb_json_str(r, "key"), json_string(v ? v : ""));
-    }
-    return md;
-}
-
 static json_t *attachments_of(struct nb_ctx *ctx, const char *id)
 {
     _cleanup_json_ json_t *rows =
@@ -171,8 +155,32 @@ static json_t *field(const json_t *row, const char *key)
     return v ? json_incref(v) : json_null();
 }
 
-/* The detailed view of a volume row (Cinder v3 at ctx's microversion). */
-static json_t *volume_detail(struct nb_ctx *ctx, const json_t *row)
+/* What a detailed view adds to the core of Cinder's view builder: show and
+ * the detail list carry the attributes of the extensions (os-vol-tenant-attr,
+ * os-vol-host-attr, os-vol-mig-status-attr, os-vol-image-meta), which extend
+ * only those two actions; show, the lists and update merge the visible admin
+ * metadata (readonly, attached_mode) into "metadata" (add_visible_admin_metadata);
+ * create has neither. */
+enum {
+    VIEW_EXTENSIONS = 1,
+    VIEW_ADMIN_METADATA = 2,
+};
+
+/* The admin metadata keys Cinder shows among a volume's metadata. */
+static void add_visible_admin_metadata(struct nb_ctx *ctx, const char *id, json_t *md)
+{
+    _cleanup_json_ json_t *am = nb_vol_metadata_of(ctx, "volume_admin_metadata", "volume_id", id);
+    static const char *const visible[] = {"readonly", "attached_mode", NULL};
+    for (int i = 0; visible[i]; i++) {
+        json_t *v = json_object_get(am, visible[i]);
+        if (v)
+            json_object_set(md, visible[i], v);
+    }
+}
+
+/* The detailed view of a volume row (Cinder v3 at ctx's microversion);
+ * what: VIEW_* flags. */
+static json_t *volume_detail(struct nb_ctx *ctx, const json_t *row, unsigned what)
 {
     const char *id = nb_json_str(row, "id");
     json_t *v = json_object();
@@ -187,7 +195,10 @@ static json_t *volume_detail(struct nb_ctx *ctx, const json_t *row)
     json_object_set_new(v, "volume_type", json_string(NB_VOL_DEFAULT_TYPE_NAME));
     json_object_set_new(v, "snapshot_id", field(row, "snapshot_id"));
     json_object_set_new(v, "source_volid", field(row, "source_volid"));
-    json_object_set_new(v, "metadata", metadata_of(ctx, "volume_metadata", "volume_id", id));
+    json_t *md = nb_vol_metadata_of(ctx, "volume_metadata", "volume_id", id);
+    if (what & VIEW_ADMIN_METADATA)
+        add_visible_admin_metadata(ctx, id, md);
+    json_object_set_new(v, "metadata", md);
     json_object_set_new(v, "links", nb_vol_links(ctx, "volumes", id));
     json_object_set_new(v, "user_id", field(row, "user_id"));
     json_object_set_new(v, "bootable",
@@ -197,18 +208,22 @@ static json_t *volume_detail(struct nb_ctx *ctx, const json_t *row)
     json_object_set_new(v, "consistencygroup_id", json_null());
     json_object_set_new(v, "multiattach", json_boolean(nb_json_int(row, "multiattach", 0)));
     json_object_set_new(v, "attachments", attachments_of(ctx, id));
-    if (ctx->is_admin) {
+    if (ctx->is_admin)
         json_object_set_new(v, "migration_status", field(row, "migration_status"));
-        json_object_set_new(v, "os-vol-host-attr:host", field(row, "host"));
-        json_object_set_new(v, "os-vol-mig-status-attr:migstat", field(row, "migration_status"));
-        json_object_set_new(v, "os-vol-mig-status-attr:name_id", json_null());
+    if (what & VIEW_EXTENSIONS) {
+        if (ctx->is_admin) {
+            json_object_set_new(v, "os-vol-host-attr:host", field(row, "host"));
+            json_object_set_new(v, "os-vol-mig-status-attr:migstat",
+                                field(row, "migration_status"));
+            json_object_set_new(v, "os-vol-mig-status-attr:name_id", json_null());
+        }
+        json_object_set_new(v, "os-vol-tenant-attr:tenant_id", field(row, "project_id"));
+        json_t *gm = nb_vol_metadata_of(ctx, "volume_glance_metadata", "volume_id", id);
+        if (json_object_size(gm))
+            json_object_set_new(v, "volume_image_metadata", gm);
+        else
+            json_decref(gm);
     }
-    json_object_set_new(v, "os-vol-tenant-attr:tenant_id", field(row, "project_id"));
-    json_t *gm = metadata_of(ctx, "volume_glance_metadata", "volume_id", id);
-    if (json_object_size(gm))
-        json_object_set_new(v, "volume_image_metadata", gm);
-    else
-        json_decref(gm);
     if (nb_vol_mv(ctx, 13))
         json_object_set_new(v, "group_id", json_null());
     if (ctx->is_admin && nb_vol_mv(ctx, 21))
@@ -287,7 +302,7 @@ static bool matches(struct nb_ctx *ctx, struct nb_req *req, const json_t *row, c
         return false;
     if (md) {
         _cleanup_json_ json_t *have =
-            metadata_of(ctx, "volume_metadata", "volume_id", nb_json_str(row, "id"));
+            nb_vol_metadata_of(ctx, "volume_metadata", "volume_id", nb_json_str(row, "id"));
         const char *k;
         json_t *v;
         json_object_foreach ((json_t *)md, k, v) {
@@ -315,7 +330,8 @@ static const struct nb_vol_sort_key volume_sort_keys[] = {
 
 static json_t *volume_list_view(struct nb_ctx *ctx, const json_t *row, bool detail)
 {
-    return detail ? volume_detail(ctx, row) : volume_summary(ctx, row);
+    return detail ? volume_detail(ctx, row, VIEW_EXTENSIONS | VIEW_ADMIN_METADATA)
+                  : volume_summary(ctx, row);
 }
 
 /* The count of the page (with_count, 3.45). */
@@ -352,81 +368,12 @@ static int volumes_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
     _cleanup_json_ json_t *row = nb_vol_begin_load(ctx, req, resp, "volume_id", nb_vol_load, NULL);
     if (!row)
         return -1;
-    return nb_resp_json(resp, 200, json_pack("{s:o}", "volume", volume_detail(ctx, row)));
+    return nb_resp_json(resp, 200,
+                        json_pack("{s:o}", "volume",
+                                  volume_detail(ctx, row, VIEW_EXTENSIONS | VIEW_ADMIN_METADATA)));
 }
 
 /* --- create ---------------------------------------------------------------------- */
-
-/* Cinder's check_metadata_properties. 0/-1 after 400. */
-static int check_metadata(struct nb_ctx *ctx, const json_t *md)
-{
-    if (!md || json_is_null(md))
-        return 0;
-    if (!json_is_object(md))
-        return nb_error(ctx, 400, NULL, "Invalid input received: Metadata should be a dict.");
-    const char *k;
-    json_t *v;
-    json_object_foreach ((json_t *)md, k, v) {
-        if (!*k)
-            return nb_error(ctx, 400, NULL, "Invalid metadata: Metadata property key blank.");
-        if (strlen(k) > 255)
-            return nb_error(ctx, 400, NULL,
-                            "Invalid metadata size: Metadata property key %s greater than 255 "
-                            "characters.",
-                            k);
-        if (!json_is_string(v))
-            return nb_error(ctx, 400, NULL,
-                            "Invalid input for field/attribute metadata. Value: %s is not a "
-                            "string.",
-                            k);
-        if (strlen(json_string_value(v)) > 255)
-            return nb_error(ctx, 400, NULL,
-                            "Invalid metadata size: Metadata property key %s value greater than "
-                            "255 characters.",
-                            k);
-    }
-    return 0;
-}
-
-/* Replaces (replace) or merges md into a volume's metadata. 0/-1. */
-static int write_metadata(struct nb_ctx *ctx, const char *id, const json_t *md, bool replace)
-{
-    struct nb_db *db = nb_vol_env->db;
-    char now[32];
-    nb_now_iso_us(now);
-    if (replace && nb_db_exec(db, ctx,
-                              "UPDATE volume_metadata SET deleted = 1, deleted_at = ? WHERE "
-                              "volume_id = ? AND deleted = 0",
-                              "ss", now, id) < 0)
-        return -1;
-    const char *k;
-    json_t *v;
-    json_object_foreach ((json_t *)md, k, v) {
-        if (nb_db_exec(db, ctx,
-                       "UPDATE volume_metadata SET deleted = 1, deleted_at = ? WHERE volume_id = "
-                       "? AND key = ? AND deleted = 0",
-                       "sss", now, id, k) < 0 ||
-            nb_db_exec(db, ctx,
-                       "INSERT INTO volume_metadata (volume_id, key, value, created_at, deleted) "
-                       "VALUES (?, ?, ?, ?, 0)",
-                       "ssss", id, k, json_string_value(v), now) < 0)
-            return -1;
-    }
-    return 0;
-}
-
-/* write_metadata in a transaction of its own. 0/-1. */
-static int write_metadata_tx(struct nb_ctx *ctx, const char *id, const json_t *md, bool replace)
-{
-    struct nb_db *db = nb_vol_env->db;
-    if (nb_db_begin(db, ctx) < 0)
-        return -1;
-    if (write_metadata(ctx, id, md, replace) < 0) {
-        nb_db_rollback(db);
-        return -1;
-    }
-    return nb_db_commit(db, ctx);
-}
 
 /* Size as Cinder accepts it: an integer or a string of digits, > 0. Writes
  * it into *size; 0 when absent (null). -1 after 400. */
@@ -617,7 +564,7 @@ static int insert_volume(struct nb_ctx *ctx, const char *id, const json_t *body,
             src->volume ? (int)nb_json_int(src->volume, "bootable", 0) : 0);
     json_t *md = json_object_get(body, "metadata");
     if (rc >= 0 && json_is_object(md))
-        rc = write_metadata(ctx, id, md, false);
+        rc = nb_vol_metadata_write(ctx, "volume_metadata", "volume_id", id, md, false);
     if (rc < 0) {
         nb_db_rollback(db);
         return -1;
@@ -722,7 +669,7 @@ static int check_create(struct nb_ctx *ctx, const json_t *body, struct source *s
                         bool size_from_image)
 {
     if (parse_size(ctx, json_object_get(body, "size"), size) < 0 || check_type(ctx, body) < 0 ||
-        check_metadata(ctx, json_object_get(body, "metadata")) < 0)
+        nb_vol_metadata_check(ctx, json_object_get(body, "metadata")) < 0)
         return -1;
     if (json_is_true(json_object_get(body, "multiattach")))
         return nb_error(ctx, 400, NULL,
@@ -831,7 +778,7 @@ static int volumes_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
     _cleanup_json_ json_t *row = nb_vol_load(ctx, id);
     if (!row)
         return -1;
-    return nb_resp_json(resp, 202, json_pack("{s:o}", "volume", volume_detail(ctx, row)));
+    return nb_resp_json(resp, 202, json_pack("{s:o}", "volume", volume_detail(ctx, row, 0)));
 }
 
 int nb_volume_create_for(struct nb_ctx *ctx, const json_t *req, char id_out[37])
@@ -853,7 +800,7 @@ int nb_volume_create_for(struct nb_ctx *ctx, const json_t *req, char id_out[37])
 
 /* Sets key of a volume's admin metadata to value (inside the caller's
  * transaction, if any). 0/-1. */
-static int set_admin_metadata(struct nb_ctx *ctx, const char *id, const char *key,
+int nb_vol_set_admin_metadata(struct nb_ctx *ctx, const char *id, const char *key,
                               const char *value)
 {
     char now[32];
@@ -882,7 +829,7 @@ int nb_volume_set_format(struct nb_ctx *ctx, const char *volume_id, const char *
     struct nb_db *db = nb_vol_env->db;
     if (nb_db_begin(db, ctx) < 0)
         return -1;
-    if (set_admin_metadata(ctx, volume_id, "format", format) < 0) {
+    if (nb_vol_set_admin_metadata(ctx, volume_id, "format", format) < 0) {
         nb_db_rollback(db);
         return -1;
     }
@@ -929,7 +876,7 @@ static int volumes_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
             return nb_error(ctx, 400, NULL, "Invalid input for field/attribute %s.", k);
     }
     json_t *md = json_object_get(body, "metadata");
-    if (check_metadata(ctx, md) < 0)
+    if (nb_vol_metadata_check(ctx, md) < 0)
         return -1;
     char now[32];
     nb_now_iso_us(now);
@@ -950,7 +897,7 @@ static int volumes_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
         rc = nb_db_exec(db, ctx, "UPDATE volumes SET display_description = ? WHERE id = ?", "ss",
                         json_string_value(desc), id);
     if (rc >= 0 && json_is_object(md))
-        rc = write_metadata(ctx, id, md, true);
+        rc = nb_vol_metadata_write(ctx, "volume_metadata", "volume_id", id, md, true);
     if (rc >= 0)
         rc = nb_db_exec(db, ctx, "UPDATE volumes SET updated_at = ? WHERE id = ?", "ss", now, id);
     if (rc < 0) {
@@ -963,7 +910,8 @@ static int volumes_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
     row = nb_vol_load(ctx, id);
     if (!row)
         return -1;
-    return nb_resp_json(resp, 200, json_pack("{s:o}", "volume", volume_detail(ctx, row)));
+    return nb_resp_json(resp, 200,
+                        json_pack("{s:o}", "volume", volume_detail(ctx, row, VIEW_ADMIN_METADATA)));
 }
 
 static const char *const deletable[] = {"available",       "error",          "error_restoring",
@@ -1098,97 +1046,32 @@ int nb_volume_delete_for(struct nb_ctx *ctx, const char *volume_id)
 
 static int metadata_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    const char *id = nb_req_param(req, "volume_id");
-    _cleanup_json_ json_t *row = nb_vol_begin_load(ctx, req, resp, "volume_id", nb_vol_load, NULL);
-    if (!row)
-        return -1;
-    return nb_resp_json(
-        resp, 200,
-        json_pack("{s:o}", "metadata", metadata_of(ctx, "volume_metadata", "volume_id", id)));
-}
-
-/* POST (merge) and PUT (replace) of the whole metadata. */
-static int metadata_write(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
-                          bool replace)
-{
-    const char *id = nb_req_param(req, "volume_id");
-    _cleanup_json_ json_t *row = nb_vol_begin_load(ctx, req, resp, "volume_id", nb_vol_load,
-                                                   "volume:update_volume_metadata");
-    if (!row)
-        return -1;
-    json_t *md = nb_vol_body(ctx, req, "metadata");
-    if (!md || check_metadata(ctx, md) < 0)
-        return -1;
-    if (write_metadata_tx(ctx, id, md, replace) < 0)
-        return -1;
-    return nb_resp_json(resp, 200,
-                        json_pack("{s:o}", "metadata",
-                                  replace ? json_deep_copy(md)
-                                          : metadata_of(ctx, "volume_metadata", "volume_id", id)));
+    return nb_vol_metadata_index(ctx, req, resp, &nb_vol_volume_meta);
 }
 
 static int metadata_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    return metadata_write(ctx, req, resp, false);
+    return nb_vol_metadata_write_all(ctx, req, resp, &nb_vol_volume_meta, false);
 }
 
 static int metadata_replace(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    return metadata_write(ctx, req, resp, true);
+    return nb_vol_metadata_write_all(ctx, req, resp, &nb_vol_volume_meta, true);
 }
 
 static int metadata_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    const char *id = nb_req_param(req, "volume_id"), *key = nb_req_param(req, "key");
-    _cleanup_json_ json_t *row = nb_vol_begin_load(ctx, req, resp, "volume_id", nb_vol_load, NULL);
-    if (!row)
-        return -1;
-    _cleanup_json_ json_t *md = metadata_of(ctx, "volume_metadata", "volume_id", id);
-    json_t *v = json_object_get(md, key);
-    if (!v)
-        return nb_error(ctx, 404, NULL, "Volume %s has no metadata with key %s.", id, key);
-    return nb_resp_json(resp, 200, json_pack("{s:{s:O}}", "meta", key, v));
+    return nb_vol_metadata_show(ctx, req, resp, &nb_vol_volume_meta);
 }
 
 static int metadata_update_key(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    const char *id = nb_req_param(req, "volume_id"), *key = nb_req_param(req, "key");
-    _cleanup_json_ json_t *row = nb_vol_begin_load(ctx, req, resp, "volume_id", nb_vol_load,
-                                                   "volume:update_volume_metadata");
-    if (!row)
-        return -1;
-    json_t *meta = nb_vol_body(ctx, req, "meta");
-    if (!meta)
-        return -1;
-    if (json_object_size(meta) != 1)
-        return nb_error(ctx, 400, NULL, "Request body contains too many items.");
-    if (!json_object_get(meta, key))
-        return nb_error(ctx, 400, NULL, "Request body and URI mismatch");
-    if (check_metadata(ctx, meta) < 0)
-        return -1;
-    if (write_metadata_tx(ctx, id, meta, false) < 0)
-        return -1;
-    return nb_resp_json(resp, 200, json_pack("{s:O}", "meta", meta));
+    return nb_vol_metadata_update_key(ctx, req, resp, &nb_vol_volume_meta);
 }
 
 static int metadata_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    const char *id = nb_req_param(req, "volume_id"), *key = nb_req_param(req, "key");
-    _cleanup_json_ json_t *row = nb_vol_begin_load(ctx, req, resp, "volume_id", nb_vol_load,
-                                                   "volume:delete_volume_metadata");
-    if (!row)
-        return -1;
-    char now[32];
-    nb_now_iso_us(now);
-    int n = nb_db_exec(nb_vol_env->db, ctx,
-                       "UPDATE volume_metadata SET deleted = 1, deleted_at = ? WHERE volume_id = "
-                       "? AND key = ? AND deleted = 0",
-                       "sss", now, id, key);
-    if (n < 0)
-        return -1;
-    if (n == 0)
-        return nb_error(ctx, 404, NULL, "Volume %s has no metadata with key %s.", id, key);
-    return nb_resp_empty(resp, 200);
+    return nb_vol_metadata_delete(ctx, req, resp, &nb_vol_volume_meta);
 }
 
 void nb_vol_volumes_routes(void)
@@ -1199,6 +1082,9 @@ void nb_vol_volumes_routes(void)
     nb_http_route("GET", "/volume/v3/{project_id}/volumes/{volume_id}", volumes_show, 0);
     nb_http_route("PUT", "/volume/v3/{project_id}/volumes/{volume_id}", volumes_update, 0);
     nb_http_route("DELETE", "/volume/v3/{project_id}/volumes/{volume_id}", volumes_delete, 0);
+    /* "volumes/" with no id: Cinder's router has no such route */
+    nb_http_route("PUT", "/volume/v3/{project_id}/volumes", nb_vol_no_resource, 0);
+    nb_http_route("DELETE", "/volume/v3/{project_id}/volumes", nb_vol_no_resource, 0);
     nb_http_route("GET", "/volume/v3/{project_id}/volumes/{volume_id}/metadata", metadata_index, 0);
     nb_http_route("POST", "/volume/v3/{project_id}/volumes/{volume_id}/metadata", metadata_create,
                   0);

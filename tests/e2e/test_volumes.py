@@ -103,7 +103,11 @@ def test_volume_from_image(cloud, tmp_path):
     v = create(cloud, "--image", image, "--size", "1", unique("fromimg"))
     assert v["status"] == "available"
     assert v["bootable"] == "true"
-    assert v["volume_image_metadata"]["image_name"] == image
+    # as in Cinder, the image's metadata is an extension of show and the
+    # detail list, not of create's answer
+    assert "volume_image_metadata" not in v
+    shown = cloud.cli("volume", "show", v["id"], "-f", "json")
+    assert shown["volume_image_metadata"]["image_name"] == image
     path = volume_files(cloud, v["id"])[0]
     assert info(path)["format"] == "raw"
     assert info(path)["virtual-size"] == 1 << 30
@@ -445,3 +449,90 @@ def test_snapshot_of_in_use_volume(cloud):
     cloud.cli("volume", "set", "--state", "available", v["id"])
     cloud.cli("volume", "delete", v["id"])
     assert volume_files(cloud, v["id"]) == [] and volume_files(cloud, fs["id"]) == []
+
+
+def test_readonly_snapshot_metadata_extensions_and_views(cloud):
+    """What Tempest's volume tests read: the readonly flag (admin metadata
+    shown among the metadata, access_mode "ro"), snapshot metadata, the
+    extension list, the views of create vs show, and Cinder's 404s."""
+    proj, token = project_of(cloud), cloud.token()
+    base = "/volume/v3/%s" % proj
+    v = create(cloud, "--size", "1", unique("ro"))
+    # create answers the core view only: no extension attributes
+    st, _, body = cloud.request("POST", base + "/volumes", {"volume": {"size": 1}}, token=token)
+    assert st == 202 and "os-vol-tenant-attr:tenant_id" not in body["volume"]
+    other = body["volume"]["id"]
+    st, _, body = cloud.request("GET", base + "/volumes/" + other, token=token)
+    assert body["volume"]["os-vol-tenant-attr:tenant_id"] == proj
+    cloud.cli("volume", "delete", other)
+
+    cloud.cli("volume", "set", "--read-only", v["id"])
+    assert cloud.cli("volume", "show", v["id"], "-f", "json")["properties"] == {
+        "readonly": "True"}
+    assert cloud.sql("SELECT value FROM volume_admin_metadata WHERE volume_id = '%s' AND "
+                     "key = 'readonly' AND deleted = 0" % v["id"]) == [{"value": "True"}]
+    # not user metadata: the metadata API does not list it
+    st, _, body = cloud.request("GET", base + "/volumes/%s/metadata" % v["id"], token=token)
+    assert st == 200 and body == {"metadata": {}}
+    cloud.cli("volume", "set", "--read-write", v["id"])
+    assert cloud.cli("volume", "show", v["id"], "-f", "json")["properties"] == {
+        "readonly": "False"}
+    st, _, body = cloud.request("POST", base + "/volumes/%s/action" % v["id"],
+                                {"os-update_readonly_flag": {"readonly": "maybe"}}, token=token)
+    assert st == 400 and "readonly" in body["badRequest"]["message"]
+    cloud.sql("UPDATE volumes SET status = 'in-use' WHERE id = '%s'" % v["id"])
+    st, _, body = cloud.request("POST", base + "/volumes/%s/action" % v["id"],
+                                {"os-update_readonly_flag": {"readonly": True}}, token=token)
+    assert st == 400 and body["badRequest"]["message"] == (
+        "Invalid volume: Volume %s status must be available to update readonly flag, but "
+        "current status is: in-use." % v["id"])
+    cloud.sql("UPDATE volumes SET status = 'available' WHERE id = '%s'" % v["id"])
+
+    # snapshot metadata through OSC (POST .../metadata, DELETE .../metadata/{key})
+    s = cloud.cli("volume", "snapshot", "create", "--volume", v["id"], "--property", "a=1",
+                  unique("snap"), "-f", "json")
+    assert "os-extended-snapshot-attributes:project_id" not in s
+    cloud.cli("volume", "snapshot", "set", "--property", "b=2", s["id"])
+    assert cloud.cli("volume", "snapshot", "show", s["id"], "-f", "json")["properties"] == {
+        "a": "1", "b": "2"}
+    cloud.cli("volume", "snapshot", "unset", "--property", "a", s["id"])
+    snap = base + "/snapshots/%s/metadata" % s["id"]
+    st, _, body = cloud.request("GET", snap, token=token)
+    assert st == 200 and body == {"metadata": {"b": "2"}}
+    st, _, body = cloud.request("PUT", snap, {"metadata": {"c": "3"}}, token=token)
+    assert st == 200 and body == {"metadata": {"c": "3"}}
+    st, _, body = cloud.request("PUT", snap + "/c", {"meta": {"c": "4"}}, token=token)
+    assert st == 200 and body == {"meta": {"c": "4"}}
+    st, _, body = cloud.request("PUT", snap + "/c", {"meta": {"d": "4"}}, token=token)
+    assert st == 400 and body["badRequest"]["message"] == "Request body and URI mismatch"
+    st, _, body = cloud.request("GET", snap + "/b", token=token)
+    assert st == 404 and body["itemNotFound"]["message"] == (
+        "Snapshot %s has no metadata with key b." % s["id"])
+    assert cloud.sql("SELECT key, value FROM snapshot_metadata WHERE snapshot_id = '%s' AND "
+                     "deleted = 0" % s["id"]) == [{"key": "c", "value": "4"}]
+    st, _, body = cloud.request("GET", base + "/snapshots/" + s["id"], token=token)
+    assert body["snapshot"]["os-extended-snapshot-attributes:project_id"] == proj
+    # a null volume_id is an unknown volume, a missing one a bad request
+    st, _, body = cloud.request("POST", base + "/snapshots", {"snapshot": {"volume_id": None}},
+                                token=token)
+    assert st == 404 and body["itemNotFound"]["message"] == "Volume None could not be found."
+    st, _, body = cloud.request("POST", base + "/snapshots", {"snapshot": {"name": "x"}},
+                                token=token)
+    assert st == 400 and "'volume_id' is a required property" in body["badRequest"]["message"]
+    cloud.cli("volume", "snapshot", "delete", s["id"])
+
+    # extensions: what is offered, and no os-hosts
+    exts = cloud.cli("extension", "list", "--volume", "-f", "json")
+    aliases = {e["Alias"] for e in exts}
+    assert {"os-availability-zone", "os-volume-actions", "os-vol-tenant-attr",
+            "os-extended-snapshot-attributes"} <= aliases and "os-hosts" not in aliases
+    st, _, body = cloud.request("GET", base + "/extensions/os-quota-sets", token=token)
+    assert st == 200 and body["extension"]["name"] == "Quotas"
+    st, _, body = cloud.request("GET", base + "/extensions/os-hosts", token=token)
+    assert st == 404
+    # no route for a collection: Cinder's router answers 404
+    for method in ("PUT", "DELETE"):
+        st, _, body = cloud.request(method, base + "/volumes/", {"volume": {}}, token=token)
+        assert st == 404 and body["itemNotFound"]["message"] == (
+            "The resource could not be found.")
+    cloud.cli("volume", "delete", v["id"])

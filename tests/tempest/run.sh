@@ -23,8 +23,15 @@ for _ in $(seq 200); do
 done
 export OS_CLIENT_CONFIG_FILE=$WS/state/clouds.yaml
 osc() { /usr/bin/openstack --os-cloud nubo "$@"; }
-image=$(osc image show cirros -f value -c id)
-image_alt=${IMAGE_REF_ALT:-$image}
+# two public images with data (1 MiB raw): volumes can be made from them
+# (the seeded cirros is a record without data), and image_ref_alt differs
+# from image_ref, as the filter-by-image tests need
+head -c 1048576 /dev/zero >"$WS/tempest-img.raw"
+mkimg() {
+  osc image create --public --disk-format raw --container-format bare \
+    --file "$WS/tempest-img.raw" -f value -c id "$1"
+}
+image=$(mkimg tempest-img-1) && image_alt=$(mkimg tempest-img-2) || exit 1
 # two public flavors of different RAM, same disk (resize target)
 flavor=$(osc flavor show m1.nano -f value -c id)
 flavor_alt=$(osc flavor show m1.micro -f value -c id)
