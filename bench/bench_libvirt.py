@@ -211,12 +211,14 @@ class ConsoleWatch:
         return None
 
     def wait_for(self, pattern, timeout, also=None):
-        """Polls until pattern (bytes) is in the text; returns seconds since
-        t0 of the poll that saw it. also(): called every round (may raise)."""
+        """Polls until pattern (bytes) is in the text, or pattern(text) is
+        true when it is a callable; returns seconds since t0 of the poll that
+        saw it. also(): called every round (may raise)."""
+        seen = pattern if callable(pattern) else (lambda t: pattern in t)
         end = time.perf_counter() + timeout
         while True:
             now = self.poll()
-            if now is not None and pattern in self.text:
+            if now is not None and seen(self.text):
                 return now - self.t0
             if also:
                 also()
