@@ -272,6 +272,7 @@ static void op_close(struct nb_virt_driver *drv)
     }
     pthread_mutex_destroy(&lv->conn_lock);
     pthread_mutex_destroy(&lv->cache_lock);
+    json_decref(lv->cache_pins);
     free(lv);
     free(drv);
 }
@@ -361,6 +362,7 @@ struct nb_virt_driver *nb_virt_libvirt_open(const char *host)
     struct lv *lv = calloc(1, sizeof(*lv));
     pthread_mutex_init(&lv->conn_lock, NULL);
     pthread_mutex_init(&lv->cache_lock, NULL);
+    lv->cache_pins = json_object();
     lv->event_cb_id = -1;
     nb_strlcpy(lv->host, host, sizeof(lv->host));
     nb_strlcpy(lv->uri, nb_conf_str("libvirt", "connection_uri", "qemu:///system"),

@@ -165,12 +165,14 @@ static int create_local_disk(struct lv *lv, struct nb_ctx *ctx, const json_t *in
     if (lv_cache_fetch(lv, ctx, nb_json_str(inst, "image_ref"), &base) < 0)
         return -1;
     long long root_gb = nb_json_int(json_object_get(inst, "flavor"), "root_gb", 0);
-    if (lv_disk_create(lv, ctx, &base, disk, (unsigned long long)root_gb << 30) < 0)
-        return -1;
+    int rc = lv_disk_create(lv, ctx, &base, disk, (unsigned long long)root_gb << 30);
     const char *slash = strrchr(base.path, '/');
-    return write_disk_info(ctx, dir,
-                           json_pack("{s:s, s:s, s:s}", "disk_format", lv->images_type, "base",
-                                     slash ? slash + 1 : base.path, "base_format", base.format));
+    if (rc == 0)
+        rc = write_disk_info(ctx, dir,
+                             json_pack("{s:s, s:s, s:s}", "disk_format", lv->images_type, "base",
+                                       slash ? slash + 1 : base.path, "base_format", base.format));
+    lv_cache_unpin(lv, &base);
+    return rc;
 }
 
 int lv_spawn(struct lv *lv, struct nb_ctx *ctx, json_t *inst)

@@ -170,6 +170,9 @@ int lv_cache_fetch(struct lv *lv, struct nb_ctx *ctx, const char *image_id, stru
     }
     close(fd);
     if (rc == 0) {
+        /* pinned until the caller's disk.info names it (lv_cache_unpin) */
+        json_object_set_new(lv->cache_pins, name,
+                            json_integer(nb_json_int(lv->cache_pins, name, 0) + 1));
         nb_strlcpy(base->path, path, sizeof(base->path));
         nb_strlcpy(base->format, nb_json_str(have, "format"), sizeof(base->format));
         base->virtual_size = (unsigned long long)nb_json_int(have, "virtual_size", 0);
@@ -218,6 +221,19 @@ int lv_disk_create(struct lv *lv, struct nb_ctx *ctx, const struct lv_base *base
     return size > base->virtual_size ? run_tool(ctx, resize) : 0;
 }
 
+void lv_cache_unpin(struct lv *lv, const struct lv_base *base)
+{
+    const char *slash = strrchr(base->path, '/');
+    const char *name = slash ? slash + 1 : base->path;
+    pthread_mutex_lock(&lv->cache_lock);
+    long long n = nb_json_int(lv->cache_pins, name, 0);
+    if (n > 1)
+        json_object_set_new(lv->cache_pins, name, json_integer(n - 1));
+    else
+        json_object_del(lv->cache_pins, name);
+    pthread_mutex_unlock(&lv->cache_lock);
+}
+
 /* Names of the bases the instances of this host use (from disk.info). */
 static json_t *bases_in_use(struct lv *lv)
 {
@@ -259,7 +275,7 @@ void lv_cache_cleanup(struct lv *lv, struct nb_ctx *ctx)
             continue;
         char p[LV_PATH_MAX + 64], info[LV_PATH_MAX + 80];
         snprintf(p, sizeof(p), "%s/%.40s", dir, e->d_name);
-        if (json_object_get(used, e->d_name)) {
+        if (json_object_get(used, e->d_name) || json_object_get(lv->cache_pins, e->d_name)) {
             utimensat(AT_FDCWD, p, NULL, 0); /* the age counts from the last use */
             continue;
         }

@@ -44,6 +44,7 @@ struct lv {
     void *on_event_opaque;
 
     pthread_mutex_t cache_lock; /* instances/_base */
+    json_t *cache_pins;         /* base name -> spawns between fetch and disk.info (cache_lock) */
 };
 
 /* driver.c */
@@ -93,6 +94,10 @@ struct lv_base {
  * service, sha512 checked against the image's os_hash_value, real format
  * inspected); fills *base. 0/-1. */
 int lv_cache_fetch(struct lv *lv, struct nb_ctx *ctx, const char *image_id, struct lv_base *base);
+/* lv_cache_fetch pins the base it returns: the cleanup leaves it alone until
+ * the caller has written the disk.info that names it (or given up) and
+ * calls this. */
+void lv_cache_unpin(struct lv *lv, const struct lv_base *base);
 /* Creates dir/disk on base: a qcow2 overlay or a raw copy (images_type),
  * of size bytes (0: the image's virtual size). 0/-1. */
 int lv_disk_create(struct lv *lv, struct nb_ctx *ctx, const struct lv_base *base,
