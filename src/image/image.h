@@ -54,4 +54,8 @@ int nb_image_create_snapshot(struct nb_ctx *ctx, const json_t *attrs, bool no_da
  * nb_error (404 when it does not exist or is not visible). */
 int nb_image_delete(struct nb_ctx *ctx, const char *image_id);
 
+/* True when key is one of Glance's own attributes of an image view ("id",
+ * "name", "disk_format", "os_hash_value", ...), false for a property. */
+bool nb_image_is_core_attr(const char *key);
+
 #endif

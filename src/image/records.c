@@ -416,3 +416,36 @@ int nb_image_delete(struct nb_ctx *ctx, const char *image_id)
         return nb_error(ctx, 403, NULL, "You are not authorized to complete delete_image action.");
     return nb_image_record_delete(ctx, image_id);
 }
+
+bool nb_image_is_core_attr(const char *key)
+{
+    static const char *const core[] = {"id",
+                                       "name",
+                                       "status",
+                                       "visibility",
+                                       "protected",
+                                       "os_hidden",
+                                       "checksum",
+                                       "os_hash_algo",
+                                       "os_hash_value",
+                                       "owner",
+                                       "size",
+                                       "virtual_size",
+                                       "min_ram",
+                                       "min_disk",
+                                       "disk_format",
+                                       "container_format",
+                                       "created_at",
+                                       "updated_at",
+                                       "tags",
+                                       "self",
+                                       "file",
+                                       "schema",
+                                       "direct_url",
+                                       "locations",
+                                       "stores"};
+    for (size_t i = 0; i < sizeof(core) / sizeof(core[0]); i++)
+        if (!strcmp(core[i], key))
+            return true;
+    return false;
+}

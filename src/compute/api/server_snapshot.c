@@ -30,34 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Glance's own attributes in an image view: not properties to inherit. */
-static const char *const glance_attrs[] = {"id",
-                                           "name",
-                                           "status",
-                                           "visibility",
-                                           "protected",
-                                           "os_hidden",
-                                           "checksum",
-                                           "os_hash_algo",
-                                           "os_hash_value",
-                                           "owner",
-                                           "size",
-                                           "virtual_size",
-                                           "min_ram",
-                                           "min_disk",
-                                           "disk_format",
-                                           "container_format",
-                                           "created_at",
-                                           "updated_at",
-                                           "tags",
-                                           "self",
-                                           "file",
-                                           "schema",
-                                           "direct_url",
-                                           "locations",
-                                           "stores",
-                                           NULL};
-
 /* Properties a snapshot never inherits: Nova's
  * NON_INHERITABLE_IMAGE_PROPERTIES, the [DEFAULT]
  * non_inheritable_image_properties defaults, the keys too large for system
@@ -130,7 +102,7 @@ static json_t *snapshot_attrs(struct nb_ctx *ctx, const json_t *inst, const char
         const char *k;
         json_t *v;
         json_object_foreach (base, k, v) {
-            if (in_list(k, glance_attrs) || in_list(k, not_inherited) ||
+            if (nb_image_is_core_attr(k) || in_list(k, not_inherited) ||
                 !strncmp(k, "os_glance", 9) || !json_is_string(v))
                 continue;
             json_object_set(props, k, v);

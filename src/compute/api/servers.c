@@ -2488,36 +2488,11 @@ out:
 /* Splits a Glance v2 view into its standard fields and its properties. */
 static json_t *image_for_spec(const json_t *img)
 {
-    static const char *const std_keys[] = {"id",
-                                           "name",
-                                           "status",
-                                           "visibility",
-                                           "protected",
-                                           "os_hidden",
-                                           "checksum",
-                                           "os_hash_algo",
-                                           "os_hash_value",
-                                           "owner",
-                                           "size",
-                                           "virtual_size",
-                                           "min_ram",
-                                           "min_disk",
-                                           "disk_format",
-                                           "container_format",
-                                           "created_at",
-                                           "updated_at",
-                                           "tags",
-                                           "self",
-                                           "file",
-                                           "schema",
-                                           "direct_url",
-                                           "locations",
-                                           "stores"};
     json_t *out = json_object(), *props = json_object();
     const char *k;
     json_t *v;
     json_object_foreach ((json_t *)img, k, v) {
-        if (IN_LIST(k, std_keys))
+        if (nb_image_is_core_attr(k))
             json_object_set(out, k, v);
         else
             json_object_set(props, k, v);

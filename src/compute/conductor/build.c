@@ -35,28 +35,6 @@
     "Exceeded maximum number of retries. Exhausted all hosts available for retrying build "        \
     "failures for instance %s."
 
-/* Glance's own fields; everything else in an image view is a property. */
-static bool core_image_field(const char *k)
-{
-    static const char *const core[] = {"id",           "name",
-                                       "status",       "visibility",
-                                       "protected",    "os_hidden",
-                                       "checksum",     "owner",
-                                       "size",         "virtual_size",
-                                       "min_disk",     "min_ram",
-                                       "disk_format",  "container_format",
-                                       "created_at",   "updated_at",
-                                       "tags",         "self",
-                                       "file",         "schema",
-                                       "direct_url",   "locations",
-                                       "os_hash_algo", "os_hash_value",
-                                       "stores",       NULL};
-    for (int i = 0; core[i]; i++)
-        if (!strcmp(core[i], k))
-            return true;
-    return false;
-}
-
 /* {"id", "disk_format", "properties"} of the image, or null when booting
  * without one. An image that vanished since the API accepted the request is
  * scheduled without properties (the spawn will report it). New ref. */
@@ -70,7 +48,7 @@ static json_t *image_for_spec(struct nb_ctx *ctx, const char *image_ref)
     const char *k;
     json_t *v;
     json_object_foreach (img, k, v) {
-        if (!core_image_field(k))
+        if (!nb_image_is_core_attr(k))
             json_object_set(props, k, v);
     }
     return json_pack("{s:s, s:s?, s:o}", "id", image_ref, "disk_format",
