@@ -3,6 +3,8 @@
 # all-in-one. usage: run.sh NUBO_BIN   (WS= workspace dir, CONCURRENCY=2)
 # Writes $WS/results.subunit, results.xml (JUnit) and console.txt; exits
 # non-zero when a listed test fails, errors or is skipped/not run.
+# INCLUDE_LIST=FILE runs another list, TEMPEST_CONF_IN=FILE another config
+# template (a helper trying new tests).
 set -uo pipefail
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin PYTHON=/usr/bin/python3
 unset PYTHONPATH VIRTUAL_ENV
@@ -41,9 +43,9 @@ rm -f "$WS/tempest/etc/logging.conf"   # Debian's makes workers truncate one log
 sed -e "s|@WS@|$WS/tempest|g" -e "s|@URL@|http://127.0.0.1:$port|g" \
     -e "s|@ADMIN_PASSWORD@|$pw|g" -e "s|@IMAGE_REF@|$image|g" \
     -e "s|@IMAGE_REF_ALT@|$image_alt|g" -e "s|@FLAVOR_REF@|$flavor|g" \
-    -e "s|@FLAVOR_REF_ALT@|$flavor_alt|g" "$here/tempest.conf.in" >"$WS/tempest/etc/tempest.conf"
+    -e "s|@FLAVOR_REF_ALT@|$flavor_alt|g" "${TEMPEST_CONF_IN:-$here/tempest.conf.in}" >"$WS/tempest/etc/tempest.conf"
 # anchor each listed id: --include-list entries are re.search regexes
-/usr/bin/python3 - "$here/include-list.txt" >"$WS/include-list.txt" <<'PY'
+/usr/bin/python3 - "${INCLUDE_LIST:-$here/include-list.txt}" >"$WS/include-list.txt" <<'PY'
 import re, sys
 for line in open(sys.argv[1]):
     t = line.split('#', 1)[0].strip()
