@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages nubo needs to build, run and test: the
-# libvirt driver's libraries, libvirtd and QEMU, and what tests/images/build.sh
-# makes the test guest from. Idempotent; apt is only called when something is
-# missing.
+# libvirt driver's libraries, libvirtd and QEMU, RabbitMQ and librabbitmq-c
+# for the AMQP bus, and what tests/images/build.sh makes the test guest from.
+# Idempotent; apt is only called when something is missing.
 set -euo pipefail
 pkgs=(
   build-essential meson ninja-build pkg-config clang clang-format git
   libmicrohttpd-dev libjansson-dev libsqlite3-dev libinih-dev libcmocka-dev
-  libssl-dev libcrypt-dev uuid-dev libvirt-dev libxml2-dev libcurl4-openssl-dev
-  sqlite3 curl procps openssh-client qemu-utils genisoimage
+  libssl-dev libcrypt-dev uuid-dev libvirt-dev libxml2-dev libcurl4-openssl-dev librabbitmq-dev
+  sqlite3 curl procps openssh-client qemu-utils genisoimage rabbitmq-server
   libvirt-daemon-system libvirt-clients qemu-system-x86
   linux-image-cloud-amd64 busybox-static syslinux syslinux-common mtools dosfstools cpio xz-utils
   python3 python3-pytest python3-pytest-xdist python3-openstackclient python3-osc-placement python3-openstacksdk

@@ -1,10 +1,11 @@
-/* inproc.c - the in-process bus backend (see bus.h).
+/* inproc.c - the in-process bus backend (see bus.h, backend.h), used by
+ * the all-in-one ([bus] transport = inproc, the default).
  *
  * Each topic has a FIFO of messages and nthreads workers that pop and run
  * the topic's handler. A call waits on a per-call condition variable for
  * the reply (or the timeout). Messages carry a copy of the caller's
  * context, restored for the handler, so the request ID follows the work. */
-#include "bus/bus.h"
+#include "bus/backend.h"
 #include "common/log.h"
 #include "common/util.h"
 
@@ -49,7 +50,7 @@ static struct topic *topics[MAX_TOPICS];
 static int ntopics;
 static pthread_rwlock_t topics_lock = PTHREAD_RWLOCK_INITIALIZER;
 
-int nb_bus_init(void)
+static int inproc_init(void)
 {
     return 0;
 }
@@ -112,7 +113,7 @@ static void *worker(void *arg)
     }
 }
 
-int nb_bus_listen(const char *topic, nb_bus_handler_fn fn, void *opaque, int nthreads)
+static int inproc_listen(const char *topic, nb_bus_handler_fn fn, void *opaque, int nthreads)
 {
     if (find_topic(topic) || nthreads < 1 || nthreads > MAX_WORKERS)
         return -1;
@@ -168,13 +169,14 @@ static int enqueue(const struct nb_ctx *ctx, const char *topic, const char *meth
     return 0;
 }
 
-int nb_bus_cast(const struct nb_ctx *ctx, const char *topic, const char *method, json_t *args)
+static int inproc_cast(const struct nb_ctx *ctx, const char *topic, const char *method,
+                       json_t *args)
 {
     return enqueue(ctx, topic, method, args, NULL);
 }
 
-json_t *nb_bus_call(struct nb_ctx *ctx, const char *topic, const char *method, json_t *args,
-                    int timeout_ms)
+static json_t *inproc_call(struct nb_ctx *ctx, const char *topic, const char *method, json_t *args,
+                           int timeout_ms)
 {
     struct reply *r = calloc(1, sizeof(*r));
     pthread_mutex_init(&r->lock, NULL);
@@ -214,7 +216,7 @@ json_t *nb_bus_call(struct nb_ctx *ctx, const char *topic, const char *method, j
     return v;
 }
 
-void nb_bus_shutdown(void)
+static void inproc_shutdown(void)
 {
     pthread_rwlock_wrlock(&topics_lock);
     for (int i = 0; i < ntopics; i++) {
@@ -230,3 +232,12 @@ void nb_bus_shutdown(void)
         for (int k = 0; k < topics[i]->nthreads; k++)
             pthread_join(topics[i]->threads[k], NULL);
 }
+
+const struct nb_bus_backend nb_bus_inproc_backend = {
+    .name = "inproc",
+    .init = inproc_init,
+    .shutdown = inproc_shutdown,
+    .listen = inproc_listen,
+    .cast = inproc_cast,
+    .call = inproc_call,
+};
