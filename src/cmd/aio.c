@@ -5,7 +5,12 @@
  * opens instance disks under it); what holds secrets is 0600: nubo.conf,
  * clouds.yaml and the database, which is created here before SQLite would
  * create it with the umask's mode. --demo-image FILE ([aio] demo_image,
- * NUBO_DEMO_IMAGE) gives the seeded `cirros` image real data (seed.c). */
+ * NUBO_DEMO_IMAGE) gives the seeded `cirros` image real data (seed.c).
+ *
+ * nubo.conf also gets a [service_user] (user nova, admin on project
+ * service, a generated password; bootstrap creates it) with nova.conf's
+ * keystoneauth option names: what a `nubo compute` process started with
+ * this configuration authenticates as to placement and the image service. */
 #include "cmd/cmd.h"
 #include "common/config.h"
 #include "common/util.h"
@@ -216,6 +221,14 @@ int nb_cmd_aio(int argc, char **argv)
     nb_conf_set("metadata", "listen", listen);
     snprintf(buf, sizeof(buf), "%ld", strtol(port, NULL, 10) + 1);
     nb_conf_set("metadata", "port", buf);
+    char service_pw[33];
+    nb_random_hex(service_pw, 16);
+    nb_conf_set("service_user", "auth_type", "password");
+    nb_conf_set("service_user", "username", "nova");
+    nb_conf_set("service_user", "password", service_pw);
+    nb_conf_set("service_user", "project_name", "service");
+    nb_conf_set("service_user", "user_domain_name", "Default");
+    nb_conf_set("service_user", "project_domain_name", "Default");
     const char *demo_env = getenv("NUBO_DEMO_IMAGE");
     if (demo_env && *demo_env)
         nb_conf_set("aio", "demo_image", demo_env);
@@ -231,17 +244,21 @@ int nb_cmd_aio(int argc, char **argv)
         return 2;
     if (!strcmp(nb_conf_str("compute", "driver", driver), "libvirt"))
         check_traversable(abs_dir);
-    snprintf(buf, sizeof(buf), "%s/nubo.conf", abs_dir);
-    if (nb_conf_write(buf) < 0) {
-        perror("nubo aio: writing nubo.conf");
-        return 1;
-    }
     char url[300];
     const char *pub = nb_conf_str("api", "public_url", NULL);
     if (pub)
         nb_strlcpy(url, pub, sizeof(url));
     else
         snprintf(url, sizeof(url), "http://%s:%s", listen, nb_conf_str("api", "port", port));
+    if (!nb_conf_str("service_user", "auth_url", NULL)) {
+        snprintf(buf, sizeof(buf), "%s/identity/v3", url);
+        nb_conf_set("service_user", "auth_url", buf);
+    }
+    snprintf(buf, sizeof(buf), "%s/nubo.conf", abs_dir);
+    if (nb_conf_write(buf) < 0) {
+        perror("nubo aio: writing nubo.conf");
+        return 1;
+    }
     if (write_clouds_yaml(abs_dir, url, admin_pw, demo_pw) < 0) {
         perror("nubo aio: writing clouds.yaml");
         return 1;

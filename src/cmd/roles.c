@@ -1,7 +1,12 @@
 /* roles.c - starts the configured roles in this process and stops them in
  * order on SIGTERM/SIGINT: HTTP first (in-flight requests finish), then the
  * compute agents' periodic work, then the bus (queued work drains), then the
- * database. */
+ * database.
+ *
+ * A process whose roles need no database (a compute agent of its own, as
+ * nova-compute) neither opens it nor serves HTTP: its agents reach the
+ * conductor over the bus and placement and the image service over HTTP
+ * (compute/agent/svc_client.h). */
 #include "bus/bus.h"
 #include "cmd/cmd.h"
 #include "cmd/seed.h"
@@ -11,6 +16,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "compute/agent/agent.h"
+#include "compute/agent/svc_client.h"
 #include "compute/api/api.h"
 #include "compute/compute.h"
 #include "compute/conductor/conductor.h"
@@ -19,6 +25,7 @@
 #include "db/db.h"
 #include "identity/identity.h"
 #include "image/image.h"
+#include "network/network.h"
 #include "placement/placement.h"
 #include "volume/volume.h"
 
@@ -49,6 +56,43 @@ static const char *db_path(char *buf, size_t n)
     else
         snprintf(buf, n, "%s/nubo.sqlite", nb_conf_str("DEFAULT", "state_path", "/var/lib/nubo"));
     return buf;
+}
+
+/* True when a configured role works on the database: every role but
+ * compute. */
+static bool needs_database(void)
+{
+    static const char *const roles[] = {"api", "placement", "conductor", "scheduler", "metadata"};
+    for (size_t i = 0; i < sizeof(roles) / sizeof(roles[0]); i++)
+        if (role_enabled(roles[i]))
+            return true;
+    return false;
+}
+
+/* mkdir -p the state path. 0, or -1 after a message. */
+static int make_state_path(const char *state)
+{
+    if (nb_mkdir_p(state) == 0)
+        return 0;
+    fprintf(stderr, "nubo: cannot create %s\n", state);
+    return -1;
+}
+
+/* Opens and migrates the database into env->db. 0, or -1 after a message. */
+static int open_database(struct nb_env *env)
+{
+    char path[1024];
+    if (make_state_path(env->state_path) < 0)
+        return -1;
+    if (!(env->db = nb_db_open(db_path(path, sizeof(path))))) {
+        fprintf(stderr, "nubo: cannot open database %s\n", path);
+        return -1;
+    }
+    if (nb_db_sync(env->db) < 0) {
+        fprintf(stderr, "nubo: database migration failed (see the logs)\n");
+        return -1;
+    }
+    return 0;
 }
 
 /* Starts one agent per host the driver serves. */
@@ -94,13 +138,9 @@ int nb_run_roles(bool bootstrap, const char *admin_password, const char *demo_pa
         fprintf(stderr, "nubo: cannot create log directory\n");
         return 1;
     }
-    char path[1024];
-    if (nb_mkdir_p(state) < 0 || !(env.db = nb_db_open(db_path(path, sizeof(path))))) {
-        fprintf(stderr, "nubo: cannot open database %s\n", path);
-        return 1;
-    }
-    if (nb_db_sync(env.db) < 0) {
-        fprintf(stderr, "nubo: database migration failed (see the logs)\n");
+    if (needs_database() ? open_database(&env) < 0 : make_state_path(state) < 0) {
+        nb_db_close(env.db);
+        nb_log_close();
         return 1;
     }
     struct nb_ctx ctx;
@@ -114,10 +154,10 @@ int nb_run_roles(bool bootstrap, const char *admin_password, const char *demo_pa
         goto cleanup;
     if (http &&
         (nb_identity_init(&env) < 0 || nb_image_init(&env) < 0 || nb_volume_init(&env) < 0 ||
-         nb_placement_init(&env) < 0 || nb_compute_api_init(&env) < 0))
+         nb_network_init(&env) < 0 || nb_placement_init(&env) < 0 || nb_compute_api_init(&env) < 0))
         goto cleanup;
     if (bootstrap && (nb_identity_bootstrap(&env, admin_password, demo_password) < 0 ||
-                      nb_seed_defaults(&env) < 0))
+                      nb_seed_defaults(&env) < 0 || nb_network_seed_defaults(&env) < 0))
         goto cleanup;
     if (role_enabled("scheduler") &&
         (nb_scheduler_start(&env) < 0 ||
@@ -126,8 +166,6 @@ int nb_run_roles(bool bootstrap, const char *admin_password, const char *demo_pa
     if (role_enabled("conductor") &&
         (nb_conductor_start(&env) < 0 ||
          nb_service_keepalive_start(env.db, env.my_host, "nova-conductor", "conductor") < 0))
-        goto cleanup;
-    if (role_enabled("compute") && start_agents(&env, &drv) < 0)
         goto cleanup;
     if (role_enabled("metadata") && nb_metadata_start(&env) < 0)
         goto cleanup;
@@ -140,8 +178,22 @@ int nb_run_roles(bool bootstrap, const char *admin_password, const char *demo_pa
                           (int)nb_conf_int("api", "workers", 8)) < 0)
             goto cleanup;
     }
-    NB_INFO("nubo.main", &ctx, NULL, "nubo is ready at %s", nb_http_base_url());
-    printf("nubo: ready at %s\n", nb_http_base_url());
+    /* After the HTTP server: agents that reach placement over HTTP (even
+     * this process's) register at once. */
+    if (role_enabled("compute")) {
+        nb_svc_init(http);
+        if (start_agents(&env, &drv) < 0)
+            goto cleanup;
+    }
+    if (http) {
+        NB_INFO("nubo.main", &ctx, NULL, "nubo is ready at %s", nb_http_base_url());
+        printf("nubo: ready at %s\n", nb_http_base_url());
+    } else {
+        NB_INFO("nubo.main", &ctx, NULL, "nubo is ready (roles %s, host %s)",
+                nb_conf_str("DEFAULT", "roles", ""), env.my_host);
+        printf("nubo: ready (roles %s, host %s)\n", nb_conf_str("DEFAULT", "roles", ""),
+               env.my_host);
+    }
     fflush(stdout);
 
     int sig = 0;
@@ -154,6 +206,7 @@ cleanup:
     nb_service_keepalive_stop();
     nb_metadata_stop();
     nb_bus_shutdown();
+    nb_svc_shutdown();
     if (drv && drv->ops->close)
         drv->ops->close(drv);
     nb_db_close(env.db);

@@ -6,6 +6,7 @@
 #include "common/util.h"
 #include "db/db.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -29,23 +30,37 @@ static int load_config(int argc, char **argv)
     return 0;
 }
 
+static bool bus_inproc(void)
+{
+    return strcmp(nb_conf_str("bus", "transport", "inproc"), "inproc") == 0;
+}
+
+/* Without [DEFAULT] roles, `nubo serve` runs the control plane; with the
+ * in-process bus no other process can reach it, so the compute agents run
+ * inside too (an all-in-one from its configuration). */
 int nb_cmd_serve(int argc, char **argv)
 {
     if (load_config(argc, argv) < 0)
         return 2;
     if (!nb_conf_str("DEFAULT", "roles", NULL))
-        nb_conf_set("DEFAULT", "roles", "api,conductor,scheduler,placement,compute,metadata");
+        nb_conf_set("DEFAULT", "roles",
+                    bus_inproc() ? "api,conductor,scheduler,placement,compute,metadata"
+                                 : "api,conductor,scheduler,placement,metadata");
     return nb_run_roles(false, NULL, NULL);
 }
 
+/* One hypervisor agent process (nova-compute): role compute only, no
+ * database, the conductor over the bus between processes. */
 int nb_cmd_compute(int argc, char **argv)
 {
     if (load_config(argc, argv) < 0)
         return 2;
-    if (strcmp(nb_conf_str("bus", "transport", "inproc"), "inproc") == 0) {
+    if (bus_inproc()) {
         fprintf(stderr, "nubo compute: a separate compute process needs a message bus between "
-                        "processes ([bus] transport = amqp), which is not available yet; "
-                        "run the compute role inside `nubo serve` (roles = ...,compute).\n");
+                        "processes: set [bus] transport = amqp and [bus] transport_url "
+                        "(rabbit://USER:PASSWORD@HOST:5672/VHOST), also for `nubo serve`; with "
+                        "the in-process bus, run the compute role inside `nubo serve` "
+                        "(roles = ...,compute).\n");
         return 2;
     }
     nb_conf_set("DEFAULT", "roles", "compute");

@@ -5,11 +5,18 @@
  * and reader, the projects admin and demo, the users admin (admin on admin;
  * member and reader follow by implication) and demo (member on demo). Running
  * it again changes nothing but the two passwords, which are reset to the
- * given ones. Everything happens in one transaction. */
+ * given ones. Everything happens in one transaction.
+ *
+ * When the configuration names a service user ([service_user] username,
+ * password, project_name: what `nubo aio` generates for compute agents in
+ * processes of their own, as devstack makes nova's), that user is created
+ * too, with the admin role on its project (`service` by default), and its
+ * password is reset to the configured one. */
 #include "identity/identity.h"
 #include "identity/identity_int.h"
 
 #include "common/cleanup.h"
+#include "common/config.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -125,6 +132,24 @@ static int ensure_grant(struct nb_ctx *ctx, struct nb_db *db, const char *user_i
                : 0;
 }
 
+/* The [service_user] of the configuration, if it has a password: its
+ * project and user, admin on that project. 0/-1. */
+static int ensure_service_user(struct nb_ctx *ctx, struct nb_db *db, const char *admin_role)
+{
+    const char *password = nb_conf_str("service_user", "password", NULL);
+    if (!password || !*password)
+        return 0;
+    const char *name = nb_conf_str("service_user", "username", "nova");
+    const char *project = nb_conf_str("service_user", "project_name", "service");
+    char project_id[33], user_id[33];
+    if (ensure_project(ctx, db, project, "Project of the services' users.", project_id) < 0 ||
+        ensure_user(ctx, db, name, password, user_id) < 0 ||
+        ensure_grant(ctx, db, user_id, project_id, admin_role) < 0)
+        return -1;
+    NB_INFO(LOGGER, ctx, NULL, "Service user %s (admin on project %s) ready", name, project);
+    return 0;
+}
+
 /* demo_password NULL gives the demo user the admin password. */
 int nb_identity_bootstrap(struct nb_env *env, const char *admin_password, const char *demo_password)
 {
@@ -152,7 +177,8 @@ int nb_identity_bootstrap(struct nb_env *env, const char *admin_password, const 
         ensure_user(&ctx, db, "admin", admin_password, admin_user) < 0 ||
         ensure_user(&ctx, db, "demo", demo_password, demo_user) < 0 ||
         ensure_grant(&ctx, db, admin_user, admin_project, admin_role) < 0 ||
-        ensure_grant(&ctx, db, demo_user, demo_project, member_role) < 0) {
+        ensure_grant(&ctx, db, demo_user, demo_project, member_role) < 0 ||
+        ensure_service_user(&ctx, db, admin_role) < 0) {
         nb_db_rollback(db);
         NB_ERROR(LOGGER, &ctx, NULL, "identity bootstrap failed: %s", ctx.err_msg);
         return -1;

@@ -4,11 +4,11 @@
  * An agent drives one hypervisor host through a virt driver. It never opens
  * the database: it registers its service and compute node, heartbeats and
  * reports usage through the conductor, and reports inventory and traits to
- * placement. Methods it serves (casts unless marked call):
- *   build_and_run_instance {"instance", "node"} -> conductor build_result
- *   start_instance / stop_instance / reboot_instance {"instance",
- *     "reboot_type"} / terminate_instance / pause_instance /
- *     unpause_instance / suspend_instance / resume_instance {"instance"}
+ * placement (directly in an all-in-one, else over HTTP as the service user:
+ * svc_client.h, which also fetches and uploads image data). Methods it serves (casts unless marked
+ * call): build_and_run_instance {"instance", "node"} -> conductor build_result start_instance /
+ * stop_instance / reboot_instance {"instance", "reboot_type"} / terminate_instance / pause_instance
+ * / unpause_instance / suspend_instance / resume_instance {"instance"}
  *     -> conductor op_result ("unsupported": the driver lacks the op)
  *   attach_volume / detach_volume {"instance", "bdm"} -> conductor
  *     attach_result / detach_result {"uuid", "host", "bdm_uuid", "volume_id",

@@ -16,7 +16,7 @@
 #include "common/util.h"
 #include "compute/agent/agent.h"
 #include "compute/agent/internal.h"
-#include "image/image.h"
+#include "compute/agent/svc_client.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -271,7 +271,7 @@ static void snapshot_instance(struct agent *a, struct nb_ctx *ctx, json_t *args)
         NB_INFO(LOG_AGENT, ctx, uuid,
                 "Took %.2f seconds to snapshot the instance on the hypervisor.",
                 nb_time_mono() - t0);
-        rc = nb_image_import_file(&dctx, image_id, path);
+        rc = nb_svc_image_upload(&dctx, image_id, path);
     }
     unlink(path);
     pthread_mutex_unlock(lk);

@@ -22,7 +22,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "compute/agent/internal.h"
-#include "placement/placement.h"
+#include "compute/agent/svc_client.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,9 +208,7 @@ static int report_to_placement(struct agent *a, struct nb_ctx *ctx, const struct
     if (a->inventory_sent && !strcmp(a->inventory_sent, text))
         return 0;
     _cleanup_json_ json_t *traits = nb_rt_traits(info->cpu_features);
-    if (nb_placement_ensure_provider(ctx, a->node_uuid, a->node) < 0 ||
-        nb_placement_set_inventories(ctx, a->node_uuid, inv) < 0 ||
-        nb_placement_set_traits(ctx, a->node_uuid, traits) < 0) {
+    if (nb_svc_placement_report(ctx, a->node_uuid, a->node, inv, traits) < 0) {
         NB_ERROR(LOG_RT, ctx, NULL, "cannot report host %s (provider %s) to placement: %s", a->host,
                  a->node_uuid, ctx->err_msg);
         return -1;

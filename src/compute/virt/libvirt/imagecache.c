@@ -1,6 +1,7 @@
 /* imagecache.c - instances/_base, Nova's image cache.
  *
- * An image is fetched from the image service once per host into
+ * An image is fetched from the image service (in-process or over HTTP:
+ * compute/agent/svc_client.h) once per host into
  * _base/<sha1 of the image ID> (Nova's naming), through a .part file whose
  * sha512 must equal the image's os_hash_value before it is renamed into
  * place; a sidecar <name>.info records the image ID, the hash and the real
@@ -19,14 +20,13 @@
 #include "common/log.h"
 #include "common/proc.h"
 #include "common/util.h"
+#include "compute/agent/svc_client.h"
 #include "compute/virt/libvirt/lv.h"
 #include "image/format.h"
-#include "image/image.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <openssl/sha.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,52 +41,6 @@ static void base_name(const char *image_id, char out[41])
     SHA1((const unsigned char *)image_id, strlen(image_id), md);
     for (int i = 0; i < SHA_DIGEST_LENGTH; i++)
         snprintf(out + 2 * i, 3, "%02x", md[i]);
-}
-
-/* Copies fd into path, returning the sha512 hex of what was written. */
-static int copy_hashed(struct nb_ctx *ctx, int fd, const char *path, char hex[129])
-{
-    int out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out < 0)
-        return nb_error(ctx, 500, NULL, "cannot create %s: %s", path, strerror(errno));
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    EVP_DigestInit_ex(md, EVP_sha512(), NULL);
-    static __thread char buf[1 << 20];
-    int rc = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf, sizeof(buf));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            rc = nb_error(ctx, 500, NULL, "reading the image data failed: %s", strerror(errno));
-            break;
-        }
-        if (n == 0)
-            break;
-        EVP_DigestUpdate(md, buf, (size_t)n);
-        for (ssize_t off = 0; off < n;) {
-            ssize_t w = write(out, buf + off, (size_t)(n - off));
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w < 0) {
-                rc = nb_error(ctx, 507, NULL, "writing %s failed: %s", path, strerror(errno));
-                break;
-            }
-            off += w;
-        }
-        if (rc < 0)
-            break;
-    }
-    unsigned char d[EVP_MAX_MD_SIZE];
-    unsigned dl = 0;
-    EVP_DigestFinal_ex(md, d, &dl);
-    EVP_MD_CTX_free(md);
-    for (unsigned i = 0; i < dl && i < 64; i++)
-        snprintf(hex + 2 * i, 3, "%02x", d[i]);
-    if (fsync(out) < 0 && rc == 0)
-        rc = nb_error(ctx, 507, NULL, "writing %s failed: %s", path, strerror(errno));
-    close(out);
-    return rc;
 }
 
 /* The sidecar of a cached base, if it matches hash. */
@@ -106,15 +60,12 @@ int lv_cache_fetch(struct lv *lv, struct nb_ctx *ctx, const char *image_id, stru
 {
     if (!image_id || !*image_id)
         return nb_error(ctx, 400, NULL, "The instance has no image to boot from");
-    json_t *info_raw = NULL;
-    int fd = nb_image_data_open(ctx, image_id, &info_raw);
-    if (fd < 0)
+    _cleanup_json_ json_t *info = nb_svc_image_show(ctx, image_id);
+    if (!info)
         return -1;
-    _cleanup_json_ json_t *info = info_raw;
     const char *want = nb_json_str(info, "os_hash_value");
     if (!want || strcmp(nb_json_str(info, "os_hash_algo") ? nb_json_str(info, "os_hash_algo") : "",
                         "sha512") != 0) {
-        close(fd);
         return nb_error(ctx, 500, NULL,
                         "Image %s has no sha512 os_hash_value: its data cannot be verified",
                         image_id);
@@ -131,7 +82,7 @@ int lv_cache_fetch(struct lv *lv, struct nb_ctx *ctx, const char *image_id, stru
     if (!have) {
         double t0 = nb_time_mono();
         char got[129] = "";
-        rc = copy_hashed(ctx, fd, part, got);
+        rc = nb_svc_image_download(ctx, image_id, part, got);
         if (rc == 0 && strcmp(got, want) != 0)
             rc = nb_error(ctx, 500, NULL,
                           "Image %s fetched from the image service does not match its "
@@ -168,7 +119,6 @@ int lv_cache_fetch(struct lv *lv, struct nb_ctx *ctx, const char *image_id, stru
         /* in use again: refresh the age used by the cleanup */
         utimensat(AT_FDCWD, path, NULL, 0);
     }
-    close(fd);
     if (rc == 0) {
         /* pinned until the caller's disk.info names it (lv_cache_unpin) */
         json_object_set_new(lv->cache_pins, name,
