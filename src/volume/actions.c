@@ -1,8 +1,11 @@
 /* actions.c - POST /volume/v3/{project_id}/volumes/{volume_id}/action:
  * os-extend, os-set_bootable, os-update_readonly_flag, os-reset_status
  * (admin), and the attach bookkeeping actions Nova's cinderclient calls
- * (os-reserve, os-unreserve, os-begin_detaching, os-roll_detaching), which
- * are the status machine of status.c.
+ * (os-reserve, os-unreserve, os-attach, os-detach, os-force_detach (admin),
+ * os-begin_detaching, os-roll_detaching), which
+ * are the status machine of status.c. os-reserve is Cinder's reserve_volume
+ * of the older attach flow: available -> attaching (the attachments API's
+ * reservation is "reserved").
  *
  * Extend is Cinder's: new_size must exceed the size, the gigabytes quota
  * must allow the difference, the volume goes available -> extending (in the
@@ -11,6 +14,7 @@
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/pyrepr.h"
 #include "common/util.h"
 #include "db/db.h"
 #include "volume/volume.h"
@@ -209,12 +213,206 @@ static int do_reset_status(struct nb_ctx *ctx, const char *id, json_t *arg, stru
     return nb_resp_empty(resp, 202);
 }
 
+/* os-reserve (Cinder's reserve_volume, of the attach flow before 3.27): an
+ * available volume goes to attaching, begin_attach's target, but only from
+ * available (a volume reserved by an attachment is not). 0/-1. */
+static int do_reserve(struct nb_ctx *ctx, const char *id, struct nb_resp *resp)
+{
+    struct nb_db *db = nb_vol_env->db;
+    if (nb_db_begin(db, ctx) < 0)
+        return -1;
+    _cleanup_json_ json_t *vol = nb_vol_load(ctx, id);
+    int rc = vol ? 0 : -1;
+    if (rc == 0 && strcmp(nb_json_str(vol, "status"), "available") != 0)
+        rc = nb_error(ctx, 400, NULL,
+                      "Invalid volume: Volume status must be available to reserve, but the status "
+                      "is %s.",
+                      nb_json_str(vol, "status"));
+    if (rc == 0)
+        rc = nb_volume_transition(ctx, id, NB_VOLUME_BEGIN_ATTACH);
+    if (rc < 0) {
+        nb_db_rollback(db);
+        return -1;
+    }
+    if (nb_db_commit(db, ctx) < 0)
+        return -1;
+    return nb_resp_empty(resp, 202);
+}
+
+/* os-unreserve: an attaching volume settles on its attachment records
+ * (available when it has none); in any other status nothing is done, and
+ * that is not an error (Cinder logs it). 0/-1. */
+static int do_unreserve(struct nb_ctx *ctx, const char *id, struct nb_resp *resp)
+{
+    struct nb_db *db = nb_vol_env->db;
+    if (nb_db_begin(db, ctx) < 0)
+        return -1;
+    _cleanup_json_ json_t *vol = nb_vol_load(ctx, id);
+    int rc = vol ? 0 : -1;
+    if (rc == 0 && strcmp(nb_json_str(vol, "status"), "attaching") == 0)
+        rc = nb_vol_settle(ctx, id, false);
+    if (rc < 0) {
+        nb_db_rollback(db);
+        return -1;
+    }
+    if (nb_db_commit(db, ctx) < 0)
+        return -1;
+    return nb_resp_empty(resp, 202);
+}
+
+/* Cinder's schema of os-attach: mountpoint (1-255 characters) required,
+ * instance_uuid (a uuid) or host_name, mode rw or ro, nothing else. */
+static int check_attach(struct nb_ctx *ctx, const json_t *arg)
+{
+    if (!json_is_object(arg)) {
+        _cleanup_free_ char *d = nb_pyrepr(arg);
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input for field/attribute os-attach. Value: %s. %s is not of "
+                        "type 'object'",
+                        d, d);
+    }
+    const char *mp = nb_json_str(arg, "mountpoint"), *inst = nb_json_str(arg, "instance_uuid");
+    const char *mode = nb_json_str(arg, "mode");
+    _cleanup_free_ char *d = nb_pyrepr(arg);
+    if (inst && !nb_is_uuid(inst))
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input for field/attribute instance_uuid. Value: %s. '%s' is not "
+                        "a 'uuid'",
+                        inst, inst);
+    if (mp && (!*mp || strlen(mp) > 255))
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input for field/attribute mountpoint. Value: %s. '%s' is %s", mp,
+                        mp, *mp ? "too long" : "too short");
+    if (mode && strcmp(mode, "rw") != 0 && strcmp(mode, "ro") != 0)
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input for field/attribute mode. Value: %s. '%s' is not one of "
+                        "['rw', 'ro']",
+                        mode, mode);
+    if (!mp)
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input for field/attribute os-attach. Value: %s. 'mountpoint' "
+                        "is a required property",
+                        d);
+    if (!inst && !nb_json_str(arg, "host_name"))
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input for field/attribute os-attach. Value: %s. %s is not valid "
+                        "under any of the given schemas",
+                        d, d);
+    return 0;
+}
+
+/* os-attach (Cinder's attach of the older flow): an available (or
+ * os-reserve'd, attaching) volume is attached at once: begin_attach, then
+ * nb_volume_attach's attachment record and in-use, as the conductor does. */
+static int do_attach(struct nb_ctx *ctx, const char *id, json_t *vol, json_t *arg,
+                     struct nb_resp *resp)
+{
+    if (check_attach(ctx, arg) < 0)
+        return -1;
+    if (strcmp(nb_json_str(vol, "status"), "maintenance") == 0)
+        return nb_error(ctx, 400, NULL,
+                        "Invalid volume: The volume cannot be attached in maintenance mode.");
+    if (strcmp(nb_json_str(vol, "status"), "attaching") != 0 &&
+        nb_volume_transition(ctx, id, NB_VOLUME_BEGIN_ATTACH) < 0)
+        return -1;
+    char att[NB_UUID_LEN];
+    const char *host = nb_json_str(arg, "host_name");
+    if (nb_volume_attach(ctx, id, nb_json_str(arg, "instance_uuid"), host,
+                         nb_json_str(arg, "mountpoint"), att) < 0) {
+        struct nb_ctx sub = *ctx;
+        sub.err_status = 0;
+        nb_volume_transition(&sub, id, NB_VOLUME_ATTACH_FAILED);
+        return -1;
+    }
+    return nb_resp_empty(resp, 202);
+}
+
+/* The attachment_id of an os-detach / os-force_detach body, or the
+ * volume's only live attachment into *owner (Cinder's detach with none).
+ * Borrowed from arg or *owner; NULL when the volume has no attachment
+ * (ctx untouched) or after 400 (more than one). */
+static const char *detach_target(struct nb_ctx *ctx, const char *id, const json_t *arg,
+                                 json_t **owner)
+{
+    const char *att = json_is_object(arg) ? nb_json_str(arg, "attachment_id") : NULL;
+    if (att)
+        return att;
+    *owner =
+        nb_db_rows(nb_vol_env->db, ctx,
+                   "SELECT id FROM volume_attachment WHERE volume_id = ? AND deleted = 0", "s", id);
+    if (json_array_size(*owner) > 1)
+        nb_error(ctx, 400, NULL,
+                 "Invalid volume: Detach volume failed: More than one attachment, but no "
+                 "attachment_id provided.");
+    return json_array_size(*owner) == 1 ? nb_json_str(json_array_get(*owner, 0), "id") : NULL;
+}
+
+/* Cinder's detach of a volume with no attachment: it is set available
+ * (through the machine when it can be) and nothing else happens. 0/-1. */
+static int detach_nothing(struct nb_ctx *ctx, const char *id, struct nb_resp *resp)
+{
+    struct nb_db *db = nb_vol_env->db;
+    if (nb_db_begin(db, ctx) < 0)
+        return -1;
+    if (nb_vol_settle(ctx, id, true) < 0) {
+        nb_db_rollback(db);
+        return -1;
+    }
+    if (nb_db_commit(db, ctx) < 0)
+        return -1;
+    NB_INFO(NB_VOL_LOG, ctx, NULL, "Volume detach called, but volume not attached.");
+    return nb_resp_empty(resp, 202);
+}
+
+/* os-detach: the attachment named (or the volume's only one) goes through
+ * begin_detaching and nb_volume_detach, as the conductor's detach. */
+static int do_detach(struct nb_ctx *ctx, const char *id, json_t *vol, json_t *arg,
+                     struct nb_resp *resp)
+{
+    _cleanup_json_ json_t *owner = NULL;
+    const char *att = detach_target(ctx, id, arg, &owner);
+    if (!att)
+        return ctx->err_status ? -1 : detach_nothing(ctx, id, resp);
+    if (strcmp(nb_json_str(vol, "status"), "detaching") != 0 &&
+        nb_volume_transition(ctx, id, NB_VOLUME_BEGIN_DETACH) < 0)
+        return -1;
+    if (nb_volume_detach(ctx, id, att) < 0) {
+        struct nb_ctx sub = *ctx;
+        sub.err_status = 0;
+        nb_volume_transition(&sub, id, NB_VOLUME_ROLL_DETACHING);
+        return -1;
+    }
+    return nb_resp_empty(resp, 202);
+}
+
+/* os-force_detach (admin): the attachment goes whatever the volume's
+ * status, which then follows the attachments left (Cinder's detach,
+ * finish_detach). */
+static int do_force_detach(struct nb_ctx *ctx, const char *id, json_t *vol, json_t *arg,
+                           struct nb_resp *resp)
+{
+    if (!ctx->is_admin)
+        return nb_error(ctx, 403, NULL,
+                        "Policy doesn't allow volume_extension:volume_admin_actions:force_detach "
+                        "to be performed.");
+    _cleanup_json_ json_t *owner = NULL;
+    const char *att = detach_target(ctx, id, arg, &owner);
+    if (!att)
+        return ctx->err_status ? -1 : detach_nothing(ctx, id, resp);
+    if (nb_vol_attachment_delete(ctx, id, att) < 0) {
+        char msg[sizeof(ctx->err_msg)];
+        nb_strlcpy(msg, ctx->err_msg, sizeof(msg));
+        ctx->err_status = 0;
+        return nb_error(ctx, 400, NULL,
+                        "Error force detaching volume - VolumeAttachmentNotFound: %s", msg);
+    }
+    return nb_resp_empty(resp, 202);
+}
+
 static const struct {
     const char *action;
     enum nb_volume_op op;
 } attach_actions[] = {
-    {"os-reserve", NB_VOLUME_RESERVE},
-    {"os-unreserve", NB_VOLUME_UNRESERVE},
     {"os-begin_detaching", NB_VOLUME_BEGIN_DETACH},
     {"os-roll_detaching", NB_VOLUME_ROLL_DETACHING},
 };
@@ -241,6 +439,16 @@ static int volume_action(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
         return do_update_readonly(ctx, id, arg, resp);
     if (strcmp(action, "os-reset_status") == 0)
         return do_reset_status(ctx, id, arg, resp);
+    if (strcmp(action, "os-reserve") == 0)
+        return do_reserve(ctx, id, resp);
+    if (strcmp(action, "os-attach") == 0)
+        return do_attach(ctx, id, vol, arg, resp);
+    if (strcmp(action, "os-detach") == 0)
+        return do_detach(ctx, id, vol, arg, resp);
+    if (strcmp(action, "os-force_detach") == 0)
+        return do_force_detach(ctx, id, vol, arg, resp);
+    if (strcmp(action, "os-unreserve") == 0)
+        return do_unreserve(ctx, id, resp);
     for (size_t i = 0; i < sizeof(attach_actions) / sizeof(attach_actions[0]); i++)
         if (strcmp(action, attach_actions[i].action) == 0) {
             if (nb_volume_transition(ctx, id, attach_actions[i].op) < 0)

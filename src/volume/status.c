@@ -82,13 +82,29 @@ json_t *nb_volume_lookup(struct nb_ctx *ctx, const char *volume_id)
     return nb_vol_load(ctx, volume_id);
 }
 
+/* Applies op if the volume is in one of the statuses it is allowed from:
+ * 1 applied, 0 not allowed (nothing recorded), -1 after nb_error. */
+static int transition_try(struct nb_ctx *ctx, const char *volume_id, enum nb_volume_op op)
+{
+    const struct transition *t = find(op);
+    int n = nb_vol_set_status(ctx, volume_id, t->to, t->from);
+    if (n <= 0)
+        return n;
+    if (t->attach_status &&
+        nb_db_exec(nb_vol_env->db, ctx, "UPDATE volumes SET attach_status = ? WHERE id = ?", "ss",
+                   t->attach_status, volume_id) < 0)
+        return -1;
+    NB_INFO(NB_VOL_LOG, ctx, NULL, "Volume %s: %s, status %s", volume_id, t->name, t->to);
+    return 1;
+}
+
 int nb_volume_transition(struct nb_ctx *ctx, const char *volume_id, enum nb_volume_op op)
 {
     const struct transition *t = find(op);
     _cleanup_json_ json_t *vol = nb_vol_load(ctx, volume_id);
     if (!vol)
         return -1;
-    int n = nb_vol_set_status(ctx, volume_id, t->to, t->from);
+    int n = transition_try(ctx, volume_id, op);
     if (n < 0)
         return -1;
     if (n == 0) {
@@ -99,12 +115,98 @@ int nb_volume_transition(struct nb_ctx *ctx, const char *volume_id, enum nb_volu
                         "%s.",
                         volume_id, allowed, now ? nb_json_str(now, "status") : "deleted");
     }
-    if (t->attach_status &&
-        nb_db_exec(nb_vol_env->db, ctx, "UPDATE volumes SET attach_status = ? WHERE id = ?", "ss",
-                   t->attach_status, volume_id) < 0)
-        return -1;
-    NB_INFO(NB_VOL_LOG, ctx, NULL, "Volume %s: %s, status %s", volume_id, t->name, t->to);
     return 0;
+}
+
+int nb_vol_status_path(const char *from, const char *to, enum nb_volume_op *ops, int max)
+{
+    /* breadth-first over the statuses of the table; at most one node per
+     * transition target plus the start */
+    enum { NMAX = NTRANSITIONS + 1 };
+    const char *node[NMAX] = {from};
+    int prev[NMAX] = {-1}, via[NMAX] = {0}, count = 1;
+    for (int head = 0; head < count; head++) {
+        if (strcmp(node[head], to) == 0) {
+            int len = 0;
+            for (int i = head; prev[i] >= 0; i = prev[i])
+                len++;
+            if (len > max)
+                return -1;
+            for (int i = head, k = len; prev[i] >= 0; i = prev[i])
+                ops[--k] = transitions[via[i]].op;
+            return len;
+        }
+        for (size_t t = 0; t < NTRANSITIONS; t++) {
+            const char *next = nb_volume_next_status(node[head], transitions[t].op);
+            bool seen = !next;
+            for (int i = 0; i < count && !seen; i++)
+                seen = strcmp(node[i], next) == 0;
+            if (seen || count == NMAX)
+                continue;
+            node[count] = next;
+            prev[count] = head;
+            via[count++] = (int)t;
+        }
+    }
+    return -1;
+}
+
+/* Cinder's _get_statuses_from_attachments: the volume's attach_status is
+ * the first, alphabetically, of its live attachments' statuses, errors
+ * aside (attached < attaching < detaching < reserved), or detached; its
+ * status is that, with attached read as in-use and detached as available. */
+static int statuses_from_attachments(struct nb_ctx *ctx, const char *volume_id, char *status,
+                                     char *attach_status, size_t n)
+{
+    _cleanup_json_ json_t *row =
+        nb_db_row(nb_vol_env->db, ctx,
+                  "SELECT attach_status FROM volume_attachment WHERE volume_id = ? AND deleted = "
+                  "0 AND substr(attach_status, 1, 6) != 'error_' ORDER BY attach_status LIMIT 1",
+                  "s", volume_id);
+    if (!row && ctx->err_status)
+        return -1;
+    const char *as =
+        row && nb_json_str(row, "attach_status") ? nb_json_str(row, "attach_status") : "detached";
+    nb_strlcpy(attach_status, as, n);
+    nb_strlcpy(status,
+               !strcmp(as, "attached")   ? "in-use"
+               : !strcmp(as, "detached") ? "available"
+                                         : as,
+               n);
+    return 0;
+}
+
+int nb_vol_settle(struct nb_ctx *ctx, const char *volume_id, bool override)
+{
+    char want[32], attach_status[32];
+    _cleanup_json_ json_t *vol = nb_vol_load(ctx, volume_id);
+    if (!vol || statuses_from_attachments(ctx, volume_id, want, attach_status, sizeof(want)) < 0)
+        return -1;
+    const char *status = nb_json_str(vol, "status");
+    enum nb_volume_op ops[NTRANSITIONS];
+    int n = nb_vol_status_path(status, want, ops, (int)NTRANSITIONS);
+    if (n < 0 && override) {
+        /* Cinder's volume_detached: the records decide, whatever the status */
+        NB_WARN(NB_VOL_LOG, ctx, NULL, "Volume %s was %s; its attachments say %s", volume_id,
+                status, want);
+        if (nb_vol_set_status(ctx, volume_id, want, NULL) < 0)
+            return -1;
+        n = 0;
+    }
+    if (n < 0) {
+        /* outside the attach machine (error, maintenance, ...): an operator's
+         * state, which the attachment bookkeeping does not override */
+        NB_WARN(NB_VOL_LOG, ctx, NULL, "Volume %s is %s; its attachments say %s; left as it is",
+                volume_id, status, want);
+        return 0;
+    }
+    for (int i = 0; i < n; i++)
+        if (nb_volume_transition(ctx, volume_id, ops[i]) < 0)
+            return -1;
+    return nb_db_exec(nb_vol_env->db, ctx, "UPDATE volumes SET attach_status = ? WHERE id = ?",
+                      "ss", attach_status, volume_id) < 0
+               ? -1
+               : 0;
 }
 
 int nb_volume_attach(struct nb_ctx *ctx, const char *volume_id, const char *instance_uuid,
@@ -117,7 +219,7 @@ int nb_volume_attach(struct nb_ctx *ctx, const char *volume_id, const char *inst
     /* what the attachments API shows; best effort (the attach itself is done) */
     struct nb_ctx aside = *ctx;
     aside.err_status = 0;
-    _cleanup_json_ json_t *info = nb_volume_connection_info(&aside, volume_id);
+    _cleanup_json_ json_t *info = nb_vol_attachment_info(&aside, volume_id, attachment_id);
     _cleanup_free_ char *info_text = info ? nb_json_dump(info) : NULL;
     if (nb_db_begin(db, ctx) < 0)
         return -1;
@@ -134,34 +236,66 @@ int nb_volume_attach(struct nb_ctx *ctx, const char *volume_id, const char *inst
     return nb_db_commit(db, ctx);
 }
 
-int nb_volume_detach(struct nb_ctx *ctx, const char *volume_id, const char *attachment_id)
+/* Cinder's finish_detach: the attachment is marked detached (and deleted),
+ * then the volume settles on what its other attachments say. With
+ * detaching_only (the conductor's detach, which begins with
+ * begin_detaching), a volume in another status is refused with the
+ * detached transition's message and nothing changes. */
+static int finish_detach(struct nb_ctx *ctx, const char *volume_id, const char *attachment_id,
+                         bool detaching_only)
 {
     struct nb_db *db = nb_vol_env->db;
     char now[32];
     nb_now_iso_us(now);
     if (nb_db_begin(db, ctx) < 0)
         return -1;
-    int n = nb_db_exec(db, ctx,
+    int n = 1;
+    if (detaching_only) {
+        _cleanup_json_ json_t *vol = nb_vol_load(ctx, volume_id);
+        const char *status = vol ? nb_json_str(vol, "status") : NULL;
+        if (!vol)
+            n = -1;
+        else if (!nb_volume_next_status(status, NB_VOLUME_DETACHED))
+            n = nb_error(ctx, 400, NULL,
+                         "Invalid volume: Volume %s status must be detaching, but current "
+                         "status is: %s.",
+                         volume_id, status);
+    }
+    if (n > 0)
+        n = nb_db_exec(db, ctx,
                        "UPDATE volume_attachment SET attach_status = 'detached', detach_time = ?, "
                        "deleted = 1, deleted_at = ? WHERE id = ? AND volume_id = ? AND deleted = 0",
                        "ssss", now, now, attachment_id, volume_id);
     if (n == 0)
         nb_error(ctx, 404, NULL, "Volume attachment %s could not be found.", attachment_id);
-    if (n <= 0) {
-        nb_db_rollback(db);
-        return -1;
-    }
-    long long left = nb_db_int(db, ctx, 0,
-                               "SELECT COUNT(*) FROM volume_attachment WHERE volume_id = ? AND "
-                               "deleted = 0 AND attach_status = 'attached'",
-                               "s", volume_id);
-    int rc = nb_volume_transition(ctx, volume_id,
-                                  left > 0 ? NB_VOLUME_ROLL_DETACHING : NB_VOLUME_DETACHED);
-    if (rc < 0) {
+    if (n <= 0 || nb_vol_settle(ctx, volume_id, !detaching_only) < 0) {
         nb_db_rollback(db);
         return -1;
     }
     return nb_db_commit(db, ctx);
+}
+
+int nb_volume_detach(struct nb_ctx *ctx, const char *volume_id, const char *attachment_id)
+{
+    return finish_detach(ctx, volume_id, attachment_id, true);
+}
+
+int nb_vol_attachment_delete(struct nb_ctx *ctx, const char *volume_id, const char *attachment_id)
+{
+    return finish_detach(ctx, volume_id, attachment_id, false);
+}
+
+json_t *nb_vol_attachment_info(struct nb_ctx *ctx, const char *volume_id, const char *attachment_id)
+{
+    json_t *info = nb_volume_connection_info(ctx, volume_id);
+    if (!info)
+        return NULL;
+    json_t *flat = json_deep_copy(json_object_get(info, "data"));
+    json_object_del(info, "data");
+    json_object_update(flat, info);
+    json_decref(info);
+    json_object_set_new(flat, "attachment_id", json_string(attachment_id));
+    return flat;
 }
 
 json_t *nb_volume_connection_info(struct nb_ctx *ctx, const char *volume_id)

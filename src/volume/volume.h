@@ -15,7 +15,10 @@
  *   in-use --begin_detach--> detaching  detaching --detached--> available
  *   detaching --roll_detaching--> in-use
  * Every transition is a conditional update in the database (the row changes
- * only if it is still in an allowed status), made before it is reported. */
+ * only if it is still in an allowed status), made before it is reported.
+ * Cinder's attachments API (3.27+) drives the same transitions: each change
+ * of an attachment record lets the volume settle on the status its records
+ * say, through the shortest path of transitions (see volume_int.h). */
 #ifndef NB_VOLUME_H
 #define NB_VOLUME_H
 
@@ -103,12 +106,16 @@ int nb_volume_transition(struct nb_ctx *ctx, const char *volume_id, enum nb_volu
 
 /* Completes an attach: the volume goes attaching -> in-use and an attachment
  * record (attached, instance_uuid, host, mountpoint, and the volume's
- * connection info as the attachments API shows it) is written in the same
+ * connection info in the shape the attachments API shows, Cinder's
+ * flattened one: the data keys beside driver_volume_type, mount_point_base
+ * and attachment_id) is written in the same
  * transaction. Writes the attachment id into attachment_id[37]. 0/-1. */
 int nb_volume_attach(struct nb_ctx *ctx, const char *volume_id, const char *instance_uuid,
                      const char *host, const char *mountpoint, char *attachment_id);
-/* Completes a detach: detaching -> available (or back to in-use when other
- * attachments remain) and the attachment is marked detached. 0/-1. */
+/* Completes a detach: the volume must be detaching; the attachment is
+ * marked detached and the volume goes to available, or to what its other
+ * attachments say (in-use when another is attached; Cinder's
+ * finish_detach). 0/-1 (400 when the volume is not detaching, 404). */
 int nb_volume_detach(struct nb_ctx *ctx, const char *volume_id, const char *attachment_id);
 
 /* Connection info as Cinder's NFS driver builds it for Nova:

@@ -7,6 +7,7 @@
 #include "common/ctx.h"
 #include "common/env.h"
 #include "common/http.h"
+#include "volume/volume.h"
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -214,6 +215,53 @@ void nb_vol_attachments_routes(void);
 
 /* "a or b or c" for Cinder's messages. Caller frees. */
 char *nb_vol_or_str(const char *const *items);
+/* The shortest sequence of ops of the attach machine leading from status
+ * from to status to, into ops (at most max): its length (0 when from is
+ * to), or -1 when there is none (or it is longer than max). Pure. */
+int nb_vol_status_path(const char *from, const char *to, enum nb_volume_op *ops, int max);
+/* Brings the volume to the status its live attachment records say (Cinder's
+ * _get_statuses_from_attachments: the first of attached, attaching,
+ * detaching, reserved among them; attached reads in-use, none available)
+ * through the transitions of the machine, and sets its attach_status to
+ * match. A volume outside the machine (error, maintenance...) is left as
+ * it is (logged), unless override (a record was deleted: Cinder's
+ * volume_detached sets the status whatever it was). Call inside a
+ * transaction. 0/-1. */
+int nb_vol_settle(struct nb_ctx *ctx, const char *volume_id, bool override);
+/* The volume's connection info as Cinder's attachment records hold it
+ * (manager._connection_create): nb_volume_connection_info with the keys of
+ * "data" lifted beside driver_volume_type and mount_point_base, and
+ * "attachment_id". New reference, or NULL after nb_error. */
+json_t *nb_vol_attachment_info(struct nb_ctx *ctx, const char *volume_id,
+                               const char *attachment_id);
+/* Cinder's attachment_delete (finish_detach): the record is marked detached
+ * (deleted) and the volume settles on the records left, whatever its
+ * status. 0, or -1 after nb_error (404 when there is no such live record). */
+int nb_vol_attachment_delete(struct nb_ctx *ctx, const char *volume_id, const char *attachment_id);
+
+/* --- attach_records.c -------------------------------------------------------- */
+
+/* Reserves a new attachment record attachment_id (attach_status "reserved",
+ * connection_info {}) of the volume for instance_uuid (may be NULL), as
+ * Cinder's _attachment_reserve: a volume in an error status is refused
+ * (400 "... can not be created if the volume is in an error state ..."),
+ * one not available (nor in-use when multiattach) too (400 "... status must
+ * be available or downloading to reserve ..."), unless the same instance
+ * already has a record of it. The volume then settles (available ->
+ * reserved). attach_mode ("rw", "ro", "null") is stored as given. 0/-1. */
+int nb_vol_attachment_reserve(struct nb_ctx *ctx, const char *volume_id, const char *instance_uuid,
+                              const char *attach_mode, const char *attachment_id);
+/* Connects a live record as Cinder's _connection_create and volume_attached
+ * (mark_attached false): connector and info (borrowed) are stored, with the
+ * connector's host ("" when absent) and mountpoint ("na"), attach_time now,
+ * attach_mode (may be NULL), attach_status "attaching"; the volume settles
+ * (reserved -> attaching). 0, or -1 after nb_error (404). */
+int nb_vol_attachment_connect(struct nb_ctx *ctx, const char *attachment_id,
+                              const json_t *connector, const json_t *info, const char *attach_mode);
+/* Marks a live record of the volume attached (os-complete); the volume
+ * settles (attaching -> in-use). 0, or -1 after nb_error (404). */
+int nb_vol_attachment_complete(struct nb_ctx *ctx, const char *volume_id,
+                               const char *attachment_id);
 
 /* --- quotas.c ------------------------------------------------------------- */
 

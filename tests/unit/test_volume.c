@@ -186,6 +186,179 @@ static void test_visibility(void **state)
     json_decref(v);
 }
 
+/* --- the attachment records of the 3.27 flow ------------------------------------ */
+
+static void set_status(const char *id, const char *status);
+
+static void test_status_path(void **state)
+{
+    (void)state;
+    enum nb_volume_op ops[8];
+    assert_int_equal(nb_vol_status_path("available", "available", ops, 8), 0);
+    assert_int_equal(nb_vol_status_path("available", "reserved", ops, 8), 1);
+    assert_int_equal(ops[0], NB_VOLUME_RESERVE);
+    assert_int_equal(nb_vol_status_path("reserved", "in-use", ops, 8), 2);
+    assert_int_equal(ops[0], NB_VOLUME_BEGIN_ATTACH);
+    assert_int_equal(ops[1], NB_VOLUME_ATTACHED);
+    assert_int_equal(nb_vol_status_path("in-use", "available", ops, 8), 2);
+    assert_int_equal(ops[0], NB_VOLUME_BEGIN_DETACH);
+    assert_int_equal(ops[1], NB_VOLUME_DETACHED);
+    assert_int_equal(nb_vol_status_path("detaching", "in-use", ops, 8), 1);
+    assert_int_equal(ops[0], NB_VOLUME_ROLL_DETACHING);
+    assert_int_equal(nb_vol_status_path("attaching", "available", ops, 8), 1);
+    assert_int_equal(ops[0], NB_VOLUME_ATTACH_FAILED);
+    assert_int_equal(nb_vol_status_path("in-use", "reserved", ops, 8), 3);
+    assert_int_equal(ops[2], NB_VOLUME_RESERVE);
+    /* outside the machine, or too long for the room given */
+    assert_int_equal(nb_vol_status_path("error", "available", ops, 8), -1);
+    assert_int_equal(nb_vol_status_path("available", "extending", ops, 8), -1);
+    assert_int_equal(nb_vol_status_path("in-use", "reserved", ops, 2), -1);
+}
+
+static json_t *attachment_row(const char *id)
+{
+    struct nb_ctx ctx;
+    admin_ctx(&ctx);
+    return nb_db_row(env.db, &ctx, "SELECT * FROM volume_attachment WHERE id = ?", "s", id);
+}
+
+static void assert_attachment(const char *id, const char *status, int deleted)
+{
+    json_t *a = attachment_row(id);
+    assert_non_null(a);
+    assert_string_equal(nb_json_str(a, "attach_status"), status);
+    assert_int_equal(nb_json_int(a, "deleted", -1), deleted);
+    json_decref(a);
+}
+
+/* create (reserve) -> update (connect) -> os-complete -> delete, and the
+ * volume at each step, as Cinder's attachment API moves it */
+static void test_attachment_lifecycle(void **state)
+{
+    (void)state;
+    const char *vol = "66666666-6666-4666-8666-666666666666";
+    const char *a1 = "66666666-0000-4000-8000-000000000001";
+    const char *inst = "66666666-1111-4111-8111-111111111111";
+    add_volume(vol, "available");
+    struct nb_ctx ctx;
+    admin_ctx(&ctx);
+    assert_int_equal(nb_vol_attachment_reserve(&ctx, vol, inst, "null", a1), 0);
+    assert_status(vol, "reserved/reserved");
+    assert_attachment(a1, "reserved", 0);
+    json_t *a = attachment_row(a1);
+    assert_string_equal(nb_json_str(a, "connection_info"), "{}");
+    assert_string_equal(nb_json_str(a, "instance_uuid"), inst);
+    json_decref(a);
+
+    json_t *conn = json_pack("{s:s, s:s}", "host", "host-9", "mountpoint", "/dev/vdc");
+    json_t *info = json_pack("{s:s, s:s}", "driver_volume_type", "nfs", "attachment_id", a1);
+    assert_int_equal(nb_vol_attachment_connect(&ctx, a1, conn, info, "rw"), 0);
+    assert_status(vol, "attaching/attaching");
+    assert_attachment(a1, "attaching", 0);
+    a = attachment_row(a1);
+    assert_string_equal(nb_json_str(a, "attached_host"), "host-9");
+    assert_string_equal(nb_json_str(a, "mountpoint"), "/dev/vdc");
+    assert_string_equal(nb_json_str(a, "attach_mode"), "rw");
+    assert_non_null(nb_json_str(a, "attach_time"));
+    assert_non_null(strstr(nb_json_str(a, "connector"), "host-9"));
+    json_decref(a);
+
+    assert_int_equal(nb_vol_attachment_complete(&ctx, vol, a1), 0);
+    assert_status(vol, "in-use/attached");
+    assert_attachment(a1, "attached", 0);
+
+    /* delete goes straight from in-use, through the machine's own steps */
+    assert_int_equal(nb_vol_attachment_delete(&ctx, vol, a1), 0);
+    assert_status(vol, "available/detached");
+    assert_attachment(a1, "detached", 1);
+    assert_int_equal(nb_vol_attachment_delete(&ctx, vol, a1), -1);
+    assert_int_equal(ctx.err_status, 404);
+
+    /* a reserved or attaching record going frees the volume */
+    const char *a2 = "66666666-0000-4000-8000-000000000002";
+    admin_ctx(&ctx);
+    assert_int_equal(nb_vol_attachment_reserve(&ctx, vol, NULL, "null", a2), 0);
+    assert_status(vol, "reserved/reserved");
+    assert_int_equal(nb_vol_attachment_delete(&ctx, vol, a2), 0);
+    assert_status(vol, "available/detached");
+    const char *a3 = "66666666-0000-4000-8000-000000000003";
+    assert_int_equal(nb_vol_attachment_reserve(&ctx, vol, inst, "null", a3), 0);
+    assert_int_equal(nb_vol_attachment_connect(&ctx, a3, conn, info, NULL), 0);
+    assert_status(vol, "attaching/attaching");
+    assert_int_equal(nb_vol_attachment_delete(&ctx, vol, a3), 0);
+    assert_status(vol, "available/detached");
+    json_decref(conn);
+    json_decref(info);
+}
+
+/* Cinder's reservation rules: one reservation at a time, except for the
+ * instance that already holds the volume; error statuses refused */
+static void test_attachment_reserve_rules(void **state)
+{
+    (void)state;
+    const char *vol = "77777777-7777-4777-8777-777777777777";
+    const char *inst = "77777777-1111-4111-8111-111111111111";
+    const char *other = "77777777-2222-4222-8222-222222222222";
+    const char *a1 = "77777777-0000-4000-8000-000000000001";
+    const char *a2 = "77777777-0000-4000-8000-000000000002";
+    const char *a3 = "77777777-0000-4000-8000-000000000003";
+    add_volume(vol, "available");
+    struct nb_ctx ctx;
+    admin_ctx(&ctx);
+    assert_int_equal(nb_vol_attachment_reserve(&ctx, vol, inst, "null", a1), 0);
+    assert_int_equal(nb_vol_attachment_reserve(&ctx, vol, other, "null", a2), -1);
+    assert_int_equal(ctx.err_status, 400);
+    assert_string_equal(ctx.err_msg,
+                        "Invalid volume: Volume 77777777-7777-4777-8777-777777777777 status must "
+                        "be available or downloading to reserve, but the current status is "
+                        "reserved.");
+    assert_null(attachment_row(a2));
+    /* the same instance may (it is moving between hosts) */
+    admin_ctx(&ctx);
+    assert_int_equal(nb_vol_attachment_reserve(&ctx, vol, inst, "null", a2), 0);
+    assert_status(vol, "reserved/reserved");
+    assert_int_equal(nb_vol_attachment_complete(&ctx, vol, a1), 0);
+    assert_status(vol, "in-use/attached");
+    /* the attached record goes: the reserved one left holds the volume */
+    assert_int_equal(nb_vol_attachment_delete(&ctx, vol, a1), 0);
+    assert_status(vol, "reserved/reserved");
+    assert_int_equal(nb_vol_attachment_delete(&ctx, vol, a2), 0);
+    assert_status(vol, "available/detached");
+
+    /* the conductor's detach still wants begin_detaching first */
+    assert_int_equal(nb_vol_attachment_reserve(&ctx, vol, inst, "null", a3), 0);
+    assert_int_equal(nb_vol_attachment_complete(&ctx, vol, a3), 0);
+    assert_int_equal(nb_volume_detach(&ctx, vol, a3), -1);
+    assert_int_equal(ctx.err_status, 400);
+    assert_status(vol, "in-use/attached");
+    assert_attachment(a3, "attached", 0);
+    admin_ctx(&ctx);
+    assert_int_equal(nb_volume_transition(&ctx, vol, NB_VOLUME_BEGIN_DETACH), 0);
+    assert_int_equal(nb_volume_detach(&ctx, vol, a3), 0);
+    assert_status(vol, "available/detached");
+
+    /* a deleted record decides the volume's status whatever it was (an
+     * admin's force detach of a volume reset to error) */
+    const char *a4 = "77777777-0000-4000-8000-000000000004";
+    admin_ctx(&ctx);
+    assert_int_equal(nb_vol_attachment_reserve(&ctx, vol, inst, "null", a4), 0);
+    assert_int_equal(nb_vol_attachment_complete(&ctx, vol, a4), 0);
+    set_status(vol, "error");
+    assert_int_equal(nb_vol_attachment_delete(&ctx, vol, a4), 0);
+    assert_status(vol, "available/detached");
+
+    /* error statuses */
+    set_status(vol, "error_extending");
+    admin_ctx(&ctx);
+    assert_int_equal(nb_vol_attachment_reserve(&ctx, vol, inst, "null", a1), -1);
+    assert_int_equal(ctx.err_status, 400);
+    assert_string_equal(ctx.err_msg,
+                        "Invalid volume: Volume attachments can not be created if the volume is "
+                        "in an error state. The Volume 77777777-7777-4777-8777-777777777777 "
+                        "currently has a status of: error_extending ");
+    set_status(vol, "available");
+}
+
 /* --- the backend ------------------------------------------------------------------ */
 
 static void test_mount_point_naming(void **state)
@@ -454,7 +627,13 @@ static void test_create_for_and_free_space(void **state)
                           "SELECT connection_info FROM volume_attachment WHERE id = ?", "s", att);
     json_t *ci = nb_json_parse(nb_json_str(a, "connection_info"));
     assert_non_null(ci);
-    assert_string_equal(nb_json_str(json_object_get(ci, "data"), "format"), "raw");
+    /* Cinder's flattened shape: the data keys beside the driver's */
+    assert_string_equal(nb_json_str(ci, "format"), "raw");
+    assert_string_equal(nb_json_str(ci, "driver_volume_type"), "nfs");
+    assert_string_equal(nb_json_str(ci, "attachment_id"), att);
+    assert_non_null(nb_json_str(ci, "export"));
+    assert_non_null(nb_json_str(ci, "mount_point_base"));
+    assert_null(json_object_get(ci, "data"));
     json_decref(ci);
     json_decref(a);
     assert_int_equal(nb_volume_delete_for(&ctx, id), -1);
@@ -595,6 +774,9 @@ int main(void)
         cmocka_unit_test(test_next_status),
         cmocka_unit_test(test_transitions_db),
         cmocka_unit_test(test_visibility),
+        cmocka_unit_test(test_status_path),
+        cmocka_unit_test(test_attachment_lifecycle),
+        cmocka_unit_test(test_attachment_reserve_rules),
         cmocka_unit_test(test_mount_point_naming),
         cmocka_unit_test(test_backend_files),
         cmocka_unit_test(test_share_eligible),
