@@ -118,6 +118,27 @@ static void url_decode(char *s)
     *o = '\0';
 }
 
+/* Whether a trailing slash is significant for the routes of a service.
+ * Nova, Glance, Cinder and Placement route with Routes mappers that match
+ * "/servers" but not "/servers/" (404), except their version documents,
+ * which answer with and without the slash. Keystone strips a trailing slash
+ * from every path (its URLNormalizingMiddleware) and Neutron's pecan
+ * routing ignores it, so for them (and anything else) it never matters. */
+static bool slash_is_significant(enum nb_service svc)
+{
+    return svc == NB_SVC_COMPUTE || svc == NB_SVC_IMAGE || svc == NB_SVC_VOLUME ||
+           svc == NB_SVC_PLACEMENT;
+}
+
+/* True if route r may answer req: a path with a trailing slash only reaches
+ * a version document (the unauthenticated routes) where the slash is
+ * significant. */
+static bool slash_ok(const struct nb_req *req, const struct route *r)
+{
+    return !req->trailing_slash || !slash_is_significant(req->service) ||
+           (r->flags & NB_ROUTE_NO_AUTH);
+}
+
 /* Finds the route for method+path, filling req params. Sets *method_mismatch
  * when the path exists with another method. */
 static const struct route *match(struct nb_req *req, const char *method, bool *method_mismatch)
@@ -143,7 +164,7 @@ static const struct route *match(struct nb_req *req, const char *method, bool *m
             for (int k = 0; k < nsegs && ok; k++)
                 if (r->segs[k][0] != '{' && strcmp(r->segs[k], segs[k]) != 0)
                     ok = false;
-            if (!ok)
+            if (!ok || !slash_ok(req, r))
                 continue;
             if (strcmp(r->method, m) != 0) {
                 *method_mismatch = true;
@@ -642,6 +663,7 @@ struct conn_state {
     struct nb_req req;
     struct nb_resp resp;
     char path[2048];
+    bool trailing_slash; /* the URL ended in '/' (stripped from path) */
 };
 
 static void log_request(struct nb_ctx *ctx, struct nb_req *req, int status, size_t len, double t0)
@@ -650,23 +672,29 @@ static void log_request(struct nb_ctx *ctx, struct nb_req *req, int status, size
     if (ctx->mv_major)
         snprintf(mv, sizeof(mv), " microversion: %d.%d", ctx->mv_major, ctx->mv_minor);
     nb_log(status >= 500 ? NB_LOG_ERROR : NB_LOG_INFO, svc_logger(req->service), ctx, NULL,
-           "\"%s %s\" status: %d len: %zu%s time: %.4f", req->method, req->path, status, len, mv,
-           nb_time_mono() - t0);
+           "\"%s %s%s\" status: %d len: %zu%s time: %.4f", req->method, req->path,
+           req->trailing_slash ? "/" : "", status, len, mv, nb_time_mono() - t0);
 }
 
-static void set_path(char *path, size_t n, const char *url)
+/* Copies url into path without its trailing slashes; returns true if
+ * there were any (the router decides whether they matter). */
+static bool set_path(char *path, size_t n, const char *url)
 {
     nb_strlcpy(path, url, n);
     size_t pl = strlen(path);
+    bool trailing = pl > 1 && path[pl - 1] == '/';
     while (pl > 1 && path[pl - 1] == '/')
         path[--pl] = '\0';
+    return trailing;
 }
 
 /* True if method+path routes to a NB_ROUTE_STREAM_BODY route. */
-static bool is_stream_route(const char *method, const char *path)
+static bool is_stream_route(const char *method, const char *path, bool trailing_slash)
 {
     struct nb_req probe = {0};
     probe.path = path;
+    probe.service = service_of(path);
+    probe.trailing_slash = trailing_slash;
     bool mismatch;
     const struct route *r = match(&probe, method, &mismatch);
     for (int i = 0; i < probe.nparams; i++)
@@ -715,6 +743,7 @@ static void stream_begin(struct conn_state *st, struct MHD_Connection *conn, con
     nb_ctx_init(&st->ctx);
     st->req.method = method;
     st->req.path = st->path;
+    st->req.trailing_slash = st->trailing_slash;
     st->req.service = service_of(st->path);
     st->req.conn = conn;
     st->req.body = "";
@@ -772,8 +801,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
         if (!st)
             return MHD_NO;
         *con_cls = st;
-        set_path(st->path, sizeof(st->path), url);
-        if (is_stream_route(method, st->path)) {
+        st->trailing_slash = set_path(st->path, sizeof(st->path), url);
+        if (is_stream_route(method, st->path, st->trailing_slash)) {
             st->streaming = true;
             stream_begin(st, conn, method);
         }
@@ -816,6 +845,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
     struct nb_resp resp = {0};
     req.method = method;
     req.path = st->path;
+    req.trailing_slash = st->trailing_slash;
     req.service = service_of(st->path);
     req.conn = conn;
     req.body = st->buf ? st->buf : "";
@@ -895,10 +925,7 @@ char *nb_http_dispatch(const char *method, const char *path, const char *query,
     struct nb_req req = {0};
     struct nb_resp resp = {0};
     char p[2048];
-    nb_strlcpy(p, path, sizeof(p));
-    size_t pl = strlen(p);
-    while (pl > 1 && p[pl - 1] == '/')
-        p[--pl] = '\0';
+    req.trailing_slash = set_path(p, sizeof(p), path);
     req.method = method;
     req.path = p;
     req.service = service_of(p);

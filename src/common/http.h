@@ -5,7 +5,11 @@
  * module registers its routes at start-up with nb_http_route(). A route is
  * {method, path pattern, handler, flags}; patterns use "{name}" segments,
  * e.g. "/compute/v2.1/servers/{server_id}/action". Exact segments win over
- * "{}" segments.
+ * "{}" segments. A trailing slash is matched as the real services do: for
+ * compute, image, volume and placement "/servers/" is not "/servers" (404),
+ * except on the version documents (NB_ROUTE_NO_AUTH routes, e.g.
+ * "/compute/v2.1/"); identity and networking ignore it (Keystone normalizes
+ * URLs, Neutron's pecan routing does not care).
  *
  * For each request the server: reads the body (up to [api] max_request_body_size,
  * else 413), makes a context with a new request ID, checks X-Auth-Token
@@ -51,8 +55,9 @@ enum nb_service {
 struct nb_resp;
 
 struct nb_req {
-    const char *method; /* "GET", … */
-    const char *path;   /* full path, e.g. "/compute/v2.1/servers" */
+    const char *method;  /* "GET", … */
+    const char *path;    /* full path, e.g. "/compute/v2.1/servers" */
+    bool trailing_slash; /* the URL ended in '/' (not part of path) */
     enum nb_service service;
     void *conn;       /* opaque MHD connection, for header/query lookups */
     const char *body; /* raw body (NUL-terminated), may be "" */

@@ -20,6 +20,7 @@
 #include "db/db.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -616,12 +617,12 @@ struct list_query {
     struct sort_spec sort;
 };
 
-/* RequestDeserializer.index and the checks of ImagesController.index. */
-static int parse_list(struct nb_ctx *ctx, struct nb_req *req, struct list_query *q)
+/* RequestDeserializer.index and the checks of ImagesController.index, on
+ * the query parameters in q->p. */
+static int parse_list(struct nb_ctx *ctx, struct list_query *q)
 {
     static const char *const vis[] = {"community", "public", "private", "shared", "all", NULL};
     static const char *const ms[] = {"pending", "accepted", "rejected", "all", NULL};
-    nb_req_query_each(req, params_add, &q->p);
     q->visibility = params_get(&q->p, "visibility");
     if (q->visibility && *q->visibility && !one_of(q->visibility, vis))
         return nb_error(ctx, 400, NULL, "Invalid visibility value: %s", q->visibility);
@@ -701,16 +702,15 @@ static bool listed(struct nb_ctx *ctx, const json_t *rec, const struct list_quer
     return strcmp(vis, "community") != 0 || owned;
 }
 
-static int images_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+/* The images ctx's project may see: image_get_all's visibility rules, the
+ * filters, tags, marker and sorting of q, at most q->limit of them. A new
+ * array of image views, or NULL after an error. */
+static json_t *select_images(struct nb_ctx *ctx, const struct list_query *q)
 {
     static const char *const not_filters[] = {
         "limit", "marker",     "member_status", "tag",       "sort_key", "sort_dir",
         "sort",  "visibility", "os_hidden",     "protected", NULL};
-    struct list_query q = {0};
-    int rc = -1;
-    json_t *records = NULL, *memberships = NULL, *list = NULL;
-    if (parse_list(ctx, req, &q) < 0)
-        goto out;
+    json_t *records = NULL, *memberships = NULL, *list = NULL, *page = NULL;
     if (!ctx->is_admin && !ctx->is_reader) {
         nb_error(ctx, 403, NULL, "You are not authorized to complete get_images action.");
         goto out;
@@ -735,30 +735,30 @@ static int images_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
     json_t *marker_rec = NULL;
     list = json_array();
     json_array_foreach (records, i, r) {
-        if (q.marker && strcmp(nb_json_str(r, "id"), q.marker) == 0)
+        if (q->marker && strcmp(nb_json_str(r, "id"), q->marker) == 0)
             marker_rec = r;
-        if (!listed(ctx, r, &q, memberships))
+        if (!listed(ctx, r, q, memberships))
             continue;
-        if (json_is_true(json_object_get(r, "os_hidden")) != (q.os_hidden == 1))
+        if (json_is_true(json_object_get(r, "os_hidden")) != (q->os_hidden == 1))
             continue;
-        if (q.protected_ >= 0 &&
-            json_is_true(json_object_get(r, "protected")) != (q.protected_ == 1))
+        if (q->protected_ >= 0 &&
+            json_is_true(json_object_get(r, "protected")) != (q->protected_ == 1))
             continue;
         bool ok = true;
-        for (size_t k = 0; k < q.p.n && ok; k++) {
-            const char *key = q.p.keys[k];
+        for (size_t k = 0; k < q->p.n && ok; k++) {
+            const char *key = q->p.keys[k];
             if (one_of(key, not_filters))
                 continue;
-            int m = filter_match(ctx, r, key, params_get(&q.p, key));
+            int m = filter_match(ctx, r, key, params_get(&q->p, key));
             if (m < 0)
                 goto out;
             ok = m == 1;
         }
-        for (size_t k = 0; k < q.p.n && ok; k++) {
-            if (strcmp(q.p.keys[k], "tag") != 0)
+        for (size_t k = 0; k < q->p.n && ok; k++) {
+            if (strcmp(q->p.keys[k], "tag") != 0)
                 continue;
             char tag[512];
-            nb_strlcpy(tag, q.p.values[k], sizeof(tag));
+            nb_strlcpy(tag, q->p.values[k], sizeof(tag));
             trim(tag);
             _cleanup_json_ json_t *t = json_string(tag);
             bool has = false;
@@ -772,11 +772,11 @@ static int images_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
         if (ok)
             json_array_append(list, r);
     }
-    if (q.marker && (!marker_rec || !nb_image_record_visible(ctx, marker_rec))) {
+    if (q->marker && (!marker_rec || !nb_image_record_visible(ctx, marker_rec))) {
         if (marker_rec)
-            nb_error(ctx, 403, NULL, "Forbidding request, image %s not visible", q.marker);
+            nb_error(ctx, 403, NULL, "Forbidding request, image %s not visible", q->marker);
         else
-            nb_error(ctx, 400, NULL, "No image found with ID %s", q.marker);
+            nb_error(ctx, 400, NULL, "No image found with ID %s", q->marker);
         goto out;
     }
     size_t n = json_array_size(list);
@@ -785,14 +785,30 @@ static int images_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
         abort();
     for (i = 0; i < n; i++)
         items[i] = json_array_get(list, i);
-    qsort_r(items, n, sizeof(*items), qsort_records, &q.sort);
-    json_t *page = json_array();
-    for (i = 0; i < n && (long long)json_array_size(page) < q.limit; i++) {
-        if (marker_rec && cmp_records(items[i], marker_rec, &q.sort) <= 0)
+    qsort_r(items, n, sizeof(*items), qsort_records, (void *)&q->sort);
+    page = json_array();
+    for (i = 0; i < n && (long long)json_array_size(page) < q->limit; i++) {
+        if (marker_rec && cmp_records(items[i], marker_rec, &q->sort) <= 0)
             continue;
         json_array_append_new(page, nb_image_record_view(items[i]));
     }
     free(items);
+out:
+    json_decref(list);
+    json_decref(records);
+    json_decref(memberships);
+    return page;
+}
+
+static int images_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    struct list_query q = {0};
+    nb_req_query_each(req, params_add, &q.p);
+    json_t *page = parse_list(ctx, &q) == 0 ? select_images(ctx, &q) : NULL;
+    if (!page) {
+        params_free(&q.p);
+        return -1;
+    }
     char *query = encode_params(&q.p, NULL);
     char *first = *query ? nb_strdup_printf("/v2/images?%s", query) : strdup("/v2/images");
     json_t *body = json_pack("{s:o, s:s, s:s}", "images", page, "first", first, "schema",
@@ -808,13 +824,30 @@ static int images_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
         free(nq);
         free(next);
     }
-    rc = nb_resp_json(resp, 200, body);
-out:
-    json_decref(list);
-    json_decref(records);
-    json_decref(memberships);
     params_free(&q.p);
-    return rc;
+    return nb_resp_json(resp, 200, body);
+}
+
+json_t *nb_image_list(struct nb_ctx *ctx, const json_t *filters, const char *marker,
+                      long long limit)
+{
+    struct list_query q = {0};
+    const char *key;
+    json_t *v;
+    json_object_foreach ((json_t *)filters, key, v) {
+        if (json_is_string(v))
+            params_add(&q.p, key, json_string_value(v));
+    }
+    if (marker)
+        params_add(&q.p, "marker", marker);
+    json_t *page = NULL;
+    if (parse_list(ctx, &q) == 0) {
+        /* A client following the "next" links gets every page. */
+        q.limit = limit >= 0 ? limit : LLONG_MAX;
+        page = select_images(ctx, &q);
+    }
+    params_free(&q.p);
+    return page;
 }
 
 /* --- show, update, delete --------------------------------------------------------------- */

@@ -51,8 +51,31 @@ int nb_image_import_file(struct nb_ctx *ctx, const char *image_id, const char *p
 int nb_image_create_snapshot(struct nb_ctx *ctx, const json_t *attrs, bool no_data, char *id_out);
 /* Deletes an image the context may modify, with its data (Glance's soft
  * delete), e.g. a snapshot record whose upload failed. 0, or -1 after
- * nb_error (404 when it does not exist or is not visible). */
+ * nb_error (404 when it does not exist or is not visible, 403 when ctx may
+ * not delete it or it is protected). */
 int nb_image_delete(struct nb_ctx *ctx, const char *image_id);
+
+/* For the compute API's image proxy (Nova's images.py, image_metadata.py,
+ * which talk to Glance v2): */
+/* GET /v2/images/{id}: the Glance v2 view of a visible image (properties
+ * flattened), or NULL after 404 "No image found with ID <id>" or a
+ * database error. New ref. */
+json_t *nb_image_show(struct nb_ctx *ctx, const char *image_id);
+/* GET /v2/images followed through every "next" link, as glanceclient's
+ * images.list does: the views of the images ctx may see that match
+ * filters (an object of Glance v2 query parameters with string values:
+ * "name", "status", "updated_at": "gte:<time>", "min_ram", a property
+ * name, ...), after marker (NULL: from the start), at most limit of them
+ * (-1: all), in Glance's default order. New array, or NULL after Glance's
+ * 400/403 (e.g. "No image found with ID <marker>"). */
+json_t *nb_image_list(struct nb_ctx *ctx, const json_t *filters, const char *marker,
+                      long long limit);
+/* Makes props (an object of strings) the image's whole set of properties,
+ * as glanceclient's update with remove_props does (one JSON patch: remove,
+ * add, replace). Returns the new view, or NULL after 404 (as
+ * nb_image_show), 403 (not allowed to modify it; a read-only or reserved
+ * attribute named as a property), 413 (image_property_quota). New ref. */
+json_t *nb_image_set_properties(struct nb_ctx *ctx, const char *image_id, const json_t *props);
 
 /* True when key is one of Glance's own attributes of an image view ("id",
  * "name", "disk_format", "os_hash_value", ...), false for a property. */

@@ -414,7 +414,101 @@ int nb_image_delete(struct nb_ctx *ctx, const char *image_id)
         return nb_error(ctx, 404, NULL, "Image %s could not be found.", image_id);
     if (!nb_image_record_mutable(ctx, rec))
         return nb_error(ctx, 403, NULL, "You are not authorized to complete delete_image action.");
+    if (json_is_true(json_object_get(rec, "protected")))
+        return nb_error(ctx, 403, NULL, "Image %s is protected and cannot be deleted.", image_id);
     return nb_image_record_delete(ctx, image_id);
+}
+
+/* The visible record of image_id, or NULL after 404 (Glance's "No image
+ * found with ID <id>.") or a database error. New ref. */
+static json_t *visible_or_404(struct nb_ctx *ctx, const char *image_id)
+{
+    json_t *rec = image_id ? nb_image_record_load(ctx, image_id) : NULL;
+    if (!rec && ctx->err_status)
+        return NULL;
+    if (!rec || !nb_image_record_visible(ctx, rec)) {
+        json_decref(rec);
+        nb_error(ctx, 404, NULL, "No image found with ID %s", image_id ? image_id : "");
+        return NULL;
+    }
+    return rec;
+}
+
+json_t *nb_image_show(struct nb_ctx *ctx, const char *image_id)
+{
+    _cleanup_json_ json_t *rec = visible_or_404(ctx, image_id);
+    return rec ? nb_image_record_view(rec) : NULL;
+}
+
+/* Appends a JSON-patch path "/<key>" with key escaped as a JSON pointer
+ * token (~ as ~0, / as ~1). New string. */
+static char *pointer_of(const char *key)
+{
+    size_t n = 1;
+    for (const char *c = key; *c; c++)
+        n += (*c == '~' || *c == '/') ? 2 : 1;
+    char *out = malloc(n + 1), *o = out;
+    if (!out)
+        abort();
+    *o++ = '/';
+    for (const char *c = key; *c; c++) {
+        if (*c == '~' || *c == '/') {
+            *o++ = '~';
+            *o++ = *c == '~' ? '0' : '1';
+        } else {
+            *o++ = *c;
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+/* The JSON patch glanceclient sends to make old properties into props:
+ * remove what is gone, add what is new, replace what changed. New array. */
+static json_t *properties_patch(const json_t *old, const json_t *props)
+{
+    json_t *ops = json_array();
+    const char *k;
+    json_t *v;
+    json_object_foreach ((json_t *)old, k, v) {
+        if (!json_object_get(props, k)) {
+            _cleanup_free_ char *path = pointer_of(k);
+            json_array_append_new(ops, json_pack("{s:s, s:s}", "op", "remove", "path", path));
+        }
+    }
+    json_object_foreach ((json_t *)props, k, v) {
+        json_t *was = json_object_get(old, k);
+        if (was && json_equal(was, v))
+            continue;
+        _cleanup_free_ char *path = pointer_of(k);
+        json_array_append_new(ops, json_pack("{s:s, s:s, s:O}", "op", was ? "replace" : "add",
+                                             "path", path, "value", v));
+    }
+    return ops;
+}
+
+json_t *nb_image_set_properties(struct nb_ctx *ctx, const char *image_id, const json_t *props)
+{
+    _cleanup_json_ json_t *rec = visible_or_404(ctx, image_id);
+    if (!rec)
+        return NULL;
+    _cleanup_json_ json_t *ops = properties_patch(json_object_get(rec, "properties"), props);
+    if (json_array_size(ops) == 0)
+        return nb_image_record_view(rec);
+    if (!nb_image_record_mutable(ctx, rec)) {
+        nb_error(ctx, 403, NULL, "You are not authorized to complete modify_image action.");
+        return NULL;
+    }
+    char msg[1024];
+    int st = nb_image_patch_apply(rec, ops, 10, ctx->is_admin, msg, sizeof(msg));
+    if (st) {
+        nb_error(ctx, st, NULL, "%s", msg);
+        return NULL;
+    }
+    if (nb_image_record_quota(ctx, rec) < 0 || nb_image_record_save(ctx, rec) < 0)
+        return NULL;
+    NB_INFO("nubo.image.api", ctx, NULL, "updated the properties of image %s", image_id);
+    return nb_image_record_view(rec);
 }
 
 bool nb_image_is_core_attr(const char *key)

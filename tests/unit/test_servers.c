@@ -15,6 +15,7 @@
 #include "compute/api/api.h"
 #include "compute/api/servers_priv.h"
 #include "db/db.h"
+#include "image/image.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -145,6 +146,10 @@ static int setup_db(void **state)
     nb_compute_servers_init(&env);
     nb_compute_quotas_init(&env);
     nb_compute_limits_init(&env);
+    nb_compute_server_ips_init(&env);
+    nb_compute_images_init(&env);
+    nb_compute_versions_init(&env);
+    nb_image_init(&env);
     return 0;
 }
 
@@ -276,6 +281,221 @@ static void test_list_filters_and_paging(void **state)
     assert_null(json_object_get(srv, "OS-EXT-SRV-ATTR:host"));
     assert_null(json_object_get(srv, "host_status"));
     assert_non_null(json_object_get(srv, "OS-EXT-STS:vm_state"));
+    json_decref(j);
+}
+
+/* A request with a JSON body at a microversion; returns the parsed answer. */
+static json_t *call(const char *method, const char *token, const char *mv, const char *path,
+                    const char *body, int *status)
+{
+    char ver[32];
+    snprintf(ver, sizeof(ver), "compute %s", mv);
+    const char *hdr[] = {"X-Auth-Token", token, "OpenStack-API-Version", ver, NULL};
+    char *b = nb_http_dispatch(method, path, NULL, hdr, body, status);
+    json_t *j = *b ? nb_json_parse(b) : NULL;
+    free(b);
+    return j;
+}
+
+static void assert_message(json_t *j, const char *wrapper, const char *msg)
+{
+    assert_string_equal(nb_json_str(json_object_get(j, wrapper), "message"), msg);
+}
+
+/* /servers/{id}/ips: the view's addresses, another project's server 404,
+ * an unknown label Nova's 404; a trailing slash is a different path except
+ * on version documents. */
+static void test_server_ips_and_slashes(void **state)
+{
+    (void)state;
+    int st;
+    const char *mine = "/compute/v2.1/servers/00000000-0000-0000-0000-000000000001";
+    char path[128];
+    snprintf(path, sizeof(path), "%s/ips", mine);
+    json_t *j = call("GET", "member:pA:u1", "2.1", path, NULL, &st);
+    assert_int_equal(st, 200);
+    json_t *addrs = json_object_get(j, "addresses");
+    assert_true(json_is_object(addrs));
+    /* the same labels as the server view */
+    json_t *srv = call("GET", "member:pA:u1", "2.1", mine, NULL, &st);
+    json_t *view = json_object_get(json_object_get(srv, "server"), "addresses");
+    assert_int_equal(json_object_size(addrs), json_object_size(view));
+    json_decref(srv);
+    json_decref(j);
+    snprintf(path, sizeof(path), "%s/ips/private", mine);
+    j = call("GET", "member:pA:u1", "2.1", path, NULL, &st);
+    assert_int_equal(st, 404);
+    assert_message(j, "itemNotFound", "Instance is not a member of specified network");
+    json_decref(j);
+    j = call("GET", "member:pA:u1", "2.1",
+             "/compute/v2.1/servers/00000000-0000-0000-0000-000000000004/ips", NULL, &st);
+    assert_int_equal(st, 404);
+    assert_message(j, "itemNotFound",
+                   "Instance 00000000-0000-0000-0000-000000000004 could not be found.");
+    json_decref(j);
+    /* trailing slash: a resource path is 404, a version document answers */
+    j = call("GET", "member:pA:u1", "2.1", "/compute/v2.1/servers/", NULL, &st);
+    assert_int_equal(st, 404);
+    json_decref(j);
+    j = call("DELETE", "member:pA:u1", "2.1", "/image/v2/images/", NULL, &st);
+    assert_int_equal(st, 404);
+    json_decref(j);
+    j = call("GET", "member:pA:u1", "2.1", "/image/v2/images/", NULL, &st);
+    assert_int_equal(st, 404);
+    json_decref(j);
+    j = call("GET", "member:pA:u1", "2.1", "/image/v2/images", NULL, &st);
+    assert_int_equal(st, 200);
+    json_decref(j);
+    j = call("GET", NULL, "2.1", "/compute/v2.1/", NULL, &st);
+    assert_int_equal(st, 200);
+    assert_non_null(json_object_get(j, "version"));
+    json_decref(j);
+    j = call("GET", NULL, "2.1", "/compute/", NULL, &st);
+    assert_int_equal(st, 200);
+    json_decref(j);
+}
+
+/* Nova's image proxy over the image module: the view, filters, the 2.35 and
+ * 2.38 cutoffs, metadata CRUD and its quota. */
+static void test_image_proxy(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    nb_strlcpy(ctx.project_id, "pA", sizeof(ctx.project_id));
+    json_t *attrs =
+        json_pack("{s:s, s:s, s:s, s:s, s:i, s:{s:s, s:s, s:s}}", "name", "snap-1", "owner", "pA",
+                  "disk_format", "qcow2", "container_format", "bare", "min_ram", 64, "properties",
+                  "instance_uuid", "00000000-0000-0000-0000-000000000001", "image_type", "snapshot",
+                  "auto_disk_config", "True");
+    char id[37];
+    assert_int_equal(nb_image_create_snapshot(&ctx, attrs, true, id), 0);
+    json_decref(attrs);
+    int st;
+    char path[160];
+    snprintf(path, sizeof(path), "/compute/v2.1/images/%s", id);
+    json_t *j = call("GET", "member:pA:u1", "2.35", path, NULL, &st);
+    assert_int_equal(st, 200);
+    json_t *img = json_object_get(j, "image");
+    assert_string_equal(nb_json_str(img, "status"), "ACTIVE");
+    assert_int_equal(nb_json_int(img, "progress", -1), 100);
+    assert_int_equal(nb_json_int(img, "minRam", -1), 64);
+    assert_int_equal(nb_json_int(img, "OS-EXT-IMG-SIZE:size", -1), 0);
+    assert_string_equal(nb_json_str(img, "OS-DCF:diskConfig"), "AUTO");
+    assert_string_equal(nb_json_str(json_object_get(img, "metadata"), "image_type"), "snapshot");
+    assert_null(json_object_get(json_object_get(img, "metadata"), "disk_format"));
+    assert_string_equal(nb_json_str(json_object_get(img, "server"), "id"),
+                        "00000000-0000-0000-0000-000000000001");
+    json_t *links = json_object_get(img, "links");
+    assert_int_equal(json_array_size(links), 3);
+    assert_string_equal(nb_json_str(json_array_get(links, 2), "rel"), "alternate");
+    json_decref(j);
+    /* a queued snapshot (no data yet, size null) is SAVING at 25% */
+    json_t *qattrs = json_pack("{s:s, s:s}", "name", "snap-q", "owner", "pA");
+    char qid[37];
+    assert_int_equal(nb_image_create_snapshot(&ctx, qattrs, false, qid), 0);
+    json_decref(qattrs);
+    char qpath[160];
+    snprintf(qpath, sizeof(qpath), "/compute/v2.1/images/%s", qid);
+    j = call("GET", "member:pA:u1", "2.1", qpath, NULL, &st);
+    img = json_object_get(j, "image");
+    assert_string_equal(nb_json_str(img, "status"), "SAVING");
+    assert_int_equal(nb_json_int(img, "progress", -1), 25);
+    assert_int_equal(nb_json_int(img, "OS-EXT-IMG-SIZE:size", -1), 0);
+    assert_null(json_object_get(img, "server"));
+    json_decref(j);
+    assert_int_equal(nb_image_delete(&ctx, qid), 0);
+    /* another project does not see the private snapshot */
+    j = call("GET", "member:pB:u2", "2.1", path, NULL, &st);
+    assert_int_equal(st, 404);
+    assert_message(j, "itemNotFound", "Image not found.");
+    json_decref(j);
+    /* gone above 2.35 */
+    j = call("GET", "member:pA:u1", "2.36", path, NULL, &st);
+    assert_int_equal(st, 404);
+    json_decref(j);
+    /* filters: type, server (as an href), minRam, status */
+    const char *hdr[] = {"X-Auth-Token", "member:pA:u1", NULL};
+    char *b = nb_http_dispatch("GET", "/compute/v2.1/images/detail",
+                               "type=snapshot&minRam=64&status=ACTIVE&server=http%3A%2F%2Fx%2F"
+                               "servers%2F00000000-0000-0000-0000-000000000001",
+                               hdr, NULL, &st);
+    j = nb_json_parse(b);
+    free(b);
+    assert_int_equal(st, 200);
+    assert_int_equal(json_array_size(json_object_get(j, "images")), 1);
+    json_decref(j);
+    b = nb_http_dispatch("GET", "/compute/v2.1/images", "minRam=65", hdr, NULL, &st);
+    j = nb_json_parse(b);
+    free(b);
+    assert_int_equal(json_array_size(json_object_get(j, "images")), 0);
+    json_decref(j);
+    b = nb_http_dispatch("GET", "/compute/v2.1/images", "limit=-1", hdr, NULL, &st);
+    j = nb_json_parse(b);
+    free(b);
+    assert_int_equal(st, 400);
+    assert_message(j, "badRequest", "Invalid input received: limit must be >= 0");
+    json_decref(j);
+    /* metadata: set one, merge, replace, delete */
+    snprintf(path, sizeof(path), "/compute/v2.1/images/%s/metadata/k1", id);
+    j = call("PUT", "member:pA:u1", "2.38", path, "{\"meta\": {\"k1\": \"v1\"}}", &st);
+    assert_int_equal(st, 200);
+    json_decref(j);
+    j = call("PUT", "member:pA:u1", "2.38", path, "{\"meta\": {\"k2\": \"v1\"}}", &st);
+    assert_int_equal(st, 400);
+    assert_message(j, "badRequest", "Request body and URI mismatch");
+    json_decref(j);
+    j = call("GET", "member:pA:u1", "2.39", path, NULL, &st);
+    assert_int_equal(st, 404);
+    json_decref(j);
+    snprintf(path, sizeof(path), "/compute/v2.1/images/%s/metadata", id);
+    j = call("POST", "member:pA:u1", "2.1", path, "{\"metadata\": {\"k2\": \"v2\"}}", &st);
+    assert_int_equal(st, 200);
+    json_t *md = json_object_get(j, "metadata");
+    assert_string_equal(nb_json_str(md, "k1"), "v1");
+    assert_string_equal(nb_json_str(md, "k2"), "v2");
+    assert_string_equal(nb_json_str(md, "image_type"), "snapshot");
+    json_decref(j);
+    j = call("PUT", "member:pA:u1", "2.1", path, "{\"metadata\": {\"only\": \"x\"}}", &st);
+    assert_int_equal(st, 200);
+    json_decref(j);
+    j = call("GET", "member:pA:u1", "2.1", path, NULL, &st);
+    assert_int_equal(json_object_size(json_object_get(j, "metadata")), 1);
+    json_decref(j);
+    /* Nova's metadata_items quota (128) before Glance's */
+    json_t *big = json_object();
+    for (int i = 0; i < 129; i++) {
+        char k[16];
+        snprintf(k, sizeof(k), "k%d", i);
+        json_object_set_new(big, k, json_string("v"));
+    }
+    json_t *body = json_pack("{s:o}", "metadata", big);
+    char *text = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    j = call("PUT", "member:pA:u1", "2.1", path, text, &st);
+    free(text);
+    assert_int_equal(st, 403);
+    assert_message(j, "forbidden", "Image metadata limit exceeded");
+    json_decref(j);
+    snprintf(path, sizeof(path), "/compute/v2.1/images/%s/metadata/nope", id);
+    j = call("DELETE", "member:pA:u1", "2.1", path, NULL, &st);
+    assert_int_equal(st, 404);
+    assert_message(j, "itemNotFound", "Invalid metadata key");
+    json_decref(j);
+    snprintf(path, sizeof(path), "/compute/v2.1/images/%s/metadata/only", id);
+    j = call("DELETE", "member:pA:u1", "2.1", path, NULL, &st);
+    assert_int_equal(st, 204);
+    json_decref(j);
+    /* delete: another project 404, the owner 204, then 404 */
+    snprintf(path, sizeof(path), "/compute/v2.1/images/%s", id);
+    j = call("DELETE", "member:pB:u2", "2.1", path, NULL, &st);
+    assert_int_equal(st, 404);
+    json_decref(j);
+    j = call("DELETE", "member:pA:u1", "2.1", path, NULL, &st);
+    assert_int_equal(st, 204);
+    json_decref(j);
+    j = call("GET", "member:pA:u1", "2.1", path, NULL, &st);
+    assert_int_equal(st, 404);
     json_decref(j);
 }
 
@@ -470,6 +690,8 @@ int main(void)
     };
     const struct CMUnitTest with_db[] = {
         cmocka_unit_test(test_list_filters_and_paging),
+        cmocka_unit_test(test_server_ips_and_slashes),
+        cmocka_unit_test(test_image_proxy),
         cmocka_unit_test(test_quota_and_limits),
         cmocka_unit_test(test_destroy_instance),
     };

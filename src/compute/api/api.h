@@ -31,6 +31,8 @@ int nb_compute_instance_actions_init(struct nb_env *env);
 int nb_compute_quotas_init(struct nb_env *env);
 int nb_compute_limits_init(struct nb_env *env);
 int nb_compute_volume_attachments_init(struct nb_env *env);
+int nb_compute_server_ips_init(struct nb_env *env);
+int nb_compute_images_init(struct nb_env *env);
 
 /* Flavor by flavorid as a DB row object plus "extra_specs": {…}; 404
  * "Flavor <id> could not be found." when missing or not accessible to

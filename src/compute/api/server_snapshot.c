@@ -254,16 +254,20 @@ static int snapshot_volume_backed(struct nb_ctx *ctx, const json_t *inst, json_t
 /* ---- image-backed --------------------------------------------------------------------- */
 
 /* Nova's snapshot: the queued record, task_state image_snapshot (only from
- * None, else the record goes again and 409), action createImage, the cast. */
+ * None, else the record goes again and 409), action createImage, the cast.
+ * create_image's instance_uuid, user_id and image_type go over the
+ * inherited properties, the request's metadata over them. */
 static int snapshot_image_backed(struct nb_ctx *ctx, const json_t *inst, json_t *attrs,
-                                 char *image_id)
+                                 const json_t *metadata, char *image_id)
 {
     struct nb_db *db = nb_srv_db();
     const char *uuid = nb_json_str(inst, "uuid");
     json_t *props = json_object_get(attrs, "properties");
-    json_object_set_new(props, "instance_uuid", json_string(uuid));
-    json_object_set_new(props, "user_id", json_string(ctx->user_id));
-    json_object_set_new(props, "image_type", json_string("snapshot"));
+    const char *const own[][2] = {
+        {"instance_uuid", uuid}, {"user_id", ctx->user_id}, {"image_type", "snapshot"}};
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+        if (!json_object_get(metadata, own[i][0]))
+            json_object_set_new(props, own[i][0], json_string(own[i][1]));
     json_object_set_new(attrs, "disk_format", json_string("qcow2"));
     json_object_set_new(attrs, "container_format", json_string("bare"));
     if (nb_image_create_snapshot(ctx, attrs, false, image_id) < 0)
@@ -355,7 +359,7 @@ int nb_srv_create_image(struct nb_ctx *ctx, json_t *inst, json_t *args, struct n
     _cleanup_json_ json_t *attrs = snapshot_attrs(ctx, inst, name, metadata);
     char image_id[NB_UUID_LEN];
     if ((vbacked ? snapshot_volume_backed(ctx, inst, bdms, attrs, image_id)
-                 : snapshot_image_backed(ctx, inst, attrs, image_id)) < 0)
+                 : snapshot_image_backed(ctx, inst, attrs, metadata, image_id)) < 0)
         return -1;
     NB_INFO("nubo.compute.api", ctx, uuid, "createImage %s: image %s (%s)", name, image_id,
             vbacked ? "volume-backed, done" : "upload to come");
