@@ -4,7 +4,7 @@
  * nubo serves every API from one process under one base URL, so the catalog
  * is derived rather than stored: each service listed in
  * [identity] catalog_services (default "identity,compute,image,placement,
- * block-storage,volumev3": Keystone catalogs in devstack list Cinder under
+ * block-storage,volumev3,network": Keystone catalogs in devstack list Cinder under
  * both types, and OSC 6's `openstack volume` looks for volumev3)
  * gets a public, internal and admin endpoint at base URL + its path, in the
  * one region ([DEFAULT] region_name). Service and endpoint ids are stable
@@ -65,7 +65,7 @@ static void endpoint_id(const struct svc *s, const char *iface, char out[33])
 static bool service_enabled(const struct svc *s)
 {
     const char *list = nb_conf_str("identity", "catalog_services",
-                                   "identity,compute,image,placement,block-storage,volumev3");
+                                   "identity,compute,image,placement,block-storage,volumev3,network");
     size_t n = strlen(s->type);
     for (const char *p = list; *p;) {
         while (*p == ',' || *p == ' ')

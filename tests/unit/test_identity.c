@@ -189,7 +189,7 @@ static void test_token_validation(void **state)
     assert_int_equal(json_array_size(json_object_get(tb, "roles")), 3);
     assert_string_equal(nb_json_str(json_object_get(tb, "project"), "id"), admin_p);
     assert_true(json_is_false(json_object_get(tb, "is_domain")));
-    assert_int_equal(json_array_size(json_object_get(tb, "catalog")), 6);
+    assert_int_equal(json_array_size(json_object_get(tb, "catalog")), 7);
     assert_string_equal(nb_json_str(json_object_get(json_object_get(tb, "user"), "domain"), "name"),
                         "Default");
     json_decref(body);
@@ -443,7 +443,7 @@ static void test_api(void **state)
     assert_true(nb_startswith(nb_json_str(ep, "url"), "http://127.0.0.1:9/"));
     json_decref(j);
     j = call("GET", "/identity/v3/endpoints", "interface=public", atok, NULL, &st);
-    assert_int_equal(json_array_size(json_object_get(j, "endpoints")), 6);
+    assert_int_equal(json_array_size(json_object_get(j, "endpoints")), 7);
     json_decref(j);
     json_decref(call("GET", "/identity/v3/endpoints", NULL, dtok, NULL, &st));
     assert_int_equal(st, 403);

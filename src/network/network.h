@@ -1,0 +1,74 @@
+/* network.h - the Networking service (Neutron API v2.0 subset, under
+ * /networking; catalog type "network") and what compute needs of it.
+ *
+ * nb_network_init registers the routes. The rest is for the compute API and
+ * conductor, the way Nova uses Neutron (nova/network/neutron.py): validate
+ * the requested networks at create, allocate ports when the build reaches
+ * its networking step, describe them as Nova's network_info model (what
+ * instance_info_caches.network_info stores and the server view's
+ * "addresses" is built from), and release them on delete. Each function
+ * runs with the checks and messages of the matching API call, on behalf of
+ * ctx's project; an error is recorded in ctx once (nb_error). */
+#ifndef NB_NETWORK_H
+#define NB_NETWORK_H
+
+#include "common/ctx.h"
+#include "common/env.h"
+
+#include <jansson.h>
+
+/* Registers the /networking routes; keeps env->db. 0/-1. */
+int nb_network_init(struct nb_env *env);
+
+/* Seeds the network an all-in-one starts with (devstack's): a shared
+ * "private" network with subnet "private-subnet" 10.0.0.0/26 ([network]
+ * seed_private_cidr), owned by the admin project, and, only when [network]
+ * seed_public_cidr is set, an external "public" one. Idempotent. Call after
+ * the identity bootstrap. 0/-1. */
+int nb_network_seed_defaults(struct nb_env *env);
+
+/* Checks a server create's networks as Nova's API does before it accepts
+ * the request. requested is "auto", "none", or a list of
+ * {"uuid"?, "port"?, "fixed_ip"?, "tag"?} (the body's "networks" as the
+ * compute API validated its shape; NULL = not given, like "auto" before
+ * 2.37). Every network must exist and be usable by ctx's project (its own,
+ * shared, or ctx is admin): else 400 "Network <id> could not be found."; a
+ * port must exist (404 "Port id <id> could not be found.") and be unbound
+ * (409 "Port <id> is still in use."); a fixed_ip must be a valid address.
+ * "auto"/NULL with more than one usable network and no default: 409
+ * "Multiple possible networks found, use a Network ID to be more
+ * specific.". 0/-1. */
+int nb_network_validate_request(struct nb_ctx *ctx, const json_t *requested);
+
+/* Allocates (or binds) one port per requested network for the instance, as
+ * Nova's allocate_for_instance: device_id = instance_uuid, device_owner =
+ * "compute:<az>", binding:host_id = host, status ACTIVE, a MAC fa:16:3e:…,
+ * one fixed IP per subnet from its allocation pools (or the requested
+ * fixed_ip). "auto"/NULL: the one usable network (none usable: no port, not
+ * an error); "none": no port. Ports made before a failure are removed
+ * again. On success *network_info (new reference) is Nova's network_info
+ * model, a list with one entry per port:
+ *   {"id": <port id>, "address": <mac>, "type": "ovs", "devname":
+ *    "tap<port id[:11]>", "vnic_type": "normal", "active": true,
+ *    "preserve_on_delete": <true for a port the user passed>,
+ *    "network": {"id", "label": <network name>, "bridge": "br-int",
+ *                "subnets": [{"cidr", "version", "gateway": {"address",
+ *                  "type": "gateway", "version"}, "dns": [{"address", …}],
+ *                  "ips": [{"address", "type": "fixed", "version",
+ *                           "floating_ips": []}], "routes": []}],
+ *                "meta": {"tenant_id", "mtu"}}}
+ * 0, or -1 after nb_error (400 unknown network, 409 "IP address … already
+ * allocated in subnet …" / "No more IP addresses available on network …"). */
+int nb_network_allocate_for_instance(struct nb_ctx *ctx, const char *instance_uuid,
+                                     const char *host, const char *az, const json_t *requested,
+                                     json_t **network_info);
+
+/* Deletes the instance's ports (those the user passed are unbound and kept:
+ * device_id/device_owner/binding:host_id cleared). Idempotent; 0/-1. */
+int nb_network_deallocate_for_instance(struct nb_ctx *ctx, const char *instance_uuid);
+
+/* The instance's current network_info built from its ports (same shape as
+ * above; [] when it has none). New reference, or NULL after nb_error. */
+json_t *nb_network_info_for_instance(struct nb_ctx *ctx, const char *instance_uuid);
+
+#endif

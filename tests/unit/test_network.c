@@ -1,0 +1,559 @@
+/* test_network.c - unit tests of the networking service: the IPAM address
+ * math (parsing, default pools, pool checks, first free address, v4 and v6),
+ * Neutron's validators and their messages, and, on a real database, port
+ * IP allocation (pools, fixed IPs, exhaustion, concurrent allocators never
+ * sharing an address) and the compute contract (allocate, network_info,
+ * deallocate). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "common/ctx.h"
+#include "common/env.h"
+#include "common/json.h"
+#include "common/util.h"
+#include "db/db.h"
+#include "network/network.h"
+#include "network/network_int.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char dir[] = "/tmp/nubo-test-network-XXXXXX";
+static struct nb_env env;
+
+static void admin_ctx(struct nb_ctx *ctx, const char *project)
+{
+    nb_ctx_init_system(ctx, NULL);
+    nb_strlcpy(ctx->project_id, project, sizeof(ctx->project_id));
+}
+
+static void user_ctx(struct nb_ctx *ctx, const char *project)
+{
+    nb_ctx_init(ctx);
+    nb_strlcpy(ctx->project_id, project, sizeof(ctx->project_id));
+    ctx->is_member = ctx->is_reader = true;
+}
+
+/* --- address math ------------------------------------------------------------ */
+
+static void test_ip_parse_format(void **state)
+{
+    (void)state;
+    struct nb_ip ip;
+    char out[64];
+    assert_int_equal(nb_ip_parse("10.0.0.1", &ip), 0);
+    assert_int_equal(ip.version, 4);
+    assert_string_equal(nb_ip_format(&ip, out), "10.0.0.1");
+    assert_int_equal(nb_ip_parse("2001:0db8:0:0::0001", &ip), 0);
+    assert_int_equal(ip.version, 6);
+    assert_string_equal(nb_ip_format(&ip, out), "2001:db8::1");
+    assert_int_equal(nb_ip_parse("10.0.0.256", &ip), -1);
+    assert_int_equal(nb_ip_parse("10.0.0", &ip), -1);
+    assert_int_equal(nb_ip_parse("", &ip), -1);
+
+    /* carry and borrow across bytes */
+    nb_ip_parse("10.0.0.255", &ip);
+    nb_ip_add(&ip, 1);
+    assert_string_equal(nb_ip_format(&ip, out), "10.0.1.0");
+    nb_ip_add(&ip, -2);
+    assert_string_equal(nb_ip_format(&ip, out), "10.0.0.254");
+    nb_ip_parse("::ffff:ffff", &ip);
+    nb_ip_add(&ip, 1);
+    assert_string_equal(nb_ip_format(&ip, out), "::1:0:0");
+}
+
+static void test_cidr(void **state)
+{
+    (void)state;
+    struct nb_ip net, first, last, ip;
+    int prefix;
+    char a[64];
+    assert_int_equal(nb_cidr_parse("10.1.2.0/24", &net, &prefix, true), 0);
+    assert_int_equal(prefix, 24);
+    assert_int_equal(nb_cidr_parse("10.1.2.3/24", &net, &prefix, true), -1);
+    assert_int_equal(nb_cidr_parse("10.1.2.3/24", &net, &prefix, false), 0);
+    assert_string_equal(nb_ip_format(&net, a), "10.1.2.0");
+    assert_int_equal(nb_cidr_parse("10.1.2.0/33", &net, &prefix, false), -1);
+    assert_int_equal(nb_cidr_parse("10.1.2.0", &net, &prefix, false), -1);
+    assert_int_equal(nb_cidr_parse("10.1.2.0/x", &net, &prefix, false), -1);
+    nb_cidr_parse("10.1.2.0/28", &net, &prefix, false);
+    nb_cidr_bounds(&net, prefix, &first, &last);
+    assert_string_equal(nb_ip_format(&last, a), "10.1.2.15");
+    nb_ip_parse("10.1.2.15", &ip);
+    assert_true(nb_ip_in_cidr(&ip, &net, prefix));
+    nb_ip_parse("10.1.2.16", &ip);
+    assert_false(nb_ip_in_cidr(&ip, &net, prefix));
+    assert_int_equal(nb_cidr_parse("2001:db8::/64", &net, &prefix, true), 0);
+    nb_cidr_bounds(&net, prefix, &first, &last);
+    assert_string_equal(nb_ip_format(&last, a), "2001:db8::ffff:ffff:ffff:ffff");
+}
+
+static void assert_pools(const char *cidr, const char *gw, const char *expected)
+{
+    json_t *p = nb_ipam_default_pools(cidr, gw);
+    assert_non_null(p);
+    char *s = nb_json_dump(p);
+    assert_string_equal(s, expected);
+    free(s);
+    json_decref(p);
+}
+
+/* neutron/ipam/utils.py generate_pools */
+static void test_default_pools(void **state)
+{
+    (void)state;
+    assert_pools("10.0.0.0/24", "10.0.0.1", "[{\"start\":\"10.0.0.2\",\"end\":\"10.0.0.254\"}]");
+    assert_pools("10.0.0.0/24", NULL, "[{\"start\":\"10.0.0.1\",\"end\":\"10.0.0.254\"}]");
+    assert_pools("10.0.0.0/24", "10.0.0.254", "[{\"start\":\"10.0.0.1\",\"end\":\"10.0.0.253\"}]");
+    assert_pools("10.0.0.0/24", "10.0.0.100",
+                 "[{\"start\":\"10.0.0.1\",\"end\":\"10.0.0.99\"},"
+                 "{\"start\":\"10.0.0.101\",\"end\":\"10.0.0.254\"}]");
+    /* a gateway outside the cidr takes nothing */
+    assert_pools("10.0.0.0/24", "192.168.0.1", "[{\"start\":\"10.0.0.1\",\"end\":\"10.0.0.254\"}]");
+    assert_pools("10.0.0.0/31", NULL, "[]");
+    assert_pools("10.0.0.7/32", NULL, "[{\"start\":\"10.0.0.7\",\"end\":\"10.0.0.7\"}]");
+    /* v6: only the subnet-router anycast address (and the gateway) is left out */
+    assert_pools("2001:db8::/64", "2001:db8::1",
+                 "[{\"start\":\"2001:db8::2\",\"end\":\"2001:db8::ffff:ffff:ffff:ffff\"}]");
+    assert_null(nb_ipam_default_pools("10.0.0.0/40", NULL));
+}
+
+static json_t *pools(const char *text)
+{
+    json_t *p = nb_json_parse(text);
+    assert_non_null(p);
+    return p;
+}
+
+static void expect_pool_error(const char *cidr, const char *gw, const char *text, int status,
+                              const char *type, const char *msg)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init(&ctx);
+    json_t *p = pools(text);
+    assert_int_equal(nb_ipam_check_pools(&ctx, cidr, gw, p), -1);
+    assert_int_equal(ctx.err_status, status);
+    assert_string_equal(ctx.err_name, type);
+    assert_string_equal(ctx.err_msg, msg);
+    json_decref(p);
+}
+
+static void test_check_pools(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init(&ctx);
+    json_t *ok = pools("[{\"start\":\"10.0.0.10\",\"end\":\"10.0.0.20\"},"
+                       "{\"start\":\"10.0.0.30\",\"end\":\"10.0.0.254\"}]");
+    assert_int_equal(nb_ipam_check_pools(&ctx, "10.0.0.0/24", "10.0.0.1", ok), 0);
+    json_decref(ok);
+    expect_pool_error("10.0.0.0/24", "10.0.0.1",
+                      "[{\"start\":\"10.0.0.2\",\"end\":\"10.0.0.255\"}]", 400,
+                      "OutOfBoundsAllocationPool",
+                      "The allocation pool 10.0.0.2-10.0.0.255 spans beyond the subnet cidr "
+                      "10.0.0.0/24.");
+    expect_pool_error("10.0.0.0/24", "10.0.0.1", "[{\"start\":\"10.0.0.0\",\"end\":\"10.0.0.5\"}]",
+                      400, "OutOfBoundsAllocationPool",
+                      "The allocation pool 10.0.0.0-10.0.0.5 spans beyond the subnet cidr "
+                      "10.0.0.0/24.");
+    expect_pool_error("10.0.0.0/24", "10.0.0.1",
+                      "[{\"start\":\"10.0.0.2\",\"end\":\"10.0.0.50\"},"
+                      "{\"start\":\"10.0.0.40\",\"end\":\"10.0.0.60\"}]",
+                      409, "OverlappingAllocationPools",
+                      "Found overlapping allocation pools: 10.0.0.2-10.0.0.50 "
+                      "10.0.0.40-10.0.0.60 for subnet 10.0.0.0/24.");
+    expect_pool_error("10.0.0.0/24", "10.0.0.5", "[{\"start\":\"10.0.0.2\",\"end\":\"10.0.0.50\"}]",
+                      409, "GatewayConflictWithAllocationPools",
+                      "Gateway ip 10.0.0.5 conflicts with allocation pool 10.0.0.2-10.0.0.50.");
+    expect_pool_error("10.0.0.0/24", NULL, "[{\"start\":\"10.0.0.9\",\"end\":\"10.0.0.3\"}]", 400,
+                      "InvalidAllocationPool",
+                      "The allocation pool {'start': '10.0.0.9', 'end': '10.0.0.3'} is not "
+                      "valid.");
+    expect_pool_error("10.0.0.0/24", NULL, "[{\"start\":\"2001:db8::2\",\"end\":\"2001:db8::3\"}]",
+                      400, "InvalidAllocationPool",
+                      "The allocation pool {'start': '2001:db8::2', 'end': '2001:db8::3'} is not "
+                      "valid.");
+}
+
+static void test_first_free(void **state)
+{
+    (void)state;
+    json_t *p = pools("[{\"start\":\"10.0.0.2\",\"end\":\"10.0.0.3\"},"
+                      "{\"start\":\"10.0.0.9\",\"end\":\"10.0.0.9\"}]");
+    json_t *used = json_array();
+    char ip[64];
+    const char *expected[] = {"10.0.0.2", "10.0.0.3", "10.0.0.9"};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(nb_ipam_first_free(p, used, ip), 0);
+        assert_string_equal(ip, expected[i]);
+        json_array_append_new(used, json_string(ip));
+    }
+    /* exhausted */
+    assert_int_equal(nb_ipam_first_free(p, used, ip), -1);
+    /* a freed address is found again */
+    json_array_remove(used, 1);
+    assert_int_equal(nb_ipam_first_free(p, used, ip), 0);
+    assert_string_equal(ip, "10.0.0.3");
+    assert_true(nb_ipam_in_pools(p, "10.0.0.9"));
+    assert_false(nb_ipam_in_pools(p, "10.0.0.5"));
+    json_decref(used);
+    json_decref(p);
+}
+
+/* --- validators -------------------------------------------------------------------- */
+
+static void test_validators(void **state)
+{
+    (void)state;
+    char buf[256];
+    assert_null(nb_net_validate_mac("fa:16:3e:00:11:22", buf));
+    assert_string_equal(nb_net_validate_mac("fa:16:3e:00:11", buf),
+                        "'fa:16:3e:00:11' is not a valid MAC address");
+    assert_non_null(nb_net_validate_mac("00:00:00:00:00:00", buf));
+    assert_null(nb_net_validate_ip("2001:db8::1", buf));
+    assert_string_equal(nb_net_validate_ip("1.2.3", buf), "'1.2.3' is not a valid IP address");
+    assert_null(nb_net_validate_cidr("10.0.0.0/24", buf));
+    assert_string_equal(nb_net_validate_cidr("10.0.0.1/24", buf),
+                        "'10.0.0.1/24' isn't a recognized IP subnet cidr, '10.0.0.0/24' is "
+                        "recommended");
+    assert_string_equal(nb_net_validate_cidr("10.0.0.0/33", buf),
+                        "'10.0.0.0/33' is not a valid IP subnet");
+    assert_null(nb_net_validate_uuid("0b4c6a5e-2c64-4a5e-9a7e-6f0a8c1d2e3f", buf));
+    assert_string_equal(nb_net_validate_uuid("abc", buf), "'abc' is not a valid UUID");
+    json_t *v = json_integer(3);
+    assert_string_equal(nb_net_validate_string(v, 255, buf), "'3' is not a valid string");
+    json_decref(v);
+
+    bool b;
+    const char *yes[] = {"true", "True", "1", "yes", "on"}, *no[] = {"false", "False", "0", "no"};
+    for (size_t i = 0; i < 5; i++) {
+        json_t *s = json_string(yes[i]);
+        assert_int_equal(nb_net_parse_bool(s, &b), 0);
+        assert_true(b);
+        json_decref(s);
+    }
+    for (size_t i = 0; i < 4; i++) {
+        json_t *s = json_string(no[i]);
+        assert_int_equal(nb_net_parse_bool(s, &b), 0);
+        assert_false(b);
+        json_decref(s);
+    }
+    json_t *s = json_string("maybe");
+    assert_int_equal(nb_net_parse_bool(s, &b), -1);
+    json_decref(s);
+}
+
+static void test_check_attrs(void **state)
+{
+    (void)state;
+    static const struct nb_net_attr attrs[] = {
+        {"name", NB_A_STR, true, true, false, false, 255},
+        {"network_id", NB_A_UUID, true, false, true, false, 0},
+        {"enabled", NB_A_BOOL, true, true, false, false, 0},
+        {"cidr", NB_A_CIDR, true, false, false, false, 0},
+        {NULL},
+    };
+    struct nb_ctx ctx;
+    nb_ctx_init(&ctx);
+    json_t *b = nb_json_parse("{\"network_id\":\"0b4c6a5e-2c64-4a5e-9a7e-6f0a8c1d2e3f\","
+                              "\"enabled\":\"True\"}");
+    assert_int_equal(nb_net_check_attrs(&ctx, b, attrs, true), 0);
+    assert_true(json_is_true(json_object_get(b, "enabled"))); /* converted in place */
+    json_decref(b);
+
+    struct {
+        const char *body, *msg;
+        bool create;
+    } cases[] = {
+        {"{\"name\":\"x\"}",
+         "Failed to parse request. Required attribute 'network_id' not specified", true},
+        {"{\"network_id\":\"0b4c6a5e-2c64-4a5e-9a7e-6f0a8c1d2e3f\",\"bogus\":1}",
+         "Unrecognized attribute(s) 'bogus'", true},
+        {"{\"network_id\":\"x\"}", "Invalid input for network_id. Reason: 'x' is not a valid UUID.",
+         true},
+        {"{\"network_id\":\"0b4c6a5e-2c64-4a5e-9a7e-6f0a8c1d2e3f\",\"cidr\":\"10.0.0.0/99\"}",
+         "Invalid input for cidr. Reason: '10.0.0.0/99' is not a valid IP subnet.", true},
+        {"{\"cidr\":\"10.0.0.0/24\"}", "Cannot update read-only attribute cidr", false},
+        {"{\"enabled\":\"perhaps\"}",
+         "Invalid input for operation: 'perhaps' cannot be converted to boolean.", false},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        nb_ctx_init(&ctx);
+        b = nb_json_parse(cases[i].body);
+        assert_int_equal(nb_net_check_attrs(&ctx, b, attrs, cases[i].create), -1);
+        assert_int_equal(ctx.err_status, 400);
+        assert_string_equal(ctx.err_msg, cases[i].msg);
+        json_decref(b);
+    }
+}
+
+/* --- on a database ------------------------------------------------------------------ */
+
+static const char *P1 = "p1p1p1p1p1p1p1p1p1p1p1p1p1p1p1p1";
+/* projects of the compute-contract test, which must see no other network */
+static const char *P3 = "p3p3p3p3p3p3p3p3p3p3p3p3p3p3p3p3",
+                  *P4 = "p4p4p4p4p4p4p4p4p4p4p4p4p4p4p4p4";
+
+/* A network with one subnet of cidr (pools: text or NULL). Writes ids. */
+static void make_net(const char *project, bool shared, const char *cidr, const char *pools_text,
+                     char *net_id, char *subnet_id)
+{
+    struct nb_ctx ctx;
+    admin_ctx(&ctx, project);
+    json_t *nb = json_pack("{s:s, s:b}", "name", "net", "shared", shared);
+    json_t *net = nb_net_network_create(&ctx, nb);
+    assert_non_null(net);
+    nb_strlcpy(net_id, nb_json_str(net, "id"), NB_UUID_LEN);
+    json_t *sb = json_pack("{s:s, s:s, s:i}", "network_id", net_id, "cidr", cidr, "ip_version",
+                           strchr(cidr, ':') ? 6 : 4);
+    if (pools_text)
+        json_object_set_new(sb, "allocation_pools", nb_json_parse(pools_text));
+    json_t *sub = nb_net_subnet_create(&ctx, sb);
+    assert_non_null(sub);
+    nb_strlcpy(subnet_id, nb_json_str(sub, "id"), NB_UUID_LEN);
+    json_decref(nb);
+    json_decref(net);
+    json_decref(sb);
+    json_decref(sub);
+}
+
+static json_t *port(struct nb_ctx *ctx, const char *net_id, const char *fixed_json)
+{
+    json_t *b = json_pack("{s:s}", "network_id", net_id);
+    if (fixed_json)
+        json_object_set_new(b, "fixed_ips", nb_json_parse(fixed_json));
+    json_t *v = nb_net_port_create(ctx, b);
+    json_decref(b);
+    return v;
+}
+
+static const char *ip_of(const json_t *port_view)
+{
+    return nb_json_str(json_array_get(json_object_get(port_view, "fixed_ips"), 0), "ip_address");
+}
+
+static void test_allocation_and_exhaustion(void **state)
+{
+    (void)state;
+    char net[NB_UUID_LEN], sub[NB_UUID_LEN];
+    make_net(P1, false, "192.168.10.0/29", NULL, net, sub); /* pool .2-.6 */
+    struct nb_ctx ctx;
+    admin_ctx(&ctx, P1);
+    const char *expected[] = {"192.168.10.2", "192.168.10.3", "192.168.10.4", "192.168.10.5",
+                              "192.168.10.6"};
+    json_t *first = NULL;
+    for (int i = 0; i < 5; i++) {
+        json_t *p = port(&ctx, net, NULL);
+        assert_non_null(p);
+        assert_string_equal(ip_of(p), expected[i]);
+        assert_true(nb_startswith(nb_json_str(p, "mac_address"), "fa:16:3e:"));
+        if (i == 0)
+            first = p;
+        else
+            json_decref(p);
+    }
+    assert_null(port(&ctx, net, NULL));
+    assert_int_equal(ctx.err_status, 409);
+    assert_string_equal(ctx.err_name, "IpAddressGenerationFailure");
+    char msg[200];
+    snprintf(msg, sizeof(msg), "No more IP addresses available on network %s.", net);
+    assert_string_equal(ctx.err_msg, msg);
+
+    /* deleting a port frees its address for the next one */
+    admin_ctx(&ctx, P1);
+    assert_int_equal(nb_net_port_delete(&ctx, nb_json_str(first, "id")), 0);
+    json_t *again = port(&ctx, net, NULL);
+    assert_non_null(again);
+    assert_string_equal(ip_of(again), "192.168.10.2");
+    json_decref(again);
+    json_decref(first);
+
+    /* a fixed IP outside the pools is allowed; a taken one is 409 */
+    char fixed[160];
+    snprintf(fixed, sizeof(fixed), "[{\"subnet_id\":\"%s\",\"ip_address\":\"192.168.10.1\"}]", sub);
+    /* .1 is the gateway here: Neutron lets the network's owner take it */
+    json_t *p = port(&ctx, net, fixed);
+    assert_non_null(p);
+    json_decref(p);
+    assert_null(port(&ctx, net, "[{\"ip_address\":\"192.168.10.3\"}]"));
+    assert_int_equal(ctx.err_status, 409);
+    snprintf(msg, sizeof(msg), "IP address 192.168.10.3 already allocated in subnet %s", sub);
+    assert_string_equal(ctx.err_msg, msg);
+    admin_ctx(&ctx, P1);
+    assert_null(port(&ctx, net, "[{\"ip_address\":\"10.9.9.9\"}]"));
+    assert_int_equal(ctx.err_status, 400);
+    assert_string_equal(ctx.err_name, "InvalidIpForNetwork");
+}
+
+static void test_v6_subnet_and_port(void **state)
+{
+    (void)state;
+    char net[NB_UUID_LEN], sub[NB_UUID_LEN];
+    make_net(P1, false, "2001:db8:1::/64", NULL, net, sub);
+    struct nb_ctx ctx;
+    admin_ctx(&ctx, P1);
+    json_t *p = port(&ctx, net, NULL);
+    assert_non_null(p);
+    assert_string_equal(ip_of(p), "2001:db8:1::2"); /* ::1 is the gateway */
+    json_decref(p);
+}
+
+struct worker {
+    const char *net;
+    int made;
+};
+
+static void *alloc_worker(void *arg)
+{
+    struct worker *w = arg;
+    for (int i = 0; i < 10; i++) {
+        struct nb_ctx ctx;
+        admin_ctx(&ctx, P1);
+        json_t *p = port(&ctx, w->net, NULL);
+        if (p)
+            w->made++;
+        json_decref(p);
+    }
+    return NULL;
+}
+
+/* Eight threads allocating at once: every port made has its own address,
+ * and the ports made are exactly the addresses in the pool. */
+static void test_concurrent_allocation(void **state)
+{
+    (void)state;
+    char net[NB_UUID_LEN], sub[NB_UUID_LEN];
+    make_net(P1, false, "172.16.0.0/26", NULL, net, sub); /* 61 addresses */
+    pthread_t t[8];
+    struct worker w[8];
+    for (int i = 0; i < 8; i++) {
+        w[i] = (struct worker){net, 0};
+        pthread_create(&t[i], NULL, alloc_worker, &w[i]);
+    }
+    int made = 0;
+    for (int i = 0; i < 8; i++) {
+        pthread_join(t[i], NULL);
+        made += w[i].made;
+    }
+    assert_int_equal(made, 61);
+    struct nb_ctx ctx;
+    admin_ctx(&ctx, P1);
+    assert_int_equal(nb_db_int(env.db, &ctx, -1,
+                               "SELECT COUNT(DISTINCT ip_address) FROM ipallocations WHERE "
+                               "subnet_id = ?",
+                               "s", sub),
+                     61);
+    assert_int_equal(
+        nb_db_int(env.db, &ctx, -1, "SELECT COUNT(*) FROM ports WHERE network_id = ?", "s", net),
+        61);
+}
+
+static void test_instance_contract(void **state)
+{
+    (void)state;
+    char net[NB_UUID_LEN], sub[NB_UUID_LEN], other[NB_UUID_LEN], osub[NB_UUID_LEN];
+    make_net(P3, true, "10.20.0.0/24", NULL, net, sub);
+    make_net(P4, false, "10.30.0.0/24", NULL, other, osub);
+    struct nb_ctx ctx;
+    user_ctx(&ctx, P3);
+    /* P3 sees its shared network only: "auto" is unambiguous */
+    assert_int_equal(nb_network_validate_request(&ctx, NULL), 0);
+    json_t *req = json_pack("[{s:s}]", "uuid", other);
+    assert_int_equal(nb_network_validate_request(&ctx, req), -1);
+    assert_int_equal(ctx.err_status, 400);
+    char msg[128];
+    snprintf(msg, sizeof(msg), "Network %s could not be found.", other);
+    assert_string_equal(ctx.err_msg, msg);
+    json_decref(req);
+
+    /* P4 sees its own and P3's shared network: "auto" is ambiguous */
+    user_ctx(&ctx, P4);
+    assert_int_equal(nb_network_validate_request(&ctx, NULL), -1);
+    assert_int_equal(ctx.err_status, 409);
+    assert_string_equal(ctx.err_msg,
+                        "Multiple possible networks found, use a Network ID to be more specific.");
+
+    user_ctx(&ctx, P4);
+    req = json_pack("[{s:s, s:s}]", "uuid", net, "fixed_ip", "10.20.0.77");
+    json_t *nw = NULL;
+    const char *inst = "11111111-2222-3333-4444-555555555555";
+    if (nb_network_allocate_for_instance(&ctx, inst, "host-a", "nova", req, &nw) < 0)
+        fail_msg("allocate: %d %s", ctx.err_status, ctx.err_msg);
+    assert_int_equal(json_array_size(nw), 1);
+    json_t *vif = json_array_get(nw, 0);
+    json_t *ips = json_object_get(
+        json_array_get(json_object_get(json_object_get(vif, "network"), "subnets"), 0), "ips");
+    assert_string_equal(nb_json_str(json_array_get(ips, 0), "address"), "10.20.0.77");
+    assert_string_equal(nb_json_str(json_object_get(vif, "network"), "label"), "net");
+    assert_true(nb_startswith(nb_json_str(vif, "devname"), "tap"));
+    json_t *row = nb_db_row(env.db, &ctx, "SELECT * FROM ports WHERE device_id = ?", "s", inst);
+    assert_string_equal(nb_json_str(row, "device_owner"), "compute:nova");
+    assert_string_equal(nb_json_str(row, "binding_host_id"), "host-a");
+    assert_string_equal(nb_json_str(row, "status"), "ACTIVE");
+    assert_string_equal(nb_json_str(row, "project_id"), P4);
+    json_decref(row);
+    json_decref(nw);
+
+    /* the same fixed IP for a second instance fails and leaves no port */
+    const char *inst2 = "11111111-2222-3333-4444-666666666666";
+    assert_int_equal(nb_network_allocate_for_instance(&ctx, inst2, "host-a", "nova", req, &nw), -1);
+    assert_int_equal(ctx.err_status, 409);
+    assert_int_equal(
+        nb_db_int(env.db, NULL, -1, "SELECT COUNT(*) FROM ports WHERE device_id = ?", "s", inst2),
+        0);
+    json_decref(req);
+
+    /* network_info is rebuilt from the ports; deallocate removes them */
+    user_ctx(&ctx, P4);
+    nw = nb_network_info_for_instance(&ctx, inst);
+    assert_int_equal(json_array_size(nw), 1);
+    json_decref(nw);
+    assert_int_equal(nb_network_deallocate_for_instance(&ctx, inst), 0);
+    assert_int_equal(nb_network_deallocate_for_instance(&ctx, inst), 0); /* idempotent */
+    nw = nb_network_info_for_instance(&ctx, inst);
+    assert_int_equal(json_array_size(nw), 0);
+    json_decref(nw);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    if (!mkdtemp(dir))
+        return -1;
+    char path[512];
+    snprintf(path, sizeof(path), "%s/nubo.sqlite", dir);
+    env.db = nb_db_open(path);
+    if (!env.db || nb_db_sync(env.db) < 0)
+        return -1;
+    env.state_path = dir;
+    env.region = "RegionTest";
+    env.my_host = "test";
+    return nb_network_init(&env);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    nb_db_close(env.db);
+    char cmd[600];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_ip_parse_format),    cmocka_unit_test(test_cidr),
+        cmocka_unit_test(test_default_pools),      cmocka_unit_test(test_check_pools),
+        cmocka_unit_test(test_first_free),         cmocka_unit_test(test_validators),
+        cmocka_unit_test(test_check_attrs),        cmocka_unit_test(test_allocation_and_exhaustion),
+        cmocka_unit_test(test_v6_subnet_and_port), cmocka_unit_test(test_concurrent_allocation),
+        cmocka_unit_test(test_instance_contract),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
