@@ -7,7 +7,13 @@
  * availability zones). Those are loaded for the whole page at once, with one
  * statement per table for every NB_SRV_IDS_PER_QUERY servers, keyed by
  * instance UUID, and then joined in memory; the per-server work is only
- * shaping JSON. */
+ * shaping JSON.
+ *
+ * "addresses" comes from instance_info_caches.network_info (the network_info
+ * model the conductor's networking step writes), shaped as Nova's
+ * views/addresses.py; GET /servers/{id}/ips and the ip/ip6 list filters
+ * read the same cache (nb_srv_addresses, nb_srv_uuids_by_ip). */
+#include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
 #include "common/util.h"
@@ -17,6 +23,7 @@
 #include "db/db.h"
 
 #include <openssl/evp.h>
+#include <regex.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -292,6 +299,7 @@ struct page_data {
     json_t *flavor_views; /* flavor JSON text -> view (shared by servers) */
     json_t *image_views;  /* image ref -> view */
     json_t *host_ids;     /* project + "/" + host -> hostId */
+    json_t *nw_info;      /* uuid -> network_info (parsed list) */
     char *url_v21, *url_bookmark;
 };
 
@@ -308,6 +316,7 @@ static void page_data_free(struct page_data *d)
     json_decref(d->flavor_views);
     json_decref(d->image_views);
     json_decref(d->host_ids);
+    json_decref(d->nw_info);
     free(d->url_v21);
     free(d->url_bookmark);
 }
@@ -363,9 +372,11 @@ static int load_page_data(struct nb_ctx *ctx, json_t *rows, const struct nb_srv_
     d->flavor_views = json_object();
     d->image_views = json_object();
     d->host_ids = json_object();
+    d->nw_info = json_object();
     d->url_v21 = nb_srv_url_v21();
     d->url_bookmark = nb_srv_url_bookmark();
     json_t *uuids = json_array(), *faulted = json_array(), *hosts = json_array();
+    json_t *built = json_array(); /* not building: may show addresses */
     json_t *seen_hosts = json_object();
     size_t i;
     json_t *r;
@@ -375,6 +386,9 @@ static int load_page_data(struct nb_ctx *ctx, json_t *rows, const struct nb_srv_
         const char *st = row_status(r);
         if (!strcmp(st, "ERROR") || !strcmp(st, "DELETED"))
             json_array_append_new(faulted, json_string(u));
+        const char *vm = row_str(r, "vm_state");
+        if (!vm || strcmp(vm, NB_VM_BUILDING))
+            json_array_append_new(built, json_string(u));
         const char *h = row_str(r, "host");
         if (h && *h && !json_object_get(seen_hosts, h)) {
             json_object_set_new(seen_hosts, h, json_true());
@@ -433,6 +447,24 @@ static int load_page_data(struct nb_ctx *ctx, json_t *rows, const struct nb_srv_
             }
             json_decref(hn);
         }
+    }
+
+    if (json_array_size(built)) {
+        res = rows_for_ids(ctx,
+                           "SELECT instance_uuid, network_info FROM instance_info_caches "
+                           "WHERE network_info IS NOT NULL AND network_info != '[]' AND "
+                           "instance_uuid",
+                           "", built);
+        if (!res)
+            goto out;
+        json_array_foreach (res, i, r) {
+            json_t *nw = nb_json_parse(row_str(r, "network_info"));
+            if (json_is_array(nw))
+                json_object_set_new(d->nw_info, row_str(r, "instance_uuid"), nw);
+            else
+                json_decref(nw);
+        }
+        json_decref(res);
     }
 
     if (o->show_extended_volumes) {
@@ -509,6 +541,7 @@ static int load_page_data(struct nb_ctx *ctx, json_t *rows, const struct nb_srv_
 out:
     json_decref(uuids);
     json_decref(faulted);
+    json_decref(built);
     json_decref(hosts);
     json_decref(seen_hosts);
     if (rc < 0)
@@ -879,6 +912,8 @@ static void put_links(struct nb_srv_buf *b, bool *first, const struct page_data 
     nb_srv_buf_lit(b, "}]");
 }
 
+static void write_addresses(struct nb_srv_buf *b, const json_t *nw, bool extend);
+
 static void write_server(struct nb_srv_buf *b, struct nb_ctx *ctx, const json_t *inst,
                          const struct nb_srv_view_opts *o, bool ext_attr, bool host_status,
                          struct page_data *d)
@@ -913,8 +948,10 @@ static void write_server(struct nb_srv_buf *b, struct nb_ctx *ctx, const json_t 
     const char *upd = row_str(inst, "updated_at");
     put_time(b, &first, "created", row_str(inst, "created_at"), true);
     put_time(b, &first, "updated", upd ? upd : row_str(inst, "created_at"), true);
-    /* No network service yet: no ports, so no addresses (as Nova with none). */
-    put_raw(b, &first, "addresses", "{}");
+    /* Nova hides the addresses of a building server; the extended keys are
+     * shown wherever the extended status is (GET always, PUT from 2.75) */
+    buf_key(b, "addresses", &first);
+    write_addresses(b, json_object_get(d->nw_info, uuid), o->show_extended_status);
     put_str(b, &first, "accessIPv4", ip4 ? ip4 : "");
     put_str(b, &first, "accessIPv6", ip6 ? ip6 : "");
     put_links(b, &first, d, uuid);
@@ -1048,4 +1085,192 @@ int nb_srv_view_write(struct nb_ctx *ctx, json_t *rows, const struct nb_srv_view
     }
     page_data_free(&d);
     return 0;
+}
+
+/* ---- addresses ------------------------------------------------------------ */
+
+static const char *vif_label(const json_t *vif)
+{
+    return nb_json_str(json_object_get(vif, "network"), "label");
+}
+
+/* One address of Nova's views/addresses.py basic(). */
+static void write_address(struct nb_srv_buf *b, bool *first, const json_t *ip, const char *type,
+                          const char *mac, bool extend)
+{
+    nb_srv_buf_raw(b, *first ? "{" : ",{", *first ? 1 : 2);
+    *first = false;
+    bool f = true;
+    json_t *version = json_object_get(ip, "version");
+    if (version)
+        put_json(b, &f, "version", version);
+    else
+        put_raw(b, &f, "version", "null");
+    put_str(b, &f, "addr", nb_json_str(ip, "address"));
+    if (extend) {
+        put_str(b, &f, "OS-EXT-IPS:type", type);
+        put_str(b, &f, "OS-EXT-IPS-MAC:mac_addr", mac);
+    }
+    nb_srv_buf_raw(b, "}", 1);
+}
+
+/* The fixed (floating false) or floating addresses of one VIF. */
+static void write_vif_addresses(struct nb_srv_buf *b, bool *first, const json_t *vif, bool floating,
+                                bool extend)
+{
+    const char *mac = nb_json_str(vif, "address");
+    size_t k, m, f;
+    json_t *sub, *ip, *fip;
+    json_array_foreach (json_object_get(json_object_get(vif, "network"), "subnets"), k, sub) {
+        json_array_foreach (json_object_get(sub, "ips"), m, ip) {
+            if (!floating)
+                write_address(b, first, ip, "fixed", mac, extend);
+            else
+                json_array_foreach (json_object_get(ip, "floating_ips"), f, fip)
+                    write_address(b, first, fip, "floating", mac, extend);
+        }
+    }
+}
+
+/* Nova's get_networks_for_instance_from_nw_info + addresses index(): per
+ * network label (in VIF order), the fixed IPs of its VIFs, then their
+ * floating IPs. Written straight into b: a page of 1,000 servers has
+ * 1,000 of these. */
+static void write_addresses(struct nb_srv_buf *b, const json_t *nw, bool extend)
+{
+    size_t n = json_array_size(nw);
+    bool first_label = true;
+    nb_srv_buf_raw(b, "{", 1);
+    for (size_t i = 0; i < n; i++) {
+        const char *label = vif_label(json_array_get(nw, i));
+        bool seen = !label;
+        for (size_t j = 0; j < i && !seen; j++)
+            seen = vif_label(json_array_get(nw, j)) &&
+                   !strcmp(vif_label(json_array_get(nw, j)), label);
+        if (seen)
+            continue;
+        buf_key(b, label, &first_label);
+        nb_srv_buf_raw(b, "[", 1);
+        bool first = true;
+        for (int floating = 0; floating < 2; floating++)
+            for (size_t j = i; j < n; j++) {
+                const char *l = vif_label(json_array_get(nw, j));
+                if (l && !strcmp(l, label))
+                    write_vif_addresses(b, &first, json_array_get(nw, j), floating, extend);
+            }
+        nb_srv_buf_raw(b, "]", 1);
+    }
+    nb_srv_buf_raw(b, "}", 1);
+}
+
+json_t *nb_srv_addresses(const json_t *network_info, bool extend)
+{
+    struct nb_srv_buf b;
+    nb_srv_buf_init(&b);
+    write_addresses(&b, network_info, extend);
+    json_t *out = json_loadb(b.s, b.len, JSON_DECODE_ANY, NULL);
+    nb_srv_buf_free(&b);
+    return out ? out : json_object();
+}
+
+json_t *nb_srv_network_info(struct nb_ctx *ctx, const char *instance_uuid)
+{
+    json_t *row = nb_db_row(nb_srv_db(), ctx,
+                            "SELECT network_info FROM instance_info_caches WHERE instance_uuid = ?",
+                            "s", instance_uuid);
+    if (!row && ctx->err_status)
+        return NULL;
+    json_t *nw = nb_json_parse(row_str(row, "network_info"));
+    json_decref(row);
+    if (!json_is_array(nw)) {
+        json_decref(nw);
+        nw = json_array();
+    }
+    return nw;
+}
+
+/* Compiles a filter of Python's re syntax as POSIX extended (\d is
+ * rewritten as [0-9]). 0, or -1 after 400 naming the filter. */
+static int compile_ip_filter(struct nb_ctx *ctx, const char *name, const char *pattern, regex_t *re)
+{
+    size_t n = strlen(pattern);
+    _cleanup_free_ char *ere = malloc(n * 5 / 2 + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (pattern[i] == '\\' && pattern[i + 1] == 'd') {
+            memcpy(ere + o, "[0-9]", 5);
+            o += 5;
+            i++;
+        } else if (pattern[i] == '\\' && pattern[i + 1]) {
+            ere[o++] = pattern[i++];
+            ere[o++] = pattern[i];
+        } else {
+            ere[o++] = pattern[i];
+        }
+    }
+    ere[o] = '\0';
+    if (regcomp(re, ere, REG_EXTENDED) != 0)
+        return nb_error(ctx, 400, NULL,
+                        "Invalid filter %s: '%s' is not a valid regular expression.", name,
+                        pattern);
+    return 0;
+}
+
+/* Python's re.match: a match that starts at the beginning. */
+static bool re_match_start(const regex_t *re, const char *s)
+{
+    regmatch_t m;
+    return regexec(re, s, 1, &m, 0) == 0 && m.rm_so == 0;
+}
+
+/* Whether a fixed IP of network_info matches (Nova's _ip_filter). */
+static bool nw_info_matches(const json_t *nw, const regex_t *re4, const regex_t *re6)
+{
+    size_t i, k, m;
+    json_t *vif, *sub, *ip;
+    json_array_foreach ((json_t *)nw, i, vif) {
+        json_array_foreach (json_object_get(json_object_get(vif, "network"), "subnets"), k, sub) {
+            json_array_foreach (json_object_get(sub, "ips"), m, ip) {
+                const char *addr = nb_json_str(ip, "address");
+                long long v = nb_json_int(ip, "version", 0);
+                if (addr && ((v == 4 && re4 && re_match_start(re4, addr)) ||
+                             (v == 6 && re6 && re_match_start(re6, addr))))
+                    return true;
+            }
+        }
+    }
+    return false;
+}
+
+json_t *nb_srv_uuids_by_ip(struct nb_ctx *ctx, const char *ip, const char *ip6)
+{
+    regex_t re4, re6;
+    if (ip && compile_ip_filter(ctx, "ip", ip, &re4) < 0)
+        return NULL;
+    if (ip6 && compile_ip_filter(ctx, "ip6", ip6, &re6) < 0) {
+        if (ip)
+            regfree(&re4);
+        return NULL;
+    }
+    json_t *out = NULL;
+    _cleanup_json_ json_t *rows = nb_db_rows(nb_srv_db(), ctx,
+                                             "SELECT instance_uuid, network_info FROM "
+                                             "instance_info_caches WHERE network_info IS NOT "
+                                             "NULL AND network_info != '[]'",
+                                             "");
+    if (rows) {
+        out = json_array();
+        size_t i;
+        json_t *r;
+        json_array_foreach (rows, i, r) {
+            _cleanup_json_ json_t *nw = nb_json_parse(row_str(r, "network_info"));
+            if (json_is_array(nw) && nw_info_matches(nw, ip ? &re4 : NULL, ip6 ? &re6 : NULL))
+                json_array_append(out, json_object_get(r, "instance_uuid"));
+        }
+    }
+    if (ip)
+        regfree(&re4);
+    if (ip6)
+        regfree(&re6);
+    return out;
 }

@@ -20,6 +20,7 @@
 #include "bus/bus.h"
 #include "db/db.h"
 #include "image/image.h"
+#include "network/network.h"
 #include "placement/placement.h"
 
 #include <arpa/inet.h>
@@ -926,8 +927,20 @@ static int build_list_sql(struct nb_ctx *ctx, struct list_req *l, struct nb_srv_
                     nb_srv_sql_add(q, " AND (vm_state IS NULL OR vm_state != 'soft-delete')");
             }
         } else if (!strcmp(key, "ip") || !strcmp(key, "ip6")) {
-            /* No instance has fixed IPs without a network service. */
-            l->empty = true;
+            /* both in one pass, as Nova's _ip_filter (ip6 is done with ip) */
+            const char *ip = nb_srv_query_last(l->opts, "ip");
+            if (!strcmp(key, "ip6") && ip)
+                continue;
+            json_t *ids = nb_srv_uuids_by_ip(ctx, ip, nb_srv_query_last(l->opts, "ip6"));
+            if (!ids)
+                return -1;
+            if (json_array_size(ids)) {
+                nb_srv_sql_add(q, " AND uuid IN ");
+                nb_srv_sql_id_list(q, ids);
+            } else {
+                l->empty = true;
+            }
+            json_decref(ids);
         } else if (!strncmp(key, "tags", 4) || !strncmp(key, "not-tags", 8)) {
             json_t *tags = split_commas(last);
             if (json_array_size(tags)) {
@@ -1604,6 +1617,10 @@ int nb_srv_destroy_instance(struct nb_ctx *ctx, const char *uuid, bool only_unsc
                    "UPDATE instance_faults SET deleted = id WHERE instance_uuid = ? AND "
                    "deleted = 0",
                    "s", uuid) < 0 ||
+        nb_db_exec(db, ctx,
+                   "UPDATE instance_info_caches SET deleted = id, deleted_at = ? WHERE "
+                   "instance_uuid = ? AND deleted = 0",
+                   "ss", now, uuid) < 0 ||
         nb_db_exec(db, ctx, "DELETE FROM tags WHERE resource_id = ?", "s", uuid) < 0 ||
         nb_db_exec(db, ctx, "DELETE FROM instance_group_member WHERE instance_uuid = ?", "s",
                    uuid) < 0)
@@ -1656,6 +1673,9 @@ static int local_delete(struct nb_ctx *ctx, const char *uuid, bool only_unschedu
         if (nb_placement_delete_allocations(&sys, uuid) < 0)
             NB_WARN("nubo.compute.api", ctx, uuid, "could not release allocations: %s",
                     sys.err_msg);
+        nb_ctx_init_system(&sys, ctx->request_id); /* a fresh error slot */
+        if (nb_network_deallocate_for_instance(&sys, uuid) < 0)
+            NB_WARN("nubo.compute.api", ctx, uuid, "could not release ports: %s", sys.err_msg);
         NB_INFO("nubo.compute.api", ctx, uuid,
                 "Instance deleted locally (never scheduled or "
                 "compute host down)");
@@ -2421,14 +2441,14 @@ static int resolve_bdms(struct nb_ctx *ctx, struct create_req *c)
     return 0;
 }
 
-/* Networks before 2.37 (Nova's _get_requested_networks) and, with no
- * network service in this cloud, the networks or ports that cannot exist. */
+/* Networks before 2.37 (Nova's _get_requested_networks), then the
+ * Networking service's checks (Nova's validate_networks). */
 static int resolve_networks(struct nb_ctx *ctx, struct create_req *c)
 {
     json_t *nets = json_object_get(c->server, "networks");
     c->networks = nets;
     if (!json_is_array(nets))
-        return 0;
+        return nb_network_validate_request(ctx, nets);
     json_t *ports = json_array();
     size_t i;
     json_t *n;
@@ -2469,17 +2489,7 @@ static int resolve_networks(struct nb_ctx *ctx, struct create_req *c)
             goto out;
         }
     }
-    /* No network service is deployed: no network or port can be found. */
-    json_array_foreach (nets, i, n) {
-        const char *port = json_string_value(json_object_get(n, "port"));
-        if (port) {
-            rc = nb_error(ctx, 400, NULL, "Port id %s could not be found.", port);
-            goto out;
-        }
-        rc = nb_error(ctx, 400, NULL, "Network %s could not be found.",
-                      json_string_value(json_object_get(n, "uuid")));
-        goto out;
-    }
+    rc = nb_network_validate_request(ctx, nets);
 out:
     json_decref(ports);
     return rc;

@@ -198,6 +198,19 @@ int nb_srv_buf_respond(struct nb_resp *resp, int status, struct nb_srv_buf *b);
  * and zones for all of them at once. 0/-1. */
 int nb_srv_view_write(struct nb_ctx *ctx, json_t *rows, const struct nb_srv_view_opts *o,
                       struct nb_srv_buf *b);
+/* Nova's "addresses" of a network_info list (instance_info_caches):
+ * {"<network label>": [{"version", "addr"[, "OS-EXT-IPS:type":
+ * "fixed"|"floating", "OS-EXT-IPS-MAC:mac_addr" when extend]}…]}, fixed IPs
+ * then floating ones per label, labels in VIF order. New ref. */
+json_t *nb_srv_addresses(const json_t *network_info, bool extend);
+/* The instance's cached network_info ([] when none). New ref, or NULL
+ * after a database error. */
+json_t *nb_srv_network_info(struct nb_ctx *ctx, const char *instance_uuid);
+/* The UUIDs of the instances with a fixed IP that the ip (IPv4) or ip6
+ * regular expression matches from its start (Nova's _ip_filter; NULL: not
+ * filtered on). New array, or NULL after 400 (bad expression) or a
+ * database error. */
+json_t *nb_srv_uuids_by_ip(struct nb_ctx *ctx, const char *ip, const char *ip6);
 /* {"id", "name", "links"} of one instance. New ref. */
 json_t *nb_srv_view_basic(const json_t *inst);
 /* The self and bookmark links of a compute resource ("servers", "flavors",

@@ -14,7 +14,11 @@
  * then ERROR with Nova's MaxRetriesExceeded message. No host at all: ERROR
  * with Nova's NoValidHost message and the scheduler's explanation. A failed
  * block_device_mapping step (volume creation or attach, volumes.c) aborts
- * the build without a reschedule, as Nova's BuildAbortException. */
+ * the build without a reschedule, as Nova's BuildAbortException; so does a
+ * failed networking step (ports of the Networking service, networking.c),
+ * whose network_info is written to instance_info_caches in the transaction
+ * that moves the build on. Every way out of a build attempt (abort, retry,
+ * lost race) releases the instance's ports. */
 #include "bus/bus.h"
 #include "common/cleanup.h"
 #include "common/config.h"
@@ -225,6 +229,7 @@ static void fail_build(struct conductor *c, struct nb_ctx *ctx, const char *uuid
         NB_INFO(LOG_COND, ctx, uuid, "Build abandoned: the instance is being deleted");
         return;
     }
+    cond_deallocate_networks(c, ctx, uuid); /* an earlier attempt's, if any */
     cond_fault(c, ctx, uuid, 500, message, details, NULL);
     cond_event_finish(c, ctx, uuid, EV_SCHEDULE, false, details && *details ? details : message);
     nb_action_finish(c->db, ctx, uuid, "Error");
@@ -250,10 +255,12 @@ static void build_aborted(struct conductor *c, struct nb_ctx *ctx, const char *u
 }
 
 /* Moves task_state from one build step to the next, ending the previous
- * step's event and starting the next one, in one transaction. Returns 1 if
- * it moved, 0 if the instance left the build meanwhile, -1 on error. */
+ * step's event and starting the next one, in one transaction; with
+ * network_info, the instance's info cache is written in it too. Returns 1
+ * if it moved, 0 if the instance left the build meanwhile, -1 on error. */
 static int next_step(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *host,
-                     const char *from, const char *from_event, const char *to, const char *to_event)
+                     const char *from, const char *from_event, const char *to, const char *to_event,
+                     const json_t *network_info)
 {
     char now[32];
     nb_now_iso_us(now);
@@ -263,6 +270,8 @@ static int next_step(struct conductor *c, struct nb_ctx *ctx, const char *uuid, 
                        "UPDATE instances SET task_state = ?, updated_at = ? WHERE uuid = ? AND "
                        "deleted = 0 AND task_state = ?",
                        "ssss", to, now, uuid, from);
+    if (n == 1 && network_info && cond_info_cache_write(c, ctx, uuid, network_info) < 0)
+        n = -1;
     if (n == 1) {
         cond_event_finish(c, ctx, uuid, from_event, true, NULL);
         cond_event_start(c, ctx, uuid, to_event, host);
@@ -272,26 +281,6 @@ static int next_step(struct conductor *c, struct nb_ctx *ctx, const char *uuid, 
         return -1;
     }
     return nb_db_commit(c->db, ctx) < 0 ? -1 : n;
-}
-
-/* networking: ports and IPs for the requested networks. nubo has no network
- * service yet, so a request for networks other than "none"/"auto" is only
- * logged; the step and its event are kept so the pipeline reads as Nova's. */
-static void do_networking(struct nb_ctx *ctx, const char *uuid, json_t *rspec)
-{
-    json_t *nets = json_object_get(rspec, "networks");
-    if (!nets)
-        nets = json_object_get(rspec, "requested_networks");
-    if (!nets || json_is_null(nets) ||
-        (json_is_string(nets) && !strcmp(json_string_value(nets), "none")))
-        NB_INFO(LOG_COND, ctx, uuid, "Networking: no network requested");
-    else {
-        _cleanup_free_ char *text = nb_json_dump(nets);
-        NB_INFO(LOG_COND, ctx, uuid,
-                "Networking: requested %s; no network service is configured, "
-                "no port allocated",
-                text);
-    }
 }
 
 /* Hands the instance to its host's agent. */
@@ -309,30 +298,34 @@ static int cast_build(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
 static void build_failed(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
                          const char *host, const char *message);
 
-/* The block_device_mapping step failed: Nova's BuildAbortException (no
- * reschedule). The volumes are let go (_cleanup_volumes: detached, those
- * marked delete_on_termination deleted), the instance goes to ERROR without
- * a host, with the fault "Build of instance <uuid> aborted: <why>", and its
+/* A build step (networking, block_device_mapping) failed: Nova's
+ * BuildAbortException (no reschedule). The volumes are let go
+ * (_cleanup_volumes: detached, those marked delete_on_termination deleted)
+ * and the ports released (_cleanup_allocated_networks), the instance goes
+ * to ERROR without a host, with the fault "Build of instance <uuid>
+ * aborted: <why>" (details: the service's own message, else why), and its
  * allocation is released. */
-static void build_aborted_bdm(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                              const char *host, const char *why)
+static void build_abort_step(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                             const char *host, const char *task, const char *event, const char *why,
+                             const char *details)
 {
     cond_cleanup_volumes(c, ctx, uuid);
+    cond_deallocate_networks(c, ctx, uuid);
     _cleanup_free_ char *message = nb_strdup_printf("Build of instance %s aborted: %s", uuid, why);
     char now[32];
     nb_now_iso_us(now);
     int n = nb_db_exec(c->db, ctx,
                        "UPDATE instances SET vm_state = 'error', task_state = NULL, host = NULL, "
                        "node = NULL, updated_at = ? WHERE uuid = ? AND deleted = 0 AND "
-                       "task_state = 'block_device_mapping'",
-                       "ss", now, uuid);
+                       "task_state = ?",
+                       "sss", now, uuid, task);
     cond_clear_error(ctx);
     if (n != 1) {
-        build_aborted(c, ctx, uuid, EV_BDM);
+        build_aborted(c, ctx, uuid, event);
         return;
     }
-    cond_fault(c, ctx, uuid, 500, message, why, host);
-    cond_event_finish(c, ctx, uuid, EV_BDM, false, why);
+    cond_fault(c, ctx, uuid, 500, message, details && *details ? details : why, host);
+    cond_event_finish(c, ctx, uuid, event, false, details && *details ? details : why);
     cond_event_finish(c, ctx, uuid, EV_BUILD, false, message);
     nb_action_finish(c->db, ctx, uuid, "Error");
     cond_clear_error(ctx);
@@ -342,6 +335,44 @@ static void build_aborted_bdm(struct conductor *c, struct nb_ctx *ctx, const cha
         cond_clear_error(ctx);
     }
     NB_ERROR(LOG_COND, ctx, uuid, "%s", message);
+}
+
+/* The networking step: ports for the requested networks, their
+ * network_info cached in the transaction that moves the build on to
+ * block_device_mapping. 0 when the build goes on; -1 when it stopped here
+ * (allocation failed: aborted; lost race: ports released; database error:
+ * logged). */
+static int networking(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *host,
+                      const char *az, json_t *rspec, char *why, char *details, size_t n)
+{
+    _cleanup_json_ json_t *row = cond_instance_get(c, ctx, uuid);
+    if (!row) {
+        build_aborted(c, ctx, uuid, EV_NETWORKING);
+        return -1;
+    }
+    if (!az || !*az)
+        az = nb_json_str(row, "availability_zone");
+    if (!az || !*az)
+        az = nb_conf_str("DEFAULT", "default_availability_zone", "nova");
+    _cleanup_json_ json_t *nw_info = NULL;
+    if (cond_allocate_networks(c, ctx, row, host, az, rspec, &nw_info, why, details, n) < 0) {
+        build_abort_step(c, ctx, uuid, host, NB_TASK_NETWORKING, EV_NETWORKING, why, details);
+        return -1;
+    }
+    int moved = next_step(c, ctx, uuid, host, NB_TASK_NETWORKING, EV_NETWORKING, NB_TASK_BDM,
+                          EV_BDM, nw_info);
+    if (moved == 1)
+        return 0;
+    /* deleted meanwhile (its delete may have run before these ports
+     * existed), or the move failed: these ports are this attempt's own */
+    cond_deallocate_networks(c, ctx, uuid);
+    if (moved < 0) {
+        NB_ERROR(LOG_COND, ctx, uuid, "database error during the build: %s", ctx->err_msg);
+        cond_clear_error(ctx);
+    } else {
+        build_aborted(c, ctx, uuid, EV_NETWORKING);
+    }
+    return -1;
 }
 
 /* The instance has a host: run the build steps and cast the spawn. */
@@ -385,27 +416,23 @@ static void build_on_host(struct conductor *c, struct nb_ctx *ctx, const char *u
     NB_INFO(LOG_COND, ctx, uuid, "Scheduled on host %s (node %s), attempt %lld", host, node,
             nb_json_int(retry, "num_attempts", 1));
 
-    do_networking(ctx, uuid, rspec);
-    n = next_step(c, ctx, uuid, host, NB_TASK_NETWORKING, EV_NETWORKING, NB_TASK_BDM, EV_BDM);
-    if (n <= 0) {
-        if (n < 0)
-            goto db_error;
-        build_aborted(c, ctx, uuid, EV_NETWORKING);
+    char why[1100], details[1100];
+    if (networking(c, ctx, uuid, host, nb_json_str(sel, "availability_zone"), rspec, why, details,
+                   sizeof(why)) < 0)
         return;
-    }
     /* block_device_mapping: volumes created and attached here; the agent
      * plugs them from the mappings it is given */
-    char why[1100];
     if (cond_prep_block_devices(c, ctx, uuid, host, why, sizeof(why)) < 0) {
-        build_aborted_bdm(c, ctx, uuid, host, why);
+        build_abort_step(c, ctx, uuid, host, NB_TASK_BDM, EV_BDM, why, NULL);
         return;
     }
-    n = next_step(c, ctx, uuid, host, NB_TASK_BDM, EV_BDM, NB_TASK_SPAWNING, EV_SPAWN);
+    n = next_step(c, ctx, uuid, host, NB_TASK_BDM, EV_BDM, NB_TASK_SPAWNING, EV_SPAWN, NULL);
     if (n <= 0) {
         if (n < 0)
             goto db_error;
         /* a delete that ran meanwhile may have missed what was attached */
         cond_cleanup_volumes(c, ctx, uuid);
+        cond_deallocate_networks(c, ctx, uuid);
         build_aborted(c, ctx, uuid, EV_BDM);
         return;
     }
@@ -506,6 +533,9 @@ static void build_failed(struct conductor *c, struct nb_ctx *ctx, const char *uu
                 host, message);
         return;
     }
+    /* Nova's _cleanup_allocated_networks before a reschedule: the next
+     * attempt allocates (and binds) ports on its own host */
+    cond_deallocate_networks(c, ctx, uuid);
     if (nb_placement_delete_allocations(ctx, uuid) < 0) {
         NB_ERROR(LOG_COND, ctx, uuid, "could not release the allocation on %s: %s", host,
                  ctx->err_msg);
@@ -551,6 +581,7 @@ void cond_build_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
         /* the guest may have been created after the delete destroyed
          * nothing: destroy it now (absent guest is not an error) */
         cond_cast_compute(c, ctx, host, "destroy_guest", json_pack("{s:s}", "uuid", uuid));
+        cond_deallocate_networks(c, ctx, uuid);
         return;
     }
     _cleanup_json_ json_t *row = cond_instance_get(c, ctx, uuid);

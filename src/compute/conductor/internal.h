@@ -109,6 +109,29 @@ void cond_detach_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 /* reconcile_disk_format (call): see compute.h. Reply, new ref. */
 json_t *cond_reconcile_disk_format(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 
+/* networking.c: ports of the Networking service (Nova's allocate_for_instance,
+ * deallocate_for_instance and instance_info_caches) */
+/* The build's networking step on host: releases what an earlier attempt
+ * left, then allocates the ports the request spec's requested_networks ask
+ * for (on behalf of the instance's project; device_owner "compute:<az>").
+ * 0 with *network_info (new ref, Nova's network_info model), or -1 with
+ * Nova's BuildAbortException reason in why and the service's message in
+ * details (both n bytes); ports made before the failure are gone again. */
+int cond_allocate_networks(struct conductor *c, struct nb_ctx *ctx, const json_t *row,
+                           const char *host, const char *az, const json_t *rspec,
+                           json_t **network_info, char *why, char *details, size_t n);
+/* Writes (inserts or replaces) the instance's instance_info_caches row, in
+ * the caller's transaction if any. 0/-1 (error in ctx). */
+int cond_info_cache_write(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                          const json_t *network_info);
+/* Releases the instance's ports (deleted; those the user passed unbound and
+ * kept) and empties its cache. Idempotent; failures are logged, never
+ * returned: a delete or a failed build must go on. */
+void cond_deallocate_networks(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
+/* Start-up recovery: releases the ports still bound to instances that are
+ * deleted or failed without a host. */
+void cond_release_leaked_ports(struct conductor *c, struct nb_ctx *ctx);
+
 /* snapshot.c: createImage of an image-backed server */
 void cond_snapshot_instance(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 void cond_snapshot_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);

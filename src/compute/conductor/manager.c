@@ -81,6 +81,9 @@ int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
      * Nova's _shutdown_instance / _cleanup_volumes, while the mappings still
      * say which they are. */
     cond_cleanup_volumes(c, ctx, uuid);
+    /* Its ports too (Nova's _try_deallocate_network), before the row is
+     * deleted: a crash in between leaves a delete that is run again. */
+    cond_deallocate_networks(c, ctx, uuid);
     char now[32];
     nb_now_iso_us(now);
     if (nb_db_begin(c->db, ctx) < 0)
@@ -110,7 +113,11 @@ int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
                    "deleted = 0",
                    "s", uuid) < 0 ||
         nb_db_exec(c->db, ctx, "DELETE FROM instance_group_member WHERE instance_uuid = ?", "s",
-                   uuid) < 0) {
+                   uuid) < 0 ||
+        nb_db_exec(c->db, ctx,
+                   "UPDATE instance_info_caches SET deleted = id, deleted_at = ? WHERE "
+                   "instance_uuid = ? AND deleted = 0",
+                   "ss", now, uuid) < 0) {
         nb_db_rollback(c->db);
         NB_ERROR(LOG_COND, ctx, uuid, "could not delete the instance record: %s", ctx->err_msg);
         return -1;

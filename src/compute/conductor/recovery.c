@@ -5,7 +5,9 @@
  * Runs once, in a thread started with the conductor, over the instances
  * that existed before the start (newer ones belong to live requests):
  *  1. allocations of deleted instances, of ERROR instances without a host
- *     and of builds not yet scheduled are released;
+ *     and of builds not yet scheduled are released, and so are the ports
+ *     of deleted instances and of ERROR instances without a host (a build
+ *     interrupted past scheduling releases its ports when it starts over);
  *  2. once the scheduler answers: builds waiting to be scheduled are
  *     scheduled again, under the request ID of their create action;
  *  3. builds past scheduling: the host's agent is asked about the guest; a
@@ -358,6 +360,7 @@ static void *recovery_main(void *arg)
     struct nb_ctx ctx;
     nb_ctx_init_system(&ctx, NULL);
     release_leaked_allocations(c, &ctx);
+    cond_release_leaked_ports(c, &ctx);
     resume_builds(c, &ctx);
     json_t *waited = json_object(); /* {host: agent answers?} */
     resume_interrupted_builds(c, &ctx, waited);

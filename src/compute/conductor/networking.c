@@ -1,0 +1,154 @@
+/* networking.c - what the conductor asks of the Networking service, as
+ * Nova's compute manager does of Neutron (nova/network/neutron.py): ports
+ * for the build's networking step, their network_info model in
+ * instance_info_caches, and their release on delete, on a failed build and
+ * before a reschedule.
+ *
+ * Ports are made on behalf of the instance's project. A build attempt
+ * starts from a clean slate: whatever an earlier attempt (or one killed by
+ * a restart) left bound to the instance is released first, so a reschedule
+ * gets ports bound to its new host and a requested fixed IP is free again.
+ * The release is idempotent (a port the user passed is unbound and kept,
+ * the others deleted), so every path that may hold ports calls it, and the
+ * start-up recovery calls it for instances that are deleted, or failed
+ * without a host, but still own ports. */
+#include "common/cleanup.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "compute/compute.h"
+#include "compute/conductor/internal.h"
+#include "db/db.h"
+#include "network/network.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Neutron's IpAddressGenerationFailure, which Nova turns into NoMoreFixedIps. */
+#define NO_MORE_IPS "No more IP addresses available on network "
+
+/* A context acting for the instance's project under the request's ID. An
+ * explicit list of networks or ports was checked against the requester's
+ * rights when the API accepted it (an admin may name any network), so it is
+ * allocated with admin rights; "auto" and the pre-2.37 default pick among
+ * the project's own and shared networks only. */
+static void ctx_for_instance(struct nb_ctx *nctx, const struct nb_ctx *ctx, const json_t *row,
+                             bool admin)
+{
+    nb_ctx_init_system(nctx, ctx->request_id);
+    nb_strlcpy(nctx->global_request_id, ctx->global_request_id, sizeof(nctx->global_request_id));
+    const char *project = nb_json_str(row, "project_id"), *user = nb_json_str(row, "user_id");
+    nb_strlcpy(nctx->project_id, project ? project : "", sizeof(nctx->project_id));
+    nb_strlcpy(nctx->user_id, user ? user : "", sizeof(nctx->user_id));
+    nctx->is_admin = admin;
+}
+
+/* The request's networks as the API stored them in the request spec:
+ * "auto", "none", a list, or absent (borrowed; NULL = not given). */
+static const json_t *requested_networks(const json_t *rspec)
+{
+    json_t *nets = json_object_get(rspec, "requested_networks");
+    if (!nets)
+        nets = json_object_get(rspec, "networks");
+    return json_is_null(nets) ? NULL : nets;
+}
+
+/* Nova's BuildAbortException reason for a failed allocation: NoMoreFixedIps
+ * keeps its text, anything else is the generic one (the service's own
+ * message goes in the fault's details). */
+static void abort_reason(const char *err, char *why, size_t n)
+{
+    if (!strncmp(err, NO_MORE_IPS, strlen(NO_MORE_IPS))) {
+        const char *net = err + strlen(NO_MORE_IPS);
+        int len = (int)strcspn(net, ". ");
+        snprintf(why, n,
+                 "Failed to allocate the network(s) with error No fixed IP addresses available "
+                 "for network: %.*s, not rescheduling.",
+                 len, net);
+        return;
+    }
+    snprintf(why, n, "Failed to allocate the network(s), not rescheduling.");
+}
+
+int cond_allocate_networks(struct conductor *c, struct nb_ctx *ctx, const json_t *row,
+                           const char *host, const char *az, const json_t *rspec,
+                           json_t **network_info, char *why, char *details, size_t n)
+{
+    const char *uuid = nb_json_str(row, "uuid");
+    const json_t *nets = requested_networks(rspec);
+    *network_info = NULL;
+    cond_deallocate_networks(c, ctx, uuid);
+    struct nb_ctx nctx;
+    ctx_for_instance(&nctx, ctx, row, json_is_array(nets));
+    if (nb_network_allocate_for_instance(&nctx, uuid, host, az, nets, network_info) < 0) {
+        const char *err = nctx.err_msg[0] ? nctx.err_msg : "The network service failed.";
+        abort_reason(err, why, n);
+        snprintf(details, n, "%s", err);
+        NB_WARN(LOG_COND, ctx, uuid, "Failed to allocate network(s) on host %s: %s", host, err);
+        return -1;
+    }
+    _cleanup_free_ char *text = nb_json_dump(*network_info);
+    NB_INFO(LOG_COND, ctx, uuid, "Networking on host %s: %zu port(s) %s", host,
+            json_array_size(*network_info), text);
+    return 0;
+}
+
+int cond_info_cache_write(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                          const json_t *network_info)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    return nb_db_exec(c->db, ctx,
+                      "INSERT INTO instance_info_caches (created_at, updated_at, deleted, "
+                      "network_info, instance_uuid) VALUES (?, ?, 0, ?, ?) "
+                      "ON CONFLICT (instance_uuid) DO UPDATE SET network_info = "
+                      "excluded.network_info, updated_at = excluded.updated_at, deleted = 0, "
+                      "deleted_at = NULL",
+                      "ssjs", now, now, (json_t *)network_info, uuid) < 0
+               ? -1
+               : 0;
+}
+
+void cond_deallocate_networks(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
+{
+    struct nb_ctx nctx;
+    nb_ctx_init_system(&nctx, ctx->request_id);
+    if (nb_network_deallocate_for_instance(&nctx, uuid) < 0) {
+        NB_ERROR(LOG_COND, ctx, uuid,
+                 "could not release the ports of the instance: %s (the start-up recovery "
+                 "releases them)",
+                 nctx.err_msg);
+        return;
+    }
+    char now[32];
+    nb_now_iso_us(now);
+    if (nb_db_exec(c->db, &nctx,
+                   "UPDATE instance_info_caches SET network_info = '[]', updated_at = ? WHERE "
+                   "instance_uuid = ? AND network_info IS NOT NULL AND network_info != '[]'",
+                   "ss", now, uuid) < 0)
+        NB_WARN(LOG_COND, ctx, uuid, "could not clear the network info cache: %s", nctx.err_msg);
+}
+
+void cond_release_leaked_ports(struct conductor *c, struct nb_ctx *ctx)
+{
+    _cleanup_json_ json_t *rows =
+        nb_db_rows(c->db, ctx,
+                   "SELECT DISTINCT p.device_id AS uuid FROM ports p JOIN instances i ON i.uuid = "
+                   "p.device_id WHERE p.device_owner LIKE 'compute:%' AND (i.deleted != 0 OR "
+                   "(i.vm_state = 'error' AND i.host IS NULL)) AND i.id <= ?",
+                   "i", c->last_id_at_start);
+    if (!rows) {
+        NB_ERROR(LOG_COND, ctx, NULL, "could not look for leaked ports: %s", ctx->err_msg);
+        cond_clear_error(ctx);
+        return;
+    }
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        const char *uuid = nb_json_str(r, "uuid");
+        NB_WARN(LOG_COND, ctx, uuid,
+                "Releasing the ports of an instance that is deleted or failed without a host "
+                "(left by an interrupted run)");
+        cond_deallocate_networks(c, ctx, uuid);
+    }
+}
