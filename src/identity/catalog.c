@@ -64,8 +64,9 @@ static void endpoint_id(const struct svc *s, const char *iface, char out[33])
 /* True if s is named in [identity] catalog_services. */
 static bool service_enabled(const struct svc *s)
 {
-    const char *list = nb_conf_str("identity", "catalog_services",
-                                   "identity,compute,image,placement,block-storage,volumev3,network");
+    const char *list =
+        nb_conf_str("identity", "catalog_services",
+                    "identity,compute,image,placement,block-storage,volumev3,network");
     size_t n = strlen(s->type);
     for (const char *p = list; *p;) {
         while (*p == ',' || *p == ' ')
