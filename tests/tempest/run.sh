@@ -37,13 +37,20 @@ image=$(mkimg tempest-img-1) && image_alt=$(mkimg tempest-img-2) || exit 1
 # two public flavors of different RAM, same disk (resize target)
 flavor=$(osc flavor show m1.nano -f value -c id)
 flavor_alt=$(osc flavor show m1.micro -f value -c id)
+# an external network for the router tests (public_network_id). aio does not
+# seed it; it lives in the service project because in the admin project it
+# would make admin boots without --nic ambiguous (Nova offers a project its
+# own networks plus the shared ones)
+public_net=$(osc network create --external --project service public -f value -c id) &&
+  osc subnet create --network public --subnet-range 172.24.4.0/24 public-subnet >/dev/null || exit 1
 
 /usr/bin/tempest init --workspace-path "$WS.workspace.yaml" --name nubo "$WS/tempest" >/dev/null
 rm -f "$WS/tempest/etc/logging.conf"   # Debian's makes workers truncate one log
 sed -e "s|@WS@|$WS/tempest|g" -e "s|@URL@|http://127.0.0.1:$port|g" \
     -e "s|@ADMIN_PASSWORD@|$pw|g" -e "s|@IMAGE_REF@|$image|g" \
     -e "s|@IMAGE_REF_ALT@|$image_alt|g" -e "s|@FLAVOR_REF@|$flavor|g" \
-    -e "s|@FLAVOR_REF_ALT@|$flavor_alt|g" "${TEMPEST_CONF_IN:-$here/tempest.conf.in}" >"$WS/tempest/etc/tempest.conf"
+    -e "s|@FLAVOR_REF_ALT@|$flavor_alt|g" \
+    -e "s|@PUBLIC_NETWORK_ID@|$public_net|g" "${TEMPEST_CONF_IN:-$here/tempest.conf.in}" >"$WS/tempest/etc/tempest.conf"
 # anchor each listed id: --include-list entries are re.search regexes
 /usr/bin/python3 - "${INCLUDE_LIST:-$here/include-list.txt}" >"$WS/include-list.txt" <<'PY'
 import re, sys
