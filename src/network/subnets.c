@@ -227,7 +227,8 @@ static json_t *create_one(struct nb_ctx *ctx, json_t *body)
     _cleanup_json_ json_t *net = owned_network(ctx, net_id);
     if (!net)
         return NULL;
-    if (!json_object_get(body, "cidr") && nb_net_hooks.subnet_from_pool &&
+    /* from a pool: the pool picks the cidr, or checks the one given */
+    if (nb_net_hooks.subnet_from_pool &&
         (json_object_get(body, "subnetpool_id") ||
          json_is_true(json_object_get(body, "use_default_subnetpool"))) &&
         nb_net_hooks.subnet_from_pool(ctx, project, body) < 0)
