@@ -275,6 +275,8 @@ int nb_network_init(struct nb_env *env)
         return -1;
     if (nb_net_subnetpools_init && nb_net_subnetpools_init(env) < 0)
         return -1;
+    if (nb_net_quotas_init(env) < 0)
+        return -1;
     return 0;
 }
 

@@ -57,6 +57,8 @@ extern struct nb_net_hooks nb_net_hooks;
 int nb_net_security_groups_init(struct nb_env *env) __attribute__((weak));
 int nb_net_routers_init(struct nb_env *env) __attribute__((weak));
 int nb_net_subnetpools_init(struct nb_env *env) __attribute__((weak));
+/* quotas.c: Neutron's quotas API, read side. 0/-1. */
+int nb_net_quotas_init(struct nb_env *env);
 
 /* Route registration of each resource file (api.c calls them). 0/-1. */
 int nb_net_networks_init(void);

@@ -174,9 +174,11 @@ def unique(prefix):
 
 @pytest.fixture(scope="session")
 def cloud(tmp_path_factory):
-    c = Cloud(tmp_path_factory.mktemp("aio"), free_port())
+    # the shared cloud boots many servers in the admin project, each with a
+    # port on the seeded network: a /22 instead of devstack's /26
+    c = Cloud(tmp_path_factory.mktemp("aio"), free_port(),
+              ("--set", "network.seed_private_cidr=10.0.0.0/22"))
     c.start()
-    # the shared cloud boots many servers in the admin project
     c.cli("quota", "set", "--instances", "500", "--cores", "1000", "--ram", "1000000", "admin")
     yield c
     rc = c.stop()

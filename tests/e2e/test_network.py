@@ -4,7 +4,21 @@
 answer (error bodies, version discovery)."""
 import json
 
-from conftest import unique
+import pytest
+
+from conftest import Cloud, free_port, unique
+
+
+@pytest.fixture(scope="module")
+def cloud(tmp_path_factory):
+    """This module's own all-in-one: it makes networks (external ones too) in
+    the admin project, which would make the shared cloud's admin boots
+    without --nic ambiguous (409 NetworkAmbiguous, as Nova)."""
+    c = Cloud(tmp_path_factory.mktemp("netapi"), free_port())
+    c.start()
+    yield c
+    assert c.stop() == 0, c.tail()
+
 
 # The CLI is slow on a loaded machine: each operation is driven once through
 # `openstack`, and the many requests a test needs around it go over HTTP.

@@ -2,7 +2,21 @@
 (Neutron API v2.0), driven like an operator does: `openstack security group
 ...`, `security group rule ...`, `router ...`, `subnet pool ...`, and plain
 HTTP where the CLI hides the answer (NeutronError bodies, status codes)."""
-from conftest import unique
+import pytest
+
+from conftest import Cloud, free_port, unique
+
+
+@pytest.fixture(scope="module")
+def cloud(tmp_path_factory):
+    """This module's own all-in-one: it makes networks (external ones too) in
+    the admin project, which would make the shared cloud's admin boots
+    without --nic ambiguous (409 NetworkAmbiguous, as Nova)."""
+    c = Cloud(tmp_path_factory.mktemp("netapi"), free_port())
+    c.start()
+    yield c
+    assert c.stop() == 0, c.tail()
+
 
 DEMO = "nubo-demo"
 _tokens = {}
