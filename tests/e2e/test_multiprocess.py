@@ -149,8 +149,10 @@ def rabbitmqctl(*args):
     subprocess.run([RABBITMQCTL] + list(args), check=True, capture_output=True, timeout=60)
 
 
-@pytest.fixture(scope="module")
-def vhost():
+def new_vhost():
+    """A RabbitMQ vhost of its own (its transport_url), deleted afterwards:
+    each cloud needs one, as two conductors on one `conductor` queue would
+    take each other's messages."""
     why = rabbitmq_ready()
     if why:
         pytest.skip(why)
@@ -159,6 +161,16 @@ def vhost():
     rabbitmqctl("set_permissions", "-p", name, "guest", ".*", ".*", ".*")
     yield "rabbit://guest:guest@127.0.0.1:5672/%s" % name
     subprocess.run([RABBITMQCTL, "delete_vhost", name], capture_output=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def vhost():
+    yield from new_vhost()
+
+
+@pytest.fixture(scope="module")
+def lv_vhost():
+    yield from new_vhost()
 
 
 class Proc:
@@ -378,13 +390,13 @@ def test_killed_compute_goes_down_boots_go_elsewhere_and_restart_syncs(split):
 
 
 @pytest.fixture(scope="module")
-def lvsplit(vhost):
+def lvsplit(lv_vhost):
     import test_libvirt as lv
     why = lv.libvirt_ready()
     if why:
         pytest.skip(why)
     d = lv.make_state_dir("mp-lv")
-    s = Split(d, vhost, ("--driver", "libvirt",
+    s = Split(d, lv_vhost, ("--driver", "libvirt",
                          "--set", "image_cache.remove_unused_original_minimum_age_seconds=0"))
     s.create().start_serve()
     s.compute("lvhost")
