@@ -18,6 +18,7 @@
 #include "common/log.h"
 #include "common/sbuf.h"
 #include "common/util.h"
+#include "db/db.h"
 #include "network/network.h"
 #include "network/network_int.h"
 
@@ -658,4 +659,31 @@ void nb_net_std_attrs(json_t *view, const json_t *row)
     json_object_set_new(view, "updated_at", json_string(nb_json_str(row, "updated_at")));
     json_object_set_new(view, "revision_number",
                         json_integer(nb_json_int(row, "revision_number", 0)));
+}
+
+int nb_net_create_respond(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
+                          const char *key, const char *collection, const json_t *items, bool bulk,
+                          json_t *(*create_one)(struct nb_ctx *ctx, json_t *body))
+{
+    if (nb_db_begin(nb_net_env->db, ctx) < 0)
+        return -1;
+    json_t *out = json_array();
+    for (size_t i = 0; i < json_array_size(items); i++) {
+        json_t *v = create_one(ctx, json_array_get(items, i));
+        if (!v) {
+            nb_db_rollback(nb_net_env->db);
+            json_decref(out);
+            return -1;
+        }
+        json_array_append_new(out, v);
+    }
+    if (nb_db_commit(nb_net_env->db, ctx) < 0) {
+        json_decref(out);
+        return -1;
+    }
+    if (bulk)
+        return nb_resp_json(resp, 201, json_pack("{s:o}", collection, out));
+    json_t *v = json_incref(json_array_get(out, 0));
+    json_decref(out);
+    return nb_net_show_respond(req, resp, 201, key, v);
 }

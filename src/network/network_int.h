@@ -117,6 +117,13 @@ int nb_net_owner(struct nb_ctx *ctx, const json_t *body, char *out);
 int nb_net_list_respond(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
                         const char *collection, json_t *views);
 
+/* Creates each body of items (borrowed) with create_one in one transaction,
+ * all or nothing, and answers 201: {collection: [views]} for a bulk
+ * request, else {key: view} trimmed to fields=. 0/-1. */
+int nb_net_create_respond(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
+                          const char *key, const char *collection, const json_t *items, bool bulk,
+                          json_t *(*create_one)(struct nb_ctx *ctx, json_t *body));
+
 /* Answers a single resource {key: view} trimmed to fields=. Steals view. */
 int nb_net_show_respond(struct nb_req *req, struct nb_resp *resp, int status, const char *key,
                         json_t *view);

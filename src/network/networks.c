@@ -160,6 +160,7 @@ static int create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
     if (!bulk && !one)
         return -1;
     size_t n = bulk ? json_array_size(bulk) : 1;
+    _cleanup_json_ json_t *items = json_array();
     for (size_t i = 0; i < n; i++) {
         json_t *b = bulk ? json_array_get(bulk, i) : one;
         if (bulk && json_object_get(b, "network"))
@@ -168,31 +169,10 @@ static int create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
             return json_is_object(b) ? -1
                                      : nb_error(ctx, 400, "HTTPBadRequest",
                                                 "Object 'network' contains invalid data");
+        json_array_append(items, b);
     }
-    if (nb_db_begin(nb_net_env->db, ctx) < 0)
-        return -1;
-    json_t *out = json_array();
-    for (size_t i = 0; i < n; i++) {
-        json_t *b = bulk ? json_array_get(bulk, i) : one;
-        if (bulk && json_object_get(b, "network"))
-            b = json_object_get(b, "network");
-        json_t *v = create_one(ctx, b);
-        if (!v) {
-            nb_db_rollback(nb_net_env->db);
-            json_decref(out);
-            return -1;
-        }
-        json_array_append_new(out, v);
-    }
-    if (nb_db_commit(nb_net_env->db, ctx) < 0) {
-        json_decref(out);
-        return -1;
-    }
-    if (bulk)
-        return nb_resp_json(resp, 201, json_pack("{s:o}", "networks", out));
-    json_t *v = json_incref(json_array_get(out, 0));
-    json_decref(out);
-    return nb_net_show_respond(req, resp, 201, "network", v);
+    return nb_net_create_respond(ctx, req, resp, "network", "networks", items, bulk != NULL,
+                                 create_one);
 }
 
 static int list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)

@@ -317,27 +317,9 @@ static int create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
         if (nb_net_check_attrs(ctx, b, subnet_attrs, true) < 0)
             return -1;
     }
-    if (nb_db_begin(nb_net_env->db, ctx) < 0)
-        return -1;
-    json_t *out = json_array();
-    for (size_t i = 0; i < n; i++) {
-        json_t *v = create_one(ctx, bulk ? json_array_get(bulk, i) : one);
-        if (!v) {
-            nb_db_rollback(nb_net_env->db);
-            json_decref(out);
-            return -1;
-        }
-        json_array_append_new(out, v);
-    }
-    if (nb_db_commit(nb_net_env->db, ctx) < 0) {
-        json_decref(out);
-        return -1;
-    }
-    if (bulk)
-        return nb_resp_json(resp, 201, json_pack("{s:o}", "subnets", out));
-    json_t *v = json_incref(json_array_get(out, 0));
-    json_decref(out);
-    return nb_net_show_respond(req, resp, 201, "subnet", v);
+    _cleanup_json_ json_t *items = bulk ? json_incref(bulk) : json_pack("[O]", one);
+    return nb_net_create_respond(ctx, req, resp, "subnet", "subnets", items, bulk != NULL,
+                                 create_one);
 }
 
 static int list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
