@@ -3,6 +3,7 @@
 
 NUBO_BIN selects the binary (default: build/nubo); the sanitizer run sets it
 to the ASan/UBSan build and NUBO_ASAN_LOG to collect reports."""
+import atexit
 import json
 import os
 import pty
@@ -13,6 +14,8 @@ import time
 import uuid
 
 import pytest
+
+import osc_runner
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 NUBO_BIN = os.environ.get("NUBO_BIN", os.path.join(ROOT, "build", "nubo"))
@@ -33,6 +36,31 @@ def free_port():
             return port
         except (OSError, OverflowError):
             continue
+
+
+def run_openstack(argv, env, timeout):
+    """Runs `openstack ARGV` with stdin a terminal, as for an operator (OSC
+    uploads a non-tty stdin as image data). By default through this worker's
+    warm runner (osc_runner.py: the same shell.main, forked per command);
+    NUBO_E2E_CLI=exec runs /usr/bin/openstack itself for every command."""
+    global _runner
+    if os.environ.get("NUBO_E2E_CLI") == "exec":
+        master, slave = pty.openpty()
+        try:
+            p = subprocess.run([OPENSTACK] + argv, env=env, capture_output=True, text=True,
+                               timeout=timeout, stdin=slave)
+        finally:
+            os.close(master)
+            os.close(slave)
+        return p
+    if _runner is None:
+        _runner = osc_runner.Runner()
+        atexit.register(_runner.close)
+    rc, out, err = _runner.run(argv, env, timeout)
+    return subprocess.CompletedProcess([OPENSTACK] + argv, rc, out, err)
+
+
+_runner = None
 
 
 class CliError(Exception):
@@ -113,16 +141,8 @@ class Cloud:
 
     def cli(self, *args, cloud="nubo", check=True, parse=True, timeout=120):
         """Runs `openstack --os-cloud CLOUD ARGS`; with -f json parses the output."""
-        cmd = [OPENSTACK, "--os-cloud", cloud] + [str(a) for a in args]
-        # stdin is a terminal, as for an operator: OSC uploads a non-tty
-        # stdin as image data
-        master, slave = pty.openpty()
-        try:
-            p = subprocess.run(cmd, env=self.env(), capture_output=True, text=True,
-                               timeout=timeout, stdin=slave)
-        finally:
-            os.close(master)
-            os.close(slave)
+        argv = ["--os-cloud", cloud] + [str(a) for a in args]
+        p = run_openstack(argv, self.env(), timeout)
         if check and p.returncode != 0:
             raise CliError(args, p.returncode, p.stdout, p.stderr)
         if not check:
