@@ -6,14 +6,31 @@
 # then runs
 #   1. unit tests (cmocka) on both builds,
 #   2. the end-to-end suite (pytest + the real openstack CLI/openstacksdk)
-#      against the normal build and again against the sanitizer build, which
-#      must leave no sanitizer report,
-#   3. Tempest with the checked-in list (tests/tempest/include-list.txt),
-#      beside the sanitizer e2e run.
-# Ends with one line "N passed, N failed" over everything.
+#      once, against the sanitizer build, which must leave no sanitizer
+#      report (NUBO_E2E_BUILDS="build build-asan" runs it on both),
+#   3. Tempest with the checked-in list (tests/tempest/include-list.txt)
+#      against the normal build, started as soon as that build exists and
+#      running beside everything after it (it mostly waits).
+# Prints each stage's wall time, and ends with one line "N passed, N failed"
+# over everything.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
+t0=$SECONDS stage_names=() stage_secs=()
+stage_t=$SECONDS stage_name=
+stage() { # name: ends the running stage, starts the next
+  [ -z "$stage_name" ] || { stage_names+=("$stage_name"); stage_secs+=($((SECONDS - stage_t))); }
+  stage_name=$1 stage_t=$SECONDS
+  [ -z "$1" ] || echo "== $1"
+}
+print_times() {
+  stage ""
+  echo "== stage wall times"
+  for i in "${!stage_names[@]}"; do printf '  %-34s %5d s\n' "${stage_names[$i]}" "${stage_secs[$i]}"; done
+  printf '  %-34s %5d s\n' "total" $((SECONDS - t0))
+}
+
+stage "install dependencies"
 bash scripts/install-deps.sh || exit 1
 export PATH=/usr/bin:/bin:/usr/sbin:/sbin
 out=${NUBO_TEST_OUT:-$root/build-test-results}
@@ -24,8 +41,8 @@ build() { # dir, meson options...
   [ -f "$dir/build.ninja" ] || meson setup "$dir" "$@" >/dev/null || return 1
   ninja -C "$dir" >"$out/$(basename "$dir").build.log" 2>&1 || { tail -50 "$out/$(basename "$dir").build.log"; return 1; }
 }
+stage "normal build"
 build build -Dwerror=true || exit 1
-build build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug || exit 1
 
 passed=0 failed=0
 count_junit() { # file -> adds to passed/failed
@@ -45,7 +62,19 @@ PY
   passed=$((passed + t - fl - er - sk)); failed=$((failed + fl + er))
 }
 
-echo "== clang-format"
+# Tempest (normal build, fake driver) starts now and runs beside every later
+# stage: it spends most of its time in its own waits (its subnet client
+# sleeps 10 s before each delete), so it overlaps well on two cores.
+tempest_pid= tempest_t=$SECONDS
+if [ -x tests/tempest/run.sh ] && [ -z "${NUBO_SKIP_TEMPEST:-}" ]; then
+  WS=$out/tempest bash tests/tempest/run.sh "$root/build/nubo" >"$out/tempest.log" 2>&1 &
+  tempest_pid=$!
+fi
+
+stage "sanitizer build"
+build build-asan -Dwerror=true -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug || exit 1
+
+stage "clang-format"
 if git ls-files 'src/*.[ch]' 'tests/unit/*.c' 'tests/fuzz/*.c' | xargs clang-format --dry-run --Werror 2>"$out/format.log"; then
   passed=$((passed + 1))
 else
@@ -56,7 +85,7 @@ fi
 # Tests with real guests boot tests/images/build.sh's image under the system
 # libvirtd; they find it through NUBO_TEST_IMAGE_DIR, and must not skip.
 export NUBO_REQUIRE_LIBVIRT=1
-echo "== test guest image and libvirtd"
+stage "test guest image and libvirtd"
 if bash tests/images/build.sh "$root/tests/images/out" && bash scripts/libvirt-up.sh; then
   export NUBO_TEST_IMAGE_DIR=$root/tests/images/out
   passed=$((passed + 1))
@@ -65,36 +94,26 @@ else
   failed=$((failed + 1))
 fi
 
-echo "== unit tests"
+stage "unit tests (both builds)"
 bash scripts/rabbitmq-up.sh || echo "RabbitMQ does not answer: the bus unit suite will fail (see /var/log/rabbitmq)"
 for b in build build-asan; do
   meson test -C "$b" --suite unit --print-errorlogs || true
   count_junit "$b/meson-logs/testlog.junit.xml"
 done
 
-run_e2e() { # label, binary
-  local label=$1 bin=$2
-  echo "== end-to-end tests ($label)"
-  NUBO_BIN=$bin /usr/bin/python3 -m pytest -q -p no:cacheprovider -n 2 -W ignore::DeprecationWarning tests/e2e \
-    --junitxml="$out/e2e-$label.xml" -o junit_family=xunit2 ${NUBO_E2E_ARGS:-}
-  count_junit "$out/e2e-$label.xml"
-}
-run_e2e normal "$root/build/nubo"
-
-# Tempest (normal build) runs beside the sanitizer e2e run: it spends most of
-# its time in its own waits (its subnet client sleeps 10 s before each
-# delete), so the two overlap well on two cores.
-tempest_pid=
-if [ -x tests/tempest/run.sh ] && [ -z "${NUBO_SKIP_TEMPEST:-}" ]; then
-  WS=$out/tempest bash tests/tempest/run.sh "$root/build/nubo" >"$out/tempest.log" 2>&1 &
-  tempest_pid=$!
-fi
-
 asan_dir="$out/asan"; mkdir -p "$asan_dir"
-export ASAN_OPTIONS="log_path=$asan_dir/asan:detect_leaks=1:abort_on_error=0"
-export UBSAN_OPTIONS="log_path=$asan_dir/ubsan:print_stacktrace=1:halt_on_error=0"
-run_e2e asan "$root/build-asan/nubo"
-unset ASAN_OPTIONS UBSAN_OPTIONS
+for b in ${NUBO_E2E_BUILDS:-build-asan}; do
+  stage "end-to-end tests ($b)"
+  if [ "$b" = build-asan ]; then
+    export ASAN_OPTIONS="log_path=$asan_dir/asan:detect_leaks=1:abort_on_error=0"
+    export UBSAN_OPTIONS="log_path=$asan_dir/ubsan:print_stacktrace=1:halt_on_error=0"
+  fi
+  NUBO_BIN=$root/$b/nubo /usr/bin/python3 -m pytest -q -p no:cacheprovider -n "${NUBO_E2E_WORKERS:-2}" \
+    -W ignore::DeprecationWarning tests/e2e --durations=25 \
+    --junitxml="$out/e2e-$b.xml" -o junit_family=xunit2 ${NUBO_E2E_ARGS:-}
+  count_junit "$out/e2e-$b.xml"
+  unset ASAN_OPTIONS UBSAN_OPTIONS
+done
 if compgen -G "$asan_dir/*" >/dev/null; then
   echo "== sanitizer reports:"; head -c 20000 "$asan_dir"/*
   failed=$((failed + 1))
@@ -103,12 +122,14 @@ else
 fi
 
 if [ -n "$tempest_pid" ]; then
+  stage "waiting for Tempest"
   wait "$tempest_pid"
-  echo "== tempest"
+  echo "== tempest (ran $((SECONDS - tempest_t)) s beside the stages above)"
   cat "$out/tempest.log"
   count_junit "$out/tempest/results.xml"
 fi
 
+print_times
 echo
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
