@@ -8,7 +8,8 @@
 #   2. the end-to-end suite (pytest + the real openstack CLI/openstacksdk)
 #      once, against the sanitizer build, which must leave no sanitizer
 #      report (NUBO_E2E_BUILDS="build build-asan" runs it on both),
-#   3. Tempest with the checked-in list (tests/tempest/include-list.txt)
+#   3. a smoke run of bench/bench.py on the normal build,
+#   4. Tempest with the checked-in list (tests/tempest/include-list.txt)
 #      against the normal build, started as soon as that build exists and
 #      running beside everything after it (it mostly waits).
 # Prints each stage's wall time, and ends with one line "N passed, N failed"
@@ -91,6 +92,15 @@ if bash tests/images/build.sh "$root/tests/images/out" && bash scripts/libvirt-u
   passed=$((passed + 1))
 else
   echo "no test guest image or no libvirtd (see above)"
+  failed=$((failed + 1))
+fi
+
+# The normal build's e2e coverage is Tempest and this smoke run of the
+# benchmarks (every boot must end ACTIVE), with ports on the seeded network.
+stage "benchmark smoke (normal build)"
+if /usr/bin/python3 bench/bench.py --smoke --networks auto --bin "$root/build/nubo"; then
+  passed=$((passed + 1))
+else
   failed=$((failed + 1))
 fi
 
