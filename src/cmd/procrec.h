@@ -2,9 +2,9 @@
  * processes of this machine (pid, since when, roles, hosts, version).
  *
  * Each `nubo aio|serve|compute` process keeps one JSON file,
- * <state_path>/run/nubo-<kind>.<host>.pid (kind "serve" for a process
- * with the database roles, "compute" for an agent process), holding an
- * exclusive flock(2) on it for its whole life. The lock, not the pid, says
+ * <state_path>/run/nubo-<kind>.<host>.pid (kind: its roles joined by
+ * dashes, e.g. nubo-compute.hostA.pid), holding an exclusive flock(2) on
+ * it for its whole life. The lock, not the pid, says
  * whether the process runs: it goes with the process however it dies, and a
  * recycled pid cannot fake it. A clean stop adds "stopped_at" and unlocks
  * the file; a killed process leaves it unlocked without one: either way it

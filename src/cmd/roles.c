@@ -128,6 +128,64 @@ static int start_agents(struct nb_env *env, struct nb_virt_driver **drv_out)
     return rc;
 }
 
+/* True if the comma lists a and b share a role other than compute. */
+static bool control_roles_meet(const char *a, const char *b)
+{
+    char *copy = strdup(a), *save = NULL;
+    bool meet = false;
+    for (char *r = strtok_r(copy, ", ", &save); r && !meet; r = strtok_r(NULL, ", ", &save)) {
+        if (!strcmp(r, "compute"))
+            continue;
+        size_t n = strlen(r);
+        for (const char *p = b; !meet && (p = strstr(p, r)); p += n)
+            meet = (p == b || p[-1] == ',') && (p[n] == ',' || !p[n]);
+    }
+    free(copy);
+    return meet;
+}
+
+/* True if the JSON arrays of strings a and b share an item. */
+static bool hosts_meet(const json_t *a, const json_t *b)
+{
+    size_t i, k;
+    json_t *x, *y;
+    json_array_foreach (a, i, x)
+        json_array_foreach (b, k, y)
+            if (json_equal(x, y))
+                return true;
+    return false;
+}
+
+/* True (after a message) if a live nubo process of this state path
+ * already runs one of the roles of info: a control-plane role for the
+ * same host, or an agent for one of the same compute hosts. */
+static bool overlapping(const char *run_dir, const json_t *info)
+{
+    json_t *recs = nb_procrec_list(run_dir);
+    bool clash = false;
+    size_t i;
+    json_t *r;
+    json_array_foreach (recs, i, r) {
+        if (!json_is_true(json_object_get(r, "alive")))
+            continue;
+        const char *mine = nb_json_str(info, "roles"), *theirs = nb_json_str(r, "roles");
+        const char *host = nb_json_str(r, "host");
+        if (!(host && theirs && !strcmp(host, nb_json_str(info, "host")) &&
+              control_roles_meet(mine, theirs)) &&
+            !hosts_meet(json_object_get(info, "hosts"), json_object_get(r, "hosts")))
+            continue;
+        fprintf(stderr,
+                "nubo: a running nubo process (pid %lld, %s since %s, roles %s, host %s; record "
+                "%s) already runs some of these roles (%s) on this state path; stop it first\n",
+                nb_json_int(r, "pid", 0), nb_json_str(r, "command"), nb_json_str(r, "started_at"),
+                theirs, host, nb_json_str(r, "path"), mine);
+        clash = true;
+        break;
+    }
+    json_decref(recs);
+    return clash;
+}
+
 /* Locks this process's record (procrec.h) with what `nubo status` shows:
  * command, roles, hosts, version, config, endpoints. NULL after a
  * message. */
@@ -158,10 +216,14 @@ static struct nb_procrec *record_process(const struct nb_env *env, const struct 
                  nb_conf_int("metadata", "port", 8775));
         json_object_set_new(info, "metadata_url", json_string(url));
     }
-    char run_dir[1100];
+    char run_dir[1100], kind[256];
     snprintf(run_dir, sizeof(run_dir), "%s/run", env->state_path);
+    nb_strlcpy(kind, roles_str(), sizeof(kind));
+    for (char *p = kind; *p; p++)
+        if (*p == ',' || *p == ' ' || *p == '/')
+            *p = '-';
     struct nb_procrec *rec =
-        nb_procrec_acquire(run_dir, needs_database() ? "serve" : "compute", env->my_host, info);
+        overlapping(run_dir, info) ? NULL : nb_procrec_acquire(run_dir, kind, env->my_host, info);
     json_decref(info);
     return rec;
 }

@@ -63,6 +63,16 @@ def test_status_lists_roles_and_agents_and_sees_a_killed_compute(tmp_path, vhost
             assert c["pid"] == str(proc.p.pid) and c["command"] == "compute", c
             assert c["last_heartbeat"] != "-" and c["service_version"] == "66"
 
+        # a second agent for hostA on this state path is refused
+        dup = subprocess.run([NUBO_BIN, "compute", "--config", s.conf, "--set",
+                              "DEFAULT.host=hostA", "--set", "fake.hosts=hostA", "--set",
+                              "DEFAULT.log_dir=%s" % (tmp_path / "dup-log")],
+                             capture_output=True, text=True, timeout=60)
+        assert dup.returncode == 1, dup.stdout + dup.stderr
+        assert "a running nubo process (pid %d, compute since" % a.p.pid in dup.stderr
+        assert "already runs some of these roles (compute)" in dup.stderr
+        assert status(s.conf)[1][("nova-compute", "hostA")]["pid"] == str(a.p.pid)
+
         # kill -9 one agent: down at once, the rest up, exit status 1
         b.stop(signal.SIGKILL)
         rc, lines, p = status(s.conf)
