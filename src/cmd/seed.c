@@ -17,7 +17,6 @@
 #include "image/format.h"
 #include "image/image.h"
 
-#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -89,8 +88,7 @@ int nb_seed_demo_image(struct nb_env *env)
             "the project's test guest as tests/images/out/guest.qcow2 (what scripts/setup.sh "
             "uses), or take a CirrOS qcow2; or upload any image with `openstack image create "
             "--file`.";
-        NB_WARN("nubo.main", &ctx, NULL, "%s", why);
-        fprintf(stderr, "nubo aio: warning: %s\n", why);
+        NB_WARN("nubo.main", &ctx, NULL, "%s", why); /* the logger echoes warnings on stderr */
         return 0;
     }
     char image_id[NB_UUID_LEN];

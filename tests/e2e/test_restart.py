@@ -187,3 +187,29 @@ def test_aio_help_says_where_the_admin_password_goes():
     assert out.returncode == 0
     assert "NUBO_ADMIN_PASSWORD" in out.stdout and "--admin-password-file" in out.stdout
     assert "`ps`" in out.stdout
+
+
+def test_libvirt_without_demo_image_seeds_no_empty_cirros_until_one_is_given():
+    import shutil
+    import test_libvirt as lv
+    why = lv.libvirt_ready()
+    if why:
+        pytest.skip(why)
+    c = Cloud(lv.make_state_dir("aio-noimg"), free_port(), ("--driver", "libvirt"))
+    c.start(timeout=60)
+    try:
+        assert "no demo image: with the libvirt driver a `cirros` image without data would " \
+            "look bootable and fail every boot, so none is created" in c.tail()
+        assert "bash tests/images/build.sh" in c.log("main")
+        assert c.sql("SELECT id FROM images WHERE name = 'cirros'") == []
+        assert c.stop() == 0
+        # a later start given an image makes `cirros` from it; the driver is kept
+        c.extra_args = ["--demo-image", lv.QCOW2]
+        c.start(timeout=60)
+        img = c.cli("image", "show", "cirros", "-f", "json")
+        assert img["status"] == "active" and img["size"] == os.path.getsize(lv.QCOW2)
+        assert conf(c)["compute"]["driver"] == "libvirt"
+        assert "recorded: aio.demo_image" in c.tail()
+    finally:
+        c.stop(timeout=60)
+        shutil.rmtree(c.state_dir, ignore_errors=True)
