@@ -434,6 +434,7 @@ struct aio_start {
     bool write_clouds;
     char url[300];
     const char *admin_pw, *demo_pw;
+    char generated_demo_pw[33];
     char note[1024];
 };
 
@@ -521,9 +522,8 @@ static int plan_identities(struct aio_start *st, struct aio_args *a, struct nb_a
             printf("nubo: generated admin password: %s\n", generated);
         }
         st->admin_pw = a->admin_pw ? a->admin_pw : generated;
-        static char demo_pw[33];
-        nb_random_hex(demo_pw, 16);
-        st->demo_pw = demo_pw;
+        nb_random_hex(st->generated_demo_pw, 16);
+        st->demo_pw = st->generated_demo_pw;
         st->write_clouds = o->bootstrap = true;
     }
     o->admin_password = st->admin_pw;
@@ -563,7 +563,7 @@ int nb_cmd_aio(int argc, char **argv)
         free(a.admin_pw);
         return rc == 1 ? 0 : rc;
     }
-    static struct aio_start st;
+    struct aio_start st = {0};
     if (make_state_dir(a.dir) < 0 || !realpath(a.dir, st.dir)) {
         perror("nubo aio: state dir");
         free(a.admin_pw);
