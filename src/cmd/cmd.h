@@ -18,10 +18,38 @@ int nb_cmd_doctor(int argc, char **argv);
  * (sqlite:///path), else <state_path>/nubo.sqlite, into buf. Returns buf. */
 const char *nb_cmd_db_path(char *buf, size_t n);
 
+/* How nb_run_roles starts a process. */
+struct nb_run_opts {
+    const char *command;     /* "aio", "serve", "compute": for the process record */
+    const char *config_path; /* the configuration file used, logged; may be NULL */
+    const char *config_note; /* how it was used (kept, options recorded), logged; may be NULL */
+    /* New cloud: the identity records (keystone-manage bootstrap's, with
+     * these passwords), flavors, the network and the demo image. */
+    bool bootstrap;
+    const char *admin_password, *demo_password;
+    /* Without bootstrap: still (re)seed the demo image from [aio] demo_image
+     * (given again on the command line) and/or run the identity bootstrap
+     * with the passwords above (an explicit admin password reset). */
+    bool seed_demo_image, reset_identity;
+    /* Called after bootstrap and seeding, before anything listens: writes
+     * what a client needs (aio's clouds.yaml). -1 stops the start. */
+    int (*bootstrapped)(void *arg);
+    void *arg;
+};
+
 /* Runs the roles named in [DEFAULT] roles (api, conductor, scheduler,
- * placement, compute) from the loaded configuration until SIGTERM/SIGINT;
- * with bootstrap, first creates the default identity records, flavors and
- * demo image (aio). Returns the exit status. */
-int nb_run_roles(bool bootstrap, const char *admin_password, const char *demo_password);
+ * placement, compute, metadata) from the loaded configuration until
+ * SIGTERM/SIGINT, keeping this process's record under <state_path>/run
+ * (procrec.h). Returns the exit status. */
+int nb_run_roles(const struct nb_run_opts *opts);
+
+/* Loads --config FILE (default /etc/nubo/nubo.conf) and applies --set
+ * SECTION.KEY=VALUE options from argv; the path used goes to *path. 0, or
+ * -1 after a message. */
+int nb_cmd_load_config(int argc, char **argv, const char **path);
+
+/* `nubo status` (status.c): every role and agent of the cloud, one line
+ * each; exit status 0 all up, 1 something down, 3 cannot tell, 2 usage. */
+int nb_cmd_status(int argc, char **argv);
 
 #endif

@@ -8,10 +8,13 @@ static void usage(void)
 {
     fputs("usage: nubo <command> [options]\n"
           "  aio --state-dir DIR --port PORT [--driver fake|libvirt] [--fake-hosts N]\n"
-          "      [--admin-password P] [--demo-image FILE] [--set SECTION.KEY=VALUE ...]\n"
-          "                               all-in-one cloud\n"
+          "      [--demo-image FILE] [--set SECTION.KEY=VALUE ...]\n"
+          "                               all-in-one cloud; a later start keeps it\n"
+          "                               (admin password: NUBO_ADMIN_PASSWORD or\n"
+          "                               --admin-password-file FILE; see aio --help)\n"
           "  serve --config FILE          control-plane roles\n"
           "  compute --config FILE        one hypervisor agent\n"
+          "  status --config FILE         every role and agent, up or down; see status --help\n"
           "  db sync|version --config FILE\n"
           "  doctor server <id> [--fix] --config FILE\n"
           "                               diagnose (and fix) a server; see doctor --help\n",
@@ -31,6 +34,8 @@ int main(int argc, char **argv)
         return nb_cmd_serve(argc - 2, argv + 2);
     if (!strcmp(cmd, "compute"))
         return nb_cmd_compute(argc - 2, argv + 2);
+    if (!strcmp(cmd, "status"))
+        return nb_cmd_status(argc - 2, argv + 2);
     if (!strcmp(cmd, "db"))
         return nb_cmd_db(argc - 2, argv + 2);
     if (!strcmp(cmd, "doctor"))

@@ -9,10 +9,13 @@
  * (compute/agent/svc_client.h). */
 #include "bus/bus.h"
 #include "cmd/cmd.h"
+#include "cmd/procrec.h"
 #include "cmd/seed.h"
+#include "cmd/version.h"
 #include "common/config.h"
 #include "common/env.h"
 #include "common/http.h"
+#include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "compute/agent/agent.h"
@@ -35,10 +38,15 @@
 #include <string.h>
 #include <unistd.h>
 
+/* [DEFAULT] roles, or every role. Borrowed. */
+static const char *roles_str(void)
+{
+    return nb_conf_str("DEFAULT", "roles", "api,conductor,scheduler,placement,compute,metadata");
+}
+
 static bool role_enabled(const char *role)
 {
-    const char *roles =
-        nb_conf_str("DEFAULT", "roles", "api,conductor,scheduler,placement,compute,metadata");
+    const char *roles = roles_str();
     char *copy = strdup(roles), *save = NULL;
     bool on = false;
     for (char *r = strtok_r(copy, ", ", &save); r && !on; r = strtok_r(NULL, ", ", &save))
@@ -95,6 +103,15 @@ static int open_database(struct nb_env *env)
     return 0;
 }
 
+/* The hosts the compute role serves here: the fake driver's list, else
+ * this host. Borrowed from the configuration or env. */
+static const char *agent_hosts(const struct nb_env *env)
+{
+    if (!strcmp(nb_conf_str("compute", "driver", "fake"), "fake"))
+        return nb_conf_str("fake", "hosts", "fake-1,fake-2,fake-3");
+    return env->my_host;
+}
+
 /* Starts one agent per host the driver serves. */
 static int start_agents(struct nb_env *env, struct nb_virt_driver **drv_out)
 {
@@ -103,9 +120,7 @@ static int start_agents(struct nb_env *env, struct nb_virt_driver **drv_out)
     if (!drv)
         return -1;
     *drv_out = drv;
-    const char *hosts =
-        !strcmp(name, "fake") ? nb_conf_str("fake", "hosts", "fake-1,fake-2,fake-3") : env->my_host;
-    char *copy = strdup(hosts), *save = NULL;
+    char *copy = strdup(agent_hosts(env)), *save = NULL;
     int rc = 0;
     for (char *h = strtok_r(copy, ", ", &save); h && rc == 0; h = strtok_r(NULL, ", ", &save))
         rc = nb_compute_agent_start(env, drv, h);
@@ -113,7 +128,121 @@ static int start_agents(struct nb_env *env, struct nb_virt_driver **drv_out)
     return rc;
 }
 
-int nb_run_roles(bool bootstrap, const char *admin_password, const char *demo_password)
+/* True if the comma lists a and b share a role other than compute. */
+static bool control_roles_meet(const char *a, const char *b)
+{
+    char *copy = strdup(a), *save = NULL;
+    bool meet = false;
+    for (char *r = strtok_r(copy, ", ", &save); r && !meet; r = strtok_r(NULL, ", ", &save)) {
+        if (!strcmp(r, "compute"))
+            continue;
+        size_t n = strlen(r);
+        for (const char *p = b; !meet && (p = strstr(p, r)); p += n)
+            meet = (p == b || p[-1] == ',') && (p[n] == ',' || !p[n]);
+    }
+    free(copy);
+    return meet;
+}
+
+/* True if the JSON arrays of strings a and b share an item. */
+static bool hosts_meet(const json_t *a, const json_t *b)
+{
+    size_t i, k;
+    json_t *x, *y;
+    json_array_foreach (a, i, x)
+        json_array_foreach (b, k, y)
+            if (json_equal(x, y))
+                return true;
+    return false;
+}
+
+/* True (after a message) if a live nubo process of this state path
+ * already runs one of the roles of info: a control-plane role for the
+ * same host, or an agent for one of the same compute hosts. */
+static bool overlapping(const char *run_dir, const json_t *info)
+{
+    json_t *recs = nb_procrec_list(run_dir);
+    bool clash = false;
+    size_t i;
+    json_t *r;
+    json_array_foreach (recs, i, r) {
+        if (!json_is_true(json_object_get(r, "alive")))
+            continue;
+        const char *mine = nb_json_str(info, "roles"), *theirs = nb_json_str(r, "roles");
+        const char *host = nb_json_str(r, "host");
+        if (!(host && theirs && !strcmp(host, nb_json_str(info, "host")) &&
+              control_roles_meet(mine, theirs)) &&
+            !hosts_meet(json_object_get(info, "hosts"), json_object_get(r, "hosts")))
+            continue;
+        fprintf(stderr,
+                "nubo: a running nubo process (pid %lld, %s since %s, roles %s, host %s; record "
+                "%s) already runs some of these roles (%s) on this state path; stop it first\n",
+                nb_json_int(r, "pid", 0), nb_json_str(r, "command"), nb_json_str(r, "started_at"),
+                theirs, host, nb_json_str(r, "path"), mine);
+        clash = true;
+        break;
+    }
+    json_decref(recs);
+    return clash;
+}
+
+/* Locks this process's record (procrec.h) with what `nubo status` shows:
+ * command, roles, hosts, version, config, endpoints. NULL after a
+ * message. */
+static struct nb_procrec *record_process(const struct nb_env *env, const struct nb_run_opts *o,
+                                         bool http)
+{
+    json_t *info =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "command", o->command ? o->command : "serve",
+                  "roles", roles_str(), "host", env->my_host, "version", NUBO_VERSION, "state_path",
+                  env->state_path, "config", o->config_path ? o->config_path : "");
+    json_t *hosts = json_array();
+    if (role_enabled("compute")) {
+        char *copy = strdup(agent_hosts(env)), *save = NULL;
+        for (char *h = strtok_r(copy, ", ", &save); h; h = strtok_r(NULL, ", ", &save))
+            json_array_append_new(hosts, json_string(h));
+        free(copy);
+    }
+    json_object_set_new(info, "hosts", hosts);
+    if (http) {
+        char url[300];
+        snprintf(url, sizeof(url), "http://%s:%ld", nb_conf_str("api", "listen", "127.0.0.1"),
+                 nb_conf_int("api", "port", 8774));
+        json_object_set_new(info, "api_url", json_string(url));
+    }
+    if (role_enabled("metadata")) {
+        char url[300];
+        snprintf(url, sizeof(url), "http://%s:%ld", nb_conf_str("metadata", "listen", "127.0.0.1"),
+                 nb_conf_int("metadata", "port", 8775));
+        json_object_set_new(info, "metadata_url", json_string(url));
+    }
+    char run_dir[1100], kind[256];
+    snprintf(run_dir, sizeof(run_dir), "%s/run", env->state_path);
+    nb_strlcpy(kind, roles_str(), sizeof(kind));
+    for (char *p = kind; *p; p++)
+        if (*p == ',' || *p == ' ' || *p == '/')
+            *p = '-';
+    struct nb_procrec *rec =
+        overlapping(run_dir, info) ? NULL : nb_procrec_acquire(run_dir, kind, env->my_host, info);
+    json_decref(info);
+    return rec;
+}
+
+/* The first records of a new cloud, or what this start was asked to
+ * (re)seed. 0/-1 (logged). */
+static int bootstrap(struct nb_env *env, const struct nb_run_opts *o)
+{
+    if ((o->bootstrap || o->reset_identity) &&
+        nb_identity_bootstrap(env, o->admin_password, o->demo_password) < 0)
+        return -1;
+    if (o->bootstrap && (nb_seed_defaults(env) < 0 || nb_network_seed_defaults(env) < 0))
+        return -1;
+    if (!o->bootstrap && o->seed_demo_image && nb_seed_demo_image(env) < 0)
+        return -1;
+    return o->bootstrapped ? o->bootstrapped(o->arg) : 0;
+}
+
+int nb_run_roles(const struct nb_run_opts *opts)
 {
     /* Signals are taken by sigwait below; every thread inherits the mask. */
     sigset_t set;
@@ -138,26 +267,32 @@ int nb_run_roles(bool bootstrap, const char *admin_password, const char *demo_pa
         fprintf(stderr, "nubo: cannot create log directory\n");
         return 1;
     }
-    if (needs_database() ? open_database(&env) < 0 : make_state_path(state) < 0) {
+    bool http = role_enabled("api") || role_enabled("placement");
+    struct nb_procrec *rec = NULL;
+    if (make_state_path(state) < 0 || !(rec = record_process(&env, opts, http)) ||
+        (needs_database() && open_database(&env) < 0)) {
         nb_db_close(env.db);
+        nb_procrec_release(rec);
         nb_log_close();
         return 1;
     }
     struct nb_ctx ctx;
     nb_ctx_init_system(&ctx, NULL);
-    NB_INFO("nubo.main", &ctx, NULL, "starting nubo (pid %d), state_path %s", (int)getpid(), state);
+    NB_INFO("nubo.main", &ctx, NULL, "starting nubo %s (pid %d, %s), state_path %s", NUBO_VERSION,
+            (int)getpid(), opts->command ? opts->command : "serve", state);
+    if (opts->config_path)
+        NB_INFO("nubo.main", &ctx, NULL, "config %s%s%s", opts->config_path,
+                opts->config_note ? ": " : "", opts->config_note ? opts->config_note : "");
 
     int rc = 1;
     struct nb_virt_driver *drv = NULL;
-    bool http = role_enabled("api") || role_enabled("placement");
     if (nb_bus_init() < 0)
         goto cleanup;
     if (http &&
         (nb_identity_init(&env) < 0 || nb_image_init(&env) < 0 || nb_volume_init(&env) < 0 ||
          nb_network_init(&env) < 0 || nb_placement_init(&env) < 0 || nb_compute_api_init(&env) < 0))
         goto cleanup;
-    if (bootstrap && (nb_identity_bootstrap(&env, admin_password, demo_password) < 0 ||
-                      nb_seed_defaults(&env) < 0 || nb_network_seed_defaults(&env) < 0))
+    if (bootstrap(&env, opts) < 0)
         goto cleanup;
     if (role_enabled("scheduler") &&
         (nb_scheduler_start(&env) < 0 ||
@@ -195,6 +330,7 @@ int nb_run_roles(bool bootstrap, const char *admin_password, const char *demo_pa
                env.my_host);
     }
     fflush(stdout);
+    nb_procrec_ready(rec);
 
     int sig = 0;
     sigwait(&set, &sig);
@@ -210,6 +346,7 @@ cleanup:
     if (drv && drv->ops->close)
         drv->ops->close(drv);
     nb_db_close(env.db);
+    nb_procrec_release(rec);
     NB_INFO("nubo.main", &ctx, NULL, "stopped");
     nb_log_close();
     return rc;

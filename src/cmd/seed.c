@@ -1,11 +1,14 @@
 /* seed.c - devstack-like default flavors and the demo image.
  *
- * Without [aio] demo_image the `cirros` image is a record without data
- * (enough for the fake driver). With it, the record is created with the
- * file's real disk format, as the format inspector reads it, and the file is
- * imported as its data the first time (nb_image_import_file: same checks and
- * hashes as an upload through the API); an image that already has data is
- * left alone, so restarting on the same state directory uploads nothing. */
+ * Without [aio] demo_image the `cirros` image is a record without data:
+ * enough for the fake driver, which boots nothing, but a trap under
+ * libvirt (it looks bootable and every boot fails), so with the libvirt
+ * driver none is made and the log and stderr say how to get one. With
+ * demo_image, the record is created with the file's real disk format, as
+ * the format inspector reads it, and the file is imported as its data the
+ * first time (nb_image_import_file: same checks and hashes as an upload
+ * through the API); an image that already has data is left alone, so
+ * restarting on the same state directory uploads nothing. */
 #include "cmd/seed.h"
 #include "common/config.h"
 #include "common/log.h"
@@ -14,6 +17,7 @@
 #include "image/format.h"
 #include "image/image.h"
 
+#include <string.h>
 #include <unistd.h>
 
 static const struct {
@@ -68,6 +72,33 @@ static int seed_demo_image(struct nb_ctx *ctx, const char *path)
     return 0;
 }
 
+int nb_seed_demo_image(struct nb_env *env)
+{
+    (void)env;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    const char *demo = nb_conf_str("aio", "demo_image", NULL);
+    if (demo && *demo)
+        return seed_demo_image(&ctx, demo);
+    if (!strcmp(nb_conf_str("compute", "driver", "fake"), "libvirt")) {
+        static const char why[] =
+            "no demo image: with the libvirt driver a `cirros` image without data would look "
+            "bootable and fail every boot, so none is created. Give one with --demo-image FILE "
+            "(or NUBO_DEMO_IMAGE) at this or a later start: `bash tests/images/build.sh` builds "
+            "the project's test guest as tests/images/out/guest.qcow2 (what scripts/setup.sh "
+            "uses), or take a CirrOS qcow2; or upload any image with `openstack image create "
+            "--file`.";
+        NB_WARN("nubo.main", &ctx, NULL, "%s", why); /* the logger echoes warnings on stderr */
+        return 0;
+    }
+    char image_id[NB_UUID_LEN];
+    if (nb_image_create_record(&ctx, "cirros", "qcow2", "bare", 0, image_id) < 0) {
+        NB_ERROR("nubo.main", &ctx, NULL, "cannot create the demo image: %s", ctx.err_msg);
+        return -1;
+    }
+    return 0;
+}
+
 int nb_seed_defaults(struct nb_env *env)
 {
     struct nb_ctx ctx;
@@ -82,13 +113,5 @@ int nb_seed_defaults(struct nb_env *env)
                        (long long)flavors[i].vcpus, (long long)flavors[i].disk, now) < 0)
             return -1;
     }
-    const char *demo = nb_conf_str("aio", "demo_image", NULL);
-    if (demo && *demo)
-        return seed_demo_image(&ctx, demo);
-    char image_id[NB_UUID_LEN];
-    if (nb_image_create_record(&ctx, "cirros", "qcow2", "bare", 0, image_id) < 0) {
-        NB_ERROR("nubo.main", &ctx, NULL, "cannot create the demo image: %s", ctx.err_msg);
-        return -1;
-    }
-    return 0;
+    return nb_seed_demo_image(env);
 }

@@ -5,9 +5,13 @@
 
 #include "common/env.h"
 
-/* Creates the default flavors and the `cirros` image if missing; with
- * [aio] demo_image (a file path) the image gets that file's format and, if
- * it has no data yet, its data. 0/-1 (logged). */
+/* Creates the default flavors (those missing) and the demo image
+ * (nb_seed_demo_image). 0/-1 (logged). */
 int nb_seed_defaults(struct nb_env *env);
+/* The `cirros` image: with [aio] demo_image (a file path) created if
+ * missing with that file's format and, if it has no data yet, given its
+ * data; without, a record without data for the fake driver, and none for
+ * the libvirt driver (a warning says how to get one). 0/-1 (logged). */
+int nb_seed_demo_image(struct nb_env *env);
 
 #endif

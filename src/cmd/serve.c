@@ -10,8 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Loads --config FILE (default /etc/nubo/nubo.conf) and --set options. */
-static int load_config(int argc, char **argv)
+int nb_cmd_load_config(int argc, char **argv, const char **path_out)
 {
     const char *path = "/etc/nubo/nubo.conf";
     for (int i = 0; i < argc; i++) {
@@ -20,6 +19,8 @@ static int load_config(int argc, char **argv)
         else if (!strcmp(argv[i], "--set") && i + 1 < argc)
             continue;
     }
+    if (path_out)
+        *path_out = path;
     if (nb_conf_load(path) < 0)
         return -1;
     for (int i = 0; i < argc; i++)
@@ -40,20 +41,23 @@ static bool bus_inproc(void)
  * inside too (an all-in-one from its configuration). */
 int nb_cmd_serve(int argc, char **argv)
 {
-    if (load_config(argc, argv) < 0)
+    const char *path;
+    if (nb_cmd_load_config(argc, argv, &path) < 0)
         return 2;
     if (!nb_conf_str("DEFAULT", "roles", NULL))
         nb_conf_set("DEFAULT", "roles",
                     bus_inproc() ? "api,conductor,scheduler,placement,compute,metadata"
                                  : "api,conductor,scheduler,placement,metadata");
-    return nb_run_roles(false, NULL, NULL);
+    struct nb_run_opts opts = {.command = "serve", .config_path = path};
+    return nb_run_roles(&opts);
 }
 
 /* One hypervisor agent process (nova-compute): role compute only, no
  * database, the conductor over the bus between processes. */
 int nb_cmd_compute(int argc, char **argv)
 {
-    if (load_config(argc, argv) < 0)
+    const char *path;
+    if (nb_cmd_load_config(argc, argv, &path) < 0)
         return 2;
     if (bus_inproc()) {
         fprintf(stderr, "nubo compute: a separate compute process needs a message bus between "
@@ -64,7 +68,8 @@ int nb_cmd_compute(int argc, char **argv)
         return 2;
     }
     nb_conf_set("DEFAULT", "roles", "compute");
-    return nb_run_roles(false, NULL, NULL);
+    struct nb_run_opts opts = {.command = "compute", .config_path = path};
+    return nb_run_roles(&opts);
 }
 
 const char *nb_cmd_db_path(char *buf, size_t n)
@@ -83,7 +88,7 @@ int nb_cmd_db(int argc, char **argv)
         fprintf(stderr, "usage: nubo db sync|version --config FILE\n");
         return 2;
     }
-    if (load_config(argc - 1, argv + 1) < 0)
+    if (nb_cmd_load_config(argc - 1, argv + 1, NULL) < 0)
         return 2;
     char path[1100];
     nb_cmd_db_path(path, sizeof(path));

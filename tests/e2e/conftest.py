@@ -77,16 +77,22 @@ class Cloud:
         self.port = port
         self.url = "http://127.0.0.1:%d" % port
         self.extra_args = list(extra_args)
+        # the admin password goes in the environment, as the operator is
+        # told to (`--admin-password` is visible in ps)
+        self.admin_password = ADMIN_PASSWORD
         self.proc = None
 
     # -- process control -------------------------------------------------
     def start(self, timeout=30):
         os.makedirs(self.state_dir, exist_ok=True)
         self.out = open(os.path.join(self.state_dir, "aio.out"), "ab")
+        env = dict(os.environ)
+        env.pop("NUBO_ADMIN_PASSWORD", None)
+        if self.admin_password:
+            env["NUBO_ADMIN_PASSWORD"] = self.admin_password
         self.proc = subprocess.Popen(
-            [NUBO_BIN, "aio", "--state-dir", self.state_dir, "--port", str(self.port),
-             "--admin-password", ADMIN_PASSWORD] + self.extra_args,
-            stdout=self.out, stderr=subprocess.STDOUT)
+            [NUBO_BIN, "aio", "--state-dir", self.state_dir, "--port", str(self.port)]
+            + self.extra_args, stdout=self.out, stderr=subprocess.STDOUT, env=env)
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.proc.poll() is not None:
