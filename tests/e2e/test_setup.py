@@ -3,15 +3,16 @@ the server's fault, when the demo server does not become ACTIVE, and run
 again it keeps the cloud and reuses the demo server instead of making a
 second one.
 
-setup.sh runs ./build/nubo from the repository (so the test runs only when
-NUBO_BIN is that binary); NUBO_DEMO_IMAGE spares it building the test guest
+setup.sh runs ./build/nubo from the repository, whatever NUBO_BIN says (CI
+runs the e2e suite on the sanitizer build; this test is about the script and
+the normal build it starts); NUBO_DEMO_IMAGE spares it building the test guest
 (the fake driver boots nothing)."""
 import os
 import subprocess
 
 import pytest
 
-from conftest import NUBO_BIN, ROOT, Cloud, free_port
+from conftest import ROOT, Cloud, free_port
 
 SETUP = os.path.join(ROOT, "scripts", "setup.sh")
 BIN = os.path.join(ROOT, "build", "nubo")
@@ -49,9 +50,8 @@ def demo_servers(c):
                  "AND deleted = 0")
 
 
-@pytest.mark.skipif(not os.access(BIN, os.X_OK) or
-                    os.path.realpath(NUBO_BIN) != os.path.realpath(BIN),
-                    reason="setup.sh runs the repository's build/nubo, not NUBO_BIN")
+@pytest.mark.skipif(not os.access(BIN, os.X_OK),
+                    reason="setup.sh runs the repository's build/nubo, which is not built")
 def test_setup_fails_with_the_fault_then_keeps_the_cloud_and_reuses_its_demo_server(
         tmp_path, demo_image):
     # a cloud whose every spawn fails; setup.sh restarts it as it is
