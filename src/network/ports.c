@@ -166,8 +166,9 @@ static json_t *get(struct nb_ctx *ctx, const char *id)
 
 static int policy_error(struct nb_ctx *ctx, const char *action, const char *attr)
 {
-    return nb_error(ctx, 403, "PolicyNotAuthorized", "(rule:%s_port:%s) is disallowed by policy",
-                    action, attr);
+    return nb_error(ctx, 403, "PolicyNotAuthorized",
+                    "(rule:%s_port and rule:%s_port:%s) is disallowed by policy", action, action,
+                    attr);
 }
 
 /* Attribute policy: binding:* admin only; addresses and MAC need the
