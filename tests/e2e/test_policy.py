@@ -353,11 +353,12 @@ def test_reader_cannot_change_networking(cloud, world):
 
 
 def test_shared_network_of_another_project(cloud, world):
-    """Neutron's shared network: other projects see it and may plug ports
-    into it, only its owner (or an admin) changes it."""
+    """Neutron's shared network (the other project's): demo sees it and may
+    plug ports into it; only its owner (or an admin) changes it; the owner
+    sees demo's port on it and may delete it, not change it."""
     a, m, f = world.admin, world.member, world.foreign
     _, _, _, out = neutron(cloud, a, "POST", "/networks", {"network": {
-        "name": "pol-shared", "shared": True}})
+        "name": "pol-shared", "shared": True, "project_id": world.other}})
     shared = out["network"]["id"]
     _, _, _, out = neutron(cloud, a, "POST", "/subnets", {"subnet": {
         "network_id": shared, "cidr": "10.76.0.0/24", "ip_version": 4}})
@@ -387,6 +388,12 @@ def test_shared_network_of_another_project(cloud, world):
     net = neutron(cloud, m, "POST", "/networks", {"network": {"name": "s-net"}})[3]["network"]["id"]
     assert neutron(cloud, f, "DELETE", "/networks/" + net)[:3] == (
         404, "NetworkNotFound", "Network %s could not be found." % net)
-    # the owner (admin) still may
-    assert neutron(cloud, m, "DELETE", "/ports/" + port)[0] == 204
-    assert neutron(cloud, a, "DELETE", "/networks/" + shared)[0] == 204
+    # the network's owner and demo's port on it
+    assert neutron(cloud, f, "GET", "/ports/" + port)[0] == 200
+    assert neutron(cloud, f, "PUT", "/ports/" + port, {"port": {"name": "x"}})[:3] == (
+        403, "PolicyNotAuthorized", "rule:update_port is disallowed by policy")
+    assert neutron(cloud, m, "PUT", "/ports/" + port, {"port": {"name": "mine"}})[0] == 200
+    assert neutron(cloud, f, "DELETE", "/ports/" + port)[0] == 204
+    assert neutron(cloud, f, "PUT", "/networks/" + shared, {"network": {"name": "y"}})[0] == 200
+    assert neutron(cloud, a, "DELETE", "/subnets/" + subnet)[0] == 204
+    assert neutron(cloud, f, "DELETE", "/networks/" + shared)[0] == 204
