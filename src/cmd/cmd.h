@@ -13,6 +13,8 @@ int nb_cmd_db(int argc, char **argv);
 /* `nubo doctor server <id> [--fix]` (doctor.c): exit status 0 healthy, 1
  * problem not fixed, 2 problem fixed, 3 diagnosis impossible, 64 usage. */
 int nb_cmd_doctor(int argc, char **argv);
+/* `nubo policy list [--json]` (policy.c): the policy table. */
+int nb_cmd_policy(int argc, char **argv);
 
 /* The SQLite file of the loaded configuration's [database] connection
  * (sqlite:///path), else <state_path>/nubo.sqlite, into buf. Returns buf. */

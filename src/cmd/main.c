@@ -17,7 +17,8 @@ static void usage(void)
           "  status --config FILE         every role and agent, up or down; see status --help\n"
           "  db sync|version --config FILE\n"
           "  doctor server <id> [--fix] --config FILE\n"
-          "                               diagnose (and fix) a server; see doctor --help\n",
+          "                               diagnose (and fix) a server; see doctor --help\n"
+          "  policy list [--json]         who may call each API route\n",
           stderr);
 }
 
@@ -40,6 +41,8 @@ int main(int argc, char **argv)
         return nb_cmd_db(argc - 2, argv + 2);
     if (!strcmp(cmd, "doctor"))
         return nb_cmd_doctor(argc - 2, argv + 2);
+    if (!strcmp(cmd, "policy"))
+        return nb_cmd_policy(argc - 2, argv + 2);
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {
         usage();
         return 0;

@@ -30,6 +30,7 @@
 #include "image/image.h"
 #include "network/network.h"
 #include "placement/placement.h"
+#include "policy/policy.h"
 #include "volume/volume.h"
 
 #include <signal.h>
@@ -75,6 +76,21 @@ static bool needs_database(void)
         if (role_enabled(roles[i]))
             return true;
     return false;
+}
+
+/* Installs the policy guard once every module registered its routes; a
+ * route without a policy entry (or an entry without a route) stops the
+ * start, naming each one in the log and on stderr. 0/-1. */
+static int start_policy(void)
+{
+    int problems = nb_policy_check_routes();
+    if (problems) {
+        fprintf(stderr, "nubo: %d route(s) disagree with the policy table (see the log)\n",
+                problems);
+        return -1;
+    }
+    nb_policy_init();
+    return 0;
 }
 
 /* mkdir -p the state path. 0, or -1 after a message. */
@@ -291,6 +307,8 @@ int nb_run_roles(const struct nb_run_opts *opts)
     if (http &&
         (nb_identity_init(&env) < 0 || nb_image_init(&env) < 0 || nb_volume_init(&env) < 0 ||
          nb_network_init(&env) < 0 || nb_placement_init(&env) < 0 || nb_compute_api_init(&env) < 0))
+        goto cleanup;
+    if (http && start_policy() < 0)
         goto cleanup;
     if (bootstrap(&env, opts) < 0)
         goto cleanup;

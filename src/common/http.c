@@ -26,6 +26,7 @@
 
 struct route {
     const char *method;
+    char *pattern;        /* as registered, for the policy guard */
     char *segs[MAX_SEGS]; /* "{…}" marks a parameter */
     int nsegs;
     int nexact;
@@ -36,6 +37,7 @@ struct route {
 static struct route routes[MAX_ROUTES];
 static int nroutes;
 static nb_auth_fn auth_fn;
+static nb_guard_fn guard_fn;
 static struct MHD_Daemon *daemon_;
 static char base_url[256];
 static size_t max_body;
@@ -48,6 +50,7 @@ void nb_http_route(const char *method, const char *pattern, nb_handler_fn fn, in
     r->method = method;
     r->fn = fn;
     r->flags = flags;
+    r->pattern = strdup(pattern);
     char *copy = strdup(pattern), *save = NULL;
     for (char *tok = strtok_r(copy, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
         if (r->nsegs == MAX_SEGS)
@@ -62,6 +65,17 @@ void nb_http_route(const char *method, const char *pattern, nb_handler_fn fn, in
 void nb_http_set_auth(nb_auth_fn fn)
 {
     auth_fn = fn;
+}
+void nb_http_set_guard(nb_guard_fn fn)
+{
+    guard_fn = fn;
+}
+void nb_http_routes_each(void (*fn)(void *opaque, const char *method, const char *pattern,
+                                    int flags),
+                         void *opaque)
+{
+    for (int i = 0; i < nroutes; i++)
+        fn(opaque, routes[i].method, routes[i].pattern, routes[i].flags);
 }
 const char *nb_http_base_url(void)
 {
@@ -84,6 +98,8 @@ static enum nb_service service_of(const char *path)
         return NB_SVC_PLACEMENT;
     if (nb_startswith(path, "/volume"))
         return NB_SVC_VOLUME;
+    if (nb_startswith(path, "/networking"))
+        return NB_SVC_NETWORK;
     return NB_SVC_OTHER;
 }
 
@@ -371,6 +387,18 @@ static void render_error(struct nb_ctx *ctx, enum nb_service svc, const char *ac
         break;
     }
     case NB_SVC_IMAGE: render_image_error(accept, st, msg, resp); break;
+    case NB_SVC_NETWORK: { /* neutron/api/api_common.py; generic names as webob's */
+        char type[64];
+        if (ctx->err_name[0] >= 'A' && ctx->err_name[0] <= 'Z')
+            nb_strlcpy(type, ctx->err_name, sizeof(type));
+        else
+            snprintf(type, sizeof(type), "HTTP%s", status_title(st));
+        for (char *c = type; (c = strchr(c, ' '));)
+            memmove(c, c + 1, strlen(c));
+        resp->body = json_pack("{s:{s:s, s:s, s:s}}", "NeutronError", "type", type, "message", msg,
+                               "detail", "");
+        break;
+    }
     default:
         resp->body = json_pack("{s:{s:i, s:s}}", ctx->err_name[0] ? ctx->err_name : "computeFault",
                                "code", st, "message", msg);
@@ -525,7 +553,7 @@ static const struct route *prepare(struct nb_ctx *ctx, struct nb_req *req, struc
             return NULL;
         }
     }
-    if (negotiate(ctx, req, resp) < 0) {
+    if (negotiate(ctx, req, resp) < 0 || (guard_fn && guard_fn(ctx, req, r->pattern) < 0)) {
         render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
         return NULL;
     }

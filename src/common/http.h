@@ -49,6 +49,7 @@ enum nb_service {
     NB_SVC_IMAGE,
     NB_SVC_PLACEMENT,
     NB_SVC_VOLUME,
+    NB_SVC_NETWORK,
     NB_SVC_OTHER,
 };
 
@@ -107,6 +108,20 @@ void nb_http_route(const char *method, const char *pattern, nb_handler_fn fn, in
  * nb_error(ctx, 401, …). Set by the identity module. */
 typedef int (*nb_auth_fn)(struct nb_ctx *ctx, const char *token);
 void nb_http_set_auth(nb_auth_fn fn);
+
+/* The policy guard: called for every routed request after the token check
+ * and microversion negotiation, before the handler, with the pattern the
+ * request matched. 0 lets the handler run; -1 after nb_error() (a 403)
+ * answers the recorded error in the service's shape. Set by the policy
+ * module (policy/policy.h). */
+typedef int (*nb_guard_fn)(struct nb_ctx *ctx, struct nb_req *req, const char *pattern);
+void nb_http_set_guard(nb_guard_fn fn);
+
+/* Calls fn for every registered route, in registration order (the policy
+ * module's start-up check that every route has a rule). */
+void nb_http_routes_each(void (*fn)(void *opaque, const char *method, const char *pattern,
+                                    int flags),
+                         void *opaque);
 
 /* Starts serving on host:port with nthreads threads. 0/-1. */
 int nb_http_start(const char *host, int port, int nthreads);

@@ -301,6 +301,11 @@ json_t *nb_net_body(struct nb_ctx *ctx, struct nb_req *req, const char *key)
     return o;
 }
 
+int nb_net_deny(struct nb_ctx *ctx, const char *action)
+{
+    return nb_error(ctx, 403, "PolicyNotAuthorized", "rule:%s is disallowed by policy", action);
+}
+
 int nb_net_owner(struct nb_ctx *ctx, const json_t *body, char *out)
 {
     const char *p = nb_json_str(body, "project_id"), *t = nb_json_str(body, "tenant_id");

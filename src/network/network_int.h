@@ -109,6 +109,13 @@ json_t *nb_net_body(struct nb_ctx *ctx, struct nb_req *req, const char *key);
  * another project only for admins), else ctx's. Writes out[NB_ID_LEN]. 0/-1. */
 int nb_net_owner(struct nb_ctx *ctx, const json_t *body, char *out);
 
+/* Refuses action on an object the caller can see but does not own (a shared
+ * or external network of another project, its subnets, a shared subnet
+ * pool): 403 PolicyNotAuthorized "rule:<action> is disallowed by policy", as
+ * Neutron's base controller re-raises when the show policy passes. Objects
+ * the caller cannot see are 404 (their getters). Returns -1. */
+int nb_net_deny(struct nb_ctx *ctx, const char *action);
+
 /* --- responses --------------------------------------------------------- */
 
 /* Answers GET on a collection: views (stolen, a list of objects) filtered,

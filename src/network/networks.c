@@ -93,7 +93,8 @@ static int admin_only(struct nb_ctx *ctx, const json_t *body, const char *action
     for (size_t i = 0; i < 3; i++)
         if (json_object_get(body, attrs[i]) && !ctx->is_admin)
             return nb_error(ctx, 403, "PolicyNotAuthorized",
-                            "(rule:%s_network:%s) is disallowed by policy", action, attrs[i]);
+                            "(rule:%s_network and rule:%s_network:%s) is disallowed by policy",
+                            action, action, attrs[i]);
     return 0;
 }
 
@@ -215,7 +216,7 @@ static int update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
     if (!row)
         return -1;
     if (!nb_net_network_owned(ctx, row))
-        return nb_error(ctx, 404, "NetworkNotFound", "Network %s could not be found.", id);
+        return nb_net_deny(ctx, "update_network");
     char now[32];
     nb_net_now(now);
     if (nb_db_begin(nb_net_env->db, ctx) < 0)
@@ -264,7 +265,7 @@ static int delete (struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
     if (!row)
         return -1;
     if (!nb_net_network_owned(ctx, row))
-        return nb_error(ctx, 404, "NetworkNotFound", "Network %s could not be found.", id);
+        return nb_net_deny(ctx, "delete_network");
     if (nb_db_begin(nb_net_env->db, ctx) < 0)
         return -1;
     _cleanup_free_ char *sql = nb_strdup_printf(

@@ -166,8 +166,9 @@ static json_t *get(struct nb_ctx *ctx, const char *id)
 
 static int policy_error(struct nb_ctx *ctx, const char *action, const char *attr)
 {
-    return nb_error(ctx, 403, "PolicyNotAuthorized", "(rule:%s_port:%s) is disallowed by policy",
-                    action, attr);
+    return nb_error(ctx, 403, "PolicyNotAuthorized",
+                    "(rule:%s_port and rule:%s_port:%s) is disallowed by policy", action, action,
+                    attr);
 }
 
 /* Attribute policy: binding:* admin only; addresses and MAC need the
@@ -803,6 +804,10 @@ static int update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
     _cleanup_json_ json_t *row = get(ctx, id);
     if (!row)
         return -1;
+    /* the network's owner sees (and may delete) other projects' ports on it,
+     * only the port's project changes them (update_port) */
+    if (!ctx->is_admin && strcmp(nb_json_str(row, "project_id"), ctx->project_id) != 0)
+        return nb_net_deny(ctx, "update_port");
     _cleanup_json_ json_t *net =
         nb_db_row(nb_net_env->db, ctx, "SELECT * FROM networks WHERE id = ?", "s",
                   nb_json_str(row, "network_id"));

@@ -318,8 +318,9 @@ static int check_pool_body(struct nb_ctx *ctx, const json_t *body, const char *a
     for (int i = 0; i < 2; i++)
         if (json_is_true(json_object_get(body, admin_attrs[i])) && !ctx->is_admin)
             return nb_error(ctx, 403, "PolicyNotAuthorized",
-                            "(rule:%s_subnetpool:%s) is disallowed by policy", action,
-                            admin_attrs[i]);
+                            "(rule:%s_subnetpool and rule:%s_subnetpool:%s) is disallowed by "
+                            "policy",
+                            action, action, admin_attrs[i]);
     json_t *scope = json_object_get(body, "address_scope_id");
     if (scope && !json_is_null(scope))
         return nb_error(ctx, 404, "AddressScopeNotFound", "Address scope %s could not be found.",
@@ -448,14 +449,14 @@ static int pool_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
     return respond_pool(ctx, req, resp, 200, nb_req_param(req, "subnetpool_id"));
 }
 
-/* Only the owner (or an admin) changes a pool another project may only use. */
-static int check_owner(struct nb_ctx *ctx, const json_t *row)
+/* Only the owner (or an admin) may do action ("update_subnetpool", …) on a
+ * pool; other projects see a shared pool but may only use it (403). */
+static int check_owner(struct nb_ctx *ctx, const json_t *row, const char *action)
 {
     const char *p = nb_json_str(row, "project_id");
     if (ctx->is_admin || ctx->system || (p && !strcmp(p, ctx->project_id)))
         return 0;
-    return nb_error(ctx, 404, "SubnetPoolNotFound", "Subnet pool %s could not be found.",
-                    nb_json_str(row, "id"));
+    return nb_net_deny(ctx, action);
 }
 
 /* The updated pool: new prefixes must include the old ones
@@ -530,7 +531,8 @@ static int pool_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
         return -1;
     _cleanup_json_ json_t *row = pool_load(ctx, id);
     struct pool p;
-    if (!row || check_owner(ctx, row) < 0 || read_update(ctx, body, row, &p) < 0 ||
+    if (!row || check_owner(ctx, row, "update_subnetpool") < 0 ||
+        read_update(ctx, body, row, &p) < 0 ||
         (json_is_true(json_object_get(body, "is_default")) &&
          check_default_unique(ctx, p.version, id) < 0) ||
         update_row(ctx, id, body, &p) < 0) {
@@ -549,7 +551,7 @@ static int pool_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
     if (nb_db_begin(db, ctx) < 0)
         return -1;
     _cleanup_json_ json_t *row = pool_load(ctx, id);
-    if (row && check_owner(ctx, row) == 0 &&
+    if (row && check_owner(ctx, row, "delete_subnetpool") == 0 &&
         nb_db_int(db, ctx, 0, "SELECT COUNT(*) FROM subnets WHERE subnetpool_id = ?", "s", id) > 0)
         nb_error(ctx, 400, "SubnetPoolDeleteError",
                  "Unable to delete subnet pool: Subnet pool has existing allocations.");

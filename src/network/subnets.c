@@ -201,8 +201,7 @@ static json_t *owned_network(struct nb_ctx *ctx, const char *id)
         if (!shared)
             nb_error(ctx, 404, "HTTPNotFound", "The resource could not be found.");
         else
-            nb_error(ctx, 403, "PolicyNotAuthorized",
-                     "(rule:create_subnet) is disallowed by policy");
+            nb_net_deny(ctx, "create_subnet");
         return NULL;
     }
     return net;
@@ -377,7 +376,7 @@ static int update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
     if (!row)
         return -1;
     if (!owned(ctx, row))
-        return nb_error(ctx, 404, "SubnetNotFound", "Subnet %s could not be found.", id);
+        return nb_net_deny(ctx, "update_subnet");
     if (check_update(ctx, row, body) < 0 || nb_db_begin(nb_net_env->db, ctx) < 0)
         return -1;
     const char *key;
@@ -420,7 +419,7 @@ static int delete (struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
     if (!row)
         return -1;
     if (!owned(ctx, row))
-        return nb_error(ctx, 404, "SubnetNotFound", "Subnet %s could not be found.", id);
+        return nb_net_deny(ctx, "delete_subnet");
     if (nb_db_begin(nb_net_env->db, ctx) < 0)
         return -1;
     long long used = nb_db_int(nb_net_env->db, ctx, -1,
