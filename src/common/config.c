@@ -134,6 +134,17 @@ bool nb_conf_bool(const char *section, const char *key, bool def)
     return def;
 }
 
+int nb_conf_keys(const char *section, const char **keys, int max)
+{
+    int n = 0;
+    pthread_rwlock_rdlock(&conf_lock);
+    for (size_t i = 0; i < nopts && n < max; i++)
+        if (strcasecmp(opts[i].section, section) == 0)
+            keys[n++] = opts[i].key;
+    pthread_rwlock_unlock(&conf_lock);
+    return n;
+}
+
 int nb_conf_write(const char *path)
 {
     char *buf = NULL;

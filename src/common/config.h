@@ -20,6 +20,9 @@ const char *nb_conf_str(const char *section, const char *key, const char *def);
 long nb_conf_int(const char *section, const char *key, long def);
 double nb_conf_double(const char *section, const char *key, double def);
 bool nb_conf_bool(const char *section, const char *key, bool def);
+/* The keys set in section, in the order they were first set, into keys
+ * (borrowed: valid until nb_conf_reset), at most max. Returns how many. */
+int nb_conf_keys(const char *section, const char **keys, int max);
 /* Writes the table as an INI file. 0/-1. */
 int nb_conf_write(const char *path);
 /* Clears the table (tests). */

@@ -35,6 +35,15 @@
  * 100 - [volume] reserved_percentage (0) percent. With
  * nfs_sparsed_volumes = false only the free space counts.
  *
+ * Volume files are private, as Cinder's NFS driver makes them with
+ * nas_secure_file_permissions (mode 660): readable and writable by their
+ * owner and by QEMU's group (libvirt-qemu, or qemu, when the host has it),
+ * by nobody else. Each file is created with that mode before qemu-img
+ * writes into it, so no tenant's data is ever world-readable; files an
+ * older nubo left 0644 are made private at start. QEMU reaches a volume
+ * through that group, or through libvirt's dynamic ownership (the disk
+ * chowned to QEMU's user while the guest runs).
+ *
  * Every file operation runs under one lock, so two requests cannot edit the
  * same chain at once; conversions of large images hold it for their
  * duration (acceptable while all of this runs inside API requests). */
@@ -50,6 +59,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
+#include <grp.h>
 #include <limits.h>
 #include <openssl/evp.h>
 #include <pthread.h>
@@ -68,6 +78,73 @@ static char mount_base[PATH_MAX];
 static char shares[MAX_SHARES][PATH_MAX];
 static int nshares;
 static pthread_mutex_t backend_lock = PTHREAD_MUTEX_INITIALIZER;
+static gid_t qemu_gid = (gid_t)-1; /* QEMU's group, when the host has one */
+
+#define PRIVATE_MODE_GROUP 0660 /* Cinder's secure NFS permissions */
+#define PRIVATE_MODE_OWNER 0600 /* no QEMU group: owner only */
+
+/* QEMU's group as libvirt packages name it (Debian, then Fedora/RHEL). */
+static void find_qemu_group(void)
+{
+    static const char *const names[] = {"libvirt-qemu", "qemu"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        struct group *g = getgrnam(names[i]);
+        if (g) {
+            qemu_gid = g->gr_gid;
+            return;
+        }
+    }
+}
+
+/* Gives the open file fd QEMU's group and the private mode (owner-only
+ * when the group cannot be set). 0/-1 with errno. */
+static int private_fd(int fd)
+{
+    if (qemu_gid != (gid_t)-1 && fchown(fd, (uid_t)-1, qemu_gid) == 0)
+        return fchmod(fd, PRIVATE_MODE_GROUP);
+    return fchmod(fd, PRIVATE_MODE_OWNER);
+}
+
+/* Creates path empty and private, for qemu-img to write into (it keeps an
+ * existing file's mode and owner). 0/-1 with the error recorded. */
+static int create_private(struct nb_ctx *ctx, const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0 || private_fd(fd) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return nb_error(ctx, 500, NULL, "Cannot create %s: %s", path, strerror(e));
+    }
+    close(fd);
+    return 0;
+}
+
+/* Makes the volume files of the share at mnt private that are not (a
+ * nubo before this one created them 0644). */
+static void tighten_share(const char *mnt)
+{
+    DIR *d = opendir(mnt);
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        struct stat st;
+        if (strncmp(e->d_name, "volume-", 7) != 0 ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+            !(st.st_mode & 0007))
+            continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd >= 0 && private_fd(fd) == 0)
+            NB_WARN("nubo.volume.nfs", NULL, NULL,
+                    "Volume file %s/%s was mode %04o (readable by every local user); made "
+                    "private",
+                    mnt, e->d_name, (unsigned)(st.st_mode & 07777));
+        if (fd >= 0)
+            close(fd);
+    }
+    closedir(d);
+}
 
 void nb_vol_mount_point(const char *base, const char *share, char *out, size_t n)
 {
@@ -127,6 +204,7 @@ int nb_vol_backend_init(const char *state_path)
     snprintf(def, sizeof(def), "%s/volumes-share", state_path);
     char *list = strdup(nb_conf_str("volume", "shares", def)), *save = NULL;
     nshares = 0;
+    find_qemu_group();
     if (nb_mkdir_p(mount_base) < 0) {
         NB_ERROR("nubo.volume.nfs", NULL, NULL, "Cannot create %s: %s", mount_base,
                  strerror(errno));
@@ -156,6 +234,7 @@ int nb_vol_backend_init(const char *state_path)
             continue;
         }
         nb_strlcpy(shares[nshares++], s, PATH_MAX);
+        tighten_share(mnt);
         NB_INFO("nubo.volume.nfs", NULL, NULL, "Share %s available at %s", s, mnt);
     }
     free(list);
@@ -295,7 +374,9 @@ int nb_vol_backend_create(struct nb_ctx *ctx, const char *share, const char *vol
     size_arg(size_gb, sz, sizeof(sz));
     const char *argv[] = {"qemu-img", "create", "-f", nb_vol_format(), path, sz, NULL};
     pthread_mutex_lock(&backend_lock);
-    int rc = qemu_img(ctx, argv);
+    int rc = create_private(ctx, path);
+    if (rc == 0 && (rc = qemu_img(ctx, argv)) < 0)
+        unlink(path);
     pthread_mutex_unlock(&backend_lock);
     return rc;
 }
@@ -324,7 +405,9 @@ static int convert_into(struct nb_ctx *ctx, const char *src, const char *src_fmt
     char part[PATH_MAX + 136];
     snprintf(part, sizeof(part), "%s.part", path);
     const char *argv[] = {"qemu-img", "convert", "-U", "-f", src_fmt, "-O", fmt, src, part, NULL};
-    int rc = qemu_img(ctx, argv);
+    int rc = create_private(ctx, part);
+    if (rc == 0)
+        rc = qemu_img(ctx, argv);
     if (rc == 0 && size_gb > 0)
         rc = grow_to(ctx, part, fmt, size_gb);
     if (rc == 0 && rename(part, path) < 0)
@@ -424,7 +507,9 @@ int nb_vol_backend_snapshot(struct nb_ctx *ctx, const char *share, const char *v
         /* the backing file is named relative to the share, as Cinder does */
         const char *argv[] = {"qemu-img",  "create", "-f", "qcow2", "-b",
                               active_file, "-F",     fmt,  path,    NULL};
-        rc = qemu_img(ctx, argv);
+        rc = create_private(ctx, path);
+        if (rc == 0 && (rc = qemu_img(ctx, argv)) < 0)
+            unlink(path);
     }
     pthread_mutex_unlock(&backend_lock);
     return rc;

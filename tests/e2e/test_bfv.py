@@ -12,9 +12,11 @@ and initramfs from the boot disk, so a volume made from the guest image
 boots it, and the guest prints `BLOCK-DEVICES <names>` whenever /sys/block
 changes, which shows a hot-plugged disk arrive and leave."""
 import glob
+import grp
 import json
 import os
 import re
+import stat
 import subprocess
 import time
 
@@ -215,6 +217,18 @@ def bdm_format(c, sid):
     return out.split()
 
 
+def assert_private(path):
+    """A volume file is as private as Cinder's NFS driver makes it (660):
+    its owner and QEMU's group, no other local user. (While a guest runs,
+    libvirt has lent the file to QEMU's user; the mode stays.)"""
+    st = os.stat(path)
+    assert stat.S_IMODE(st.st_mode) == 0o660, (path, oct(st.st_mode))
+    try:
+        assert st.st_gid == grp.getgrnam("libvirt-qemu").gr_gid, (path, st.st_gid)
+    except KeyError:
+        pass
+
+
 def check_volume_backed(c, sid, vid, fmt="raw", size=1, image=None):
     """A booted volume-backed server as the runbook inspects it: the guest's
     heartbeat, the volume in-use and attached to it as vda, the domain's disk
@@ -234,6 +248,7 @@ def check_volume_backed(c, sid, vid, fmt="raw", size=1, image=None):
     assert v["status"] == "in-use", v
     assert [(a["server_id"], a["device"]) for a in v["attachments"]] == [(sid, "/dev/vda")], v
     f = volume_file(c, vid)
+    assert_private(f)
     disks = domblklist(sid)
     assert disks.get("vda") == f, (disks, f)
     i = qemu_info(f)
@@ -448,6 +463,8 @@ def test_attach_detach_running_guest(bfv, cleanup):
 
     v = c.cli("volume", "create", "--size", "1", unique("bfv-data"), "-f", "json")
     assert wait_volume(c, v["id"])["status"] == "available"
+    assert_private(volume_file(c, v["id"]))
+    assert os.stat(volume_file(c, v["id"])).st_uid == 0  # the volume service's
     c.cli("server", "add", "volume", sid, v["id"])
     v = wait_volume(c, v["id"], statuses=("in-use", "available", "error"), timeout=60)
     assert v["status"] == "in-use", v
@@ -478,6 +495,7 @@ def test_attach_detach_running_guest(bfv, cleanup):
     assert set(devs) == set(first), (first, devs)
     assert v["id"] not in attached_ids(c, sid)
     assert "vdb" not in domblklist(sid)
+    assert_private(f)  # libvirt gave it back as it found it
     rows = [r for r in bdm_rows(c, sid, live=False) if r["volume_id"] == v["id"]]
     assert rows and all(r["deleted"] != 0 for r in rows), rows
     # the guest went on: the same boot, still beating

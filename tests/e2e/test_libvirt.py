@@ -1,5 +1,9 @@
 """Real guests: nubo with the libvirt driver against the system libvirtd, TCG.
 
+Every cloud here pins [libvirt] virt_type = qemu (TCG: the same on every
+machine) except test_default_virt_type_boots_a_real_guest, which boots a
+guest with the defaults, so that virt_type = auto is what is tested there.
+
 The guest is tests/images' test image (NUBO_TEST_IMAGE_DIR, built by
 tests/run.sh): it prints GUEST-BOOTED, then what it read from the config
 drive (CONFIG-DRIVE ... hostname=... uuid=...), then "HB n" every 100 ms.
@@ -63,9 +67,12 @@ def make_state_dir(name):
     return d
 
 
-def start_libvirt_cloud(name, *extra):
+def start_libvirt_cloud(name, *extra, virt_type="qemu"):
+    """A libvirt cloud; virt_type None leaves [libvirt] virt_type unset
+    (auto)."""
     d = make_state_dir(name)
-    c = Cloud(d, free_port(), ("--driver", "libvirt",
+    pin = ("--set", "libvirt.virt_type=" + virt_type) if virt_type else ()
+    c = Cloud(d, free_port(), ("--driver", "libvirt") + pin + (
                                "--set", "compute.sync_power_state_interval=600",  # events, not the period
                                "--set", "libvirt.wait_soft_reboot_seconds=20",
                                "--set", "DEFAULT.shutdown_timeout=20",
@@ -319,16 +326,68 @@ def test_delete_leaves_nothing(lvcloud):
     assert rp
 
 
+def test_default_virt_type_boots_a_real_guest():
+    """[libvirt] virt_type unset: auto decides with a probe guest built as
+    guests are (under KVM and TCG when libvirt offers KVM), logs what it
+    compared, and a real guest then boots ACTIVE under what it chose, with
+    the CPU the probe ran. On a host whose nested KVM cannot run the
+    host-model CPU, that is TCG; where KVM works, KVM."""
+    c = start_libvirt_cloud("lv-auto", virt_type=None)
+    try:
+        pattern = r"virt_type auto: (kvm|qemu)\b.*? chosen[:,] (.*)"
+        deadline = time.time() + 60  # the compute agent starts after the API
+        while not re.search(pattern, c.log("compute")) and time.time() < deadline:
+            time.sleep(0.3)
+        log = c.log("compute")
+        m = re.search(pattern, log)
+        assert m, log[-3000:]
+        chosen, why = m[1], m[2]
+        if "libvirt offers no KVM" not in why and "cannot be had under KVM" not in why:
+            # both accelerators booted the probe guest; the log names both outcomes
+            assert "the probe guest (machine pc, SeaBIOS" in why, why
+            assert re.search(r"under KVM \(cpu host-model\) it (ran in [0-9.]+ s|did not start|"
+                             r"started but printed nothing)", why), why
+            assert re.search(r"under TCG \(cpu [^)]*\)+ it ran in [0-9.]+ s", why), why
+        img = c.cli("image", "create", "--file", QCOW2, "--disk-format", "qcow2",
+                    "--container-format", "bare", "guest", "-f", "json")
+        sid = boot(c, unique("lv-auto"), image=img["id"])["id"]
+        wait_console(c, sid, r"GUEST-BOOTED")
+        wait_console(c, sid, r"HB 2 ")
+        xml = virsh("dumpxml", sid).stdout
+        assert re.search(r"<domain type=.%s." % chosen, xml), xml[:300]
+        if chosen == "kvm":
+            assert re.search(r"<cpu mode=.host-model.", xml), xml
+        assert "virt_type %s" % chosen in log  # the driver's start line agrees
+    finally:
+        assert stop_cloud(c) == 0
+
+
 def test_raw_images_type_and_cache_cleanup(tmp_path):
     """images_type raw: the instance disk is a raw copy, no backing file; the
     image here is raw too. Deleting the only server using a cached base
-    removes the base (minimum age 0 in these clouds)."""
-    c = start_libvirt_cloud("lv-raw", "--set", "libvirt.images_type=raw")
+    removes the base (minimum age 0 in these clouds). The same cloud has
+    cpu_mode custom: the guest gets the first of cpu_models TCG can run,
+    with the extra flags; options nubo does not implement are logged as
+    ignored."""
+    c = start_libvirt_cloud("lv-raw", "--set", "libvirt.images_type=raw",
+                            "--set", "libvirt.cpu_mode=custom",
+                            "--set", "libvirt.cpu_models=SandyBridge,nehalem",
+                            "--set", "libvirt.cpu_model_extra_flags=-svm",
+                            "--set", "libvirt.live_migration_bandwidth=100",
+                            "--set", "libvirt.block_migration=true")
     try:
         img = c.cli("image", "create", "--file", RAW, "--disk-format", "raw",
                     "--container-format", "bare", "raw-guest", "-f", "json")
         sid = boot(c, unique("lv-rawdisk"), "--config-drive", "true", image=img["id"])["id"]
         wait_console(c, sid, r"CONFIG-DRIVE dev=\S+ .* fs=iso9660")
+        log = c.log("compute")
+        for opt in ("live_migration_bandwidth = 100", "block_migration = true"):
+            assert len(re.findall(r"WARNING .*\[libvirt\] %s is ignored: nubo does not "
+                                  r"implement this option" % re.escape(opt), log)) == 1, log[-3000:]
+        xml = virsh("dumpxml", sid, "--inactive").stdout
+        assert re.search(r"<cpu mode=.custom. match=.exact.", xml), xml
+        assert re.search(r"<model[^>]*>Nehalem</model>", xml), xml
+        assert re.search(r"<feature policy=.disable. name=.svm./>", xml), xml
         disk = os.path.join(c.state_dir, "instances", sid, "disk")
         info = subprocess.run(["qemu-img", "info", "-U", "--output=json", disk], check=True,
                               capture_output=True, text=True).stdout

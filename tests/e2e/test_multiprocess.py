@@ -396,7 +396,7 @@ def lvsplit(lv_vhost):
     if why:
         pytest.skip(why)
     d = lv.make_state_dir("mp-lv")
-    s = Split(d, lv_vhost, ("--driver", "libvirt",
+    s = Split(d, lv_vhost, ("--driver", "libvirt", "--set", "libvirt.virt_type=qemu",
                          "--set", "image_cache.remove_unused_original_minimum_age_seconds=0"))
     s.create().start_serve()
     s.compute("lvhost")

@@ -3,7 +3,10 @@
  * the instance, disks/NIC/serial as asked), the MAC address, nb_run
  * (the subprocess helper the driver uses for qemu-img), and volumes as
  * disks: which mappings become which disks with which format, and the
- * errors for missing files and clashing devices. */
+ * errors for missing files and clashing devices; the guest CPU from
+ * [libvirt] cpu_mode/cpu_models/cpu_model_extra_flags, the virt_type probe
+ * (its XML is a real guest's but for disk and memory), what counts as a
+ * KVM-level start failure. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,7 +15,9 @@
 #include <cmocka.h>
 
 #include "common/cleanup.h"
+#include "common/config.h"
 #include "common/proc.h"
+#include "common/util.h"
 #include "compute/bdm.h"
 #include "compute/virt/libvirt/lv.h"
 
@@ -59,7 +64,6 @@ static void test_domain_xml(void **state)
         .cache_mode = "none",
         .console_path = "/var/lib/nubo/instances/" UUID "/console.log",
         .mac_address = "fa:16:3e:01:02:03",
-        .cpu_mode = "none",
     };
     spec.disks[spec.ndisks++] =
         (struct lv_disk){"/i/" UUID "/disk", "qcow2", "disk", "virtio", "vda", false, NULL};
@@ -93,8 +97,9 @@ static void test_domain_xml(void **state)
     xmlFreeDoc(doc);
     free(xml);
 
+    struct lv_cpu host_model = {.mode = "host-model"};
     spec.virt_type = "kvm";
-    spec.cpu_mode = "host-model";
+    spec.cpu = &host_model;
     spec.ndisks = 1;
     spec.mac_address = NULL;
     xml = lv_domain_xml(inst, &spec);
@@ -348,12 +353,272 @@ static void test_volume_clashes(void **state)
     assert_int_equal(nb_rm_rf(base), 0);
 }
 
+/* libvirt's domain capabilities, cut down to the CPU models (the shape
+ * `virsh domcapabilities` prints). */
+static const char DOMCAPS[] =
+    "<domainCapabilities><domain>qemu</domain><cpu>"
+    "<mode name='host-passthrough' supported='yes'/>"
+    "<mode name='host-model' supported='yes'><model fallback='forbid'>EPYC</model></mode>"
+    "<mode name='custom' supported='yes'>"
+    "<model usable='yes' vendor='unknown'>qemu64</model>"
+    "<model usable='no' vendor='Intel'>SandyBridge</model>"
+    "<model usable='yes' vendor='Intel'>Nehalem</model>"
+    "<model usable='yes' vendor='Intel'>Westmere</model>"
+    "</mode></cpu></domainCapabilities>";
+
+/* cpu_mode = custom takes the first usable model of cpu_models (case
+ * insensitive, libvirt's spelling), with the extra flags; the errors name
+ * the option; the defaults are host-model under kvm, none under qemu. */
+static void test_cpu_config(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    struct lv_cpu cpu;
+    nb_conf_reset();
+    assert_int_equal(lv_cpu_config(&ctx, "kvm", NULL, &cpu), 0);
+    assert_string_equal(cpu.mode, "host-model");
+    assert_int_equal(lv_cpu_config(&ctx, "qemu", NULL, &cpu), 0);
+    assert_string_equal(cpu.mode, "");
+
+    nb_conf_set("libvirt", "cpu_mode", "custom");
+    nb_conf_set("libvirt", "cpu_models", "sandybridge, NEHALEM ,Westmere");
+    nb_conf_set("libvirt", "cpu_model_extra_flags", "+PCID, -hle,mtrr");
+    assert_int_equal(lv_cpu_config(&ctx, "qemu", DOMCAPS, &cpu), 0);
+    assert_string_equal(cpu.mode, "custom");
+    assert_string_equal(cpu.model, "Nehalem");
+    assert_int_equal(cpu.nfeatures, 3);
+    assert_string_equal(cpu.features[0].name, "pcid");
+    assert_false(cpu.features[0].disable);
+    assert_string_equal(cpu.features[1].name, "hle");
+    assert_true(cpu.features[1].disable);
+    assert_string_equal(cpu.features[2].name, "mtrr");
+    assert_false(cpu.features[2].disable);
+
+    json_t *inst = json_pack("{s:s, s:s, s:{s:s, s:i, s:i}}", "uuid", UUID, "name", "c", "flavor",
+                             "name", "m1.tiny", "memory_mb", 512, "vcpus", 1);
+    struct lv_domain_spec spec = {
+        .virt_type = "qemu", .cache_mode = "none", .console_path = "/c.log", .cpu = &cpu};
+    char *xml = lv_domain_xml(inst, &spec);
+    xmlDocPtr doc = xmlReadMemory(xml, (int)strlen(xml), "d.xml", NULL, XML_PARSE_NONET);
+    assert_non_null(doc);
+    assert_xpath(doc, "string(/domain/cpu/@mode)", "custom");
+    assert_xpath(doc, "string(/domain/cpu/@match)", "exact");
+    assert_xpath(doc, "string(/domain/cpu/model)", "Nehalem");
+    assert_xpath(doc, "string(/domain/cpu/feature[@name='pcid']/@policy)", "require");
+    assert_xpath(doc, "string(/domain/cpu/feature[@name='hle']/@policy)", "disable");
+    assert_xpath(doc, "string(/domain/cpu/feature[@name='mtrr']/@policy)", "require");
+    xmlFreeDoc(doc);
+    free(xml);
+    /* host-model with flags: the features, no model */
+    nb_conf_set("libvirt", "cpu_mode", "host-model");
+    nb_conf_set("libvirt", "cpu_models", "");
+    nb_conf_set("libvirt", "cpu_model_extra_flags", "-svm");
+    assert_int_equal(lv_cpu_config(&ctx, "kvm", NULL, &cpu), 0);
+    xml = lv_domain_xml(inst, &spec);
+    doc = xmlReadMemory(xml, (int)strlen(xml), "d.xml", NULL, XML_PARSE_NONET);
+    assert_non_null(doc);
+    assert_xpath(doc, "string(/domain/cpu/@mode)", "host-model");
+    assert_xpath(doc, "string(count(/domain/cpu/model))", "0");
+    assert_xpath(doc, "string(/domain/cpu/feature[@name='svm']/@policy)", "disable");
+    xmlFreeDoc(doc);
+    free(xml);
+    json_decref(inst);
+
+    /* the errors */
+    struct {
+        const char *mode, *models, *flags, *want;
+    } bad[] = {
+        {"custom", "SandyBridge", "",
+         "no configured CPU model can run on this host under "
+         "virt_type qemu (libvirt marks SandyBridge not usable); "
+         "usable models: qemu64, Nehalem, Westmere"},
+        {"custom", "Nehalem2", "", "Configured CPU model: Nehalem2 is not correct"},
+        {"custom", "", "", "The cpu_models option is required when cpu_mode=custom"},
+        {"host-model", "Nehalem", "",
+         "The cpu_models option is not required when cpu_mode!=custom"},
+        {"host-modle", "", "",
+         "cpu_mode must be host-model, host-passthrough, custom or none, "
+         "not 'host-modle'"},
+        {"custom", "Nehalem", "+pc id", "cpu_model_extra_flags: bad flag '+pc id'"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        nb_conf_set("libvirt", "cpu_mode", bad[i].mode);
+        nb_conf_set("libvirt", "cpu_models", bad[i].models);
+        nb_conf_set("libvirt", "cpu_model_extra_flags", bad[i].flags);
+        nb_ctx_init_system(&ctx, NULL);
+        assert_int_equal(lv_cpu_config(&ctx, "qemu", DOMCAPS, &cpu), -1);
+        assert_int_equal(ctx.err_status, 500);
+        if (!strstr(ctx.err_msg, bad[i].want))
+            fail_msg("case %zu: '%s' lacks '%s'", i, ctx.err_msg, bad[i].want);
+    }
+    nb_conf_reset();
+}
+
+/* Removes the nodes expr selects. */
+static void strip(xmlDocPtr doc, const char *expr)
+{
+    xmlXPathContextPtr xc = xmlXPathNewContext(doc);
+    xmlXPathRegisterNs(xc, (const xmlChar *)"nova",
+                       (const xmlChar *)"http://openstack.org/xmlns/libvirt/nova/1.1");
+    xmlXPathObjectPtr o = xmlXPathEvalExpression((const xmlChar *)expr, xc);
+    for (int i = 0; o && o->nodesetval && i < o->nodesetval->nodeNr; i++) {
+        xmlNodePtr n = o->nodesetval->nodeTab[i];
+        if (n->type == XML_ATTRIBUTE_NODE) {
+            xmlRemoveProp((xmlAttrPtr)n);
+        } else {
+            xmlUnlinkNode(n);
+            xmlFreeNode(n);
+        }
+        o->nodesetval->nodeTab[i] = NULL;
+    }
+    xmlXPathFreeObject(o);
+    xmlXPathFreeContext(xc);
+}
+
+/* A domain XML without what may differ between the probe and a guest:
+ * identity (name, UUID, metadata, SMBIOS serial/uuid, MAC, console file),
+ * disks and memory. New string. */
+static char *comparable(const char *xml)
+{
+    xmlDocPtr doc =
+        xmlReadMemory(xml, (int)strlen(xml), "d.xml", NULL, XML_PARSE_NONET | XML_PARSE_NOBLANKS);
+    if (!doc)
+        fail_msg("not well-formed XML:\n%s", xml);
+    const char *drop[] = {
+        "/domain/name",
+        "/domain/uuid",
+        "/domain/metadata",
+        "/domain/memory",
+        "/domain/currentMemory",
+        "/domain/sysinfo/system/entry[@name='serial' or @name='uuid']",
+        "/domain/devices/disk",
+        "/domain/devices/interface/mac/@address",
+        "/domain/devices/serial/source/@path",
+    };
+    for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
+        strip(doc, drop[i]);
+    xmlChar *out = NULL;
+    int len = 0;
+    xmlDocDumpFormatMemory(doc, &out, &len, 1);
+    char *s = strdup((const char *)out);
+    xmlFree(out);
+    xmlFreeDoc(doc);
+    return s;
+}
+
+/* The virt_type probe is a real guest but for its disk and memory: machine
+ * type, firmware, CPU (mode, model, features), vCPUs, features, devices. A
+ * probe that boots less than guests boot proves nothing (nested KVM runs a
+ * guest without <cpu> and kills one with host-model). */
+static void test_probe_is_a_real_guest(void **state)
+{
+    (void)state;
+    char base[] = "/tmp/nubo-lvprobe-XXXXXX";
+    assert_non_null(mkdtemp(base));
+    struct lv lv = {.host = "cmp-1", .cache_mode = "none"};
+    snprintf(lv.instances_path, sizeof(lv.instances_path), "%s", base);
+    char dir[200], cmd[1000];
+    snprintf(dir, sizeof(dir), "%s/%s", base, UUID);
+    snprintf(cmd, sizeof(cmd),
+             "mkdir -p %s && : > %s/disk && : > %s/disk.config && "
+             "echo '{\"disk_format\": \"qcow2\"}' > %s/disk.info",
+             dir, dir, dir, dir);
+    assert_int_equal(system(cmd), 0);
+    json_t *inst =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:{s:s, s:i, s:i, s:i}}", "uuid", UUID, "name", "web",
+                  "user_id", "u1", "project_id", "p1", "image_ref", "img-1", "flavor", "name",
+                  "m1.small", "memory_mb", 2048, "vcpus", 2, "root_gb", 20);
+    struct lv_cpu cpus[] = {
+        {.mode = "host-model"},
+        {.mode = ""},
+        {.mode = "custom",
+         .model = "Nehalem",
+         .features = {{"pcid", false}, {"hle", true}},
+         .nfeatures = 2},
+    };
+    const char *types[] = {"kvm", "qemu", "kvm"};
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    struct lv_volumes vols = {.n = 0};
+    for (size_t i = 0; i < sizeof(cpus) / sizeof(cpus[0]); i++) {
+        char *guest = lv_instance_xml(&lv, &ctx, inst, &vols, types[i], &cpus[i]);
+        assert_non_null(guest);
+        char *probe = lv_probe_xml(&lv, types[i], &cpus[i], "/p", 2);
+        char *g = comparable(guest), *p = comparable(probe);
+        if (strcmp(g, p) != 0)
+            fail_msg("case %zu: the probe differs from the guest\nguest:\n%s\nprobe:\n%s", i, g, p);
+        /* what is compared is the real thing */
+        xmlDocPtr doc = xmlReadMemory(probe, (int)strlen(probe), "p.xml", NULL, XML_PARSE_NONET);
+        assert_non_null(doc);
+        assert_xpath(doc, "string(/domain/@type)", types[i]);
+        assert_xpath(doc, "string(/domain/cpu/@mode)", cpus[i].mode);
+        assert_xpath(doc, "string(/domain/cpu/model)", cpus[i].model);
+        assert_xpath(doc, "string(/domain/os/type/@machine)", "pc");
+        assert_xpath(doc, "string(/domain/vcpu)", "2");
+        assert_xpath(doc, "string(/domain/devices/disk/source/@file)", "/p/boot.img");
+        assert_xpath(doc, "string(/domain/devices/serial/source/@path)", "/p/serial.log");
+        assert_xpath(doc, "string(/domain/memory)", "32");
+        /* not named by a UUID: the driver's listing and events skip it */
+        char *name = xpath(doc, "string(/domain/name)");
+        assert_false(nb_is_uuid(name));
+        free(name);
+        xmlFreeDoc(doc);
+        free(g);
+        free(p);
+        free(guest);
+        free(probe);
+    }
+    json_decref(inst);
+    assert_int_equal(nb_rm_rf(base), 0);
+}
+
+/* QEMU dying of KVM (the monitor closed, KVM's assertion, an MSR) is told
+ * from QEMU dying of something else (a disk in the wrong format). */
+static void test_kvm_failure(void **state)
+{
+    (void)state;
+    assert_true(lv_is_kvm_failure(
+        "internal error: qemu unexpectedly closed the monitor: 2026-11-30T10:00:00.000000Z "
+        "qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69\nqemu-system-x86_64: "
+        "../../target/i386/kvm/kvm.c:3183: kvm_buf_set_msrs: Assertion `ret == "
+        "cpu->kvm_msr_buf->nmsrs' failed."));
+    assert_true(lv_is_kvm_failure(
+        "internal error: process exited while connecting to monitor: qemu-system-x86_64: "
+        "error: failed to set MSR 0x10a to 0x69"));
+    assert_false(lv_is_kvm_failure(
+        "internal error: qemu unexpectedly closed the monitor: qemu-system-x86_64: -blockdev "
+        "{\"driver\":\"qcow2\"}: Image is not in qcow2 format"));
+    assert_false(lv_is_kvm_failure("Requested operation is not valid: domain is already running"));
+    assert_false(lv_is_kvm_failure(NULL));
+}
+
+/* nb_conf_keys: what the driver's ignored-options warning walks. */
+static void test_conf_keys(void **state)
+{
+    (void)state;
+    nb_conf_reset();
+    nb_conf_set("libvirt", "virt_type", "qemu");
+    nb_conf_set("DEFAULT", "host", "h");
+    nb_conf_set("libvirt", "live_migration_bandwidth", "0");
+    nb_conf_set("libvirt", "virt_type", "kvm");
+    const char *keys[8];
+    assert_int_equal(nb_conf_keys("libvirt", keys, 8), 2);
+    assert_string_equal(keys[0], "virt_type");
+    assert_string_equal(keys[1], "live_migration_bandwidth");
+    assert_int_equal(nb_conf_keys("libvirt", keys, 1), 1);
+    assert_int_equal(nb_conf_keys("nothing", keys, 8), 0);
+    nb_conf_reset();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_domain_xml),   cmocka_unit_test(test_mac),
         cmocka_unit_test(test_run),          cmocka_unit_test(test_rm_rf),
         cmocka_unit_test(test_volume_disks), cmocka_unit_test(test_volume_clashes),
+        cmocka_unit_test(test_cpu_config),   cmocka_unit_test(test_probe_is_a_real_guest),
+        cmocka_unit_test(test_kvm_failure),  cmocka_unit_test(test_conf_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

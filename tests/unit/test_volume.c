@@ -20,6 +20,7 @@
 #include "volume/volume.h"
 #include "volume/volume_int.h"
 
+#include <grp.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -385,6 +386,26 @@ static void test_mount_point_naming(void **state)
     assert_string_equal(link, want_base);
 }
 
+/* A volume file is private: its owner and QEMU's group, nobody else
+ * (Cinder's secure NFS mode 660), or its owner alone where the host has no
+ * QEMU group. */
+static void assert_private(const char *path)
+{
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    struct group *g = getgrnam("libvirt-qemu");
+    if (!g)
+        g = getgrnam("qemu");
+    unsigned mode = (unsigned)(st.st_mode & 07777);
+    if (g && geteuid() == 0) {
+        if (mode != 0660 || st.st_gid != g->gr_gid)
+            fail_msg("%s: mode %04o gid %u, want 0660 gid %u", path, mode, (unsigned)st.st_gid,
+                     (unsigned)g->gr_gid);
+    } else if (mode & 0007) {
+        fail_msg("%s: mode %04o is readable by others", path, mode);
+    }
+}
+
 static void test_backend_files(void **state)
 {
     (void)state;
@@ -403,6 +424,7 @@ static void test_backend_files(void **state)
     assert_int_equal(sb.st_size, 1073741824);
     assert_int_equal(nb_vol_detect_format(&ctx, base, fmt), 0);
     assert_string_equal(fmt, "raw");
+    assert_private(base);
     assert_int_equal(sh("qemu-io -f raw -c 'write -P 0x11 0 64k' %s >/dev/null", base), 0);
 
     /* a snapshot: a qcow2 overlay on the active file, which it becomes */
@@ -413,6 +435,7 @@ static void test_backend_files(void **state)
     snprintf(overlay, sizeof(overlay), "%s/volume-%s.%s", share, id, snap);
     assert_int_equal(nb_vol_detect_format(&ctx, overlay, fmt), 0);
     assert_string_equal(fmt, "qcow2");
+    assert_private(overlay);
     assert_int_equal(sh("qemu-img info %s | grep -q 'backing file: volume-%s'", overlay, id), 0);
     char now[32];
     nb_now_iso_us(now);
@@ -462,6 +485,24 @@ static void test_backend_files(void **state)
     assert_int_equal(nb_vol_backend_extend(&ctx, share, "volume-missing", 3), -1);
     assert_int_equal(ctx.err_status, 500);
     assert_non_null(strstr(ctx.err_msg, "volume-missing"));
+
+    /* a volume from an image and a copy of a volume: private too */
+    const char *id2 = "55555555-5555-4555-8555-555555555555";
+    char path2[PATH_MAX];
+    assert_int_equal(nb_vol_backend_create_from(&ctx, share, id2, base, "raw", 1), 0);
+    snprintf(path2, sizeof(path2), "%s/volume-%s", share, id2);
+    assert_private(path2);
+    char copy[128];
+    snprintf(copy, sizeof(copy), "volume-%s.copy", id2);
+    assert_int_equal(nb_vol_backend_copy(&ctx, share, bname, copy), 0);
+    snprintf(path2, sizeof(path2), "%s/%s", share, copy);
+    assert_private(path2);
+    assert_int_equal(nb_vol_backend_delete(&ctx, share, id2), 0);
+
+    /* a file an older nubo left 0644 is made private at start */
+    assert_int_equal(chmod(base, 0644), 0);
+    assert_int_equal(nb_vol_backend_init(dir), 0);
+    assert_private(base);
 
     admin_ctx(&ctx);
     assert_int_equal(nb_vol_backend_delete(&ctx, share, id), 0);

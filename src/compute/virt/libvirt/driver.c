@@ -5,7 +5,11 @@
  * [DEFAULT] host. The connection ([libvirt] connection_uri, default
  * qemu:///system) is shared by all threads (libvirt connections are
  * thread-safe) and reopened when libvirtd went away, so a libvirtd restart
- * costs the operations in flight at that moment, not the agent. */
+ * costs the operations in flight at that moment, not the agent.
+ *
+ * Every [libvirt] option nubo does not implement (Nova's live_migration_*,
+ * block_migration, ...) is logged as ignored when the driver starts: an
+ * option that is set is either honoured or said to be ignored. */
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
@@ -272,6 +276,7 @@ static void op_close(struct nb_virt_driver *drv)
     }
     pthread_mutex_destroy(&lv->conn_lock);
     pthread_mutex_destroy(&lv->cache_lock);
+    pthread_mutex_destroy(&lv->vt_lock);
     json_decref(lv->cache_pins);
     free(lv);
     free(drv);
@@ -298,6 +303,36 @@ static const struct nb_virt_ops lv_ops = {
     .set_event_callback = op_set_event_callback,
     .close = op_close,
 };
+
+/* The [libvirt] options this driver reads. */
+static const char *const known_options[] = {
+    "connection_uri",        "virt_type",   "cpu_mode",          "cpu_models",
+    "cpu_model_extra_flags", "images_type", "kvm_probe_timeout", "wait_soft_reboot_seconds",
+    "device_detach_timeout",
+};
+
+/* Logs, once, each [libvirt] option set that nubo does not implement, and
+ * extra CPU flags that the guests' CPU mode leaves nowhere to go. */
+static void warn_ignored_options(struct lv *lv, struct nb_ctx *ctx)
+{
+    const char *keys[256];
+    int n = nb_conf_keys("libvirt", keys, 256);
+    for (int i = 0; i < n; i++) {
+        bool known = false;
+        for (size_t k = 0; k < sizeof(known_options) / sizeof(known_options[0]); k++)
+            known = known || !strcmp(keys[i], known_options[k]);
+        if (!known)
+            NB_WARN(LV_LOG, ctx, NULL,
+                    "[libvirt] %s = %s is ignored: nubo does not implement this option", keys[i],
+                    nb_conf_str("libvirt", keys[i], ""));
+    }
+    const char *flags = nb_conf_str("libvirt", "cpu_model_extra_flags", "");
+    if (*flags && !lv->cpu.mode[0])
+        NB_WARN(LV_LOG, ctx, NULL,
+                "[libvirt] cpu_model_extra_flags = %s is ignored: under virt_type %s the guests "
+                "get cpu_mode none (QEMU's default model, no CPU element for the flags)",
+                flags, lv->virt_type);
+}
 
 /* QEMU runs as another user (libvirt-qemu) and opens the disks under
  * instances_path: every directory above them must be searchable by others. */
@@ -362,6 +397,7 @@ struct nb_virt_driver *nb_virt_libvirt_open(const char *host)
     struct lv *lv = calloc(1, sizeof(*lv));
     pthread_mutex_init(&lv->conn_lock, NULL);
     pthread_mutex_init(&lv->cache_lock, NULL);
+    pthread_mutex_init(&lv->vt_lock, NULL);
     lv->cache_pins = json_object();
     lv->event_cb_id = -1;
     nb_strlcpy(lv->host, host, sizeof(lv->host));
@@ -403,15 +439,18 @@ struct nb_virt_driver *nb_virt_libvirt_open(const char *host)
         goto fail;
     if (lv_resolve_virt_type(lv, &ctx, nb_conf_str("libvirt", "virt_type", "auto")) < 0)
         goto fail;
+    warn_ignored_options(lv, &ctx);
     unsigned long ver = 0, lver = 0;
+    char cpu_desc[256];
     virConnectGetVersion(lv->conn, &ver);
     virConnectGetLibVersion(lv->conn, &lver);
     NB_INFO(LV_LOG, &ctx, NULL,
             "libvirt driver for host %s: %s (libvirt %lu.%lu.%lu, QEMU %lu.%lu.%lu), virt_type "
-            "%s, images_type %s, instances_path %s, disk cache %s",
+            "%s, guest cpu %s, images_type %s, instances_path %s, disk cache %s",
             lv->host, lv->uri, lver / 1000000, lver / 1000 % 1000, lver % 1000, ver / 1000000,
-            ver / 1000 % 1000, ver % 1000, lv->virt_type, lv->images_type, lv->instances_path,
-            lv->cache_mode);
+            ver / 1000 % 1000, ver % 1000, lv->virt_type,
+            lv_cpu_describe(&lv->cpu, cpu_desc, sizeof(cpu_desc)), lv->images_type,
+            lv->instances_path, lv->cache_mode);
     lv_cache_cleanup(lv, &ctx);
     return drv;
 fail:

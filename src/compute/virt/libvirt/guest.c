@@ -71,11 +71,9 @@ json_t *lv_read_disk_info(const char *dir)
     return text ? nb_json_parse(text) : NULL;
 }
 
-/* Defines the domain from the database state (vols: the instance's
- * volumes, from lv_volumes_collect) and starts it; waits until libvirt
- * reports it running. */
-static int start_domain(struct lv *lv, struct nb_ctx *ctx, const json_t *inst,
-                        const struct lv_volumes *vols)
+char *lv_instance_xml(struct lv *lv, struct nb_ctx *ctx, const json_t *inst,
+                      const struct lv_volumes *vols, const char *virt_type,
+                      const struct lv_cpu *cpu)
 {
     const char *uuid = nb_json_str(inst, "uuid");
     char dir[LV_PATH_MAX], disk[LV_PATH_MAX + 8], cfg[LV_PATH_MAX + 16], console[LV_PATH_MAX + 16];
@@ -85,27 +83,17 @@ static int start_domain(struct lv *lv, struct nb_ctx *ctx, const json_t *inst,
     snprintf(console, sizeof(console), "%s/console.log", dir);
     bool from_volume = vols->n > 0 && vols->v[0].boot;
     _cleanup_json_ json_t *di = lv_read_disk_info(dir);
-    if (!from_volume && (!di || access(disk, F_OK) != 0))
-        return nb_error(ctx, 500, NULL,
-                        "The disk of instance %s is missing on host %s (%s): the instance "
-                        "cannot be started",
-                        uuid, lv->host, disk);
-    /* a volume-backed instance needs no local file to start: its directory
-     * (console log) is made again if it went away */
-    if (from_volume && (nb_mkdir_p(dir) < 0 || chmod(dir, 0755) < 0))
-        return nb_error(ctx, 500, NULL, "cannot create %s: %s", dir, strerror(errno));
+    if (!from_volume && (!di || access(disk, F_OK) != 0)) {
+        nb_error(ctx, 500, NULL,
+                 "The disk of instance %s is missing on host %s (%s): the instance cannot be "
+                 "started",
+                 uuid, lv->host, disk);
+        return NULL;
+    }
     char mac[18];
     lv_mac_for(uuid, mac);
-    const char *cpu_mode = nb_conf_str("libvirt", "cpu_mode", NULL);
-    if (!cpu_mode)
-        cpu_mode = !strcmp(lv->virt_type, "kvm") ? "host-model" : "none";
-    struct lv_domain_spec spec = {
-        .virt_type = lv->virt_type,
-        .cache_mode = lv->cache_mode,
-        .console_path = console,
-        .mac_address = mac,
-        .cpu_mode = cpu_mode,
-    };
+    struct lv_domain_spec spec;
+    lv_guest_spec(lv, virt_type, cpu, console, mac, &spec);
     if (!from_volume)
         spec.disks[spec.ndisks++] = (struct lv_disk){
             .path = disk,
@@ -125,7 +113,59 @@ static int start_domain(struct lv *lv, struct nb_ctx *ctx, const json_t *inst,
             .target = "hda",
             .readonly = true,
         };
-    _cleanup_free_ char *xml = lv_domain_xml(inst, &spec);
+    return lv_domain_xml(inst, &spec);
+}
+
+/* A failed virDomainCreate: the error, naming KVM as the cause when QEMU
+ * died of it (and, under auto, asking for the virt_type re-check). -1. */
+static int start_failed(struct lv *lv, struct nb_ctx *ctx, const json_t *inst,
+                        const char *virt_type, const struct lv_cpu *cpu)
+{
+    const char *uuid = nb_json_str(inst, "uuid");
+    if (strcmp(virt_type, "kvm") != 0 || !lv_is_kvm_failure(virGetLastErrorMessage()))
+        return lv_error(ctx, 500, "Instance %s failed to start on host %s", uuid, lv->host);
+    /* QEMU's lines on one line, without the final stop */
+    char msg[700], desc[256];
+    nb_strlcpy(msg, virGetLastErrorMessage(), sizeof(msg));
+    for (char *p = msg; *p; p++)
+        if (*p == '\n')
+            *p = ' ';
+    size_t n = strlen(msg);
+    while (n && (msg[n - 1] == '.' || msg[n - 1] == ' '))
+        msg[--n] = '\0';
+    lv_cpu_describe(cpu, desc, sizeof(desc));
+    bool auto_vt = lv->virt_type_auto;
+    nb_error(ctx, 500, NULL,
+             "Instance %s failed to start on host %s: KVM cannot run this guest (cpu %s): %s. %s",
+             uuid, lv->host, desc, msg,
+             auto_vt ? "virt_type auto: the host re-checks KVM against TCG before its next start"
+                     : "[libvirt] virt_type = kvm is configured: set virt_type = auto or qemu, "
+                       "or another [libvirt] cpu_mode");
+    NB_ERROR(LV_LOG, ctx, uuid, "%s", ctx->err_msg);
+    lv_kvm_failed(lv, (int)nb_json_int(json_object_get(inst, "flavor"), "vcpus", 1));
+    return -1;
+}
+
+/* Defines the domain from the database state (vols: the instance's
+ * volumes, from lv_volumes_collect) and starts it; waits until libvirt
+ * reports it running. */
+static int start_domain(struct lv *lv, struct nb_ctx *ctx, const json_t *inst,
+                        const struct lv_volumes *vols)
+{
+    const char *uuid = nb_json_str(inst, "uuid");
+    char dir[LV_PATH_MAX];
+    lv_instance_dir(lv, uuid, dir, sizeof(dir));
+    /* a volume-backed instance needs no local file to start: its directory
+     * (console log) is made again if it went away */
+    if (vols->n > 0 && vols->v[0].boot && (nb_mkdir_p(dir) < 0 || chmod(dir, 0755) < 0))
+        return nb_error(ctx, 500, NULL, "cannot create %s: %s", dir, strerror(errno));
+    char virt_type[16];
+    struct lv_cpu cpu;
+    if (lv_current_virt(lv, ctx, virt_type, &cpu) < 0)
+        return -1;
+    _cleanup_free_ char *xml = lv_instance_xml(lv, ctx, inst, vols, virt_type, &cpu);
+    if (!xml)
+        return -1;
     virConnectPtr conn = lv_conn(lv, ctx);
     if (!conn)
         return -1;
@@ -134,7 +174,7 @@ static int start_domain(struct lv *lv, struct nb_ctx *ctx, const json_t *inst,
         return lv_error(ctx, 500, "cannot define the domain of instance %s", uuid);
     int rc = 0;
     if (virDomainCreate(dom) < 0)
-        rc = lv_error(ctx, 500, "Instance %s failed to start on host %s", uuid, lv->host);
+        rc = start_failed(lv, ctx, inst, virt_type, &cpu);
     for (int i = 0; rc == 0 && i < 200 && lv_dom_state(dom) != VIR_DOMAIN_RUNNING; i++)
         usleep(50 * 1000);
     if (rc == 0 && lv_dom_state(dom) != VIR_DOMAIN_RUNNING)

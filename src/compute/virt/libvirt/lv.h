@@ -1,12 +1,16 @@
 /* lv.h - what the libvirt driver's files share.
  *
+ * cpu.c      the guest CPU: [libvirt] cpu_mode, cpu_models,
+ *            cpu_model_extra_flags, resolved per accelerator
  * driver.c   the vtable, the connection (reopened when libvirtd restarts)
- *            and the lifecycle-event thread
+ *            and the lifecycle-event thread; options nubo ignores
  * guest.c    spawn, power operations, destroy, guest state
  * host.c     host capabilities and capacity (host_info)
  * imagecache.c  instances/_base: images fetched once, verified by sha512;
  *            instance disks on top of them; unused bases removed
  * virt_type.c   [libvirt] virt_type = auto: which accelerator really runs
+ *            guests (a probe guest built as real guests are), re-checked
+ *            after a KVM-level start failure
  * volume.c   volumes (block_device_mapping) as guest disks: the disks of
  *            a domain start, hot-plug attach/detach; snapshot of the root
  * xml.c      the domain XML, generated from the instance's database state */
@@ -22,14 +26,37 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+struct lv_volumes;
+
 #define LV_LOG "nubo.compute.virt.libvirt"
 #define LV_PATH_MAX 1024
 #define LV_MAX_VOLUMES 25 /* vda..vdy; the domain adds a local root and a config drive */
+#define LV_MAX_CPU_FEATURES 32
+
+/* The guest CPU: the <cpu> element every guest (and the virt_type probe)
+ * gets. mode "" means no <cpu> element (QEMU's default model). */
+struct lv_cpu_feature {
+    char name[48];
+    bool disable; /* policy 'disable' ("-flag"), else 'require' */
+};
+struct lv_cpu {
+    char mode[24];  /* "", "host-model", "host-passthrough", "custom" */
+    char model[64]; /* custom: the model, as libvirt spells it */
+    struct lv_cpu_feature features[LV_MAX_CPU_FEATURES];
+    int nfeatures;
+};
 
 struct lv {
     char host[256];
     char uri[256];
+    /* vt_lock guards virt_type, cpu and the re-check fields: a KVM-level
+     * start failure makes the next start re-run the auto decision */
+    pthread_mutex_t vt_lock;
     char virt_type[16];   /* "kvm" or "qemu", resolved */
+    struct lv_cpu cpu;    /* the guest CPU under virt_type */
+    bool virt_type_auto;  /* [libvirt] virt_type = auto */
+    bool recheck_pending; /* KVM failed a guest: re-run the decision */
+    int recheck_vcpus;    /* the failed guest's vCPUs, for the probe */
     char images_type[16]; /* "qcow2" or "raw" */
     char cache_mode[16];  /* disk cache: "none" when O_DIRECT works, else "writeback" */
     char instances_path[LV_PATH_MAX];
@@ -78,6 +105,13 @@ int lv_dom_state(virDomainPtr dom);
 json_t *lv_read_disk_info(const char *dir);
 json_t *lv_list(struct lv *lv, struct nb_ctx *ctx);
 char *lv_console_log(struct lv *lv, struct nb_ctx *ctx, const char *uuid);
+/* The domain XML inst starts with now under virt_type and cpu: its local
+ * disk (instances/<uuid>/disk, as disk.info says) or boot volume, its
+ * volumes (vols), its config drive, its console. New string, or NULL with
+ * 500 when its local disk is missing. */
+char *lv_instance_xml(struct lv *lv, struct nb_ctx *ctx, const json_t *inst,
+                      const struct lv_volumes *vols, const char *virt_type,
+                      const struct lv_cpu *cpu);
 /* instances/<uuid> into buf. */
 const char *lv_instance_dir(const struct lv *lv, const char *uuid, char *buf, size_t n);
 
@@ -106,10 +140,38 @@ int lv_disk_create(struct lv *lv, struct nb_ctx *ctx, const struct lv_base *base
  * [image_cache] remove_unused_original_minimum_age_seconds. */
 void lv_cache_cleanup(struct lv *lv, struct nb_ctx *ctx);
 
+/* cpu.c */
+/* The guest CPU for virt_type from [libvirt] cpu_mode (default host-model
+ * under kvm, none under qemu), cpu_models (custom: the first one domcaps,
+ * libvirt's domain capabilities XML for virt_type, marks usable; names are
+ * matched case-insensitively) and cpu_model_extra_flags ("+f", "-f", "f").
+ * -1 with a 500 naming the option: an unknown mode or model, cpu_models
+ * without cpu_mode = custom or the reverse, no usable model, a bad flag. */
+int lv_cpu_config(struct nb_ctx *ctx, const char *virt_type, const char *domcaps,
+                  struct lv_cpu *out);
+/* lv_cpu_config with libvirt's domain capabilities for virt_type. 0/-1. */
+int lv_guest_cpu(struct lv *lv, struct nb_ctx *ctx, const char *virt_type, struct lv_cpu *out);
+/* "host-model", "custom SandyBridge +pcid -hle", "none (QEMU default)". */
+const char *lv_cpu_describe(const struct lv_cpu *cpu, char *buf, size_t n);
+
 /* virt_type.c */
-/* Resolves [libvirt] virt_type (kvm|qemu|auto) into lv->virt_type,
- * running a probe guest for auto. 0/-1. */
+/* Resolves [libvirt] virt_type (kvm|qemu|auto) into lv->virt_type and
+ * lv->cpu, running the probe guest for auto. 0/-1. */
 int lv_resolve_virt_type(struct lv *lv, struct nb_ctx *ctx, const char *wanted);
+/* The probe guest's domain XML for virt_type and cpu: lv_guest_spec and
+ * lv_domain_xml as a real guest, vcpus vCPUs, 32 MiB, a raw boot sector at
+ * dir/boot.img as vda, console at dir/serial.log. New string. */
+char *lv_probe_xml(const struct lv *lv, const char *virt_type, const struct lv_cpu *cpu,
+                   const char *dir, int vcpus);
+/* True when a failed guest start under KVM is KVM's doing: QEMU died at
+ * start (the monitor closed) naming KVM or an MSR. */
+bool lv_is_kvm_failure(const char *libvirt_msg);
+/* Records that KVM could not start a guest of vcpus vCPUs: under auto the
+ * next lv_current_virt re-runs the decision. */
+void lv_kvm_failed(struct lv *lv, int vcpus);
+/* The accelerator and CPU a guest starting now gets (re-checking first
+ * when lv_kvm_failed asked for it). 0/-1. */
+int lv_current_virt(struct lv *lv, struct nb_ctx *ctx, char virt_type[16], struct lv_cpu *cpu);
 
 /* volume.c */
 /* A volume mapping as a guest disk; the strings are the struct's own. */
@@ -160,10 +222,16 @@ struct lv_domain_spec {
     const char *cache_mode;
     const char *console_path;
     const char *mac_address;
-    const char *cpu_mode; /* NULL/"none", "host-model", "host-passthrough" */
+    const struct lv_cpu *cpu; /* NULL: no <cpu> element */
+    const char *name;         /* the domain's name; NULL: the instance UUID */
     struct lv_disk disks[LV_MAX_VOLUMES + 2];
     int ndisks;
 };
+/* Everything of a guest's domain but its identity and disks: accelerator,
+ * CPU, disk cache, console file, NIC. Real guests and the virt_type probe
+ * both get their spec from here, so the probe boots what guests boot. */
+void lv_guest_spec(const struct lv *lv, const char *virt_type, const struct lv_cpu *cpu,
+                   const char *console_path, const char *mac_address, struct lv_domain_spec *spec);
 /* The domain XML of inst (nb_instance_agent_view's shape). New string. */
 char *lv_domain_xml(const json_t *inst, const struct lv_domain_spec *spec);
 /* One <disk> element for disk (hot-plug XML of attach/detach), generated

@@ -8,8 +8,11 @@
  * (runbooks and tools read it with `virsh dumpxml`), SMBIOS system entries
  * "OpenStack Foundation"/"OpenStack Nova", virtio disks (volumes with their
  * volume ID as <serial>), the config drive as an IDE cdrom, a virtio NIC,
- * the serial console appended to a file. lv_disk_xml gives attach/detach
- * the same <disk> element. */
+ * the serial console appended to a file, the guest CPU as [libvirt]
+ * cpu_mode/cpu_models/cpu_model_extra_flags make it (Nova's
+ * LibvirtConfigGuestCPU). lv_disk_xml gives attach/detach the same <disk>
+ * element; lv_guest_spec gives real guests and the virt_type probe the same
+ * everything else. */
 #include "common/sbuf.h"
 #include "common/json.h"
 #include "common/util.h"
@@ -104,6 +107,38 @@ char *lv_disk_xml(const struct lv_disk *disk, const char *cache_mode)
     return b.s;
 }
 
+/* The <cpu> element (none for mode ""): Nova's layout, <model> for custom
+ * (match exact), a <feature> per extra flag. */
+static void add_cpu(struct nb_sbuf *b, const struct lv_cpu *cpu)
+{
+    if (!cpu || !cpu->mode[0])
+        return;
+    bool custom = !strcmp(cpu->mode, "custom");
+    if (!custom && cpu->nfeatures == 0) {
+        addf(b, "  <cpu mode='%s'/>\n", cpu->mode);
+        return;
+    }
+    addf(b, custom ? "  <cpu mode='%s' match='exact'>\n" : "  <cpu mode='%s'>\n", cpu->mode);
+    if (custom)
+        addf(b, "    <model>%s</model>\n", cpu->model);
+    for (int i = 0; i < cpu->nfeatures; i++)
+        addf(b, "    <feature policy='%s' name='%s'/>\n",
+             cpu->features[i].disable ? "disable" : "require", cpu->features[i].name);
+    addf(b, "  </cpu>\n");
+}
+
+void lv_guest_spec(const struct lv *lv, const char *virt_type, const struct lv_cpu *cpu,
+                   const char *console_path, const char *mac_address, struct lv_domain_spec *spec)
+{
+    *spec = (struct lv_domain_spec){
+        .virt_type = virt_type,
+        .cache_mode = lv->cache_mode,
+        .console_path = console_path,
+        .mac_address = mac_address,
+        .cpu = cpu,
+    };
+}
+
 void lv_mac_for(const char *uuid, char out[18])
 {
     unsigned char md[SHA256_DIGEST_LENGTH];
@@ -122,7 +157,7 @@ char *lv_domain_xml(const json_t *inst, const struct lv_domain_spec *spec)
 
     addf(&b, "<domain type='%s' xmlns:nova='http://openstack.org/xmlns/libvirt/nova/1.1'>\n",
          spec->virt_type);
-    addf(&b, "  <name>%s</name>\n  <uuid>%s</uuid>\n", uuid, uuid);
+    addf(&b, "  <name>%s</name>\n  <uuid>%s</uuid>\n", spec->name ? spec->name : uuid, uuid);
     addf(&b, "  <metadata>\n    <nova:instance>\n      <nova:package version='nubo'/>\n");
     addf(&b, "      <nova:name>%s</nova:name>\n", nb_json_str(inst, "name"));
     addf(&b, "      <nova:creationTime>%s</nova:creationTime>\n", nb_now_iso(now));
@@ -155,8 +190,7 @@ char *lv_domain_xml(const json_t *inst, const struct lv_domain_spec *spec)
     addf(&b, "  <os>\n    <type arch='x86_64' machine='pc'>hvm</type>\n    <boot dev='hd'/>\n"
              "    <smbios mode='sysinfo'/>\n  </os>\n");
     addf(&b, "  <features>\n    <acpi/>\n    <apic/>\n  </features>\n");
-    if (spec->cpu_mode && *spec->cpu_mode && strcmp(spec->cpu_mode, "none") != 0)
-        addf(&b, "  <cpu mode='%s'/>\n", spec->cpu_mode);
+    add_cpu(&b, spec->cpu);
     addf(&b, "  <clock offset='utc'/>\n  <on_poweroff>destroy</on_poweroff>\n"
              "  <on_reboot>restart</on_reboot>\n  <on_crash>destroy</on_crash>\n");
     addf(&b, "  <devices>\n");
