@@ -446,5 +446,6 @@ int nb_volume_init(struct nb_env *env)
     nb_vol_messages_routes();
     nb_vol_attachments_routes();
     nb_vol_extensions_routes();
-    return 0;
+    nb_vol_services_routes();
+    return env->db ? nb_vol_services_start() : 0;
 }

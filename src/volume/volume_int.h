@@ -129,6 +129,10 @@ void nb_vol_actions_routes(void);
 void nb_vol_snapshots_routes(void);
 void nb_vol_quotas_routes(void);
 void nb_vol_extensions_routes(void);
+void nb_vol_services_routes(void);
+/* services.c: registers the cinder-scheduler and cinder-volume rows of this
+ * process and starts their heartbeat thread. 0/-1. */
+int nb_vol_services_start(void);
 /* A live volume row visible to ctx, or NULL after 404. New reference. */
 json_t *nb_vol_load(struct nb_ctx *ctx, const char *id);
 /* A live snapshot row visible to ctx, or NULL after 404. New reference. */

@@ -174,3 +174,23 @@ def test_hypervisor_disk_used_leaves_out_volume_roots(fresh_cloud):
     assert disk == 1
     stats = c.cli("hypervisor", "stats", "show", "-f", "json")
     assert stats["local_gb_used"] == 1 and stats["free_disk_gb"] == stats["local_gb"] - 1, stats
+
+
+def test_volume_services_and_network_agents(cloud):
+    """`openstack volume service list` shows the cinder-scheduler and
+    cinder-volume parts nubo runs, up by their heartbeats (a row whose
+    heartbeat stopped is down); `openstack network agent list` is empty:
+    nubo runs no Neutron agent."""
+    cloud.sql("INSERT INTO volume_services (host, binary, availability_zone, created_at, "
+              "updated_at) VALUES ('gone@nfs', 'cinder-volume', 'nova', "
+              "'2020-01-01T00:00:00.000000', '2020-01-01T00:00:00.000000')")
+    rows = {(r["Binary"], r["Host"]): r for r in
+            cloud.cli("volume", "service", "list", "-f", "json")}
+    host = cloud.sql("SELECT host FROM services WHERE binary = 'nova-conductor'")[0]["host"]
+    assert set(rows) == {("cinder-scheduler", host), ("cinder-volume", host + "@nfs"),
+                         ("cinder-volume", "gone@nfs")}
+    for key in (("cinder-scheduler", host), ("cinder-volume", host + "@nfs")):
+        assert rows[key]["State"] == "up" and rows[key]["Status"] == "enabled", rows
+        assert rows[key]["Zone"] == "nova"
+    assert rows[("cinder-volume", "gone@nfs")]["State"] == "down"
+    assert cloud.cli("network", "agent", "list", "-f", "json") == []
