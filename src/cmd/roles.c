@@ -358,6 +358,7 @@ cleanup:
     nb_http_stop();
     nb_compute_agents_stop();
     nb_service_keepalive_stop();
+    nb_volume_shutdown();
     nb_metadata_stop();
     nb_bus_shutdown();
     nb_svc_shutdown();

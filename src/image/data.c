@@ -43,6 +43,7 @@
 struct upload {
     char id[64];
     char disk_format[64];
+    bool volume_snapshot; /* Nova's image of a volume-backed server */
     char partial[4096], final[4096];
     int fd;
     uint64_t size, cap;
@@ -170,6 +171,8 @@ static struct upload *upload_begin(struct nb_ctx *ctx, const json_t *rec, bool a
     u->cap = cap > 0 ? (uint64_t)cap : 0;
     nb_strlcpy(u->id, id, sizeof(u->id));
     nb_strlcpy(u->disk_format, df, sizeof(u->disk_format));
+    u->volume_snapshot =
+        json_object_get(json_object_get(rec, "properties"), "block_device_mapping") != NULL;
     data_path(u->partial, sizeof(u->partial), id, ".partial");
     data_path(u->final, sizeof(u->final), id, "");
     u->md5 = EVP_MD_CTX_new();
@@ -242,6 +245,25 @@ static void hexdigest(EVP_MD_CTX *md, char *out)
     out[2 * n] = '\0';
 }
 
+/* Whether an empty upload is refused (why written). Glance takes any; nubo
+ * takes one whose disk_format an empty file is (raw, or the AMI kinds Nova
+ * does not compare), and the image of a volume-backed server, whose disks
+ * are the volume snapshots its block_device_mapping names (Nova uploads
+ * nothing for it, declared qcow2). A format with a header (qcow2, vmdk, …)
+ * cannot be empty: such an image could never boot. */
+static bool empty_refused(const struct upload *u, char *why, size_t n)
+{
+    static const char *const may_be_empty[] = {"raw", "ami", "aki", "ari", NULL};
+    const char *declared = u->disk_format;
+    if (u->volume_snapshot)
+        return false;
+    for (const char *const *f = may_be_empty; *f; f++)
+        if (!strcmp(declared, *f))
+            return false;
+    snprintf(why, n, "Image declared %s but it has no data (0 bytes)", declared);
+    return true;
+}
+
 /* Checks the content, publishes the file and activates the image. 0, or -1
  * after nb_error with the image back to queued. */
 static int upload_complete(struct nb_ctx *ctx, struct upload *u)
@@ -252,9 +274,9 @@ static int upload_complete(struct nb_ctx *ctx, struct upload *u)
         upload_fail(ctx, u, err);
         return nb_error(ctx, 500, NULL, "Could not inspect image %s: %s", u->id, err);
     }
-    /* An empty upload completes as Glance completes one: nothing to inspect. */
-    if (u->size > 0 && (nb_format_check_safe(&info, why, sizeof(why)) < 0 ||
-                        nb_format_check_declared(&info, u->disk_format, why, sizeof(why)) < 0)) {
+    if (u->size > 0 ? nb_format_check_safe(&info, why, sizeof(why)) < 0 ||
+                          nb_format_check_declared(&info, u->disk_format, why, sizeof(why)) < 0
+                    : empty_refused(u, why, sizeof(why))) {
         upload_fail(ctx, u, why);
         return nb_error(ctx, 400, NULL, "%s", why);
     }

@@ -528,6 +528,36 @@ static void qcow2_backing(const struct nb_format_inspector *ins, struct nb_forma
     unsafe(out, "qcow2 image has a backing file (%s)", out->backing_file);
 }
 
+/* QEMU's bound on a qcow2 L1 table (QCOW_MAX_L1_SIZE, bytes of 8-byte
+ * entries): with clusters of 2^cb bytes an L1 entry maps 2^(2cb-3) bytes,
+ * so QEMU opens nothing larger than 2^22 such entries map (128 GiB with
+ * 512-byte clusters, 2 PiB with the default 64 KiB, 2 EiB with 2 MiB). */
+#define QCOW2_MAX_L1_ENTRIES ((32u * MiB) / 8u)
+
+/* The virtual size against what QEMU opens: at most QCOW2_MAX_L1_ENTRIES
+ * L1 entries ("Image is too big") and an L1 table that covers the size
+ * ("L1 table is too small"). 0, or -1 with out marked unsafe. */
+static int qcow2_size_check(struct nb_format_info *out, uint32_t l1_size, uint32_t cb)
+{
+    unsigned shift = 2 * cb - 3;
+    uint64_t per_entry = (uint64_t)1 << shift;
+    uint64_t needed = (out->virtual_size >> shift) + ((out->virtual_size & (per_entry - 1)) != 0);
+    if (needed > QCOW2_MAX_L1_ENTRIES) {
+        unsafe(out,
+               "qcow2 virtual size %llu bytes is more than QEMU opens with %llu-byte clusters "
+               "(at most %llu bytes)",
+               (unsigned long long)out->virtual_size, (unsigned long long)1 << cb,
+               (unsigned long long)QCOW2_MAX_L1_ENTRIES << shift);
+        return -1;
+    }
+    if (l1_size < needed) {
+        unsafe(out, "qcow2 L1 table (%u entries) is too small for virtual size %llu bytes", l1_size,
+               (unsigned long long)out->virtual_size);
+        return -1;
+    }
+    return 0;
+}
+
 static void parse_qcow2(const struct nb_format_inspector *ins, struct nb_format_info *out)
 {
     const uint8_t *h = at(ins, 0, 72);
@@ -561,6 +591,8 @@ static void parse_qcow2(const struct nb_format_inspector *ins, struct nb_format_
         return;
     }
     uint64_t cs = (uint64_t)1 << cb;
+    if (qcow2_size_check(out, be32(h + 36), cb) < 0)
+        return;
     if (bfo != 0)
         qcow2_backing(ins, out, bfo, bfs, cs);
     if (out->incompatible_features & QCOW2_INCOMPAT_DATA_FILE)

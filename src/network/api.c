@@ -278,6 +278,7 @@ int nb_network_init(struct nb_env *env)
         return -1;
     if (nb_net_quotas_init(env) < 0)
         return -1;
+    nb_net_agents_init();
     return 0;
 }
 

@@ -59,6 +59,8 @@ int nb_net_routers_init(struct nb_env *env) __attribute__((weak));
 int nb_net_subnetpools_init(struct nb_env *env) __attribute__((weak));
 /* quotas.c: Neutron's quotas API, read side. 0/-1. */
 int nb_net_quotas_init(struct nb_env *env);
+/* agents.c: GET /v2.0/agents (none run: an empty list). */
+void nb_net_agents_init(void);
 
 /* Route registration of each resource file (api.c calls them). 0/-1. */
 int nb_net_networks_init(void);

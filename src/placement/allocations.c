@@ -898,6 +898,23 @@ cleanup:
 
 /* ---- in-process ---- */
 
+/* The line placement's requestlog middleware writes for the PUT that the
+ * claim stands for, so that runbooks grepping nubo-placement.log for
+ * `"PUT /placement/allocations/<uuid>" status: 204` find in-process claims
+ * too: remote address "-" (placement's own value when there is none),
+ * microversion 1.36 (what Nova's report client sends for this PUT), len 0
+ * for the 204 and "-" for a refusal (no body is rendered in-process). */
+static void log_claim_request(struct nb_ctx *ctx, const char *uuid, int status)
+{
+    if (status == 204)
+        NB_INFO("nubo.placement.requestlog", ctx, NULL,
+                "- \"PUT /placement/allocations/%s\" status: 204 len: 0 microversion: 1.36", uuid);
+    else
+        NB_INFO("nubo.placement.requestlog", ctx, NULL,
+                "- \"PUT /placement/allocations/%s\" status: %d len: - microversion: 1.36", uuid,
+                status);
+}
+
 int nb_placement_claim(struct nb_ctx *ctx, const char *consumer_uuid, const char *project_id,
                        const char *user_id, const char *rp_uuid, json_t *resources,
                        long long consumer_generation)
@@ -931,8 +948,11 @@ int nb_placement_claim(struct nb_ctx *ctx, const char *consumer_uuid, const char
         .generation = consumer_generation,
         .allocations = allocs,
     };
-    if (write_and_commit(ctx, &w, 1, PLC_WRITE_PUT) < 0)
+    if (write_and_commit(ctx, &w, 1, PLC_WRITE_PUT) < 0) {
+        log_claim_request(ctx, uuid, ctx->err_status ? ctx->err_status : 500);
         return -1;
+    }
+    log_claim_request(ctx, uuid, 204);
     _cleanup_free_ char *what = json_dumps(res, JSON_COMPACT | JSON_SORT_KEYS);
     NB_INFO("nubo.placement", ctx, uuid, "claimed %s on resource provider %s", what ? what : "{}",
             rp_uuid);

@@ -302,6 +302,8 @@ int plc_parse_member_of(struct nb_ctx *ctx, json_t *values, const char *suffix, 
 int plc_check_traits_exist(struct nb_ctx *ctx, json_t *required, json_t *forbidden,
                            const char *prefix);
 
+/* Whether the JSON array of strings holds s. */
+bool plc_array_has(json_t *arr, const char *s);
 /* Computes the GET /allocation_candidates body for mv. New ref or NULL. */
 json_t *plc_candidates(struct nb_ctx *ctx, struct plc_acreq *rq);
 void plc_groups_free(struct plc_acreq *rq);

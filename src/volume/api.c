@@ -12,6 +12,7 @@
 #include "common/config.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/pyrepr.h"
 #include "common/sbuf.h"
 #include "common/util.h"
 #include "db/db.h"
@@ -152,6 +153,62 @@ json_t *nb_vol_body(struct nb_ctx *ctx, struct nb_req *req, const char *key)
         return NULL;
     }
     return o;
+}
+
+/* Characters (code points) of the UTF-8 text s[0..n). */
+static size_t utf8_chars(const char *s, size_t n)
+{
+    size_t chars = 0;
+    for (size_t i = 0; i < n; i++)
+        chars += ((unsigned char)s[i] & 0xc0) != 0x80;
+    return chars;
+}
+
+/* One name or description field (see nb_vol_check_name_desc). */
+static int check_text_field(struct nb_ctx *ctx, const json_t *body, const char *key,
+                            const char *entity, bool volume)
+{
+    json_t *v = json_object_get(body, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_string(v)) {
+        _cleanup_free_ char *r = nb_pyrepr(v);
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input for field/attribute %s. Value: %s. %s is not of type "
+                        "'string', 'null'",
+                        key, r, r);
+    }
+    const char *s = json_string_value(v);
+    size_t len = json_string_length(v);
+    if (volume) { /* str.strip() of the format checker */
+        while (len && isspace((unsigned char)*s))
+            s++, len--;
+        while (len && isspace((unsigned char)s[len - 1]))
+            len--;
+    }
+    size_t chars = utf8_chars(s, len);
+    if (chars <= 255)
+        return 0;
+    if (volume)
+        return nb_error(ctx, 400, NULL,
+                        "Invalid input received: %s has %zu characters, more than 255.", entity,
+                        chars);
+    _cleanup_free_ char *r = nb_pyrepr(v);
+    return nb_error(ctx, 400, NULL,
+                    "Invalid input for field/attribute %s. Value: %s. %s is too long", key,
+                    json_string_value(v), r);
+}
+
+int nb_vol_check_name_desc(struct nb_ctx *ctx, const json_t *body, bool volume)
+{
+    static const char *const fields[][2] = {{"name", "name"},
+                                            {"display_name", "name"},
+                                            {"description", "description"},
+                                            {"display_description", "description"}};
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
+        if (check_text_field(ctx, body, fields[i][0], fields[i][1], volume) < 0)
+            return -1;
+    return 0;
 }
 
 int nb_vol_bool(const char *s)
@@ -389,5 +446,6 @@ int nb_volume_init(struct nb_env *env)
     nb_vol_messages_routes();
     nb_vol_attachments_routes();
     nb_vol_extensions_routes();
-    return 0;
+    nb_vol_services_routes();
+    return env->db ? nb_vol_services_start() : 0;
 }

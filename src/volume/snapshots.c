@@ -323,7 +323,8 @@ static int snapshots_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
                         d, d);
     }
     const char *vid = json_string_value(vj);
-    if (nb_vol_metadata_check(ctx, json_object_get(body, "metadata")) < 0)
+    if (nb_vol_check_name_desc(ctx, body, false) < 0 ||
+        nb_vol_metadata_check(ctx, json_object_get(body, "metadata")) < 0)
         return -1;
     json_t *fj = json_object_get(body, "force");
     int force = !fj || json_is_null(fj) ? 0
@@ -372,6 +373,8 @@ static int snapshots_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
         return -1;
     if (!json_object_size(body))
         return nb_error(ctx, 400, NULL, "Missing required element 'snapshot' in request body.");
+    if (nb_vol_check_name_desc(ctx, body, false) < 0)
+        return -1;
     json_t *name = json_object_get(body, "name");
     if (!name)
         name = json_object_get(body, "display_name");

@@ -1,8 +1,9 @@
 /* volume.h - the Block Storage service (a Cinder v3 subset under /volume)
  * and what the compute side needs of it.
  *
- * nb_volume_init registers the routes and prepares the shares of the
- * NFS-style file backend. The rest is for the compute API and conductor:
+ * nb_volume_init registers the routes, prepares the shares of the
+ * NFS-style file backend and starts the heartbeats of the cinder-scheduler
+ * and cinder-volume service records (services.c). The rest is for the compute API and conductor:
  * find a volume, move it through the attach status machine, and describe
  * how a hypervisor reaches its data (Nova's NFS connector shape).
  *
@@ -28,6 +29,9 @@
 #include <stdbool.h>
 
 int nb_volume_init(struct nb_env *env);
+/* Stops the heartbeats of the volume service records (before the database
+ * closes). Idempotent. */
+void nb_volume_shutdown(void);
 
 /* --- for the compute conductor (boot from volume, delete_on_termination,
  * snapshots of attached volumes). Each runs synchronously with the checks,

@@ -33,6 +33,13 @@ int nb_vol_begin(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp);
 bool nb_vol_mv(const struct nb_ctx *ctx, int minor);
 /* The required {"<key>": {...}} object of a body, or NULL after 400. */
 json_t *nb_vol_body(struct nb_ctx *ctx, struct nb_req *req, const char *key);
+/* Cinder's checks of name/display_name and description/display_description
+ * in a create or update body: a string or null of at most 255 characters.
+ * Volumes (strip first: the *_non_mandatory_remove_white_spaces format
+ * checkers) answer "Invalid input received: name has 256 characters, more
+ * than 255."; snapshots (plain maxLength) answer jsonschema's "… is too
+ * long". 0, or -1 after a 400. */
+int nb_vol_check_name_desc(struct nb_ctx *ctx, const json_t *body, bool volume);
 /* Parses a query/body boolean as oslo's strutils (true/yes/1/on...). -1 when
  * it is neither true nor false. */
 int nb_vol_bool(const char *s);
@@ -122,6 +129,10 @@ void nb_vol_actions_routes(void);
 void nb_vol_snapshots_routes(void);
 void nb_vol_quotas_routes(void);
 void nb_vol_extensions_routes(void);
+void nb_vol_services_routes(void);
+/* services.c: registers the cinder-scheduler and cinder-volume rows of this
+ * process and starts their heartbeat thread. 0/-1. */
+int nb_vol_services_start(void);
 /* A live volume row visible to ctx, or NULL after 404. New reference. */
 json_t *nb_vol_load(struct nb_ctx *ctx, const char *id);
 /* A live snapshot row visible to ctx, or NULL after 404. New reference. */

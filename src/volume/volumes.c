@@ -668,7 +668,8 @@ static int make_file(struct nb_ctx *ctx, const char *id, const struct source *sr
 static int check_create(struct nb_ctx *ctx, const json_t *body, struct source *src, long long *size,
                         bool size_from_image)
 {
-    if (parse_size(ctx, json_object_get(body, "size"), size) < 0 || check_type(ctx, body) < 0 ||
+    if (nb_vol_check_name_desc(ctx, body, true) < 0 ||
+        parse_size(ctx, json_object_get(body, "size"), size) < 0 || check_type(ctx, body) < 0 ||
         nb_vol_metadata_check(ctx, json_object_get(body, "metadata")) < 0)
         return -1;
     if (json_is_true(json_object_get(body, "multiattach")))
@@ -872,9 +873,9 @@ static int volumes_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
         if (!ok)
             return nb_error(ctx, 400, NULL,
                             "Additional properties are not allowed ('%s' was unexpected)", k);
-        if (strcmp(k, "metadata") != 0 && !json_is_string(v) && !json_is_null(v))
-            return nb_error(ctx, 400, NULL, "Invalid input for field/attribute %s.", k);
     }
+    if (nb_vol_check_name_desc(ctx, body, true) < 0)
+        return -1;
     json_t *md = json_object_get(body, "metadata");
     if (nb_vol_metadata_check(ctx, md) < 0)
         return -1;

@@ -145,6 +145,43 @@ def test_raw_declared_qcow2_is_refused(cloud, tmp_path):
     assert not [f for f in os.listdir(images) if f.startswith(image_id)]
 
 
+def test_empty_or_absurd_qcow2_upload_is_refused(cloud, tmp_path):
+    """An empty upload declared qcow2 is no image (400, back to queued); an
+    empty raw one, and Nova's empty upload for the snapshot of a
+    volume-backed server (block_device_mapping property), become active as
+    in Glance. A qcow2 header declaring more than QEMU opens is a 400."""
+    tok = cloud.token()
+    hdr = {"Content-Type": "application/octet-stream"}
+    empty = create_record(cloud, tok, unique("empty-qcow2"))
+    st, _, body = cloud.request("PUT", "/image/v2/images/%s/file" % empty, token=tok, raw=b"",
+                                headers=hdr)
+    assert st == 400 and "Image declared qcow2 but it has no data (0 bytes)" in body, body
+    st, _, img = cloud.request("GET", "/image/v2/images/%s" % empty, token=tok)
+    assert img["status"] == "queued" and img["size"] is None
+    raw = create_record(cloud, tok, unique("empty-raw"), disk_format="raw")
+    assert cloud.request("PUT", "/image/v2/images/%s/file" % raw, token=tok, raw=b"",
+                         headers=hdr)[0] == 204
+    st, _, snap = cloud.request("POST", "/image/v2/images", token=tok, body={
+        "name": unique("bfv-snap"), "disk_format": "qcow2", "container_format": "bare",
+        "bdm_v2": "True", "block_device_mapping": "[]", "root_device_name": "/dev/vda"})
+    assert st == 201, snap
+    assert cloud.request("PUT", "/image/v2/images/%s/file" % snap["id"], token=tok, raw=b"",
+                         headers=hdr)[0] == 204
+    for image_id in (raw, snap["id"]):
+        st, _, img = cloud.request("GET", "/image/v2/images/%s" % image_id, token=tok)
+        assert img["status"] == "active" and img["size"] == 0
+    src = tmp_path / "huge.qcow2"
+    qemu_img("create", "-f", "qcow2", src, "64M")
+    with open(src, "r+b") as f:
+        f.seek(24)
+        f.write((1 << 62).to_bytes(8, "big"))
+    huge = create_record(cloud, tok, unique("huge"))
+    st, _, body = put_data(cloud, tok, huge, src)
+    assert st == 400
+    assert "qcow2 virtual size 4611686018427387904 bytes is more than QEMU opens" in \
+        body["message"], body
+
+
 def test_qcow2_with_backing_file_is_refused(cloud, tmp_path):
     src = tmp_path / "backed.qcow2"
     qemu_img("create", "-f", "qcow2", "-b", "/etc/passwd", "-F", "raw", src)

@@ -25,6 +25,15 @@ def test_allocation_show_and_delete(cloud):
     s = cloud.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--wait", unique("alloc"), "-f", "json")
     allocs = cloud.cli("resource", "provider", "allocation", "show", s["id"], "-f", "json")
     assert len(allocs) == 1 and allocs[0]["resources"] == {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
+    # the runbook's lines, under the create's request ID: placement's request
+    # log of the (in-process) claim, and the compute's claim before the spawn
+    req = cloud.sql("SELECT request_id FROM instance_actions WHERE instance_uuid = '%s' AND "
+                    "action = 'create'" % s["id"])[0]["request_id"]
+    put = '- "PUT /placement/allocations/%s" status: 204 len: 0 microversion: 1.36' % s["id"]
+    assert [l for l in cloud.log("placement").splitlines() if req in l and put in l]
+    claim = "[instance: %s] Claim successful on node %s" % (s["id"], s["OS-EXT-SRV-ATTR:host"])
+    assert [l for l in cloud.log("compute").splitlines()
+            if req in l and "INFO nubo.compute.claims" in l and claim in l]
     cloud.cli("resource", "provider", "allocation", "delete", s["id"])
     assert cloud.cli("resource", "provider", "allocation", "show", s["id"], "-f", "json") == []
 

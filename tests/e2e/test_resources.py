@@ -1,6 +1,7 @@
 """Flavors, keypairs, services, hypervisors, zones, aggregates, server
 groups, images, limits and quotas with the real CLI."""
 import subprocess
+import time
 
 from conftest import unique
 
@@ -122,3 +123,74 @@ def test_limits_and_quotas(cloud):
     assert lim["maxTotalRAMSize"] == 51200
     q = cloud.cli("quota", "show", "demo", "-f", "json")
     assert q["instances"] == 10 or {"Resource": "instances", "Limit": 10} in q
+
+
+def test_hypervisor_disk_used_leaves_out_volume_roots(fresh_cloud):
+    """A boot-from-volume root is no local disk: `hypervisor stats show`
+    and the per-hypervisor local_gb_used (2.1) count only the image-backed
+    server's root, as placement does (DISK_GB usage)."""
+    c = fresh_cloud("--set", "DEFAULT.update_resources_interval=1")
+    tok = c.token()
+    st, _, img = c.request("POST", "/image/v2/images", {
+        "name": "raw1m", "disk_format": "raw", "container_format": "bare"}, token=tok)
+    assert st == 201, img
+    image = img["id"]
+    st, _, _ = c.request("PUT", "/image/v2/images/%s/file" % image, token=tok, raw=b"\0" * 65536,
+                         headers={"Content-Type": "application/octet-stream"})
+    assert st == 204
+    servers = [{"name": "bfv", "flavorRef": "1", "networks": "none",
+                "block_device_mapping_v2": [{"uuid": image, "source_type": "image",
+                                             "destination_type": "volume", "volume_size": 1,
+                                             "boot_index": 0, "delete_on_termination": True}]},
+               {"name": "local", "flavorRef": "1", "imageRef": image, "networks": "none"}]
+    hdr = {"OpenStack-API-Version": "compute 2.37"}
+    for srv in servers:
+        st, _, body = c.request("POST", "/compute/v2.1/servers", {"server": srv}, token=tok,
+                                headers=hdr)
+        assert st == 202, body
+        srv["id"] = body["server"]["id"]
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        status = [c.request("GET", "/compute/v2.1/servers/%s" % srv["id"], token=tok)[2]
+                  ["server"]["status"] for srv in servers]
+        if "BUILD" not in status:
+            break
+        time.sleep(0.1)
+    assert status == ["ACTIVE", "ACTIVE"]
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        st, _, body = c.request("GET", "/compute/v2.1/os-hypervisors/detail", token=tok)
+        hvs = body["hypervisors"]
+        if sum(h["running_vms"] for h in hvs) == 2:
+            break
+        time.sleep(0.2)
+    assert sum(h["local_gb_used"] for h in hvs) == 1, hvs
+    rps = c.request("GET", "/placement/resource_providers", token=tok)[2]["resource_providers"]
+    disk = 0
+    for rp in rps:
+        usage = c.request("GET", "/placement/resource_providers/%s/usages" % rp["uuid"],
+                          token=tok)[2]["usages"]
+        disk += usage.get("DISK_GB", 0)
+    assert disk == 1
+    stats = c.cli("hypervisor", "stats", "show", "-f", "json")
+    assert stats["local_gb_used"] == 1 and stats["free_disk_gb"] == stats["local_gb"] - 1, stats
+
+
+def test_volume_services_and_network_agents(cloud):
+    """`openstack volume service list` shows the cinder-scheduler and
+    cinder-volume parts nubo runs, up by their heartbeats (a row whose
+    heartbeat stopped is down); `openstack network agent list` is empty:
+    nubo runs no Neutron agent."""
+    cloud.sql("INSERT INTO volume_services (host, binary, availability_zone, created_at, "
+              "updated_at) VALUES ('gone@nfs', 'cinder-volume', 'nova', "
+              "'2020-01-01T00:00:00.000000', '2020-01-01T00:00:00.000000')")
+    rows = {(r["Binary"], r["Host"]): r for r in
+            cloud.cli("volume", "service", "list", "-f", "json")}
+    host = cloud.sql("SELECT host FROM services WHERE binary = 'nova-conductor'")[0]["host"]
+    assert set(rows) == {("cinder-scheduler", host), ("cinder-volume", host + "@nfs"),
+                         ("cinder-volume", "gone@nfs")}
+    for key in (("cinder-scheduler", host), ("cinder-volume", host + "@nfs")):
+        assert rows[key]["State"] == "up" and rows[key]["Status"] == "enabled", rows
+        assert rows[key]["Zone"] == "nova"
+    assert rows[("cinder-volume", "gone@nfs")]["State"] == "down"
+    assert cloud.cli("network", "agent", "list", "-f", "json") == []

@@ -213,3 +213,47 @@ def test_libvirt_without_demo_image_seeds_no_empty_cirros_until_one_is_given():
     finally:
         c.stop(timeout=60)
         shutil.rmtree(c.state_dir, ignore_errors=True)
+
+
+def test_recovery_waits_for_the_agents(fresh_cloud):
+    """Builds accepted before a kill -9 are resumed once the hosts' agents
+    answer: a host that is not up yet is no failed attempt, so every
+    accepted server ends ACTIVE (none ERROR with "Exceeded maximum number
+    of retries" because of the restart)."""
+    c = fresh_cloud("--set", "fake.spawn_delay_ms=4000")
+    tok = c.token()
+    image = c.cli("image", "show", "cirros", "-f", "value", "-c", "id").strip()
+    accepted = []
+
+    def boot(i):
+        st, _, body = c.request("POST", "/compute/v2.1/servers", {"server": {
+            "name": "r%d" % i, "flavorRef": "1", "imageRef": image, "networks": "none"}},
+            token=tok, headers={"OpenStack-API-Version": "compute 2.37"})
+        if st == 202:
+            accepted.append(body["server"]["id"])
+    with concurrent.futures.ThreadPoolExecutor(3) as ex:
+        futs = [ex.submit(boot, i) for i in range(15)]
+        deadline = time.time() + 20
+        while len(accepted) < 6 and time.time() < deadline:
+            time.sleep(0.01)
+        c.proc.send_signal(signal.SIGKILL)
+        c.proc.wait()
+        for f in futs:
+            try:
+                f.result()
+            except Exception:
+                pass
+    assert len(accepted) >= 6
+    c.start()
+    ids = ",".join("'%s'" % u for u in accepted)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        rows = c.sql("SELECT uuid, vm_state FROM instances WHERE uuid IN (%s)" % ids)
+        if all(r["vm_state"] in ("active", "error") for r in rows):
+            break
+        time.sleep(0.2)
+    faults = c.sql("SELECT instance_uuid, message FROM instance_faults WHERE instance_uuid "
+                   "IN (%s) AND instance_uuid IN (SELECT uuid FROM instances WHERE "
+                   "vm_state = 'error')" % ids)
+    assert faults == []
+    assert sorted(r["vm_state"] for r in rows) == ["active"] * len(accepted)

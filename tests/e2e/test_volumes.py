@@ -536,3 +536,38 @@ def test_readonly_snapshot_metadata_extensions_and_views(cloud):
         assert st == 404 and body["itemNotFound"]["message"] == (
             "The resource could not be found.")
     cloud.cli("volume", "delete", v["id"])
+
+
+def test_name_and_description_limits(cloud):
+    """Cinder's 255-character limit on volume and snapshot names and
+    descriptions (volumes: counted after stripping, in characters), with
+    its messages, on create and update; 255 is still fine."""
+    tok = cloud.token()
+    proj = cloud.request("GET", "/identity/v3/auth/tokens", token=tok,
+                         headers={"X-Subject-Token": tok})[2]["token"]["project"]["id"]
+    base = "/volume/v3/%s" % proj
+    long_name, ok_name = "\u00e9" * 256, " " + "\u00e9" * 255 + " "
+    for key, entity in (("name", "name"), ("description", "description"),
+                        ("display_name", "name")):
+        st, _, body = cloud.request("POST", base + "/volumes", {"volume": {
+            "size": 1, key: long_name}}, token=tok)
+        assert st == 400 and body["badRequest"]["message"] == (
+            "Invalid input received: %s has 256 characters, more than 255." % entity), body
+    st, _, body = cloud.request("POST", base + "/volumes", {"volume": {
+        "size": 1, "name": ok_name, "description": "d" * 255}}, token=tok)
+    assert st == 202, body
+    vid = body["volume"]["id"]
+    st, _, body = cloud.request("PUT", base + "/volumes/" + vid, {"volume": {
+        "description": long_name}}, token=tok)
+    assert st == 400 and "description has 256 characters" in body["badRequest"]["message"]
+    st, _, body = cloud.request("PUT", base + "/volumes/" + vid, {"volume": {"name": 5}},
+                                token=tok)
+    assert st == 400 and body["badRequest"]["message"] == (
+        "Invalid input for field/attribute name. Value: 5. 5 is not of type 'string', 'null'")
+    st, _, body = cloud.request("POST", base + "/snapshots", {"snapshot": {
+        "volume_id": vid, "name": "s" * 256}}, token=tok)
+    assert st == 400 and body["badRequest"]["message"].endswith(
+        "'%s' is too long" % ("s" * 256)), body
+    st, _, body = cloud.request("GET", base + "/volumes/" + vid, token=tok)
+    assert body["volume"]["description"] == "d" * 255
+    assert cloud.request("DELETE", base + "/volumes/" + vid, token=tok)[0] == 202

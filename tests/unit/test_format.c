@@ -449,6 +449,33 @@ static void test_qcow2_features_and_encryption(void **state)
     assert_unsafe(&info, "qcow2 image is encrypted");
 }
 
+/* A qcow2 header declaring a virtual size QEMU will not open: more than
+ * its 32 MiB L1 table maps ("Image is too big"), or more than the header's
+ * own L1 table maps ("L1 table is too small"). QEMU refuses both too. */
+static void test_qcow2_absurd_virtual_size(void **state)
+{
+    (void)state;
+    struct nb_format_info info;
+    uint8_t huge[8] = {0x40, 0, 0, 0, 0, 0, 0, 0}; /* 2^62 bytes */
+    uint8_t one_tib[8] = {0, 0, 1, 0, 0, 0, 0, 0}; /* 2^40 bytes */
+    sh("qemu-img create -q -f qcow2 huge.qcow2 64M && cp huge.qcow2 l1.qcow2");
+    patch("huge.qcow2", 24, huge, 8);
+    sh("! qemu-img info huge.qcow2 >/dev/null 2>&1");
+    inspect("huge.qcow2", &info);
+    assert_unsafe(&info, "qcow2 virtual size 4611686018427387904 bytes is more than QEMU opens "
+                         "with 65536-byte clusters (at most 2251799813685248 bytes)");
+    patch("l1.qcow2", 24, one_tib, 8);
+    sh("! qemu-img info l1.qcow2 >/dev/null 2>&1");
+    inspect("l1.qcow2", &info);
+    assert_unsafe(&info, "qcow2 L1 table (1 entries) is too small for virtual size "
+                         "1099511627776 bytes");
+    /* 1 TiB made by qemu-img is fine */
+    sh("qemu-img create -q -f qcow2 tib.qcow2 1T");
+    agrees("tib.qcow2", "qcow2", &info);
+    char why[512];
+    assert_int_equal(nb_format_check_safe(&info, why, sizeof(why)), 0);
+}
+
 static void test_vmdk_flat_extents(void **state)
 {
     (void)state;
@@ -712,6 +739,7 @@ int main(void)
         cmocka_unit_test(test_qcow2_backing_file),
         cmocka_unit_test(test_qcow2_data_file),
         cmocka_unit_test(test_qcow2_features_and_encryption),
+        cmocka_unit_test(test_qcow2_absurd_virtual_size),
         cmocka_unit_test(test_vmdk_flat_extents),
         cmocka_unit_test(test_vmdk_parent),
         cmocka_unit_test(test_vmdk_zero_capacity),

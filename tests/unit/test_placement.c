@@ -442,13 +442,88 @@ static int setup(void **state)
     return 0;
 }
 
+/* A repeated limit: every value is checked (placement's schema checks
+ * only the last, then int() of the first fails: a 500), the first used. */
+static void test_candidates_repeated_limit(void **state)
+{
+    (void)state;
+    reset_db();
+    make_provider(RP1, "node-1", 8, 4096);
+    make_provider(RP2, "node-2", 8, 4096);
+    int st;
+    json_t *j = call("GET", "/placement/allocation_candidates", "resources=VCPU:1&limit=x&limit=5",
+                     "placement 1.39", NULL, &st);
+    assert_int_equal(st, 400);
+    assert_non_null(strstr(nb_json_str(json_array_get(json_object_get(j, "errors"), 0), "detail"),
+                           "'x' does not match"));
+    json_decref(j);
+    j = call("GET", "/placement/allocation_candidates", "resources=VCPU:1&limit=5&limit=0",
+             "placement 1.39", NULL, &st);
+    assert_int_equal(st, 400);
+    json_decref(j);
+    j = call("GET", "/placement/allocation_candidates", "resources=VCPU:1&limit=1&limit=5",
+             "placement 1.39", NULL, &st);
+    assert_int_equal(st, 200);
+    assert_int_equal(json_array_size(json_object_get(j, "allocation_requests")), 1);
+    json_decref(j);
+}
+
+/* A combination wider than any fixed buffer (320 classes from 5 groups on
+ * one provider) comes back whole. */
+static void test_candidates_wide_combination(void **state)
+{
+    (void)state;
+    reset_db();
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(nb_placement_ensure_provider(&ctx, RP1, "node-1"), 0);
+    json_t *inv = json_object();
+    char *q = NULL;
+    size_t qlen = 0;
+    FILE *f = open_memstream(&q, &qlen);
+    int st;
+    for (int i = 0; i < 320; i++) {
+        char rc[32], path[96];
+        snprintf(rc, sizeof(rc), "CUSTOM_R%d", i);
+        snprintf(path, sizeof(path), "/placement/resource_classes/%s", rc);
+        json_decref(call("PUT", path, NULL, "placement 1.7", NULL, &st));
+        assert_int_equal(st, 201);
+        json_object_set_new(inv, rc, json_pack("{s:i}", "total", 1));
+        if (i % 64 == 0)
+            fprintf(f, "%sresources%s=", i ? "&" : "", i ? (char[]){(char)('0' + i / 64), 0} : "");
+        else
+            fputc(',', f);
+        fprintf(f, "%s:1", rc);
+    }
+    fputs("&group_policy=none", f);
+    fclose(f);
+    assert_int_equal(nb_placement_set_inventories(&ctx, RP1, inv), 0);
+    json_decref(inv);
+    json_t *j = call("GET", "/placement/allocation_candidates", q, "placement 1.39", NULL, &st);
+    free(q);
+    assert_int_equal(st, 200);
+    json_t *areqs = json_object_get(j, "allocation_requests");
+    assert_int_equal(json_array_size(areqs), 1);
+    json_t *res = json_object_get(
+        json_object_get(json_object_get(json_array_get(areqs, 0), "allocations"), RP1),
+        "resources");
+    assert_int_equal(json_object_size(res), 320);
+    json_decref(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_capacity),          cmocka_unit_test(test_fit),
-        cmocka_unit_test(test_inventory_rule),    cmocka_unit_test(test_claim_capacity),
-        cmocka_unit_test(test_candidates_traits), cmocka_unit_test(test_concurrent_claims),
-        cmocka_unit_test(test_snapshot_refresh),  cmocka_unit_test(test_http),
+        cmocka_unit_test(test_capacity),
+        cmocka_unit_test(test_fit),
+        cmocka_unit_test(test_inventory_rule),
+        cmocka_unit_test(test_claim_capacity),
+        cmocka_unit_test(test_candidates_traits),
+        cmocka_unit_test(test_concurrent_claims),
+        cmocka_unit_test(test_snapshot_refresh),
+        cmocka_unit_test(test_http),
+        cmocka_unit_test(test_candidates_repeated_limit),
+        cmocka_unit_test(test_candidates_wide_combination),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -111,6 +111,17 @@ static void test_pyrepr(void **state)
     assert_false(nb_res_name_ok(" lead"));
     assert_false(nb_res_name_ok("trail "));
     assert_false(nb_res_name_ok("tab\there"));
+    /* Nova Zed's valid_name_regex is built over chr(0)..chr(0xFFFE): BMP
+     * symbols pass, an emoji past the BMP (U+1F600) does not, as
+     * re.search(parameter_types.valid_name_regex.regex, ...) answers */
+    assert_true(nb_res_name_ok("caf\xc3\xa9 \xe2\x9d\xa4 \xe2\x98\x83"));
+    assert_true(nb_res_name_ok("a\xc2\xa0"
+                               "b"));
+    assert_false(nb_res_name_ok("\xc2\xa0"
+                                "a"));
+    assert_false(nb_res_name_ok("srv \xf0\x9f\x98\x80"));
+    assert_false(nb_res_name_ok("a\xe2\x80\x8b"
+                                "b"));
     assert_true(nb_res_name_ws_ok(" spaced "));
     assert_false(nb_res_name_ws_ok("   "));
     assert_int_equal(nb_res_parse_bool(" Yes"), 1);

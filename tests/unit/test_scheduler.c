@@ -171,6 +171,24 @@ static void test_filters_stop_at_zero_and_keep_order(void **state)
     json_decref(lines);
 }
 
+/* A host whose agent did not take the build is skipped with its own
+ * reason, not as a failed attempt. */
+static void test_retry_filter_skips_unreachable_hosts(void **state)
+{
+    struct fixture *f = *state;
+    json_t *unreachable = json_pack("[s]", "fake-2");
+    f->spec.unreachable_hosts = unreachable;
+    char why[512];
+    assert_true(passes(&nb_filter_retry, f, 0, why));
+    assert_false(passes(&nb_filter_retry, f, 1, why));
+    assert_string_equal(why, "its compute service did not answer for this build");
+    json_array_append_new(f->retry, json_string("fake-2"));
+    assert_false(passes(&nb_filter_retry, f, 1, why));
+    assert_string_equal(why, "build already failed there (attempt 1)");
+    f->spec.unreachable_hosts = NULL;
+    json_decref(unreachable);
+}
+
 static void test_image_properties_filter(void **state)
 {
     struct fixture *f = *state;
@@ -379,6 +397,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_availability_zone_filter_and_explanation, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_filters_stop_at_zero_and_keep_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_retry_filter_skips_unreachable_hosts, setup, teardown),
         cmocka_unit_test_setup_teardown(test_image_properties_filter, setup, teardown),
         cmocka_unit_test(test_extra_spec_ops),
         cmocka_unit_test_setup_teardown(test_compute_capabilities_filter, setup, teardown),

@@ -71,6 +71,12 @@ static void build_and_run(struct agent *a, struct nb_ctx *ctx, json_t *args)
     pthread_mutex_t *lk = instance_lock(a, uuid);
     pthread_mutex_lock(lk);
     NB_INFO(LOG_AGENT, ctx, uuid, "Starting instance build on host %s", a->host);
+    /* The scheduler's placement claim for this node is what the host took
+     * the build on; Nova's resource tracker logs this from
+     * nova.compute.claims before the spawn, and runbooks look for it. */
+    const char *node = nb_json_str(args, "node");
+    NB_INFO("nubo.compute.claims", ctx, uuid, "Claim successful on node %s",
+            node && *node ? node : a->node);
     int rc = nb_agent_verify_disks(a, &dctx, inst, NULL);
     if (rc == 0)
         rc = a->drv->ops->spawn(a->drv, &dctx, a->host, inst);

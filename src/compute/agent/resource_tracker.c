@@ -143,8 +143,10 @@ static json_t *node_record(struct agent *a, const struct nb_host_info *info, jso
             f = json_object_get(f, "nova_object.data");
         vcpus += nb_json_int(f, "vcpus", 0);
         mem += nb_json_int(f, "memory_mb", 0);
-        disk_mb += (nb_json_int(f, "root_gb", 0) + nb_json_int(f, "ephemeral_gb", 0)) * 1024 +
-                   nb_json_int(f, "swap", 0);
+        /* a volume-backed root is no local disk (Nova's _get_usage_dict;
+         * placement claims no DISK_GB for it either) */
+        long long root_gb = nb_json_int(r, "is_bfv", 0) ? 0 : nb_json_int(f, "root_gb", 0);
+        disk_mb += (root_gb + nb_json_int(f, "ephemeral_gb", 0)) * 1024 + nb_json_int(f, "swap", 0);
         if (nb_json_str(r, "task_state"))
             workload++;
     }

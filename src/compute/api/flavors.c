@@ -378,8 +378,9 @@ struct flavor_in {
     const char *description;
 };
 
-/* Validates the create body as flavor_manage.create(_v2_55). 0/-1. */
-static int parse_create(struct nb_ctx *ctx, struct nb_req *req, struct flavor_in *in)
+/* parse_create's checks, in Nova's schema order; in->flavorid may be set
+ * when a later field fails. 0/-1. */
+static int parse_create_fields(struct nb_ctx *ctx, struct nb_req *req, struct flavor_in *in)
 {
     static const char *const keys[] = {"name",        "id",          "ram",
                                        "vcpus",       "disk",        "OS-FLV-EXT-DATA:ephemeral",
@@ -390,7 +391,6 @@ static int parse_create(struct nb_ctx *ctx, struct nb_req *req, struct flavor_in
     if (!f)
         return -1;
     json_t *v;
-    *in = (struct flavor_in){.rxtx = 1.0, .is_public = 1};
     if ((v = json_object_get(f, "name")) && nb_res_check_name(ctx, "name", v) < 0)
         return -1;
     if (check_flavor_id(ctx, json_object_get(f, "id"), &in->flavorid) < 0)
@@ -434,6 +434,20 @@ static int parse_create(struct nb_ctx *ctx, struct nb_req *req, struct flavor_in
     return 0;
 }
 
+/* Validates the create body as flavor_manage.create(_v2_55). 0, or -1 with
+ * in->flavorid NULL; on success the caller frees in->flavorid. */
+static int parse_create(struct nb_ctx *ctx, struct nb_req *req, struct flavor_in *in)
+{
+    *in = (struct flavor_in){.rxtx = 1.0, .is_public = 1};
+    if (parse_create_fields(ctx, req, in) == 0)
+        return 0;
+    free(in->flavorid);
+    in->flavorid = NULL;
+    return -1;
+}
+
+/* The body is checked before the policy, as Nova's schema decorator runs
+ * before the method (a reader's bad body is a 400). */
 static int flavors_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
     struct flavor_in in;

@@ -161,12 +161,15 @@ static json_t *spec_for(struct conductor *c, struct nb_ctx *ctx, json_t *row, js
     const char *requested = nb_json_str(json_object_get(rspec, "requested_destination"), "host");
     json_t *retry = json_object_get(rspec, "retry");
     json_t *tried = json_object_get(retry, "hosts");
-    return json_pack("{s:o, s:o, s:s?, s:s?, s:s?, s:o, s:o, s:b, s:s?, s:s?}", "flavor",
+    json_t *unreachable = json_object_get(rspec, "unreachable_hosts");
+    return json_pack("{s:o, s:o, s:s?, s:s?, s:s?, s:o, s:o, s:o, s:b, s:s?, s:s?}", "flavor",
                      flavor ? flavor : json_object(), "image", image, "availability_zone",
                      zone[0] ? zone : NULL, "force_host", host[0] ? host : NULL, "requested_host",
                      requested, "group", group_for_spec(c, ctx, uuid, rspec), "retry_hosts",
-                     tried ? json_incref(tried) : json_array(), "is_bfv", is_bfv, "project_id",
-                     nb_json_str(row, "project_id"), "user_id", nb_json_str(row, "user_id"));
+                     tried ? json_incref(tried) : json_array(), "unreachable_hosts",
+                     json_is_array(unreachable) ? json_incref(unreachable) : json_array(), "is_bfv",
+                     is_bfv, "project_id", nb_json_str(row, "project_id"), "user_id",
+                     nb_json_str(row, "user_id"));
 }
 
 /* request_spec of the row as an object (new ref, {} if unparsable). */
@@ -297,6 +300,8 @@ static int cast_build(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
 
 static void build_failed(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
                          const char *host, const char *message);
+static void host_unreachable(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                             const char *host, const char *message);
 
 /* A build step (networking, block_device_mapping) failed: Nova's
  * BuildAbortException (no reschedule). The volumes are let go
@@ -440,7 +445,7 @@ static void build_on_host(struct conductor *c, struct nb_ctx *ctx, const char *u
         char msg[512];
         snprintf(msg, sizeof(msg), "The compute service of host %s is not reachable.", host);
         cond_clear_error(ctx);
-        build_failed(c, ctx, uuid, host, msg);
+        host_unreachable(c, ctx, uuid, host, msg);
     }
     return;
 db_error:
@@ -498,20 +503,47 @@ void cond_build_instance(struct conductor *c, struct nb_ctx *ctx, const char *uu
     build_on_host(c, ctx, uuid, rspec, sel);
 }
 
-/* A spawn failed on host: fault, events, release the claim, remember the
- * host and schedule again (cond_build_instance ends in ERROR once the
- * attempts are used up). */
-static void build_failed(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                         const char *host, const char *message)
+/* Whether the JSON array holds the string. */
+static bool array_has_str(json_t *a, const char *v)
+{
+    size_t i;
+    json_t *e;
+    json_array_foreach (a, i, e) {
+        if (json_is_string(e) && !strcmp(json_string_value(e), v))
+            return true;
+    }
+    return false;
+}
+
+/* Takes the build off host and schedules it again: events end in Error,
+ * the ports and the claim are released. A failed attempt (counted) adds a
+ * fault and remembers the host in request_spec.retry; an uncounted one (the
+ * host's agent did not take the build) gives the attempt back and puts the
+ * host in request_spec.unreachable_hosts, which the scheduler skips for
+ * this build. cond_build_instance ends in ERROR once the attempts are used
+ * up or no host is left. */
+static void reschedule_from(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                            const char *host, const char *message, bool counted)
 {
     _cleanup_json_ json_t *row = cond_instance_get(c, ctx, uuid);
     if (!row)
         return;
     _cleanup_json_ json_t *rspec = request_spec_of(row);
     json_t *retry = retry_of(rspec);
-    json_array_append_new(json_object_get(retry, "hosts"), json_string(host));
     _cleanup_free_ char *failure = nb_strdup_printf("%s: %s", host, message);
-    json_array_append_new(json_object_get(retry, "failures"), json_string(failure));
+    if (counted) {
+        json_array_append_new(json_object_get(retry, "hosts"), json_string(host));
+        json_array_append_new(json_object_get(retry, "failures"), json_string(failure));
+    } else {
+        json_t *unreachable = json_object_get(rspec, "unreachable_hosts");
+        if (!json_is_array(unreachable)) {
+            unreachable = json_array();
+            json_object_set_new(rspec, "unreachable_hosts", unreachable);
+        }
+        json_array_append_new(unreachable, json_string(host));
+        long long done = nb_json_int(retry, "num_attempts", 1);
+        json_object_set_new(retry, "num_attempts", json_integer(done > 0 ? done - 1 : 0));
+    }
     char now[32];
     nb_now_iso_us(now);
     if (nb_db_begin(c->db, ctx) < 0) {
@@ -525,7 +557,7 @@ static void build_failed(struct conductor *c, struct nb_ctx *ctx, const char *uu
                        "jsss", rspec, now, uuid, host);
     cond_event_finish(c, ctx, uuid, EV_SPAWN, false, message);
     cond_event_finish(c, ctx, uuid, EV_BUILD, false, message);
-    if (n == 1)
+    if (n == 1 && counted)
         cond_fault(c, ctx, uuid, 500, message, failure, host);
     if (nb_db_commit(c->db, ctx) < 0 || n != 1) {
         cond_clear_error(ctx);
@@ -541,11 +573,37 @@ static void build_failed(struct conductor *c, struct nb_ctx *ctx, const char *uu
                  ctx->err_msg);
         cond_clear_error(ctx);
     }
-    NB_WARN(LOG_COND, ctx, uuid,
-            "Build of instance failed on host %s: %s; allocation released, rescheduling "
-            "(attempt %lld of %d done)",
-            host, message, nb_json_int(retry, "num_attempts", 0), c->max_attempts);
+    if (counted)
+        NB_WARN(LOG_COND, ctx, uuid,
+                "Build of instance failed on host %s: %s; allocation released, rescheduling "
+                "(attempt %lld of %d done)",
+                host, message, nb_json_int(retry, "num_attempts", 0), c->max_attempts);
+    else
+        NB_WARN(LOG_COND, ctx, uuid,
+                "%s Not counted as a build attempt (%lld of %d done): allocation released, "
+                "scheduling again without host %s",
+                message, nb_json_int(retry, "num_attempts", 0), c->max_attempts, host);
     cond_build_instance(c, ctx, uuid);
+}
+
+/* A spawn failed on host: a failed attempt. */
+static void build_failed(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                         const char *host, const char *message)
+{
+    reschedule_from(c, ctx, uuid, host, message, true);
+}
+
+/* The build could not be handed to host's agent (not up yet, e.g. while
+ * nubo or that host restarts): not a failed attempt, the host is skipped
+ * for this build. A host chosen again although skipped (a forced host) is
+ * a failed attempt, so this cannot loop. */
+static void host_unreachable(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                             const char *host, const char *message)
+{
+    _cleanup_json_ json_t *row = cond_instance_get(c, ctx, uuid);
+    _cleanup_json_ json_t *rspec = row ? request_spec_of(row) : NULL;
+    bool again = array_has_str(json_object_get(rspec, "unreachable_hosts"), host);
+    reschedule_from(c, ctx, uuid, host, message, again);
 }
 
 void cond_build_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)

@@ -1,7 +1,9 @@
 /* hosts.c - the records the compute agents keep through the conductor
  * (agents never open the database): their nova-compute service row
  * (registration, heartbeats) and compute node row (capacity, CPU, usage),
- * and the list of instances on a host for the agents' periodic tasks.
+ * and the list of instances on a host for the agents' periodic tasks
+ * (with is_bfv, so that a volume-backed root disk is not counted as local
+ * disk).
  * Timestamps are written as nb_now_iso_us() UTC strings, like Nova's
  * DATETIME columns. */
 #include "common/cleanup.h"
@@ -182,9 +184,14 @@ void cond_service_heartbeat(struct conductor *c, struct nb_ctx *ctx, json_t *arg
 json_t *cond_instances_on_host(struct conductor *c, struct nb_ctx *ctx, json_t *args)
 {
     const char *host = nb_json_str(args, "host");
+    /* is_bfv: the root disk is a volume (Nova's is_volume_backed_instance),
+     * so the flavor's root_gb is no local disk of the host */
     json_t *rows = nb_db_rows(c->db, ctx,
-                              "SELECT uuid, vm_state, task_state, power_state, flavor FROM "
-                              "instances WHERE host = ? AND deleted = 0",
+                              "SELECT i.uuid, i.vm_state, i.task_state, i.power_state, i.flavor, "
+                              "EXISTS (SELECT 1 FROM block_device_mapping b WHERE "
+                              "b.instance_uuid = i.uuid AND b.deleted = 0 AND b.boot_index = 0 "
+                              "AND b.destination_type = 'volume') AS is_bfv FROM instances i "
+                              "WHERE i.host = ? AND i.deleted = 0",
                               "s", host);
     cond_clear_error(ctx);
     if (!rows)

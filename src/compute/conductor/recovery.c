@@ -8,12 +8,21 @@
  *     and of builds not yet scheduled are released, and so are the ports
  *     of deleted instances and of ERROR instances without a host (a build
  *     interrupted past scheduling releases its ports when it starts over);
- *  2. once the scheduler answers: builds waiting to be scheduled are
- *     scheduled again, under the request ID of their create action;
+ *  2. once the scheduler answers and the compute agents of the hosts it
+ *     would choose (nova-compute services up by their last heartbeat)
+ *     answer a ping, or [conductor] wait_for_computes_timeout seconds
+ *     (default [DEFAULT] service_down_time) have passed: builds waiting to
+ *     be scheduled are scheduled again, under the request ID of their
+ *     create action. Hosts still silent then are named in a WARNING; a
+ *     build that lands on one is rescheduled without counting an attempt
+ *     (build.c), and fails with NoValidHost naming them only when no other
+ *     host is left;
  *  3. builds past scheduling: the host's agent is asked about the guest; a
  *     running guest means only the report was lost (ACTIVE), no guest means
- *     the build starts over from scheduling; an agent that does not answer
- *     within 15 s means ERROR with a fault (Nova's behaviour on restart);
+ *     the build starts over from scheduling (the interrupted attempt is not
+ *     counted); an agent that does not answer within that wait (15 s for a
+ *     host not up by its heartbeat) means ERROR with a fault (Nova's
+ *     behaviour on restart);
  *  4. deletes and power actions left in a task state are run again;
  *     snapshots (image_* task states) are not: their task state is cleared.
  * Events the crash left open are closed with result Error. */
@@ -37,6 +46,7 @@
 
 static bool wait_for(const char *topic, double max_s);
 static bool agent_up(json_t *waited, const char *host);
+static bool ping(const char *topic, int timeout_ms);
 
 #define INTERRUPTED "Interrupted: nubo stopped before this event finished."
 
@@ -128,18 +138,25 @@ static void finish_spawned_build(struct conductor *c, struct nb_ctx *actx, const
 }
 
 /* No guest (or not a running one): clean the host, start over from
- * scheduling. The attempt made counts towards max_attempts. */
+ * scheduling. The attempt the restart interrupted is given back: it did
+ * not fail on that host. */
 static void reschedule_interrupted_build(struct conductor *c, struct nb_ctx *actx, const char *uuid,
                                          const char *host, const char *task)
 {
     cond_cast_compute(c, actx, host, "destroy_guest", json_pack("{s:s}", "uuid", uuid));
+    _cleanup_json_ json_t *row = cond_instance_get(c, actx, uuid);
+    _cleanup_json_ json_t *rspec = nb_json_parse(row ? nb_json_str(row, "request_spec") : NULL);
+    json_t *retry = json_object_get(rspec, "retry");
+    long long done = nb_json_int(retry, "num_attempts", 0);
+    if (json_is_object(retry) && done > 0)
+        json_object_set_new(retry, "num_attempts", json_integer(done - 1));
     char now[32];
     nb_now_iso_us(now);
     int n = nb_db_exec(c->db, actx,
                        "UPDATE instances SET host = NULL, node = NULL, task_state = 'scheduling', "
-                       "updated_at = ? WHERE uuid = ? AND deleted = 0 AND task_state = ? AND "
-                       "host = ?",
-                       "ssss", now, uuid, task, host);
+                       "request_spec = COALESCE(?, request_spec), updated_at = ? WHERE uuid = ? "
+                       "AND deleted = 0 AND task_state = ? AND host = ?",
+                       "jssss", json_is_object(rspec) ? rspec : NULL, now, uuid, task, host);
     cond_clear_error(actx);
     if (n != 1)
         return;
@@ -229,21 +246,118 @@ static bool agent_up(json_t *waited, const char *host)
     return up;
 }
 
+/* Whether topic answers one ping within timeout_ms. */
+static bool ping(const char *topic, int timeout_ms)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *r = nb_bus_call(&ctx, topic, "ping", json_object(), timeout_ms);
+    json_decref(r);
+    return r != NULL;
+}
+
 /* Waits until topic answers a ping, up to max_s seconds. */
 static bool wait_for(const char *topic, double max_s)
 {
     double deadline = nb_time_mono() + max_s;
     do {
-        struct nb_ctx ctx;
-        nb_ctx_init_system(&ctx, NULL);
-        json_t *r = nb_bus_call(&ctx, topic, "ping", json_object(), 2000);
-        if (r) {
-            json_decref(r);
+        if (ping(topic, 2000))
             return true;
-        }
         usleep(250 * 1000);
     } while (nb_time_mono() < deadline);
     return false;
+}
+
+/* Hosts whose nova-compute service the scheduler counts as up (heard from
+ * within service_down_time, not forced down): those it may choose. New
+ * ref, [host, …]. */
+static json_t *hosts_up_by_heartbeat(struct conductor *c, struct nb_ctx *ctx)
+{
+    _cleanup_json_ json_t *rows =
+        nb_db_rows(c->db, ctx,
+                   "SELECT host, last_seen_up, created_at FROM services WHERE binary = "
+                   "'nova-compute' AND deleted = 0 AND disabled = 0 AND forced_down = 0 "
+                   "ORDER BY host",
+                   "");
+    cond_clear_error(ctx);
+    double down_time = (double)nb_conf_int("DEFAULT", "service_down_time", 60);
+    json_t *hosts = json_array();
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        const char *seen = nb_json_str(r, "last_seen_up");
+        double t = nb_time_parse(seen ? seen : nb_json_str(r, "created_at"));
+        if (nb_json_str(r, "host") && t > 0 && nb_time_now() - t <= down_time)
+            json_array_append_new(hosts, json_string(nb_json_str(r, "host")));
+    }
+    return hosts;
+}
+
+/* Before builds are scheduled again: waits, up to [conductor]
+ * wait_for_computes_timeout s (default service_down_time), for the agents
+ * of the hosts the scheduler would choose, which start after the conductor
+ * (later still when they run in processes of their own). Records in waited
+ * whether each answered. */
+static void wait_for_computes(struct conductor *c, struct nb_ctx *ctx, json_t *waited)
+{
+    _cleanup_json_ json_t *hosts = hosts_up_by_heartbeat(c, ctx);
+    if (!json_array_size(hosts))
+        return;
+    long long max_s = nb_conf_int("conductor", "wait_for_computes_timeout",
+                                  nb_conf_int("DEFAULT", "service_down_time", 60));
+    double start = nb_time_mono(), deadline = start + (double)(max_s > 0 ? max_s : 0);
+    size_t missing;
+    for (;;) {
+        missing = 0;
+        size_t i;
+        json_t *h;
+        json_array_foreach (hosts, i, h) {
+            const char *host = json_string_value(h);
+            if (json_is_true(json_object_get(waited, host)))
+                continue;
+            char topic[300];
+            snprintf(topic, sizeof(topic), "compute.%s", host);
+            bool up = ping(topic, 2000);
+            json_object_set_new(waited, host, json_boolean(up));
+            missing += !up;
+        }
+        if (!missing || nb_time_mono() >= deadline)
+            break;
+        usleep(250 * 1000);
+    }
+    if (!missing) {
+        NB_INFO(LOG_COND, ctx, NULL,
+                "The compute services of %zu host(s) answer (after %.1f s): resuming builds",
+                json_array_size(hosts), nb_time_mono() - start);
+        return;
+    }
+    _cleanup_free_ char *names = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&names, &len);
+    const char *host;
+    json_t *up;
+    json_object_foreach (waited, host, up) {
+        if (!json_is_true(up))
+            fprintf(f, "%s%s", ftell(f) ? ", " : "", host);
+    }
+    fclose(f);
+    NB_WARN(LOG_COND, ctx, NULL,
+            "The compute services of host(s) %s did not answer within %lld s "
+            "([conductor] wait_for_computes_timeout): resuming builds anyway; a build "
+            "scheduled there is moved to another host without counting an attempt",
+            names, max_s);
+}
+
+/* Whether any build of before the start is to be scheduled again or was
+ * past scheduling (then its host's agent is asked). */
+static bool has_builds_to_resume(struct conductor *c, struct nb_ctx *ctx)
+{
+    long long n = nb_db_int(c->db, ctx, 0,
+                            "SELECT COUNT(*) FROM instances WHERE deleted = 0 AND vm_state = "
+                            "'building' AND id <= ?",
+                            "i", c->last_id_at_start);
+    cond_clear_error(ctx);
+    return n > 0;
 }
 
 static void resume_builds(struct conductor *c, struct nb_ctx *ctx)
@@ -361,8 +475,10 @@ static void *recovery_main(void *arg)
     nb_ctx_init_system(&ctx, NULL);
     release_leaked_allocations(c, &ctx);
     cond_release_leaked_ports(c, &ctx);
-    resume_builds(c, &ctx);
     json_t *waited = json_object(); /* {host: agent answers?} */
+    if (has_builds_to_resume(c, &ctx))
+        wait_for_computes(c, &ctx, waited);
+    resume_builds(c, &ctx);
     resume_interrupted_builds(c, &ctx, waited);
     resume_actions(c, &ctx, waited);
     clear_interrupted_snapshots(c, &ctx);

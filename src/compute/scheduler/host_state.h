@@ -62,6 +62,8 @@ struct nb_sched_spec {
     long max_server_per_host;         /* anti-affinity rule, default 1 */
     json_t *group_hosts;              /* {host: number of other members there} */
     json_t *retry_hosts;              /* [host, …] already tried for this build */
+    json_t *unreachable_hosts;        /* [host, …] whose agent did not take this build
+                                       * (not an attempt; skipped like retry_hosts) */
     /* AggregateImagePropertiesIsolation options */
     const char *isolation_namespace; /* NULL/"" = all keys */
     const char *isolation_separator; /* default "." */

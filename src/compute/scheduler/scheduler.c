@@ -431,6 +431,7 @@ static void build_spec(struct nb_sched_spec *spec, const char *uuid, json_t *spe
                                                           : 1;
     }
     spec->retry_hosts = json_object_get(spec_json, "retry_hosts");
+    spec->unreachable_hosts = json_object_get(spec_json, "unreachable_hosts");
     spec->isolation_namespace =
         nb_conf_str("filter_scheduler", "aggregate_image_properties_isolation_namespace", NULL);
     spec->isolation_separator =
@@ -639,7 +640,7 @@ static json_t *select_destinations(struct scheduler *s, struct nb_ctx *ctx, json
             n = requested_host(hosts, n, requested, lines);
         const struct nb_sched_filter *pre[2];
         size_t npre = 0;
-        if (json_array_size(spec.retry_hosts))
+        if (json_array_size(spec.retry_hosts) || json_array_size(spec.unreachable_hosts))
             pre[npre++] = &nb_filter_retry;
         if (spec.availability_zone && *spec.availability_zone &&
             nb_conf_bool("scheduler", "query_placement_for_availability_zone", true))

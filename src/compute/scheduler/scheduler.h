@@ -8,7 +8,8 @@
  *       "availability_zone": "az" | null, "force_host": "host" | null (filters
  *       skipped), "requested_host": "host" | null (filters run),
  *       "group": {"uuid", "policy", "rules": {…}, "members": [uuid…]} | null,
- *       "retry_hosts": ["host", …], "is_bfv": bool,
+ *       "retry_hosts": ["host", …], "unreachable_hosts": ["host", …],
+ *       "is_bfv": bool,
  *       "project_id", "user_id"}}
  *   -> {"host", "node", "rp_uuid", "availability_zone", "details"}  (claimed)
  *   -> {"error": "No valid host was found. …", "details": "…"}
