@@ -229,7 +229,8 @@ def test_chunked_body_over_the_limit_is_413_when_it_passes_it(hcloud):
      "Content-Length"),
     (b"GET /compute/v2.1 HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 40000 + b"\r\n\r\n", 431,
      "too large"),
-])
+], ids=["garbage", "tls-hello", "http-9.9", "header-no-colon", "bad-content-length",
+        "headers-too-large"])
 def test_bad_request_heads_get_the_service_shape(hcloud, data, status, what):
     st, hdrs, body = raw(hcloud.port, data)
     assert st == status, body
