@@ -597,19 +597,25 @@ static bool is_stream_route(const char *method, const char *path, bool trailing_
     return r && (r->flags & NB_ROUTE_STREAM_BODY);
 }
 
-/* The largest body a request for target (path and query, percent-encoded)
- * may send: [image] image_size_cap on a streamed route, else [api]
- * max_request_body_size. The guard's body limit. */
-static uint64_t body_limit(void *opaque, const char *method, const char *target)
+/* True if a request for target (path and query, percent-encoded, as on
+ * the request line) goes to a NB_ROUTE_STREAM_BODY route. */
+static bool target_streams(const char *method, const char *target)
 {
-    (void)opaque;
     char path[2048];
     nb_strlcpy(path, target, sizeof(path));
     path[strcspn(path, "?")] = '\0';
     url_decode(path);
     char clean[2048];
     bool slash = set_path(clean, sizeof(clean), path);
-    return is_stream_route(method, clean, slash) ? stream_cap() : max_body;
+    return is_stream_route(method, clean, slash);
+}
+
+/* The guard's body limit: [image] image_size_cap on a streamed route,
+ * else [api] max_request_body_size. */
+static uint64_t body_limit(void *opaque, const char *method, const char *target)
+{
+    (void)opaque;
+    return target_streams(method, target) ? stream_cap() : max_body;
 }
 
 /* The whole HTTP/1.1 response text of resp (a memory body), closing the
@@ -665,7 +671,10 @@ static char *reject(void *opaque, const struct nb_http_head *head, int status, c
     enum nb_service svc = service_of(path);
     struct nb_ctx ctx;
     nb_ctx_init(&ctx);
-    nb_error(&ctx, status, NULL, "%s", msg);
+    if (status == 413 && head->method && head->target && target_streams(head->method, head->target))
+        stream_too_big(&ctx); /* an image upload: Glance's words */
+    else
+        nb_error(&ctx, status, NULL, "%s", msg);
     struct nb_resp resp = {0};
     nb_http_render_error(&ctx, svc, head->accept, &resp);
     char *text = raw_response(&ctx, svc, &resp, len);

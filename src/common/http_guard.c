@@ -154,21 +154,26 @@ static void addr_key(const struct sockaddr_storage *ss, unsigned char key[16], u
     }
 }
 
-/* The counter of ss's address, created when create is set (NULL on OOM). */
-static struct ip_count *ip_find(struct nb_http_guard *g, const struct sockaddr_storage *ss,
-                                bool create)
+/* The bucket of ss's address. */
+static struct ip_count **ip_bucket(struct nb_http_guard *g, const struct sockaddr_storage *ss,
+                                   unsigned char key[16], unsigned *len)
+{
+    unsigned h = 2166136261u;
+    addr_key(ss, key, len);
+    for (unsigned i = 0; i < *len; i++)
+        h = (h ^ key[i]) * 16777619u;
+    return &g->ips[h % IP_BUCKETS];
+}
+
+/* The counter of ss's address, created (at zero) if missing; NULL on OOM. */
+static struct ip_count *ip_find(struct nb_http_guard *g, const struct sockaddr_storage *ss)
 {
     unsigned char key[16];
-    unsigned len, h = 2166136261u;
-    addr_key(ss, key, &len);
-    for (unsigned i = 0; i < len; i++)
-        h = (h ^ key[i]) * 16777619u;
-    struct ip_count **head = &g->ips[h % IP_BUCKETS];
+    unsigned len;
+    struct ip_count **head = ip_bucket(g, ss, key, &len);
     for (struct ip_count *c = *head; c; c = c->next)
         if (c->len == len && memcmp(c->addr, key, len) == 0)
             return c;
-    if (!create)
-        return NULL;
     struct ip_count *c = calloc(1, sizeof(*c));
     if (!c)
         return NULL;
@@ -179,11 +184,23 @@ static struct ip_count *ip_find(struct nb_http_guard *g, const struct sockaddr_s
     return c;
 }
 
+/* One connection of ss's address less; a counter at zero is freed. */
 static void ip_release(struct nb_http_guard *g, const struct sockaddr_storage *ss)
 {
-    struct ip_count *c = ip_find(g, ss, false);
-    if (c && c->n)
-        c->n--; /* counters stay allocated: one per address ever seen */
+    unsigned char key[16];
+    unsigned len;
+    for (struct ip_count **pp = ip_bucket(g, ss, key, &len); *pp; pp = &(*pp)->next) {
+        struct ip_count *c = *pp;
+        if (c->len != len || memcmp(c->addr, key, len) != 0)
+            continue;
+        if (c->n)
+            c->n--;
+        if (!c->n) {
+            *pp = c->next;
+            free(c);
+        }
+        return;
+    }
 }
 
 /* Forgets e (its fd is closed or about to be by its owner). */
@@ -426,9 +443,8 @@ static void front_examine(struct nb_http_guard *g, struct entry *e)
         }
     } else {
         /* incomplete: a finished request line can already be refused */
-        char *nl = memchr(work, '\n', len);
         char *start = work + strspn(work, "\r\n");
-        nl = memchr(start, '\n', len - (size_t)(start - work));
+        char *nl = memchr(start, '\n', len - (size_t)(start - work));
         if (nl) {
             *nl = '\0';
             start[strcspn(start, "\r")] = '\0';
@@ -460,11 +476,16 @@ static void front_accept(struct nb_http_guard *g)
             return;
         }
         pthread_mutex_lock(&g->lock);
-        struct ip_count *ipc = ip_find(g, &ss, true);
+        struct ip_count *ipc = NULL;
         struct entry *e = NULL;
-        if (fd < g->table_size && g->open < g->lim.max_connections && ipc &&
-            ipc->n < g->lim.max_connections_per_ip)
+        if (fd < g->table_size && g->open < g->lim.max_connections)
+            ipc = ip_find(g, &ss);
+        if (ipc && ipc->n < g->lim.max_connections_per_ip)
             e = calloc(1, sizeof(*e));
+        if (ipc && !ipc->n && !e) { /* made just now, and not used */
+            ipc->n = 1;
+            ip_release(g, &ss);
+        }
         if (e) {
             if (g->table[fd]) /* a stale entry libmicrohttpd never reported closed */
                 entry_drop(g, g->table[fd]);

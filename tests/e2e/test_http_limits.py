@@ -189,7 +189,9 @@ def test_declared_body_over_the_limit_is_413_at_once(hcloud):
         "Content-Length: %d\r\n\r\n" % (image_id, tok, IMAGE_CAP + 1)).encode())
     assert time.monotonic() - t0 < 1.0
     assert st == 413
-    assert json.loads(body)["code"] == "413 Request Entity Too Large"
+    err = json.loads(body)
+    assert err["code"] == "413 Request Entity Too Large"
+    assert "The incoming image is too large" in err["message"]
     st, _, img = hcloud.request("GET", "/image/v2/images/%s" % image_id, token=tok)
     assert img["status"] == "queued"
 
