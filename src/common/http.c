@@ -41,7 +41,6 @@ struct route {
 static struct route routes[MAX_ROUTES];
 static int nroutes;
 static nb_auth_fn auth_fn;
-static struct MHD_Daemon *daemon_;
 static struct nb_http_guard *guard_;
 static char base_url[256];
 static size_t max_body;
@@ -1007,25 +1006,9 @@ int nb_http_start(const char *host, int port, int nthreads)
     if (fd < 0)
         return -1;
     guard_ = nb_http_guard_new("api", &lim, reject, body_limit, NULL);
-    if (!guard_) {
-        close(fd);
-        return -1;
-    }
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
-                     MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
-    /* the pool holds the head (the guard bounds it) and the read buffer */
-    size_t pool = lim.max_header_size * 2 + 65536;
-    daemon_ = MHD_start_daemon(
-        flags, 0, NULL, NULL, answer, NULL, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)nthreads,
-        MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_URI_LOG_CALLBACK, uri_logged, NULL,
-        MHD_OPTION_NOTIFY_CONNECTION, nb_http_guard_notify, guard_, MHD_OPTION_CONNECTION_TIMEOUT,
-        lim.idle_timeout, MHD_OPTION_CONNECTION_LIMIT, lim.max_connections,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool, MHD_OPTION_END);
-    if (!daemon_ || nb_http_guard_run(guard_, fd, daemon_) < 0) {
+    const struct nb_http_callbacks cb = {answer, completed, uri_logged, NULL};
+    if (!guard_ || nb_http_guard_serve(guard_, fd, (unsigned)nthreads, &cb) < 0) {
         fprintf(stderr, "nubo: cannot serve on %s:%d\n", host, port);
-        if (daemon_)
-            MHD_stop_daemon(daemon_);
-        daemon_ = NULL;
         nb_http_guard_free(guard_);
         guard_ = NULL;
         close(fd);
@@ -1038,11 +1021,9 @@ int nb_http_start(const char *host, int port, int nthreads)
 
 void nb_http_stop(void)
 {
-    if (!daemon_)
+    if (!guard_)
         return;
     nb_http_guard_stop(guard_);
-    MHD_stop_daemon(daemon_);
-    daemon_ = NULL;
     nb_http_guard_free(guard_);
     guard_ = NULL;
 }

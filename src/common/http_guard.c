@@ -61,6 +61,7 @@ struct entry {
     uint64_t received;
     struct sockaddr_storage addr;
     socklen_t addrlen;
+    int server; /* index of the libmicrohttpd server holding it, -1 in front */
     struct nb_http_guard *guard;
 };
 
@@ -76,7 +77,9 @@ struct nb_http_guard {
     unsigned open;
     struct ip_count *ips[IP_BUCKETS];
     int listen_fd, ep, wake;
-    struct MHD_Daemon *daemon;
+    struct MHD_Daemon **servers; /* one thread each */
+    unsigned nservers;
+    unsigned *server_conns, *server_busy; /* connections; those with a request under way */
     pthread_t thread;
     bool running;
     char *peek; /* max_header_size + 1 bytes, guard thread only */
@@ -203,9 +206,19 @@ static void ip_release(struct nb_http_guard *g, const struct sockaddr_storage *s
     }
 }
 
+static bool busy(enum phase ph)
+{
+    return ph == PH_BODY || ph == PH_ANSWERING;
+}
+
 /* Forgets e (its fd is closed or about to be by its owner). */
 static void entry_drop(struct nb_http_guard *g, struct entry *e)
 {
+    if (e->server >= 0) {
+        g->server_conns[e->server]--;
+        if (busy(e->phase))
+            g->server_busy[e->server]--;
+    }
     if (e->fd >= 0 && e->fd < g->table_size && g->table[e->fd] == e)
         g->table[e->fd] = NULL;
     ip_release(g, &e->addr);
@@ -391,15 +404,31 @@ static void front_refuse(struct nb_http_guard *g, struct entry *e, size_t consum
     pthread_mutex_unlock(&g->lock);
 }
 
+/* The server a new connection goes to: the one with the fewest requests
+ * under way (a handler blocks its server's thread), then the fewest
+ * connections. Call with g->lock held. */
+static int pick_server(struct nb_http_guard *g)
+{
+    unsigned best = 0;
+    for (unsigned i = 1; i < g->nservers; i++)
+        if (g->server_busy[i] < g->server_busy[best] ||
+            (g->server_busy[i] == g->server_busy[best] &&
+             g->server_conns[i] < g->server_conns[best]))
+            best = i;
+    return (int)best;
+}
+
 /* Gives a connection with a good head to libmicrohttpd. */
 static void front_hand_over(struct nb_http_guard *g, struct entry *e)
 {
     epoll_ctl(g->ep, EPOLL_CTL_DEL, e->fd, NULL);
     pthread_mutex_lock(&g->lock);
     e->phase = PH_WAIT; /* the head is in; its deadline keeps running */
+    e->server = pick_server(g);
+    g->server_conns[e->server]++;
+    struct MHD_Daemon *d = g->servers[e->server];
     pthread_mutex_unlock(&g->lock);
-    if (MHD_add_connection(g->daemon, e->fd, (const struct sockaddr *)&e->addr, e->addrlen) !=
-        MHD_YES) {
+    if (MHD_add_connection(d, e->fd, (const struct sockaddr *)&e->addr, e->addrlen) != MHD_YES) {
         /* libmicrohttpd closed it (at its own limit) */
         pthread_mutex_lock(&g->lock);
         entry_drop(g, e);
@@ -490,6 +519,7 @@ static void front_accept(struct nb_http_guard *g)
             if (g->table[fd]) /* a stale entry libmicrohttpd never reported closed */
                 entry_drop(g, g->table[fd]);
             e->fd = fd;
+            e->server = -1;
             e->phase = PH_FRONT;
             e->since = nb_time_mono();
             e->addr = ss;
@@ -632,10 +662,44 @@ int nb_http_listen(const char *host, int port)
     return fd;
 }
 
-int nb_http_guard_run(struct nb_http_guard *g, int listen_fd, struct MHD_Daemon *d)
+/* Starts g's libmicrohttpd servers: one thread each, no listening socket
+ * (the guard hands connections over), its limits and callbacks. 0/-1. */
+static int start_servers(struct nb_http_guard *g, unsigned n, const struct nb_http_callbacks *cb)
+{
+    g->servers = calloc(n, sizeof(*g->servers));
+    g->server_conns = calloc(n, sizeof(*g->server_conns));
+    g->server_busy = calloc(n, sizeof(*g->server_busy));
+    if (!g->servers || !g->server_conns || !g->server_busy)
+        return -1;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
+                     MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
+    /* the pool holds the head (the guard bounds it) and the read buffer */
+    size_t pool = g->lim.max_header_size * 2 + 65536;
+    for (unsigned i = 0; i < n; i++) {
+        g->servers[i] = MHD_start_daemon(
+            flags, 0, NULL, NULL, cb->answer, cb->answer_cls, MHD_OPTION_NOTIFY_COMPLETED,
+            cb->completed, cb->answer_cls, MHD_OPTION_URI_LOG_CALLBACK, cb->uri_log, cb->answer_cls,
+            MHD_OPTION_NOTIFY_CONNECTION, nb_http_guard_notify, g, MHD_OPTION_CONNECTION_TIMEOUT,
+            g->lim.idle_timeout, MHD_OPTION_CONNECTION_LIMIT, g->lim.max_connections,
+            MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool, MHD_OPTION_END);
+        if (!g->servers[i])
+            return -1;
+        g->nservers++;
+    }
+    return 0;
+}
+
+static void stop_servers(struct nb_http_guard *g)
+{
+    for (unsigned i = 0; i < g->nservers; i++)
+        MHD_stop_daemon(g->servers[i]); /* in-flight requests finish */
+    g->nservers = 0;
+}
+
+int nb_http_guard_serve(struct nb_http_guard *g, int listen_fd, unsigned nthreads,
+                        const struct nb_http_callbacks *cb)
 {
     g->listen_fd = listen_fd;
-    g->daemon = d;
     g->ep = epoll_create1(EPOLL_CLOEXEC);
     g->wake = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     struct epoll_event lev = {.events = EPOLLIN, .data.ptr = g};
@@ -645,23 +709,34 @@ int nb_http_guard_run(struct nb_http_guard *g, int listen_fd, struct MHD_Daemon 
         fprintf(stderr, "nubo: %s: epoll: %s\n", g->name, strerror(errno));
         return -1;
     }
+    if (start_servers(g, nthreads ? nthreads : 1, cb) < 0) {
+        fprintf(stderr, "nubo: %s: cannot start the HTTP servers\n", g->name);
+        stop_servers(g);
+        return -1;
+    }
     g->running = true;
     if (pthread_create(&g->thread, NULL, guard_main, g) != 0) {
         g->running = false;
+        stop_servers(g);
         return -1;
     }
     NB_INFO(GUARD_LOG, NULL, NULL,
-            "%s: max_connections %u, per IP %u, header_timeout %us, body_timeout %us + 1s/%u "
-            "bytes, idle timeout %us, max_header_size %zu",
-            g->name, g->lim.max_connections, g->lim.max_connections_per_ip, g->lim.header_timeout,
-            g->lim.body_timeout, g->lim.body_min_rate, g->lim.idle_timeout, g->lim.max_header_size);
+            "%s: %u threads, max_connections %u, per IP %u, header_timeout %us, body_timeout %us "
+            "+ 1s/%u bytes, idle timeout %us, max_header_size %zu",
+            g->name, g->nservers, g->lim.max_connections, g->lim.max_connections_per_ip,
+            g->lim.header_timeout, g->lim.body_timeout, g->lim.body_min_rate, g->lim.idle_timeout,
+            g->lim.max_header_size);
     return 0;
 }
 
 void nb_http_guard_stop(struct nb_http_guard *g)
 {
-    if (!g || !g->running)
+    if (!g)
         return;
+    if (!g->running) {
+        stop_servers(g);
+        return;
+    }
     g->running = false;
     uint64_t one = 1;
     (void)!write(g->wake, &one, sizeof(one));
@@ -677,6 +752,7 @@ void nb_http_guard_stop(struct nb_http_guard *g)
         }
     }
     pthread_mutex_unlock(&g->lock);
+    stop_servers(g);
 }
 
 void nb_http_guard_free(struct nb_http_guard *g)
@@ -695,6 +771,9 @@ void nb_http_guard_free(struct nb_http_guard *g)
     if (g->wake >= 0)
         close(g->wake);
     pthread_mutex_destroy(&g->lock);
+    free(g->servers);
+    free(g->server_conns);
+    free(g->server_busy);
     free(g->table);
     free(g->peek);
     free(g);
@@ -729,7 +808,14 @@ static void set_phase(struct MHD_Connection *conn, enum phase ph)
     struct entry *e = entry_of(conn);
     if (!e)
         return;
-    pthread_mutex_lock(&e->guard->lock);
+    struct nb_http_guard *g = e->guard;
+    pthread_mutex_lock(&g->lock);
+    if (e->server >= 0 && busy(e->phase) != busy(ph)) {
+        if (busy(ph))
+            g->server_busy[e->server]++;
+        else
+            g->server_busy[e->server]--;
+    }
     e->phase = ph;
     e->since = nb_time_mono();
     e->received = 0;

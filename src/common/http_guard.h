@@ -20,12 +20,11 @@
  *    arrive within body_timeout seconds plus one second per body_min_rate
  *    bytes received. Late connections are shut down.
  *
- * The owner (http.c, the metadata server) starts libmicrohttpd with
- * MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC, passes nb_http_guard_notify as
- * MHD_OPTION_NOTIFY_CONNECTION (the guard as its argument), and reports a
- * request's phases from its callbacks (headers in, body bytes, answered,
- * completed). Requests after the first on a kept-alive connection are
- * parsed by libmicrohttpd alone: their deadlines are still the guard's. */
+ * The owner (http.c, the metadata server) gives its libmicrohttpd
+ * callbacks to nb_http_guard_serve(), which runs the servers, and reports a
+ * request's phases from them (headers in, body bytes, answered, completed). Requests after the
+ * first on a kept-alive connection are parsed by libmicrohttpd alone: their deadlines are still the
+ * guard's. */
 #ifndef NB_HTTP_GUARD_H
 #define NB_HTTP_GUARD_H
 
@@ -78,11 +77,23 @@ struct nb_http_guard *nb_http_guard_new(const char *name, const struct nb_http_l
 /* A listening socket on host:port (IPv4 or IPv6 literal), non-blocking.
  * Returns the fd, or -1 (message on stderr). */
 int nb_http_listen(const char *host, int port);
-/* Starts the guard's thread on listen_fd (taken, closed at stop), handing
- * good connections to d. 0/-1. */
-int nb_http_guard_run(struct nb_http_guard *g, int listen_fd, struct MHD_Daemon *d);
-/* Stops accepting and closes the connections not yet handed over. Call
- * before MHD_stop_daemon(); free after it. */
+/* The owner's libmicrohttpd callbacks (all get answer_cls). */
+struct nb_http_callbacks {
+    MHD_AccessHandlerCallback answer;
+    MHD_RequestCompletedCallback completed;
+    void *(*uri_log)(void *cls, const char *uri, struct MHD_Connection *conn); /* may be NULL */
+    void *answer_cls;
+};
+
+/* Starts nthreads libmicrohttpd servers (one thread each) with cb and the
+ * guard's limits, and the guard's thread on listen_fd (taken, closed at
+ * stop). A good connection goes to the server with the fewest requests
+ * under way, so a slow handler does not hold up new clients. 0/-1 (then
+ * call nb_http_guard_free, and close listen_fd). */
+int nb_http_guard_serve(struct nb_http_guard *g, int listen_fd, unsigned nthreads,
+                        const struct nb_http_callbacks *cb);
+/* Stops accepting, closes the connections not yet handed over, then stops
+ * the servers (in-flight requests finish). Free after it. */
 void nb_http_guard_stop(struct nb_http_guard *g);
 void nb_http_guard_free(struct nb_http_guard *g);
 

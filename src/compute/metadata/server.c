@@ -49,7 +49,6 @@
 /* The running listener and the database it reads; set by start, cleared by
  * stop. */
 static struct {
-    struct MHD_Daemon *daemon;
     struct nb_http_guard *guard;
     struct nb_db *db;
 } md;
@@ -372,21 +371,10 @@ int nb_metadata_start(struct nb_env *env)
     }
     md.db = env->db;
     md.guard = nb_http_guard_new("metadata", &lim, reject, body_limit, NULL);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC |
-                     MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
-    if (md.guard)
-        md.daemon = MHD_start_daemon(
-            flags, 0, NULL, NULL, answer, NULL, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)workers,
-            MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_NOTIFY_CONNECTION,
-            nb_http_guard_notify, md.guard, MHD_OPTION_CONNECTION_TIMEOUT, lim.idle_timeout,
-            MHD_OPTION_CONNECTION_LIMIT, lim.max_connections, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-            lim.max_header_size * 2 + 65536, MHD_OPTION_END);
-    if (!md.daemon || nb_http_guard_run(md.guard, fd, md.daemon) < 0) {
+    const struct nb_http_callbacks cb = {answer, completed, NULL, NULL};
+    if (!md.guard || nb_http_guard_serve(md.guard, fd, (unsigned)workers, &cb) < 0) {
         fprintf(stderr, "nubo: the metadata API cannot listen on %s:%ld\n", host, port);
         NB_ERROR(MD_SERVER_LOG, NULL, NULL, "cannot listen on %s:%ld", host, port);
-        if (md.daemon)
-            MHD_stop_daemon(md.daemon);
-        md.daemon = NULL;
         nb_http_guard_free(md.guard);
         md.guard = NULL;
         close(fd);
@@ -404,11 +392,9 @@ int nb_metadata_start(struct nb_env *env)
 
 void nb_metadata_stop(void)
 {
-    if (!md.daemon)
+    if (!md.guard)
         return;
     nb_http_guard_stop(md.guard);
-    MHD_stop_daemon(md.daemon);
-    md.daemon = NULL;
     nb_http_guard_free(md.guard);
     md.guard = NULL;
     md.db = NULL;
