@@ -28,6 +28,7 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -83,6 +84,7 @@ struct nb_http_guard {
     pthread_t thread;
     bool running;
     char *peek; /* max_header_size + 1 bytes, guard thread only */
+    unsigned long sweeps;
 };
 
 /* --- limits ------------------------------------------------------------- */
@@ -547,10 +549,24 @@ static void front_accept(struct nb_http_guard *g)
 /* Enforces the deadlines. Front connections are closed here (this
  * thread owns them); handed-over ones are shut down, libmicrohttpd then
  * sees the end of the stream and closes them. */
+/* True if the peer closed its side and nothing it sent is left unread.
+ * libmicrohttpd 0.9.75 (edge-triggered epoll) can miss such an end when
+ * the FIN came with the last data: it then holds the connection (and an
+ * upload in progress) until the idle timeout. A connection waiting for a
+ * head or in the middle of a body cannot complete any more. */
+static bool peer_gone(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+    int unread = 0;
+    return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) &&
+           ioctl(fd, FIONREAD, &unread) == 0 && unread == 0;
+}
+
 static void sweep(struct nb_http_guard *g, double now)
 {
     struct entry *late[64];
     int nlate = 0;
+    bool check_idle = ++g->sweeps % 5 == 0; /* idle connections: once a second */
     pthread_mutex_lock(&g->lock);
     for (int fd = 0; fd <= g->max_fd; fd++) {
         struct entry *e = g->table[fd];
@@ -567,6 +583,8 @@ static void sweep(struct nb_http_guard *g, double now)
             break;
         case PH_ANSWERING: break;
         }
+        if (!over && (e->phase == PH_BODY || (e->phase == PH_WAIT && check_idle)))
+            over = peer_gone(e->fd);
         if (!over)
             continue;
         if (e->phase == PH_FRONT || e->phase == PH_LINGER) {

@@ -18,7 +18,10 @@
  *    request head must be complete header_timeout seconds after the
  *    connection opened or the previous response went out, and a body must
  *    arrive within body_timeout seconds plus one second per body_min_rate
- *    bytes received. Late connections are shut down.
+ *    bytes received. Late connections are shut down, and so are those
+ *    whose client left while they wait for a head or a body (libmicrohttpd
+ *    can miss that end and hold them, uploads included, until its idle
+ *    timeout).
  *
  * The owner (http.c, the metadata server) gives its libmicrohttpd
  * callbacks to nb_http_guard_serve(), which runs the servers, and reports a

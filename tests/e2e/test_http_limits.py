@@ -308,3 +308,30 @@ def test_metadata_listener_refuses_bad_heads_in_its_shape(hcloud):
     st, hdrs, body = raw(hcloud.port + 1, b"GARBAGE\r\n\r\n")
     assert st == 400
     assert body.startswith(b"400 Bad Request\n\n")
+
+
+def test_client_leaving_mid_upload_is_noticed_at_once(hcloud):
+    """A client that closes right after part of an upload: every image is
+    back to queued within a couple of seconds (libmicrohttpd alone could
+    miss the close and hold the upload until its idle timeout)."""
+    tok = hcloud.token()
+    ids = []
+    for i in range(20):
+        st, _, body = hcloud.request("POST", "/image/v2/images", token=tok, body={
+            "name": "gone-%d" % i, "disk_format": "raw", "container_format": "bare"})
+        ids.append(body["id"])
+        s = socket.create_connection(("127.0.0.1", hcloud.port))
+        s.sendall(("PUT /image/v2/images/%s/file HTTP/1.1\r\nHost: x\r\nX-Auth-Token: %s\r\n"
+                   "Content-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n"
+                   % (body["id"], tok, IMAGE_CAP)).encode())
+        s.sendall(b"\0" * (IMAGE_CAP // 2))
+        time.sleep(0.02 * (i % 3))
+        s.close()
+    deadline = time.monotonic() + 3
+    left = ids
+    while left and time.monotonic() < deadline:
+        left = [i for i in left
+                if hcloud.request("GET", "/image/v2/images/%s" % i, token=tok)[2]["status"]
+                != "queued"]
+        time.sleep(0.2)
+    assert not left, "uploads still saving after their client left: %s" % left
