@@ -680,6 +680,9 @@ int nb_http_listen(const char *host, int port)
     return fd;
 }
 
+static void guard_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                         enum MHD_ConnectionNotificationCode code);
+
 /* Starts g's libmicrohttpd servers: one thread each, no listening socket
  * (the guard hands connections over), its limits and callbacks. 0/-1. */
 static int start_servers(struct nb_http_guard *g, unsigned n, const struct nb_http_callbacks *cb)
@@ -697,7 +700,7 @@ static int start_servers(struct nb_http_guard *g, unsigned n, const struct nb_ht
         g->servers[i] = MHD_start_daemon(
             flags, 0, NULL, NULL, cb->answer, cb->answer_cls, MHD_OPTION_NOTIFY_COMPLETED,
             cb->completed, cb->answer_cls, MHD_OPTION_URI_LOG_CALLBACK, cb->uri_log, cb->answer_cls,
-            MHD_OPTION_NOTIFY_CONNECTION, nb_http_guard_notify, g, MHD_OPTION_CONNECTION_TIMEOUT,
+            MHD_OPTION_NOTIFY_CONNECTION, guard_notify, g, MHD_OPTION_CONNECTION_TIMEOUT,
             g->lim.idle_timeout, MHD_OPTION_CONNECTION_LIMIT, g->lim.max_connections,
             MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool, MHD_OPTION_END);
         if (!g->servers[i])
@@ -797,8 +800,10 @@ void nb_http_guard_free(struct nb_http_guard *g)
     free(g);
 }
 
-void nb_http_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
-                          enum MHD_ConnectionNotificationCode code)
+/* MHD_OPTION_NOTIFY_CONNECTION: ties a connection to its entry (cls is
+ * the guard). */
+static void guard_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                         enum MHD_ConnectionNotificationCode code)
 {
     struct nb_http_guard *g = cls;
     pthread_mutex_lock(&g->lock);

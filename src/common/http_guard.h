@@ -100,10 +100,6 @@ int nb_http_guard_serve(struct nb_http_guard *g, int listen_fd, unsigned nthread
 void nb_http_guard_stop(struct nb_http_guard *g);
 void nb_http_guard_free(struct nb_http_guard *g);
 
-/* MHD_OPTION_NOTIFY_CONNECTION callback; cls is the guard. */
-void nb_http_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
-                          enum MHD_ConnectionNotificationCode code);
-
 /* A request's phases, from the owner's libmicrohttpd callbacks: its head
  * is in (body deadline starts), body bytes arrived, it is being answered
  * (no deadline but the idle timeout), it completed (the next head's
