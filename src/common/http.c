@@ -8,13 +8,18 @@
  * rendering of the response or of the error recorded in the context. */
 #include "common/http.h"
 #include "common/config.h"
+#include "common/healthcheck.h"
+#include "common/http_guard.h"
+#include "common/http_int.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/sbuf.h"
 #include "common/util.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +43,7 @@ static struct route routes[MAX_ROUTES];
 static int nroutes;
 static nb_auth_fn auth_fn;
 static nb_guard_fn guard_fn;
-static struct MHD_Daemon *daemon_;
+static struct nb_http_guard *guard_;
 static char base_url[256];
 static size_t max_body;
 
@@ -206,205 +211,6 @@ static const struct route *match(struct nb_req *req, const char *method, bool *m
     return best;
 }
 
-const char *nb_req_param(const struct nb_req *req, const char *name)
-{
-    size_t n = strlen(name);
-    for (int i = 0; i < req->nparams; i++)
-        if (strncmp(req->param_names[i], name, n) == 0 && req->param_names[i][n] == '}')
-            return req->param_values[i];
-    return NULL;
-}
-
-const char *nb_req_header(const struct nb_req *req, const char *name)
-{
-    if (req->conn)
-        return MHD_lookup_connection_value(req->conn, MHD_HEADER_KIND, name);
-    for (const char *const *h = req->dispatch_headers; h && h[0]; h += 2)
-        if (strcasecmp(h[0], name) == 0)
-            return h[1];
-    return NULL;
-}
-
-const char *nb_req_query(const struct nb_req *req, const char *name)
-{
-    if (req->conn)
-        return MHD_lookup_connection_value(req->conn, MHD_GET_ARGUMENT_KIND, name);
-    for (int i = 0; i < req->nquery; i++)
-        if (strcmp(req->query_keys[i], name) == 0)
-            return req->query_values[i];
-    return NULL;
-}
-
-struct each_ctx {
-    void (*fn)(void *, const char *, const char *);
-    void *opaque;
-};
-
-static enum MHD_Result each_cb(void *cls, enum MHD_ValueKind kind, const char *key,
-                               const char *value)
-{
-    (void)kind;
-    struct each_ctx *e = cls;
-    e->fn(e->opaque, key, value ? value : "");
-    return MHD_YES;
-}
-
-void nb_req_query_each(const struct nb_req *req,
-                       void (*fn)(void *opaque, const char *key, const char *value), void *opaque)
-{
-    if (req->conn) {
-        struct each_ctx e = {fn, opaque};
-        MHD_get_connection_values(req->conn, MHD_GET_ARGUMENT_KIND, each_cb, &e);
-        return;
-    }
-    for (int i = 0; i < req->nquery; i++)
-        fn(opaque, req->query_keys[i], req->query_values[i]);
-}
-
-int nb_resp_json(struct nb_resp *resp, int status, json_t *body)
-{
-    resp->status = status;
-    json_decref(resp->body);
-    resp->body = body;
-    return 0;
-}
-
-int nb_resp_empty(struct nb_resp *resp, int status)
-{
-    resp->status = status;
-    json_decref(resp->body);
-    resp->body = NULL;
-    return 0;
-}
-
-void nb_resp_header(struct nb_resp *resp, const char *name, const char *value)
-{
-    if (resp->nheaders == 8)
-        return;
-    resp->header_names[resp->nheaders] = strdup(name);
-    resp->header_values[resp->nheaders++] = strdup(value);
-}
-
-int nb_resp_file(struct nb_resp *resp, int status, int fd, uint64_t size, const char *content_type)
-{
-    resp->status = status;
-    json_decref(resp->body);
-    resp->body = NULL;
-    free(resp->raw);
-    resp->raw = NULL;
-    if (resp->has_file)
-        close(resp->file_fd);
-    resp->has_file = true;
-    resp->file_fd = fd;
-    resp->file_size = size;
-    resp->content_type = content_type;
-    return 0;
-}
-
-json_t *nb_req_json_object(struct nb_ctx *ctx, struct nb_req *req)
-{
-    if (!req->json) {
-        if (req->body_len == 0)
-            nb_error(ctx, 400, NULL, "The request body is empty; a JSON object is required.");
-        else
-            nb_error(ctx, 400, NULL, "Malformed request body");
-        return NULL;
-    }
-    if (!json_is_object(req->json)) {
-        nb_error(ctx, 400, NULL, "The request body must be a JSON object.");
-        return NULL;
-    }
-    return req->json;
-}
-
-static const char *status_title(int status)
-{
-    switch (status) {
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 406: return "Not Acceptable";
-    case 409: return "Conflict";
-    case 413: return "Request Entity Too Large";
-    case 415: return "Unsupported Media Type";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    default: return "Error";
-    }
-}
-
-/* Renders the error recorded in ctx in the service's shape into resp. */
-/* Glance's errors are webob pages: JSON, HTML or text by Accept. */
-static void render_image_error(const char *accept, int st, const char *msg, struct nb_resp *resp)
-{
-    char code[64];
-    snprintf(code, sizeof(code), "%d %s", st, status_title(st));
-    if (accept && strstr(accept, "application/json")) {
-        char *m = nb_strdup_printf("%s<br /><br />\n\n\n", msg);
-        resp->body =
-            json_pack("{s:s, s:s, s:s}", "message", m, "code", code, "title", status_title(st));
-        free(m);
-    } else if (accept && (strstr(accept, "text/html") || strstr(accept, "*/*"))) {
-        resp->raw = nb_strdup_printf("<html>\n <head>\n  <title>%s</title>\n </head>\n <body>\n"
-                                     "  <h1>%s</h1>\n  %s<br /><br />\n\n\n\n </body>\n</html>",
-                                     code, code, msg);
-        resp->raw_len = strlen(resp->raw);
-        resp->content_type = "text/html; charset=UTF-8";
-    } else {
-        resp->raw = nb_strdup_printf("%s\n\n%s\n\n   ", code, msg);
-        resp->raw_len = strlen(resp->raw);
-        resp->content_type = "text/plain; charset=UTF-8";
-    }
-}
-
-static void render_error(struct nb_ctx *ctx, enum nb_service svc, const char *accept,
-                         struct nb_resp *resp)
-{
-    int st = ctx->err_status ? ctx->err_status : 500;
-    const char *msg = ctx->err_msg[0] ? ctx->err_msg : "An unknown error occurred.";
-    json_decref(resp->body);
-    resp->body = NULL;
-    free(resp->raw);
-    resp->raw = NULL;
-    resp->status = st;
-    switch (svc) {
-    case NB_SVC_IDENTITY:
-        resp->body = json_pack("{s:{s:i, s:s, s:s}}", "error", "code", st, "message", msg, "title",
-                               status_title(st));
-        break;
-    case NB_SVC_PLACEMENT: {
-        const char *code =
-            nb_startswith(ctx->err_name, "placement.") ? ctx->err_name : "placement.undefined_code";
-        json_t *e = json_pack("{s:i, s:s, s:s, s:s}", "status", st, "title", status_title(st),
-                              "detail", msg, "request_id", ctx->request_id);
-        /* error codes appeared in placement 1.23 */
-        if (ctx->mv_major == 1 && ctx->mv_minor >= 23)
-            json_object_set_new(e, "code", json_string(code));
-        resp->body = json_pack("{s:[o]}", "errors", e);
-        break;
-    }
-    case NB_SVC_IMAGE: render_image_error(accept, st, msg, resp); break;
-    case NB_SVC_NETWORK: { /* neutron/api/api_common.py; generic names as webob's */
-        char type[64];
-        if (ctx->err_name[0] >= 'A' && ctx->err_name[0] <= 'Z')
-            nb_strlcpy(type, ctx->err_name, sizeof(type));
-        else
-            snprintf(type, sizeof(type), "HTTP%s", status_title(st));
-        for (char *c = type; (c = strchr(c, ' '));)
-            memmove(c, c + 1, strlen(c));
-        resp->body = json_pack("{s:{s:s, s:s, s:s}}", "NeutronError", "type", type, "message", msg,
-                               "detail", "");
-        break;
-    }
-    default:
-        resp->body = json_pack("{s:{s:i, s:s}}", ctx->err_name[0] ? ctx->err_name : "computeFault",
-                               "code", st, "message", msg);
-    }
-}
-
 /* Parses "X.Y" into maj and min. 0/-1. */
 static int parse_version(const char *s, int *maj, int *min)
 {
@@ -512,13 +318,36 @@ static void reject_unauthenticated(struct nb_ctx *ctx, struct nb_resp *resp)
     if (!ctx->err_status || ctx->err_status == 401) {
         ctx->err_status = 0;
         nb_error(ctx, 401, "Unauthorized", "The request you have made requires authentication.");
-        render_error(ctx, NB_SVC_IDENTITY, NULL, resp);
+        nb_http_render_error(ctx, NB_SVC_IDENTITY, NULL, resp);
         char hdr[320];
         snprintf(hdr, sizeof(hdr), "Keystone uri=\"%s/identity\"", base_url);
         nb_resp_header(resp, "WWW-Authenticate", hdr);
         return;
     }
-    render_error(ctx, NB_SVC_IDENTITY, NULL, resp);
+    nb_http_render_error(ctx, NB_SVC_IDENTITY, NULL, resp);
+}
+
+/* Nova's legacy URLs name the project: /compute/v2.1/{project_id}/servers
+ * is /compute/v2.1/servers (nova's ProjectMapper, the project ID being hex
+ * and dashes). When req's path is one, removes that segment from it (the
+ * path is the server's per-request buffer), copies it into project and
+ * returns true. */
+static bool strip_url_project(struct nb_req *req, char *project, size_t n)
+{
+    static const char prefix[] = "/compute/v2.1/";
+    if (req->service != NB_SVC_COMPUTE || !nb_startswith(req->path, prefix))
+        return false;
+    char *seg = (char *)req->path + strlen(prefix);
+    size_t len = strspn(seg, "0123456789abcdef-");
+    if (len == 0 || len >= n || seg[len] != '/' || !seg[len + 1])
+        return false;
+    memcpy(project, seg, len);
+    project[len] = '\0';
+    memmove(seg, seg + len + 1, strlen(seg + len + 1) + 1);
+    for (int i = 0; i < req->nparams; i++)
+        free(req->param_values[i]);
+    req->nparams = 0;
+    return true;
 }
 
 /* Routing, body size check, token check and negotiation. Returns the route,
@@ -531,19 +360,22 @@ static const struct route *prepare(struct nb_ctx *ctx, struct nb_req *req, struc
         nb_strlcpy(ctx->global_request_id, grid, sizeof(ctx->global_request_id));
 
     bool mismatch = false;
+    char url_project[NB_ID_LEN] = "";
     const struct route *r = match(req, req->method, &mismatch);
+    if (!r && strip_url_project(req, url_project, sizeof(url_project)))
+        r = match(req, req->method, &mismatch);
     if (!r) {
         if (mismatch)
             nb_error(ctx, 405, NULL, "The method %s is not allowed for this resource.",
                      req->method);
         else
             nb_error(ctx, 404, NULL, "The resource could not be found.");
-        render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
+        nb_http_render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
         return NULL;
     }
     if (!(r->flags & NB_ROUTE_STREAM_BODY) && req->body_len > max_body) {
         nb_error(ctx, 413, NULL, "Request is too large.");
-        render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
+        nb_http_render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
         return NULL;
     }
     if (!(r->flags & NB_ROUTE_NO_AUTH)) {
@@ -553,8 +385,14 @@ static const struct route *prepare(struct nb_ctx *ctx, struct nb_req *req, struc
             return NULL;
         }
     }
-    if (negotiate(ctx, req, resp) < 0 || (guard_fn && guard_fn(ctx, req, r->pattern) < 0)) {
-        render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
+    if (url_project[0] && ctx->project_id[0] && strcmp(url_project, ctx->project_id) != 0)
+        nb_error(ctx, 400, NULL,
+                 "Malformed request URL: URL's project_id '%s' doesn't match Context's "
+                 "project_id '%s'",
+                 url_project, ctx->project_id);
+    if (ctx->err_status || negotiate(ctx, req, resp) < 0 ||
+        (guard_fn && guard_fn(ctx, req, r->pattern) < 0)) {
+        nb_http_render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
         return NULL;
     }
     return r;
@@ -570,7 +408,7 @@ static void run_handler(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
             close(resp->file_fd);
             resp->has_file = false;
         }
-        render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
+        nb_http_render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
     }
 }
 
@@ -641,6 +479,8 @@ static void req_free(struct nb_req *req, struct nb_resp *resp)
         free(resp->header_names[i]);
         free(resp->header_values[i]);
     }
+    free(resp->header_names);
+    free(resp->header_values);
 }
 
 /* Body text of resp (malloc'd) and its length. */
@@ -675,12 +515,17 @@ static char *resp_text(struct nb_resp *resp, size_t *len)
     return strdup("");
 }
 
-/* Per-connection state between the calls of answer() for one request. */
+/* Per-connection state between the calls of answer() for one request,
+ * made by the URI log callback (the request line is in). */
 struct conn_state {
+    bool started; /* answer() saw the headers */
+    char *uri;    /* the target as the client sent it (path and query) */
+    char version[16];
     /* buffered body */
     char *buf;
     size_t len, cap;
     bool too_big;
+    bool answered_now; /* answered before the body ended (413): nothing left to send */
     /* streamed body (NB_ROUTE_STREAM_BODY) */
     bool streaming;
     bool rendered;  /* resp holds the outcome; discard the rest of the body */
@@ -694,21 +539,50 @@ struct conn_state {
     bool trailing_slash; /* the URL ended in '/' (stripped from path) */
 };
 
-static void log_request(struct nb_ctx *ctx, struct nb_req *req, int status, size_t len, double t0)
+/* The logger and the access line's shape of a service: placement writes
+ * its own requestlog line, the others eventlet's wsgi line. */
+static void log_access(struct nb_ctx *ctx, enum nb_service svc, const char *peer,
+                       const char *method, const char *uri, const char *version, int status,
+                       long long len, double t0)
 {
-    char mv[32] = "";
-    if (ctx->mv_major)
-        snprintf(mv, sizeof(mv), " microversion: %d.%d", ctx->mv_major, ctx->mv_minor);
-    nb_log(status >= 500 ? NB_LOG_ERROR : NB_LOG_INFO, svc_logger(req->service), ctx, NULL,
-           "\"%s %s%s\" status: %d len: %zu%s time: %.4f", req->method, req->path,
-           req->trailing_slash ? "/" : "", status, len, mv, nb_time_mono() - t0);
+    nb_log_access_line(svc_logger(svc), ctx, peer, method, uri,
+                       svc == NB_SVC_PLACEMENT ? NULL : (version && *version ? version : "-"),
+                       status, len, nb_time_mono() - t0);
+}
+
+/* The peer's numeric address into buf. */
+static const char *conn_peer(struct MHD_Connection *conn, char *buf, size_t n)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    nb_strlcpy(buf, "-", n);
+    if (ci && ci->client_addr) {
+        socklen_t len = ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                               : sizeof(struct sockaddr_in);
+        getnameinfo(ci->client_addr, len, buf, (socklen_t)n, NULL, 0, NI_NUMERICHOST);
+    }
+    return buf;
+}
+
+static void log_request(struct MHD_Connection *conn, struct conn_state *st, struct nb_ctx *ctx,
+                        struct nb_req *req, int status, size_t len, double t0)
+{
+    char peer[64];
+    log_access(ctx, req->service, conn_peer(conn, peer, sizeof(peer)), req->method,
+               st->uri ? st->uri : req->path, st->version, status, (long long)len, t0);
 }
 
 /* Copies url into path without its trailing slashes; returns true if
- * there were any (the router decides whether they matter). */
+ * there were any (the router decides whether they matter). Nova's own
+ * layout, the compute API at the root (/v2.1/{project_id}/servers, as on
+ * nova-api's port 8774), is served as /compute/v2.1/...; the access line
+ * still shows the URL as sent. */
 static bool set_path(char *path, size_t n, const char *url)
 {
-    nb_strlcpy(path, url, n);
+    if (nb_startswith(url, "/v2.1") && (url[5] == '/' || !url[5]))
+        snprintf(path, n, "/compute%s", url);
+    else
+        nb_strlcpy(path, url, n);
     size_t pl = strlen(path);
     bool trailing = pl > 1 && path[pl - 1] == '/';
     while (pl > 1 && path[pl - 1] == '/')
@@ -716,8 +590,8 @@ static bool set_path(char *path, size_t n, const char *url)
     return trailing;
 }
 
-/* True if method+path routes to a NB_ROUTE_STREAM_BODY route. */
-static bool is_stream_route(const char *method, const char *path, bool trailing_slash)
+/* The route method+path goes to, or NULL. */
+static const struct route *route_of(const char *method, const char *path, bool trailing_slash)
 {
     struct nb_req probe = {0};
     probe.path = path;
@@ -727,15 +601,131 @@ static bool is_stream_route(const char *method, const char *path, bool trailing_
     const struct route *r = match(&probe, method, &mismatch);
     for (int i = 0; i < probe.nparams; i++)
         free(probe.param_values[i]);
+    return r;
+}
+
+/* True if method+path routes to a NB_ROUTE_STREAM_BODY route. */
+static bool is_stream_route(const char *method, const char *path, bool trailing_slash)
+{
+    const struct route *r = route_of(method, path, trailing_slash);
     return r && (r->flags & NB_ROUTE_STREAM_BODY);
 }
 
+/* True if a request for target (path and query, percent-encoded, as on
+ * the request line) goes to a NB_ROUTE_STREAM_BODY route. */
+static bool target_streams(const char *method, const char *target)
+{
+    char path[2048];
+    nb_strlcpy(path, target, sizeof(path));
+    path[strcspn(path, "?")] = '\0';
+    url_decode(path);
+    char clean[2048];
+    bool slash = set_path(clean, sizeof(clean), path);
+    return is_stream_route(method, clean, slash);
+}
+
+/* The guard's body limit: [image] image_size_cap on a streamed route,
+ * else [api] max_request_body_size. */
+static uint64_t body_limit(void *opaque, const char *method, const char *target)
+{
+    (void)opaque;
+    return target_streams(method, target) ? stream_cap() : max_body;
+}
+
+/* The whole HTTP/1.1 response text of resp (a memory body), closing the
+ * connection: what the guard and answer_now() write on the socket. */
+static char *raw_response(struct nb_ctx *ctx, enum nb_service svc, struct nb_resp *resp,
+                          size_t *len)
+{
+    size_t blen;
+    char *body = resp_text(resp, &blen);
+    struct nb_sbuf h = {0};
+    char *head = nb_strdup_printf("HTTP/1.1 %d %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
+                                  "x-openstack-request-id: %s\r\n",
+                                  resp->status, nb_http_status_title(resp->status),
+                                  resp->content_type ? resp->content_type : "application/json",
+                                  blen, ctx->request_id);
+    if (!head || !body) {
+        free(head);
+        free(body);
+        return NULL;
+    }
+    nb_sbuf_str(&h, head);
+    free(head);
+    if (svc == NB_SVC_COMPUTE) {
+        nb_sbuf_str(&h, "x-compute-request-id: ");
+        nb_sbuf_str(&h, ctx->request_id);
+        nb_sbuf_str(&h, "\r\n");
+    }
+    for (int i = 0; i < resp->nheaders; i++) {
+        nb_sbuf_str(&h, resp->header_names[i]);
+        nb_sbuf_str(&h, ": ");
+        nb_sbuf_str(&h, resp->header_values[i]);
+        nb_sbuf_str(&h, "\r\n");
+    }
+    nb_sbuf_str(&h, "Connection: close\r\n\r\n");
+    nb_sbuf_add(&h, body, blen);
+    free(body);
+    *len = h.len;
+    return h.s;
+}
+
+/* The guard refused a request head: render the error in the service's
+ * shape, log it, and return the response text. */
+static char *reject(void *opaque, const struct nb_http_head *head, int status, const char *msg,
+                    size_t *len)
+{
+    (void)opaque;
+    double t0 = nb_time_mono();
+    char path[2048] = "";
+    if (head->target) {
+        nb_strlcpy(path, head->target, sizeof(path));
+        path[strcspn(path, "?")] = '\0';
+    }
+    enum nb_service svc = service_of(path);
+    struct nb_ctx ctx;
+    nb_ctx_init(&ctx);
+    if (status == 413 && head->method && head->target && target_streams(head->method, head->target))
+        stream_too_big(&ctx); /* an image upload: Glance's words */
+    else
+        nb_error(&ctx, status, NULL, "%s", msg);
+    struct nb_resp resp = {0};
+    nb_http_render_error(&ctx, svc, head->accept, &resp);
+    char *text = raw_response(&ctx, svc, &resp, len);
+    log_access(&ctx, svc, head->peer, head->method ? head->method : "-",
+               head->target ? head->target : "-", head->version, status,
+               text ? (long long)(*len) : -1, t0);
+    struct nb_req none = {0};
+    req_free(&none, &resp);
+    return text;
+}
+
+/* Answers st's request now, while its body still arrives (libmicrohttpd
+ * queues nothing then): the 413 of a body over the limit. */
+static void answer_now(struct MHD_Connection *conn, struct conn_state *st, struct nb_ctx *ctx,
+                       struct nb_req *req, struct nb_resp *resp, double t0)
+{
+    size_t len = 0;
+    char *text = raw_response(ctx, req->service, resp, &len);
+    if (text)
+        nb_http_guard_answer_now(conn, text, len);
+    free(text);
+    log_request(conn, st, ctx, req, resp->status, len, t0);
+    st->answered_now = true;
+}
+
 /* Queues resp (a file or a memory body) on conn, logs and frees the request. */
-static enum MHD_Result send_response(struct MHD_Connection *conn, struct nb_ctx *ctx,
-                                     struct nb_req *req, struct nb_resp *resp, double t0)
+static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_state *st,
+                                     struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
+                                     double t0)
 {
     size_t len;
     struct MHD_Response *r;
+    if (resp->oom) {
+        nb_error(ctx, 500, NULL, "Out of memory while building the response.");
+        nb_http_render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
+        resp->nheaders = 0; /* the names stay allocated until req_free */
+    }
     if (resp->has_file) {
         len = (size_t)resp->file_size;
         r = MHD_create_response_from_fd64(resp->file_size, resp->file_fd);
@@ -746,9 +736,15 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct nb_ctx 
                                 resp->content_type ? resp->content_type
                                                    : "application/octet-stream");
     } else {
+        bool typed = resp->body || resp->raw;
         char *text = resp_text(resp, &len);
-        r = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-        if (len || resp->body || resp->raw)
+        r = text ? MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE) : NULL;
+        if (!r) {
+            free(text);
+            req_free(req, resp);
+            return MHD_NO;
+        }
+        if (len || typed)
             MHD_add_response_header(r, "Content-Type",
                                     resp->content_type ? resp->content_type : "application/json");
     }
@@ -757,11 +753,19 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct nb_ctx 
         MHD_add_response_header(r, "x-compute-request-id", ctx->request_id);
     for (int i = 0; i < resp->nheaders; i++)
         MHD_add_response_header(r, resp->header_names[i], resp->header_values[i]);
+    nb_http_guard_answering(conn);
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)resp->status, r);
     MHD_destroy_response(r);
-    log_request(ctx, req, resp->status, len, t0);
+    log_request(conn, st, ctx, req, resp->status, len, t0);
     req_free(req, resp);
     return ret;
+}
+
+/* A declared Content-Length over limit: 413 before any body byte. */
+static bool declared_too_big(struct MHD_Connection *conn, uint64_t limit)
+{
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+    return cl && strtoull(cl, NULL, 10) > limit;
 }
 
 /* First call of a streamed request: prepare and call the handler. */
@@ -781,8 +785,7 @@ static void stream_begin(struct conn_state *st, struct MHD_Connection *conn, con
         st->rendered = true;
         return;
     }
-    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
-    if (cl && strtoull(cl, NULL, 10) > st->cap_bytes) {
+    if (declared_too_big(conn, st->cap_bytes)) {
         stream_too_big(&st->ctx);
         run_handler(&st->ctx, &st->req, &st->resp, -1);
         st->rendered = true;
@@ -798,13 +801,15 @@ static void stream_begin(struct conn_state *st, struct MHD_Connection *conn, con
 }
 
 /* One piece of a streamed body. */
-static void stream_chunk(struct conn_state *st, const char *data, size_t len)
+static void stream_chunk(struct MHD_Connection *conn, struct conn_state *st, const char *data,
+                         size_t len)
 {
     if (st->rendered)
         return; /* discarded */
     st->received += len;
+    bool over = st->received > st->cap_bytes;
     int rc = 0;
-    if (st->received > st->cap_bytes) {
+    if (over) {
         rc = stream_too_big(&st->ctx);
     } else if (st->req.body_chunk(&st->ctx, &st->req, data, len) < 0) {
         rc = -1;
@@ -814,7 +819,91 @@ static void stream_chunk(struct conn_state *st, const char *data, size_t len)
         st->req.body_abort(&st->ctx, &st->req);
         run_handler(&st->ctx, &st->req, &st->resp, -1);
         st->rendered = true;
+        if (over)
+            answer_now(conn, st, &st->ctx, &st->req, &st->resp, st->t0);
     }
+}
+
+/* The body calls and the last call of a streamed request. */
+static enum MHD_Result stream_answer(struct MHD_Connection *conn, struct conn_state *st,
+                                     const char *upload_data, size_t *upload_size)
+{
+    if (*upload_size) {
+        nb_http_guard_body(conn, *upload_size);
+        if (!st->answered_now)
+            stream_chunk(conn, st, upload_data, *upload_size);
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    if (!st->rendered) {
+        st->body_open = false;
+        run_handler(&st->ctx, &st->req, &st->resp, st->req.body_end(&st->ctx, &st->req, &st->resp));
+        st->rendered = true;
+    }
+    st->streaming = false; /* answered: completed() has nothing left to abort */
+    return send_response(conn, st, &st->ctx, &st->req, &st->resp, st->t0);
+}
+
+/* A piece of a buffered body; 0, or -1 when out of memory. */
+static int buffer_chunk(struct conn_state *st, const char *data, size_t n)
+{
+    if (st->len + n > max_body) {
+        st->too_big = true;
+        return 0;
+    }
+    if (st->len + n + 1 > st->cap) {
+        size_t cap = (st->len + n + 1) * 2;
+        char *buf = realloc(st->buf, cap);
+        if (!buf)
+            return -1;
+        st->buf = buf;
+        st->cap = cap;
+    }
+    memcpy(st->buf + st->len, data, n);
+    st->len += n;
+    return 0;
+}
+
+/* Renders a 413 for a buffered request into a fresh context and resp. */
+static void buffered_413(struct conn_state *st, struct MHD_Connection *conn, const char *method,
+                         struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    nb_ctx_init(ctx);
+    req->method = method;
+    req->path = st->path;
+    req->service = service_of(st->path);
+    req->conn = conn;
+    req->body = "";
+    nb_error(ctx, 413, NULL, "Request is too large.");
+    nb_http_render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
+}
+
+/* The first call for a request: its headers are in. */
+static enum MHD_Result request_begin(struct MHD_Connection *conn, struct conn_state *st,
+                                     const char *url, const char *method)
+{
+    st->started = true;
+    nb_http_guard_headers_in(conn);
+    st->trailing_slash = set_path(st->path, sizeof(st->path), url);
+    if (is_stream_route(method, st->path, st->trailing_slash)) {
+        st->streaming = true;
+        stream_begin(st, conn, method);
+        if (st->rendered && declared_too_big(conn, st->cap_bytes)) {
+            st->streaming = false; /* answered early: libmicrohttpd discards the body */
+            return send_response(conn, st, &st->ctx, &st->req, &st->resp, st->t0);
+        }
+        return MHD_YES;
+    }
+    if (declared_too_big(conn, max_body)) {
+        double t0 = nb_time_mono();
+        struct nb_ctx ctx;
+        struct nb_req req = {0};
+        struct nb_resp resp = {0};
+        buffered_413(st, conn, method, &ctx, &req, &resp);
+        st->answered_now = true;
+        return send_response(conn, st, &ctx, &req, &resp, t0);
+    }
+    return MHD_YES;
 }
 
 static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url,
@@ -822,49 +911,35 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
                               size_t *upload_size, void **con_cls)
 {
     (void)cls;
-    (void)version;
     struct conn_state *st = *con_cls;
-    if (!st) {
-        st = calloc(1, sizeof(*st));
-        if (!st)
-            return MHD_NO;
-        *con_cls = st;
-        st->trailing_slash = set_path(st->path, sizeof(st->path), url);
-        if (is_stream_route(method, st->path, st->trailing_slash)) {
-            st->streaming = true;
-            stream_begin(st, conn, method);
-        }
-        return MHD_YES;
+    if (!st)
+        return MHD_NO; /* made by uri_logged() */
+    if (!st->started) {
+        nb_strlcpy(st->version, version, sizeof(st->version));
+        return request_begin(conn, st, url, method);
     }
-    if (st->streaming) {
-        if (*upload_size) {
-            stream_chunk(st, upload_data, *upload_size);
-            *upload_size = 0;
-            return MHD_YES;
-        }
-        if (!st->rendered) {
-            st->body_open = false;
-            run_handler(&st->ctx, &st->req, &st->resp,
-                        st->req.body_end(&st->ctx, &st->req, &st->resp));
-            st->rendered = true;
-        }
-        st->streaming = false; /* answered: completed() has nothing left to abort */
-        return send_response(conn, &st->ctx, &st->req, &st->resp, st->t0);
-    }
+    if (st->streaming)
+        return stream_answer(conn, st, upload_data, upload_size);
     if (*upload_size) {
-        if (st->len + *upload_size > max_body) {
-            st->too_big = true;
-        } else {
-            if (st->len + *upload_size + 1 > st->cap) {
-                st->cap = (st->len + *upload_size + 1) * 2;
-                st->buf = realloc(st->buf, st->cap);
-            }
-            memcpy(st->buf + st->len, upload_data, *upload_size);
-            st->len += *upload_size;
-        }
+        nb_http_guard_body(conn, *upload_size);
+        bool was_big = st->too_big;
+        if (!st->answered_now && buffer_chunk(st, upload_data, *upload_size) < 0)
+            return MHD_NO;
         *upload_size = 0;
+        if (st->too_big && !was_big && !st->answered_now) {
+            /* a chunked body over the limit: answer at once */
+            double t0 = nb_time_mono();
+            struct nb_ctx ctx;
+            struct nb_req req = {0};
+            struct nb_resp resp = {0};
+            buffered_413(st, conn, method, &ctx, &req, &resp);
+            answer_now(conn, st, &ctx, &req, &resp, t0);
+            req_free(&req, &resp);
+        }
         return MHD_YES;
     }
+    if (st->answered_now)
+        return MHD_NO;
 
     double t0 = nb_time_mono();
     struct nb_ctx ctx;
@@ -881,16 +956,27 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
         st->buf[st->len] = '\0';
     req.body_len = st->too_big ? max_body + 1 : st->len;
     handle(&ctx, &req, &resp);
-    return send_response(conn, &ctx, &req, &resp, t0);
+    return send_response(conn, st, &ctx, &req, &resp, t0);
+}
+
+/* MHD_OPTION_URI_LOG_CALLBACK: the request line is in; its target, as
+ * the client sent it, is what the access line shows. */
+static void *uri_logged(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    (void)cls;
+    (void)conn;
+    struct conn_state *st = calloc(1, sizeof(*st));
+    if (st)
+        st->uri = strdup(uri);
+    return st;
 }
 
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                       enum MHD_RequestTerminationCode toe)
 {
     (void)cls;
-    (void)conn;
-    (void)toe;
     struct conn_state *st = *con_cls;
+    nb_http_guard_completed(conn);
     if (st) {
         if (st->streaming) {
             /* the request ended before it was answered (client gone, timeout) */
@@ -898,35 +984,49 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                 nb_error(&st->ctx, 499, NULL, "The client closed the connection mid-upload.");
                 st->req.body_abort(&st->ctx, &st->req);
             }
-            nb_log(NB_LOG_WARNING, svc_logger(st->req.service), &st->ctx, NULL,
-                   "\"%s %s\" aborted after %llu body bytes (termination code %d)", st->req.method,
-                   st->req.path, (unsigned long long)st->received, (int)toe);
+            if (!st->answered_now)
+                nb_log(NB_LOG_WARNING, svc_logger(st->req.service), &st->ctx, NULL,
+                       "\"%s %s\" aborted after %llu body bytes (termination code %d)",
+                       st->req.method, st->req.path, (unsigned long long)st->received, (int)toe);
             req_free(&st->req, &st->resp);
         }
+        free(st->uri);
         free(st->buf);
         free(st);
     }
     *con_cls = NULL;
 }
 
+/* GET/HEAD /healthcheck, on the API listener. */
+int nb_http_healthcheck(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    struct nb_healthcheck hc;
+    if (nb_healthcheck_answer(req->method, nb_req_header(req, "Accept"), &hc) < 0)
+        return nb_error(ctx, 500, NULL, "Out of memory.");
+    resp->status = hc.status;
+    resp->raw = hc.body;
+    resp->raw_len = hc.len;
+    resp->content_type = hc.content_type;
+    return 0;
+}
+
 int nb_http_start(const char *host, int port, int nthreads)
 {
     max_body = (size_t)nb_conf_int("api", "max_request_body_size", 114688);
-    struct sockaddr_in addr = {0};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons((uint16_t)port);
-    if (inet_pton(AF_INET, host, &addr.sin_addr) != 1) {
-        fprintf(stderr, "nubo: bad listen address %s\n", host);
+    struct nb_http_limits lim;
+    if (nb_http_limits_load("api", 2048, &lim) < 0)
         return -1;
-    }
-    daemon_ = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG,
-        (uint16_t)port, NULL, NULL, answer, NULL, MHD_OPTION_SOCK_ADDR, &addr,
-        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)nthreads, MHD_OPTION_NOTIFY_COMPLETED, completed,
-        NULL, MHD_OPTION_CONNECTION_TIMEOUT, 120U, MHD_OPTION_LISTENING_ADDRESS_REUSE, 1U,
-        MHD_OPTION_END);
-    if (!daemon_) {
-        fprintf(stderr, "nubo: cannot listen on %s:%d\n", host, port);
+    nb_http_route("GET", "/healthcheck", nb_http_healthcheck, NB_ROUTE_NO_AUTH);
+    int fd = nb_http_listen(host, port);
+    if (fd < 0)
+        return -1;
+    guard_ = nb_http_guard_new("api", &lim, reject, body_limit, NULL);
+    const struct nb_http_callbacks cb = {answer, completed, uri_logged, NULL};
+    if (!guard_ || nb_http_guard_serve(guard_, fd, (unsigned)nthreads, &cb) < 0) {
+        fprintf(stderr, "nubo: cannot serve on %s:%d\n", host, port);
+        nb_http_guard_free(guard_);
+        guard_ = NULL;
+        close(fd);
         return -1;
     }
     if (!base_url[0])
@@ -936,11 +1036,11 @@ int nb_http_start(const char *host, int port, int nthreads)
 
 void nb_http_stop(void)
 {
-    if (!daemon_)
+    if (!guard_)
         return;
-    MHD_quiesce_daemon(daemon_);
-    MHD_stop_daemon(daemon_);
-    daemon_ = NULL;
+    nb_http_guard_stop(guard_);
+    nb_http_guard_free(guard_);
+    guard_ = NULL;
 }
 
 char *nb_http_dispatch(const char *method, const char *path, const char *query,

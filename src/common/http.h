@@ -11,13 +11,23 @@
  * "/compute/v2.1/"); identity and networking ignore it (Keystone normalizes
  * URLs, Neutron's pecan routing does not care).
  *
+ * Connections first meet the listener's guard (http_guard.h: [api]
+ * max_connections, max_connections_per_ip, header_timeout, body_timeout,
+ * body_min_rate, client_idle_timeout, max_header_size), which answers a
+ * malformed head (400), an oversized one (414/431) or a declared body over
+ * the route's limit (413) itself, in the service's error shape.
+ * Nova's legacy URLs with a project ID, /compute/v2.1/{project_id}/servers,
+ * route as /compute/v2.1/servers (400 when it is not the token's project).
+ * GET/HEAD /healthcheck answers as oslo.middleware's healthcheck does.
+ * Every request is logged as the service's access line (nb_log_access_line).
+ *
  * For each request the server: reads the body (up to [api] max_request_body_size,
- * else 413), makes a context with a new request ID, checks X-Auth-Token
- * through the auth hook unless the route is NB_ROUTE_NO_AUTH (401 on failure),
- * negotiates the microversion for compute/placement (406 when out of range),
- * calls the handler, and renders either resp->body or the error recorded in
- * ctx in the service's OpenStack error shape. Every response carries
- * x-openstack-request-id (and x-compute-request-id for compute).
+ * else 413, answered as soon as the declared or received size is over), makes a context with a new
+ * request ID, checks X-Auth-Token through the auth hook unless the route is NB_ROUTE_NO_AUTH (401
+ * on failure), negotiates the microversion for compute/placement (406 when out of range), calls the
+ * handler, and renders either resp->body or the error recorded in ctx in the service's OpenStack
+ * error shape. Every response carries x-openstack-request-id (and x-compute-request-id for
+ * compute).
  *
  * Streamed bodies (NB_ROUTE_STREAM_BODY): the handler is called once the
  * headers are in, after routing, the token check and microversion
@@ -84,9 +94,10 @@ struct nb_resp {
     char *raw;    /* or a raw body (malloc'd, freed by the server) */
     size_t raw_len;
     const char *content_type; /* for raw; default application/json */
-    int nheaders;
-    char *header_names[8]; /* malloc'd, freed by the server */
-    char *header_values[8];
+    int nheaders, headers_cap;
+    char **header_names; /* nheaders of each, malloc'd, freed by the server */
+    char **header_values;
+    bool oom; /* a header could not be added: the server answers 500 */
     /* or a file body (nb_resp_file): fd owned and closed by the server */
     bool has_file;
     int file_fd;
@@ -143,7 +154,9 @@ void nb_req_query_each(const struct nb_req *req,
 /* Response helpers: set status and body (steals body). Return 0. */
 int nb_resp_json(struct nb_resp *resp, int status, json_t *body);
 int nb_resp_empty(struct nb_resp *resp, int status);
-void nb_resp_header(struct nb_resp *resp, const char *name, const char *value);
+/* Adds a response header (any number). 0, or -1 when out of memory (then
+ * the response becomes a 500: a header is never dropped silently). */
+int nb_resp_header(struct nb_resp *resp, const char *name, const char *value);
 /* Answers status with the size bytes of the file open on fd (read from its
  * start; the server takes fd and closes it) as content_type. Returns 0. */
 int nb_resp_file(struct nb_resp *resp, int status, int fd, uint64_t size, const char *content_type);

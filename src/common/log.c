@@ -123,3 +123,23 @@ void nb_log(enum nb_log_level lvl, const char *logger, const struct nb_ctx *ctx,
                 names[lvl], logger, reqs, inst, msg);
     pthread_mutex_unlock(&log_lock);
 }
+
+void nb_log_access_line(const char *logger, const struct nb_ctx *ctx, const char *client,
+                        const char *method, const char *uri, const char *protocol, int status,
+                        long long len, double seconds)
+{
+    char lens[24] = "-";
+    if (len >= 0)
+        snprintf(lens, sizeof(lens), "%lld", len);
+    const char *who = client && *client ? client : "-";
+    if (protocol) {
+        nb_log(NB_LOG_INFO, logger, ctx, NULL, "%s \"%s %s %s\" status: %d len: %s time: %.7f", who,
+               method, uri, protocol, status, lens, seconds);
+        return;
+    }
+    char mv[24] = "-";
+    if (ctx && ctx->mv_major)
+        snprintf(mv, sizeof(mv), "%d.%d", ctx->mv_major, ctx->mv_minor);
+    nb_log(NB_LOG_INFO, logger, ctx, NULL, "%s \"%s %s\" status: %d len: %s microversion: %s", who,
+           method, uri, status, lens, mv);
+}

@@ -21,6 +21,19 @@ void nb_log_close(void);
 void nb_log(enum nb_log_level lvl, const char *logger, const struct nb_ctx *ctx,
             const char *instance, const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* Logs one API access line at INFO under ctx's request ID, as the OpenStack
+ * service writes it:
+ *   protocol set (eventlet's wsgi, nova-api):
+ *     127.0.0.1 "GET /compute/v2.1/servers?limit=1 HTTP/1.1" status: 200 len: 1234 time: 0.0123456
+ *   protocol NULL (placement's requestlog; microversion from ctx, "-" if none):
+ *     127.0.0.1 "PUT /placement/allocations/<uuid>" status: 204 len: 0 microversion: 1.36
+ * client is the numeric peer address ("-" if unknown), uri the path and
+ * query as the client sent them, len the body length (negative: "-"),
+ * seconds the wall time spent (ignored for the placement shape). */
+void nb_log_access_line(const char *logger, const struct nb_ctx *ctx, const char *client,
+                        const char *method, const char *uri, const char *protocol, int status,
+                        long long len, double seconds);
+
 #define NB_DEBUG(lg, ctx, inst, ...) nb_log(NB_LOG_DEBUG, lg, ctx, inst, __VA_ARGS__)
 #define NB_INFO(lg, ctx, inst, ...) nb_log(NB_LOG_INFO, lg, ctx, inst, __VA_ARGS__)
 #define NB_WARN(lg, ctx, inst, ...) nb_log(NB_LOG_WARNING, lg, ctx, inst, __VA_ARGS__)

@@ -120,7 +120,7 @@ def test_boot_and_snapshot_upload_over_http_renewing_a_lost_token(httpcloud):
     shown = c.cli("image", "show", img["id"], "-f", "json")
     assert shown["status"] == "active" and shown["disk_format"] == "qcow2"
     assert shown["size"] > 0
-    assert re.search(r'"PUT /image/v2/images/%s/file" status: 204' % img["id"], c.log("image"))
+    assert re.search(r'"PUT /image/v2/images/%s/file HTTP/1.1" status: 204' % img["id"], c.log("image"))
     # every token gone (as after a keystone restart with new keys): the next
     # upload is refused with 401, the agent authenticates again and retries
     c.sql("DELETE FROM token")
@@ -438,7 +438,7 @@ def test_libvirt_compute_process_fetches_the_image_over_http_and_boots_it(lvspli
                      r"verified\)" % img["id"], log), log[-3000:]
     nova = c.cli("user", "show", "nova", "-f", "json")["id"]
     with open(os.path.join(c.state_dir, "log", "nubo-image.log")) as f:
-        got = [l for l in f if '"GET /image/v2/images/%s/file" status: 200' % img["id"] in l]
+        got = [l for l in f if '"GET /image/v2/images/%s/file HTTP/1.1" status: 200' % img["id"] in l]
     assert got and nova in got[0], got
     # a snapshot goes back to the image API the same way
     snap = c.cli("server", "image", "create", "--name", unique("mp-snap"), "--wait", sid,

@@ -229,6 +229,49 @@ static void test_router(void **state)
     b = nb_http_dispatch("GET", "/compute/v2.1/nothing", NULL, NULL, NULL, &st);
     assert_int_equal(st, 404);
     free(b);
+    /* Nova's legacy URLs: a project ID segment, or the API at the root */
+    b = nb_http_dispatch("GET", "/compute/v2.1/0123abcd-ef/things/abc", NULL, NULL, NULL, &st);
+    assert_int_equal(st, 200);
+    j = nb_json_parse(b);
+    assert_string_equal(nb_json_str(j, "id"), "abc");
+    json_decref(j);
+    free(b);
+    b = nb_http_dispatch("GET", "/v2.1/things/abc", NULL, NULL, NULL, &st);
+    assert_int_equal(st, 200);
+    free(b);
+    /* not hex: not a project ID */
+    b = nb_http_dispatch("GET", "/compute/v2.1/zzz/things/abc", NULL, NULL, NULL, &st);
+    assert_int_equal(st, 404);
+    free(b);
+    /* the HTTP layer's own errors in the service's shape */
+    b = nb_http_dispatch("GET", "/networking/v2.0/no/such/thing/here", NULL, NULL, NULL, &st);
+    assert_int_equal(st, 404);
+    j = nb_json_parse(b);
+    assert_string_equal(nb_json_str(json_object_get(j, "NeutronError"), "type"), "HTTPNotFound");
+    json_decref(j);
+    free(b);
+}
+
+static void test_resp_headers(void **state)
+{
+    (void)state;
+    struct nb_resp resp = {0};
+    char name[32], value[32];
+    for (int i = 0; i < 40; i++) {
+        snprintf(name, sizeof(name), "X-H%d", i);
+        snprintf(value, sizeof(value), "v%d", i);
+        assert_int_equal(nb_resp_header(&resp, name, value), 0);
+    }
+    assert_int_equal(resp.nheaders, 40); /* none dropped (the 9th was) */
+    assert_false(resp.oom);
+    assert_string_equal(resp.header_names[8], "X-H8");
+    assert_string_equal(resp.header_values[39], "v39");
+    for (int i = 0; i < resp.nheaders; i++) {
+        free(resp.header_names[i]);
+        free(resp.header_values[i]);
+    }
+    free(resp.header_names);
+    free(resp.header_values);
 }
 
 static void test_status(void **state)
@@ -249,7 +292,7 @@ int main(void)
         cmocka_unit_test(test_uuid),   cmocka_unit_test(test_time_parse),
         cmocka_unit_test(test_config), cmocka_unit_test(test_db_sync_and_queries),
         cmocka_unit_test(test_bus),    cmocka_unit_test(test_router),
-        cmocka_unit_test(test_status),
+        cmocka_unit_test(test_status), cmocka_unit_test(test_resp_headers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

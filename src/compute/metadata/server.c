@@ -12,12 +12,20 @@
  * an empty key, nubo refuses everything (403) until a secret is set.
  *
  * Only GET (and HEAD) are served; a guest cannot POST its password. Every
- * request is logged to nubo-metadata.log. */
+ * request is logged to nubo-metadata.log. GET/HEAD /healthcheck answers as
+ * oslo.middleware's healthcheck does, without headers.
+ *
+ * Guests share this listener, so it has the API's guard (http_guard.h) with
+ * its own limits from [metadata]: max_connections (default 512),
+ * max_connections_per_ip, header_timeout, … A malformed request head is
+ * answered with webob's plain-text page, as every error here. */
 #include "compute/metadata/metadata.h"
 #include "compute/metadata/internal.h"
 
 #include "common/cleanup.h"
 #include "common/config.h"
+#include "common/healthcheck.h"
+#include "common/http_guard.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/sbuf.h"
@@ -34,13 +42,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define MD_SERVER_LOG "nubo.metadata.server"
 
 /* The running listener and the database it reads; set by start, cleared by
  * stop. */
 static struct {
-    struct MHD_Daemon *daemon;
+    struct nb_http_guard *guard;
     struct nb_db *db;
 } md;
 
@@ -177,6 +186,10 @@ static const char *status_title(int status)
     case 403: return "Forbidden";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
+    case 413: return "Request Entity Too Large";
+    case 414: return "Request-URI Too Long";
+    case 431: return "Request Header Fields Too Large";
+    case 505: return "HTTP Version Not Supported";
     default: return "Internal Server Error";
     }
 }
@@ -228,6 +241,63 @@ static void log_request(struct MHD_Connection *conn, const struct nb_ctx *ctx,
            why ? ctx->err_msg : "");
 }
 
+static enum MHD_Result healthcheck(struct MHD_Connection *conn, const char *method)
+{
+    struct nb_healthcheck hc;
+    if (nb_healthcheck_answer(method, MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept"),
+                              &hc) < 0)
+        return MHD_NO;
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(hc.len, hc.body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(hc.body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, "Content-Type", hc.content_type);
+    enum MHD_Result ret = MHD_queue_response(conn, (unsigned)hc.status, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                      enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)toe;
+    *con_cls = NULL;
+    nb_http_guard_completed(conn);
+}
+
+/* The guard refused a request head: webob's plain-text page, logged. */
+static char *reject(void *opaque, const struct nb_http_head *head, int status, const char *msg,
+                    size_t *len)
+{
+    (void)opaque;
+    struct nb_ctx ctx;
+    nb_ctx_init(&ctx);
+    nb_error(&ctx, status, NULL, "%s", msg);
+    _cleanup_free_ char *body =
+        nb_strdup_printf("%d %s\n\n%s\n", status, status_title(status), msg);
+    char *text = nb_strdup_printf("HTTP/1.1 %d %s\r\nContent-Type: text/plain\r\n"
+                                  "Content-Length: %zu\r\nx-openstack-request-id: %s\r\n"
+                                  "Connection: close\r\n\r\n%s",
+                                  status, status_title(status), strlen(body), ctx.request_id, body);
+    *len = text ? strlen(text) : 0;
+    nb_log(NB_LOG_WARNING, MD_LOG, &ctx, NULL, "%s \"%s %s\" status: %d len: %zu: %s", head->peer,
+           head->method ? head->method : "-", head->target ? head->target : "-", status,
+           strlen(body), msg);
+    return text;
+}
+
+/* No request here has a body worth reading. */
+static uint64_t body_limit(void *opaque, const char *method, const char *target)
+{
+    (void)opaque;
+    (void)method;
+    (void)target;
+    return 65536;
+}
+
 static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char *url,
                               const char *method, const char *version, const char *upload_data,
                               size_t *upload_size, void **con_cls)
@@ -238,12 +308,17 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
     (void)upload_data;
     if (!*con_cls) {
         *con_cls = &seen;
+        nb_http_guard_headers_in(conn);
         return MHD_YES;
     }
     if (*upload_size) { /* no request here has a body: drop it */
+        nb_http_guard_body(conn, *upload_size);
         *upload_size = 0;
         return MHD_YES;
     }
+    nb_http_guard_answering(conn);
+    if (strcmp(url, "/healthcheck") == 0)
+        return healthcheck(conn, method);
     double t0 = nb_time_mono();
     struct nb_ctx ctx;
     nb_ctx_init(&ctx);
@@ -282,34 +357,27 @@ int nb_metadata_start(struct nb_env *env)
         fprintf(stderr, "nubo: the metadata role needs the database\n");
         return -1;
     }
-    struct sockaddr_storage addr = {0};
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&addr;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&addr;
-    unsigned flags =
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    struct nb_http_limits lim;
     if (port < 1 || port > 65535 || workers < 1) {
         fprintf(stderr, "nubo: bad [metadata] port %ld or workers %ld\n", port, workers);
         return -1;
     }
-    if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)port);
-    } else if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)port);
-        flags |= MHD_USE_IPv6;
-    } else {
-        fprintf(stderr, "nubo: bad [metadata] listen address %s\n", host);
+    if (nb_http_limits_load("metadata", 512, &lim) < 0)
+        return -1;
+    int fd = nb_http_listen(host, (int)port);
+    if (fd < 0) {
+        NB_ERROR(MD_SERVER_LOG, NULL, NULL, "cannot listen on %s:%ld", host, port);
         return -1;
     }
     md.db = env->db;
-    md.daemon =
-        MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, answer, NULL, MHD_OPTION_SOCK_ADDR,
-                         (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)workers,
-                         MHD_OPTION_CONNECTION_TIMEOUT, 30U, MHD_OPTION_END);
-    if (!md.daemon) {
+    md.guard = nb_http_guard_new("metadata", &lim, reject, body_limit, NULL);
+    const struct nb_http_callbacks cb = {answer, completed, NULL, NULL};
+    if (!md.guard || nb_http_guard_serve(md.guard, fd, (unsigned)workers, &cb) < 0) {
         fprintf(stderr, "nubo: the metadata API cannot listen on %s:%ld\n", host, port);
         NB_ERROR(MD_SERVER_LOG, NULL, NULL, "cannot listen on %s:%ld", host, port);
+        nb_http_guard_free(md.guard);
+        md.guard = NULL;
+        close(fd);
         return -1;
     }
     const char *secret = nb_conf_str("neutron", "metadata_proxy_shared_secret", NULL);
@@ -324,9 +392,10 @@ int nb_metadata_start(struct nb_env *env)
 
 void nb_metadata_stop(void)
 {
-    if (!md.daemon)
+    if (!md.guard)
         return;
-    MHD_stop_daemon(md.daemon);
-    md.daemon = NULL;
+    nb_http_guard_stop(md.guard);
+    nb_http_guard_free(md.guard);
+    md.guard = NULL;
     md.db = NULL;
 }
