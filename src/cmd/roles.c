@@ -304,6 +304,8 @@ int nb_run_roles(const struct nb_run_opts *opts)
     struct nb_virt_driver *drv = NULL;
     if (nb_bus_init() < 0)
         goto cleanup;
+    if (http)
+        nb_http_init_routes();
     if (http &&
         (nb_identity_init(&env) < 0 || nb_image_init(&env) < 0 || nb_volume_init(&env) < 0 ||
          nb_network_init(&env) < 0 || nb_placement_init(&env) < 0 || nb_compute_api_init(&env) < 0))

@@ -1010,13 +1010,17 @@ int nb_http_healthcheck(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
     return 0;
 }
 
+void nb_http_init_routes(void)
+{
+    nb_http_route("GET", "/healthcheck", nb_http_healthcheck, NB_ROUTE_NO_AUTH);
+}
+
 int nb_http_start(const char *host, int port, int nthreads)
 {
     max_body = (size_t)nb_conf_int("api", "max_request_body_size", 114688);
     struct nb_http_limits lim;
     if (nb_http_limits_load("api", 2048, &lim) < 0)
         return -1;
-    nb_http_route("GET", "/healthcheck", nb_http_healthcheck, NB_ROUTE_NO_AUTH);
     int fd = nb_http_listen(host, port);
     if (fd < 0)
         return -1;

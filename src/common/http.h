@@ -112,6 +112,10 @@ enum {
     NB_ROUTE_STREAM_BODY = 1 << 1, /* body handed to the handler in chunks (see above) */
 };
 
+/* Registers the HTTP layer's own routes (GET/HEAD /healthcheck, as
+ * oslo.middleware's). Call once, before the services register theirs. */
+void nb_http_init_routes(void);
+
 /* Registers a route. Call before nb_http_start(). Not thread-safe. */
 void nb_http_route(const char *method, const char *pattern, nb_handler_fn fn, int flags);
 

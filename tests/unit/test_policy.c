@@ -163,6 +163,7 @@ static int setup(void **state)
     env.state_path = dir;
     env.region = "RegionTest";
     env.my_host = "test";
+    nb_http_init_routes();
     return nb_identity_init(&env) < 0 || nb_image_init(&env) < 0 || nb_volume_init(&env) < 0 ||
                    nb_network_init(&env) < 0 || nb_placement_init(&env) < 0 ||
                    nb_compute_api_init(&env) < 0
