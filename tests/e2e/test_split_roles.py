@@ -12,7 +12,6 @@ create a port and a volume and the scheduler claim in placement finish,
 a delete releases them, both services are up in `openstack compute service
 list`, and a conductor killed -9 and started again finishes a boot accepted
 while it was gone."""
-import os
 import signal
 import subprocess
 
@@ -34,16 +33,18 @@ class SplitRoles(Split):
     """Split with the conductor and the scheduler out of `nubo serve`."""
 
     def start_serve(self):
-        self.serve = Proc("serve", ["serve", "--config", self.conf, "--set",
-                                    "DEFAULT.roles=%s" % API_ROLES],
-                          self.cloud.state_dir).start().wait_ready(60)
-        self.conductor = self.role("conductor")
-        self.scheduler = self.role("scheduler")
+        """The three control-plane processes started at once, as
+        nubo-api.service pulls in nubo-conductor and nubo-scheduler."""
+        self.serve, self.conductor, self.scheduler = [
+            self.role(r, wait=False) for r in (API_ROLES, "conductor", "scheduler")]
+        for p in (self.serve, self.conductor, self.scheduler):
+            p.wait_ready(60)
         return self
 
-    def role(self, name):
-        return Proc(name, ["serve", "--config", self.conf, "--set", "DEFAULT.roles=%s" % name],
-                    self.cloud.state_dir).start().wait_ready(60)
+    def role(self, roles, wait=True):
+        p = Proc(roles.split(",")[0], ["serve", "--config", self.conf, "--set",
+                                       "DEFAULT.roles=%s" % roles], self.cloud.state_dir).start()
+        return p.wait_ready(60) if wait else p
 
     def stop(self):
         rcs = [p.stop() for p in self.computes.values()]
