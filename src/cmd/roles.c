@@ -3,8 +3,13 @@
  * compute agents' periodic work, then the bus (queued work drains), then the
  * database.
  *
- * A process whose roles need no database (a compute agent of its own, as
- * nova-compute) neither opens it nor serves HTTP: its agents reach the
+ * The roles run together or apart, as OpenStack's services do: each
+ * process initialises the service modules its roles call (see modules
+ * below), opens the database when a role works on it, and serves HTTP only
+ * with an HTTP role (api, placement). A conductor or a scheduler of its own
+ * (nova-conductor, nova-scheduler) opens the database and listens on the
+ * bus. A process whose roles need no database (a compute agent of its own,
+ * as nova-compute) neither opens it nor serves HTTP: its agents reach the
  * conductor over the bus and placement and the image service over HTTP
  * (compute/agent/svc_client.h). */
 #include "bus/bus.h"
@@ -78,12 +83,72 @@ static bool needs_database(void)
     return false;
 }
 
-/* Installs the policy guard once every module registered its routes; a
- * route without a policy entry (or an entry without a route) stops the
- * start, naming each one in the log and on stderr. 0/-1. */
+/* The service modules, each set up once in a process whose roles call it.
+ * A module's init prepares its in-process API, the one other roles call
+ * (placement's candidates and claims, the network's ports, the volume
+ * backend, the image store), and registers its HTTP routes, which only a
+ * process with an HTTP role (api, placement) serves. A conductor or a
+ * scheduler of its own thus works on the shared database exactly as the
+ * same role inside `nubo serve` does, placement included (its candidate
+ * cache follows a version kept in the database, so several processes see
+ * one picture). */
+static const struct module {
+    const char *name;
+    int (*init)(struct nb_env *env);
+    const char *const roles[5]; /* the roles that need it */
+} modules[] = {
+    {"identity", nb_identity_init, {"api", "placement"}},
+    {"image", nb_image_init, {"api", "conductor"}},
+    {"volume", nb_volume_init, {"api", "conductor"}},
+    {"network", nb_network_init, {"api", "conductor"}},
+    {"placement", nb_placement_init, {"api", "placement", "conductor", "scheduler"}},
+    {"compute API", nb_compute_api_init, {"api"}},
+};
+
+/* True if a configured role needs module m. */
+static bool module_needed(const struct module *m)
+{
+    for (size_t i = 0; i < sizeof(m->roles) / sizeof(m->roles[0]) && m->roles[i]; i++)
+        if (role_enabled(m->roles[i]))
+            return true;
+    return false;
+}
+
+/* Initialises the modules the configured roles need, in the table's
+ * order. 0, or -1 after a message. */
+static int init_modules(struct nb_env *env)
+{
+    for (size_t i = 0; i < sizeof(modules) / sizeof(modules[0]); i++) {
+        if (!module_needed(&modules[i]))
+            continue;
+        if (modules[i].init(env) < 0) {
+            fprintf(stderr, "nubo: cannot initialise the %s module (see the logs)\n",
+                    modules[i].name);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* True if this process initialised the module called name. */
+static bool module_here(const char *name)
+{
+    for (size_t i = 0; i < sizeof(modules) / sizeof(modules[0]); i++)
+        if (!strcmp(modules[i].name, name))
+            return module_needed(&modules[i]);
+    return false;
+}
+
+/* Installs the policy guard once the modules registered their routes; a
+ * route without a policy entry (or, in a process with every service, an
+ * entry without a route) stops the start, naming each one in the log and on
+ * stderr. 0/-1. */
 static int start_policy(void)
 {
-    int problems = nb_policy_check_routes();
+    bool every_service = true;
+    for (size_t i = 0; i < sizeof(modules) / sizeof(modules[0]); i++)
+        every_service = every_service && module_needed(&modules[i]);
+    int problems = nb_policy_check_routes(every_service);
     if (problems) {
         fprintf(stderr, "nubo: %d route(s) disagree with the policy table (see the log)\n",
                 problems);
@@ -248,6 +313,11 @@ static struct nb_procrec *record_process(const struct nb_env *env, const struct 
  * (re)seed. 0/-1 (logged). */
 static int bootstrap(struct nb_env *env, const struct nb_run_opts *o)
 {
+    if ((o->bootstrap || o->reset_identity || o->seed_demo_image) && !role_enabled("api")) {
+        fprintf(stderr, "nubo: creating or seeding a cloud needs the api role in [DEFAULT] "
+                        "roles (it writes identities, networks and images)\n");
+        return -1;
+    }
     if ((o->bootstrap || o->reset_identity) &&
         nb_identity_bootstrap(env, o->admin_password, o->demo_password) < 0)
         return -1;
@@ -306,9 +376,7 @@ int nb_run_roles(const struct nb_run_opts *opts)
         goto cleanup;
     if (http)
         nb_http_init_routes();
-    if (http &&
-        (nb_identity_init(&env) < 0 || nb_image_init(&env) < 0 || nb_volume_init(&env) < 0 ||
-         nb_network_init(&env) < 0 || nb_placement_init(&env) < 0 || nb_compute_api_init(&env) < 0))
+    if (init_modules(&env) < 0)
         goto cleanup;
     if (http && start_policy() < 0)
         goto cleanup;
@@ -336,7 +404,7 @@ int nb_run_roles(const struct nb_run_opts *opts)
     /* After the HTTP server: agents that reach placement over HTTP (even
      * this process's) register at once. */
     if (role_enabled("compute")) {
-        nb_svc_init(http);
+        nb_svc_init(module_here("placement") && module_here("image"));
         if (start_agents(&env, &drv) < 0)
             goto cleanup;
     }

@@ -360,11 +360,20 @@ int nb_db_sync(struct nb_db *db)
     for (const struct nb_migration *m = nb_migrations; m->name; m++) {
         struct nb_ctx ctx;
         nb_ctx_init_system(&ctx, NULL);
-        if (nb_db_int(db, &ctx, 0, "SELECT COUNT(*) FROM nubo_migrations WHERE version = ?", "i",
-                      (long long)m->version) > 0)
-            continue;
+        /* Checked inside the (immediate) transaction: processes that open
+         * a new database together (the split roles' units) apply each
+         * migration once, the others then see it applied. */
         if (nb_db_begin(db, &ctx) < 0)
             return -1;
+        long long done =
+            nb_db_int(db, &ctx, -1, "SELECT COUNT(*) FROM nubo_migrations WHERE version = ?", "i",
+                      (long long)m->version);
+        if (done != 0) {
+            nb_db_rollback(db);
+            if (done < 0)
+                return -1;
+            continue;
+        }
         char *err = NULL;
         if (sqlite3_exec(db->conn, m->sql, NULL, NULL, &err) != SQLITE_OK) {
             NB_ERROR("nubo.db", &ctx, NULL, "migration %s failed: %s", m->name, err);

@@ -106,7 +106,7 @@ static void check_route(void *opaque, const char *method, const char *pattern, i
     }
 }
 
-int nb_policy_check_routes(void)
+int nb_policy_check_routes(bool every_service)
 {
     size_t n;
     const struct nb_policy_entry *t = nb_policy_table(&n);
@@ -114,7 +114,7 @@ int nb_policy_check_routes(void)
     memset(seen, 0, sizeof(seen));
     struct check_state st = {.n = n, .seen = seen};
     nb_http_routes_each(check_route, &st);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; every_service && i < n; i++) {
         if (seen[i])
             continue;
         NB_ERROR("nubo.policy", NULL, NULL, "policy entry %s %s has no route", t[i].method,

@@ -62,10 +62,11 @@ bool nb_policy_allows(const struct nb_ctx *ctx, enum nb_policy_rule rule);
 int nb_policy_guard(struct nb_ctx *ctx, struct nb_req *req, const char *pattern);
 
 /* Checks the registered routes against the table: every route has an entry
- * whose rule is PUBLIC exactly when the route is NB_ROUTE_NO_AUTH, and every
- * entry has a route. Logs each mismatch (ERROR, nubo.policy) and returns
- * their count (0 when all is well). */
-int nb_policy_check_routes(void);
+ * whose rule is PUBLIC exactly when the route is NB_ROUTE_NO_AUTH, and, when
+ * every_service (every service module registered its routes), every entry
+ * has a route. Logs each mismatch (ERROR, nubo.policy) and returns their
+ * count (0 when all is well). */
+int nb_policy_check_routes(bool every_service);
 
 /* Installs the guard with the HTTP layer. */
 void nb_policy_init(void);

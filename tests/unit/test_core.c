@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static void test_uuid(void **state)
@@ -78,6 +79,38 @@ static struct nb_db *open_temp_db(char *path)
     struct nb_db *db = nb_db_open(path);
     assert_non_null(db);
     return db;
+}
+
+/* Processes that open a new database together (split roles started at
+ * once) each apply or find every migration: none fails on a table another
+ * one just created. */
+static void test_db_sync_concurrent_processes(void **state)
+{
+    (void)state;
+    char path[64];
+    nb_db_close(open_temp_db(path));
+    enum { NPROC = 8 };
+    pid_t pids[NPROC];
+    for (int i = 0; i < NPROC; i++) {
+        pids[i] = fork();
+        assert_true(pids[i] >= 0);
+        if (pids[i] == 0) {
+            struct nb_db *db = nb_db_open(path);
+            int n = db ? nb_db_sync(db) : -1;
+            _exit(n < 0 ? 1 : 0);
+        }
+    }
+    for (int i = 0; i < NPROC; i++) {
+        int st = -1;
+        assert_int_equal(waitpid(pids[i], &st, 0), pids[i]);
+        assert_true(WIFEXITED(st));
+        assert_int_equal(WEXITSTATUS(st), 0);
+    }
+    struct nb_db *db = nb_db_open(path);
+    assert_non_null(db);
+    assert_int_equal(nb_db_sync(db), 0);
+    nb_db_close(db);
+    unlink(path);
 }
 
 static void test_db_sync_and_queries(void **state)
@@ -289,10 +322,15 @@ static void test_status(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_uuid),   cmocka_unit_test(test_time_parse),
-        cmocka_unit_test(test_config), cmocka_unit_test(test_db_sync_and_queries),
-        cmocka_unit_test(test_bus),    cmocka_unit_test(test_router),
-        cmocka_unit_test(test_status), cmocka_unit_test(test_resp_headers),
+        cmocka_unit_test(test_uuid),
+        cmocka_unit_test(test_time_parse),
+        cmocka_unit_test(test_config),
+        cmocka_unit_test(test_db_sync_and_queries),
+        cmocka_unit_test(test_db_sync_concurrent_processes),
+        cmocka_unit_test(test_bus),
+        cmocka_unit_test(test_router),
+        cmocka_unit_test(test_status),
+        cmocka_unit_test(test_resp_headers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
