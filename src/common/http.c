@@ -19,7 +19,6 @@
 #include <arpa/inet.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -550,25 +549,11 @@ static void log_access(struct nb_ctx *ctx, enum nb_service svc, const char *peer
                        status, len, nb_time_mono() - t0);
 }
 
-/* The peer's numeric address into buf. */
-static const char *conn_peer(struct MHD_Connection *conn, char *buf, size_t n)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    nb_strlcpy(buf, "-", n);
-    if (ci && ci->client_addr) {
-        socklen_t len = ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                                               : sizeof(struct sockaddr_in);
-        getnameinfo(ci->client_addr, len, buf, (socklen_t)n, NULL, 0, NI_NUMERICHOST);
-    }
-    return buf;
-}
-
 static void log_request(struct MHD_Connection *conn, struct conn_state *st, struct nb_ctx *ctx,
                         struct nb_req *req, int status, size_t len, double t0)
 {
     char peer[64];
-    log_access(ctx, req->service, conn_peer(conn, peer, sizeof(peer)), req->method,
+    log_access(ctx, req->service, nb_http_guard_peer(conn, peer, sizeof(peer)), req->method,
                st->uri ? st->uri : req->path, st->version, status, (long long)len, t0);
 }
 

@@ -18,6 +18,7 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -891,4 +892,17 @@ void nb_http_guard_answer_now(struct MHD_Connection *conn, const char *text, siz
         }
     }
     shutdown(fd, SHUT_RDWR); /* libmicrohttpd sees the end and closes it */
+}
+
+const char *nb_http_guard_peer(struct MHD_Connection *conn, char *buf, size_t n)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    nb_strlcpy(buf, "-", n);
+    if (ci && ci->client_addr) {
+        socklen_t len = ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                               : sizeof(struct sockaddr_in);
+        getnameinfo(ci->client_addr, len, buf, (socklen_t)n, NULL, 0, NI_NUMERICHOST);
+    }
+    return buf;
 }

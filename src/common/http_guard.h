@@ -111,6 +111,9 @@ void nb_http_guard_completed(struct MHD_Connection *conn);
 /* Answers conn now with the complete response text (while its body is
  * still arriving, where libmicrohttpd cannot queue one) and shuts the
  * connection down. */
+/* The numeric address of conn's peer into buf ("-" when unknown); returns
+ * buf. */
+const char *nb_http_guard_peer(struct MHD_Connection *conn, char *buf, size_t n);
 void nb_http_guard_answer_now(struct MHD_Connection *conn, const char *text, size_t len);
 
 #endif

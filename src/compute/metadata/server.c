@@ -35,7 +35,6 @@
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
-#include <netdb.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -211,20 +210,6 @@ void nb_md_serve(struct nb_db *db, struct nb_ctx *ctx, const struct nb_md_reques
     rs->doc.content_type = "text/plain";
 }
 
-/* The peer's numeric address into buf. */
-static const char *peer(struct MHD_Connection *conn, char *buf, size_t n)
-{
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    nb_strlcpy(buf, "-", n);
-    if (ci && ci->client_addr) {
-        socklen_t len = ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                                               : sizeof(struct sockaddr_in);
-        getnameinfo(ci->client_addr, len, buf, (socklen_t)n, NULL, 0, NI_NUMERICHOST);
-    }
-    return buf;
-}
-
 static void log_request(struct MHD_Connection *conn, const struct nb_ctx *ctx,
                         const struct nb_md_request *rq, const struct nb_md_response *rs, double t0)
 {
@@ -236,9 +221,9 @@ static void log_request(struct MHD_Connection *conn, const struct nb_ctx *ctx,
                                                                      : NB_LOG_INFO;
     bool why = rs->status >= 400 && ctx->err_msg[0];
     nb_log(lvl, MD_LOG, ctx, rs->instance[0] ? rs->instance : NULL,
-           "%s \"%s %s\" status: %d len: %zu time: %.4f%s%s", peer(conn, addr, sizeof(addr)),
-           rq->method, rq->path, rs->status, rs->doc.len, nb_time_mono() - t0, why ? ": " : "",
-           why ? ctx->err_msg : "");
+           "%s \"%s %s\" status: %d len: %zu time: %.4f%s%s",
+           nb_http_guard_peer(conn, addr, sizeof(addr)), rq->method, rq->path, rs->status,
+           rs->doc.len, nb_time_mono() - t0, why ? ": " : "", why ? ctx->err_msg : "");
 }
 
 static enum MHD_Result healthcheck(struct MHD_Connection *conn, const char *method)
