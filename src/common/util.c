@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -160,6 +161,26 @@ char *nb_strdup_printf(const char *fmt, ...)
     if (r < 0)
         abort();
     return s;
+}
+
+int nb_bool_from_string(const char *s)
+{
+    static const char *const yes[] = {"1", "t", "true", "on", "y", "yes"};
+    static const char *const no[] = {"0", "f", "false", "off", "n", "no"};
+    if (!s)
+        return -1;
+    while (isspace((unsigned char)*s))
+        s++;
+    size_t n = strlen(s);
+    while (n && isspace((unsigned char)s[n - 1]))
+        n--;
+    for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+        if (strlen(yes[i]) == n && strncasecmp(s, yes[i], n) == 0)
+            return 1;
+        if (strlen(no[i]) == n && strncasecmp(s, no[i], n) == 0)
+            return 0;
+    }
+    return -1;
 }
 
 bool nb_startswith(const char *s, const char *prefix)

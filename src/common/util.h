@@ -34,6 +34,11 @@ char *nb_strlcpy(char *dst, const char *src, size_t n);
 char *nb_strdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* True if s starts with prefix. */
 bool nb_startswith(const char *s, const char *prefix);
+/* oslo.utils' strutils.bool_from_string(strict=True), which Nova, Cinder,
+ * Neutron and Glance parse their boolean strings with: surrounding
+ * whitespace stripped, case ignored, "1 t true on y yes" → 1, "0 f false
+ * off n no" → 0, anything else (and NULL) → -1. */
+int nb_bool_from_string(const char *s);
 /* Creates a directory and its parents (mode 0755). 0/-1 (errno set). */
 int nb_mkdir_p(const char *path);
 /* Reads a whole file into a NUL-terminated malloc'd buffer; NULL on error. */

@@ -108,16 +108,11 @@ int nb_net_parse_bool(const json_t *v, bool *out)
         *out = json_integer_value(v) == 1;
         return 0;
     }
-    static const char *const yes[] = {"1", "t", "true", "on", "y", "yes"};
-    static const char *const no[] = {"0", "f", "false", "off", "n", "no"};
-    const char *s = json_string_value(v);
-    for (size_t i = 0; s && i < 6; i++) {
-        if (!strcasecmp(s, yes[i]))
-            return *out = true, 0;
-        if (!strcasecmp(s, no[i]))
-            return *out = false, 0;
-    }
-    return -1;
+    int b = nb_bool_from_string(json_string_value(v));
+    if (b < 0)
+        return -1;
+    *out = b == 1;
+    return 0;
 }
 
 /* Converts body[name] in place (booleans, integers). 0/-1 after nb_error. */

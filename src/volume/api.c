@@ -213,17 +213,7 @@ int nb_vol_check_name_desc(struct nb_ctx *ctx, const json_t *body, bool volume)
 
 int nb_vol_bool(const char *s)
 {
-    static const char *const yes[] = {"1", "t", "true", "on", "y", "yes", NULL};
-    static const char *const no[] = {"0", "f", "false", "off", "n", "no", NULL};
-    if (!s)
-        return -1;
-    for (int i = 0; yes[i]; i++)
-        if (strcasecmp(s, yes[i]) == 0)
-            return 1;
-    for (int i = 0; no[i]; i++)
-        if (strcasecmp(s, no[i]) == 0)
-            return 0;
-    return -1;
+    return nb_bool_from_string(s);
 }
 
 const char *nb_vol_az(void)

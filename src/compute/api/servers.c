@@ -235,31 +235,8 @@ const char *nb_srv_query_last(json_t *q, const char *key)
 
 int nb_srv_bool_from_string(const char *s, bool strict)
 {
-    static const char *const yes[] = {"1", "t", "true", "on", "y", "yes"};
-    static const char *const no[] = {"0", "f", "false", "off", "n", "no"};
-    if (!s)
-        return strict ? -1 : 0;
-    char low[16];
-    size_t n = strlen(s);
-    /* oslo strips surrounding spaces and compares lower-case */
-    while (n && isspace((unsigned char)s[n - 1]))
-        n--;
-    while (n && isspace((unsigned char)*s)) {
-        s++;
-        n--;
-    }
-    if (n >= sizeof(low))
-        return strict ? -1 : 0;
-    for (size_t i = 0; i < n; i++)
-        low[i] = (char)tolower((unsigned char)s[i]);
-    low[n] = '\0';
-    for (size_t i = 0; i < 6; i++) {
-        if (!strcmp(low, yes[i]))
-            return 1;
-        if (!strcmp(low, no[i]))
-            return 0;
-    }
-    return strict ? -1 : 0;
+    int b = nb_bool_from_string(s);
+    return b < 0 && !strict ? 0 : b;
 }
 
 int nb_srv_query_nonneg_int(struct nb_ctx *ctx, const char *name, const char *value, long long *out)

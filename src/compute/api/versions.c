@@ -505,22 +505,7 @@ int nb_res_check_bool(struct nb_ctx *ctx, const char *field, const json_t *v)
 
 int nb_res_parse_bool(const char *s)
 {
-    static const char *const t[] = {"1", "t", "true", "on", "y", "yes", NULL};
-    static const char *const f[] = {"0", "f", "false", "off", "n", "no", NULL};
-    if (!s)
-        return -1;
-    while (isspace((unsigned char)*s))
-        s++;
-    size_t n = strlen(s);
-    while (n && isspace((unsigned char)s[n - 1]))
-        n--;
-    for (int i = 0; t[i]; i++)
-        if (strlen(t[i]) == n && strncasecmp(s, t[i], n) == 0)
-            return 1;
-    for (int i = 0; f[i]; i++)
-        if (strlen(f[i]) == n && strncasecmp(s, f[i], n) == 0)
-            return 0;
-    return -1;
+    return nb_bool_from_string(s);
 }
 
 bool nb_res_is_none_string(const char *s)
