@@ -74,10 +74,4 @@ int nb_placement_add_provider_aggregate(struct nb_ctx *ctx, const char *rp_uuid,
 int nb_placement_remove_provider_aggregate(struct nb_ctx *ctx, const char *rp_uuid,
                                            const char *rp_name, const char *agg_uuid);
 
-/* Records that placement's tables (resource_providers, inventories, traits,
- * provider aggregates) were changed by direct SQL — the compute API mirrors
- * host aggregates and deletes a deleted service's providers that way — so
- * the candidate cache is rebuilt. Call it in the same transaction. 0/-1. */
-int nb_placement_tables_changed(struct nb_ctx *ctx);
-
 #endif
