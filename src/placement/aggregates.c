@@ -3,13 +3,16 @@
  * Aggregates are just UUIDs associated with providers. Before 1.19 the
  * PUT body is a bare list and the generation is neither shown nor
  * changed; from 1.19 the body carries resource_provider_generation, a
- * stale one is 409 placement.concurrent_update, and a set bumps it. */
+ * stale one is 409 placement.concurrent_update, and a set bumps it. The
+ * in-process add/remove of one aggregate (the compute API's mirror of host
+ * aggregates) always bumps the generation of a provider it changes. */
 #include "common/cleanup.h"
 #include "common/http.h"
 #include "common/json.h"
 #include "common/util.h"
 #include "db/db.h"
 #include "placement/internal.h"
+#include "placement/placement.h"
 
 #include <string.h>
 
@@ -179,4 +182,53 @@ void plc_routes_aggregates(void)
 {
     nb_http_route("GET", "/placement/resource_providers/{uuid}/aggregates", aggs_get, 0);
     nb_http_route("PUT", "/placement/resource_providers/{uuid}/aggregates", aggs_put, 0);
+}
+
+/* Adds (add) or removes agg to/from the providers found by uuid or by
+ * name, bumping the generation of each one that changed. Returns the
+ * number changed, or -1. */
+static int provider_aggregate(struct nb_ctx *ctx, const char *rp_uuid, const char *rp_name,
+                              const char *agg_uuid, bool add)
+{
+    char agg[37];
+    if (!plc_uuid_normalize(agg_uuid, agg))
+        return nb_error(ctx, 400, PLC_ERR_DEFAULT, "Invalid aggregate uuid %s",
+                        agg_uuid ? agg_uuid : "(null)");
+    _cleanup_json_ json_t *rps = nb_db_rows(
+        plc_db(), ctx, "SELECT id FROM resource_providers WHERE uuid = ? OR name = ? ORDER BY id",
+        "ss", rp_uuid, rp_name);
+    if (!rps)
+        return -1;
+    int changed = 0;
+    size_t i;
+    json_t *r;
+    json_array_foreach (rps, i, r) {
+        long long id = nb_json_int(r, "id", 0);
+        int n = add ? nb_db_exec(plc_db(), ctx,
+                                 "INSERT OR IGNORE INTO resource_provider_aggregates "
+                                 "(resource_provider_id, aggregate_uuid) VALUES (?, ?)",
+                                 "is", id, agg)
+                    : nb_db_exec(plc_db(), ctx,
+                                 "DELETE FROM resource_provider_aggregates WHERE "
+                                 "resource_provider_id = ? AND aggregate_uuid = ?",
+                                 "is", id, agg);
+        if (n < 0 || (n > 0 && plc_rp_bump(ctx, id, -1) < 0))
+            return -1;
+        changed += n > 0;
+    }
+    if (changed && plc_world_changed(ctx) < 0)
+        return -1;
+    return changed;
+}
+
+int nb_placement_add_provider_aggregate(struct nb_ctx *ctx, const char *rp_uuid,
+                                        const char *rp_name, const char *agg_uuid)
+{
+    return provider_aggregate(ctx, rp_uuid, rp_name, agg_uuid, true);
+}
+
+int nb_placement_remove_provider_aggregate(struct nb_ctx *ctx, const char *rp_uuid,
+                                           const char *rp_name, const char *agg_uuid)
+{
+    return provider_aggregate(ctx, rp_uuid, rp_name, agg_uuid, false);
 }

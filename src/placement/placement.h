@@ -51,10 +51,27 @@ int nb_placement_delete_allocations(struct nb_ctx *ctx, const char *consumer_uui
 /* Provider UUID holding the consumer's allocations, or NULL. Caller frees. */
 char *nb_placement_consumer_provider(struct nb_ctx *ctx, const char *consumer_uuid);
 
-/* Records that placement's tables (resource_providers, inventories, traits,
- * provider aggregates) were changed by direct SQL — the compute API mirrors
- * host aggregates and deletes a deleted service's providers that way — so
- * the candidate cache is rebuilt. Call it in the same transaction. 0/-1. */
-int nb_placement_tables_changed(struct nb_ctx *ctx);
+/* Calls for the compute API, which keeps Nova's view of a host in step
+ * with placement. Unlike the calls above they open no transaction of their
+ * own (the database has no nested ones): each runs its statements inside
+ * the caller's transaction, so that the caller's rows and placement's
+ * change together, and marks placement's cache stale in it. Call them
+ * between nb_db_begin and nb_db_commit on the shared database. */
+
+/* Deletes the provider and the providers below it (children first, as
+ * Nova's report client deletes a compute node's tree), each with its
+ * allocations (their consumers' generations bumped, consumers left without
+ * allocations deleted), inventories, traits and aggregate links. 1 if the
+ * provider existed, 0 if not (or rp_uuid is no UUID), -1 on error. */
+int nb_placement_delete_provider(struct nb_ctx *ctx, const char *rp_uuid);
+/* Associate the aggregate agg_uuid with, or dissociate it from, the
+ * providers whose UUID is rp_uuid or whose name is rp_name (either may be
+ * NULL) - a compute node's provider, as Nova finds it - bumping the
+ * generation of each one that changed, as PUT .../aggregates does. Returns
+ * the number of providers changed (0: none, or already so), or -1. */
+int nb_placement_add_provider_aggregate(struct nb_ctx *ctx, const char *rp_uuid,
+                                        const char *rp_name, const char *agg_uuid);
+int nb_placement_remove_provider_aggregate(struct nb_ctx *ctx, const char *rp_uuid,
+                                           const char *rp_name, const char *agg_uuid);
 
 #endif

@@ -664,3 +664,74 @@ int nb_placement_ensure_provider(struct nb_ctx *ctx, const char *rp_uuid, const 
     }
     return nb_db_commit(plc_db(), ctx);
 }
+
+/* Deletes provider id's allocations, with Placement's consumer rules:
+ * every consumer that had some gets its generation bumped, and those left
+ * without any allocation are deleted. 0/-1. */
+static int rp_drop_allocations(struct nb_ctx *ctx, long long id)
+{
+    _cleanup_json_ json_t *consumers = nb_db_rows(
+        plc_db(), ctx,
+        "SELECT DISTINCT consumer_id FROM allocations WHERE resource_provider_id = ?", "i", id);
+    if (!consumers ||
+        nb_db_exec(plc_db(), ctx, "DELETE FROM allocations WHERE resource_provider_id = ?", "i",
+                   id) < 0)
+        return -1;
+    char now[32];
+    nb_now_iso_us(now);
+    size_t i;
+    json_t *c;
+    json_array_foreach (consumers, i, c) {
+        const char *uuid = nb_json_str(c, "consumer_id");
+        if (nb_db_exec(plc_db(), ctx,
+                       "UPDATE consumers SET generation = generation + 1, updated_at = ? "
+                       "WHERE uuid = ?",
+                       "ss", now, uuid) < 0 ||
+            nb_db_exec(plc_db(), ctx,
+                       "DELETE FROM consumers WHERE uuid = ? AND NOT EXISTS (SELECT 1 FROM "
+                       "allocations WHERE consumer_id = ?)",
+                       "ss", uuid, uuid) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int nb_placement_delete_provider(struct nb_ctx *ctx, const char *rp_uuid)
+{
+    char uuid[37];
+    if (!plc_uuid_normalize(rp_uuid, uuid))
+        return 0; /* names no provider */
+    /* The tree below the provider, deepest first, as Nova deletes it. */
+    _cleanup_json_ json_t *tree =
+        nb_db_rows(plc_db(), ctx,
+                   "WITH RECURSIVE t(id, depth) AS (SELECT id, 0 FROM resource_providers "
+                   "WHERE uuid = ? UNION ALL SELECT rp.id, t.depth + 1 FROM resource_providers "
+                   "rp JOIN t ON rp.parent_provider_id = t.id) "
+                   "SELECT id FROM t ORDER BY depth DESC, id DESC",
+                   "s", uuid);
+    if (!tree)
+        return -1;
+    size_t i;
+    json_t *r;
+    json_array_foreach (tree, i, r) {
+        long long id = nb_json_int(r, "id", 0);
+        if (rp_drop_allocations(ctx, id) < 0 ||
+            nb_db_exec(plc_db(), ctx, "DELETE FROM inventories WHERE resource_provider_id = ?", "i",
+                       id) < 0 ||
+            nb_db_exec(plc_db(), ctx,
+                       "DELETE FROM resource_provider_traits WHERE resource_provider_id = ?", "i",
+                       id) < 0 ||
+            nb_db_exec(plc_db(), ctx,
+                       "DELETE FROM resource_provider_aggregates WHERE resource_provider_id = ?",
+                       "i", id) < 0 ||
+            nb_db_exec(plc_db(), ctx, "DELETE FROM resource_providers WHERE id = ?", "i", id) < 0)
+            return -1;
+    }
+    if (json_array_size(tree) == 0)
+        return 0;
+    if (plc_world_changed(ctx) < 0)
+        return -1;
+    NB_INFO("nubo.placement", ctx, NULL, "deleted resource provider %s (%zu in its tree)", uuid,
+            json_array_size(tree));
+    return 1;
+}

@@ -378,11 +378,6 @@ int plc_world_changed(struct nb_ctx *ctx)
                : 0;
 }
 
-int nb_placement_tables_changed(struct nb_ctx *ctx)
-{
-    return plc_world_changed(ctx);
-}
-
 void plc_world_free(struct plc_world *w)
 {
     free(w->rp);

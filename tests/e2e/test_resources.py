@@ -83,6 +83,35 @@ def test_zones_and_aggregates(fresh_cloud):
     shown = c.cli("server", "show", s["id"], "-f", "json")
     assert shown["OS-EXT-SRV-ATTR:host"] == "fake-1"
     assert shown["OS-EXT-AZ:availability_zone"] == "az1"
+    # The membership is mirrored into placement (the compute API calls
+    # placement's own aggregate call, which bumps the generation).
+    tok = c.token()
+    ph = {"OpenStack-API-Version": "placement 1.39"}
+    _, _, body = c.request("GET", "/placement/resource_providers", token=tok, headers=ph)
+    rps = {r["name"]: r for r in body["resource_providers"]}
+    _, _, body = c.request("GET", "/placement/resource_providers/%s/aggregates"
+                           % rps["fake-1"]["uuid"], token=tok, headers=ph)
+    assert body["aggregates"] == [agg["uuid"]]
+    # Deleting fake-3's compute service (no instances there) deletes its
+    # provider in placement and takes the host out of its aggregates.
+    nh = {"OpenStack-API-Version": "compute 2.53"}
+    agg_url = "/compute/v2.1/os-aggregates/%s" % agg["id"]
+    st, _, _ = c.request("POST", agg_url + "/action", {"add_host": {"host": "fake-3"}},
+                         token=tok, headers=nh)
+    assert st == 200
+    _, _, body = c.request("GET", "/compute/v2.1/os-services?binary=nova-compute&host=fake-3",
+                           token=tok, headers=nh)
+    st, _, _ = c.request("DELETE", "/compute/v2.1/os-services/%s" % body["services"][0]["id"],
+                         token=tok, headers=nh)
+    assert st == 204
+    st, _, _ = c.request("GET", "/placement/resource_providers/%s" % rps["fake-3"]["uuid"],
+                         token=tok, headers=ph)
+    assert st == 404
+    _, _, body = c.request("GET", "/placement/allocation_candidates?resources=VCPU:1",
+                           token=tok, headers=ph)
+    assert rps["fake-3"]["uuid"] not in body["provider_summaries"]
+    _, _, body = c.request("GET", agg_url, token=tok, headers=nh)
+    assert body["aggregate"]["hosts"] == ["fake-1"]
 
 
 def test_server_group_anti_affinity(fresh_cloud):

@@ -1,7 +1,8 @@
 /* test_placement.c - placement's capacity math, and the in-process API and
  * HTTP handlers on a scratch SQLite database: claims against capacity
  * (including two threads racing for the last units), shortage
- * explanations, candidates, generations and error codes. */
+ * explanations, candidates, generations and error codes, and the calls
+ * the compute API makes inside its own transactions. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -511,6 +512,94 @@ static void test_candidates_wide_combination(void **state)
     json_decref(j);
 }
 
+/* Candidates for one VCPU that are members of aggregate agg. */
+static size_t ncands_in(const char *agg)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *want = json_pack("{s:i}", "VCPU", 1), *member_of = json_pack("[s]", agg);
+    json_t *c = nb_placement_candidates(&ctx, want, NULL, member_of, 0);
+    assert_non_null(c);
+    size_t n = json_array_size(json_object_get(c, "allocation_requests"));
+    json_decref(c);
+    json_decref(want);
+    json_decref(member_of);
+    return n;
+}
+
+static long long rp_generation(const char *uuid)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *row = plc_rp_get(&ctx, uuid);
+    assert_non_null(row);
+    long long g = nb_json_int(row, "generation", -1);
+    json_decref(row);
+    return g;
+}
+
+/* The calls the compute API makes inside its own transactions: aggregate
+ * membership by provider uuid or name, with the generation bumped only on
+ * a change, and a provider delete taking its tree, allocations and empty
+ * consumers along; the search cache follows commits and rollbacks. */
+static void test_compute_calls(void **state)
+{
+    (void)state;
+    static const char AGG[] = "aaaaaaaa-0000-4000-8000-000000000001";
+    static const char RP3[] = "33333333-3333-4333-8333-333333333333";
+    static const char C1[] = "cccccccc-0000-4000-8000-000000000001";
+    reset_db();
+    make_provider(RP1, "node-1", 4, 1024);
+    make_provider(RP2, "node-2", 4, 1024);
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    long long g = rp_generation(RP1);
+    assert_int_equal(nb_db_begin(g_db, &ctx), 0);
+    assert_int_equal(nb_placement_add_provider_aggregate(&ctx, NULL, "node-1", AGG), 1);
+    assert_int_equal(nb_placement_add_provider_aggregate(&ctx, RP1, "node-1", AGG), 0);
+    assert_int_equal(nb_placement_add_provider_aggregate(&ctx, RP2, NULL, AGG), 1);
+    assert_int_equal(nb_db_commit(g_db, &ctx), 0);
+    assert_int_equal(rp_generation(RP1), g + 1);
+    assert_int_equal(ncands_in(AGG), 2);
+    assert_int_equal(nb_db_begin(g_db, &ctx), 0);
+    assert_int_equal(nb_placement_remove_provider_aggregate(&ctx, RP2, "nope", AGG), 1);
+    assert_int_equal(nb_placement_remove_provider_aggregate(&ctx, RP2, NULL, AGG), 0);
+    assert_int_equal(nb_db_commit(g_db, &ctx), 0);
+    assert_int_equal(ncands_in(AGG), 1);
+
+    /* RP1 gets a child and an allocation; a rolled-back delete leaves all. */
+    char body[256];
+    snprintf(body, sizeof(body),
+             "{\"name\": \"n3\", \"uuid\": \"%s\", \"parent_provider_uuid\": \"%s\"}", RP3, RP1);
+    int st;
+    json_decref(call("POST", "/placement/resource_providers", NULL, "placement 1.14", body, &st));
+    assert_int_equal(st, 201);
+    assert_int_equal(claim(C1, RP1, 1, &ctx), 0);
+    assert_int_equal(nb_db_begin(g_db, &ctx), 0);
+    assert_int_equal(nb_placement_delete_provider(&ctx, RP1), 1);
+    nb_db_rollback(g_db);
+    assert_int_equal(ncands_in(AGG), 1);
+    char *held = nb_placement_consumer_provider(&ctx, C1);
+    assert_string_equal(held, RP1);
+    free(held);
+
+    assert_int_equal(nb_db_begin(g_db, &ctx), 0);
+    assert_int_equal(nb_placement_delete_provider(&ctx, RP1), 1);
+    assert_int_equal(nb_placement_delete_provider(&ctx, RP1), 0);
+    assert_int_equal(nb_placement_delete_provider(&ctx, "not-a-uuid"), 0);
+    assert_int_equal(nb_db_commit(g_db, &ctx), 0);
+    assert_int_equal(ncands_in(AGG), 0);
+    json_decref(call("GET", "/placement/resource_providers/33333333-3333-4333-8333-333333333333",
+                     NULL, "placement 1.14", NULL, &st));
+    assert_int_equal(st, 404);
+    assert_null(nb_placement_consumer_provider(&ctx, C1));
+    assert_int_equal(
+        nb_db_int(g_db, &ctx, -1, "SELECT COUNT(*) FROM consumers WHERE uuid = ?", "s", C1), 0);
+    json_t *one = json_pack("{s:i}", "VCPU", 1);
+    assert_int_equal(ncands(one, NULL), 1); /* RP2 stays */
+    json_decref(one);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -524,6 +613,7 @@ int main(void)
         cmocka_unit_test(test_http),
         cmocka_unit_test(test_candidates_repeated_limit),
         cmocka_unit_test(test_candidates_wide_combination),
+        cmocka_unit_test(test_compute_calls),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

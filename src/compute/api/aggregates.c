@@ -9,10 +9,9 @@
  *
  * Like Nova, adding or removing a host mirrors the membership into
  * placement (the host's compute node resource provider joins the aggregate
- * of the same UUID), so member_of queries see it. Placement has no
- * in-process call for this, so the rows are written here with the
- * provider's generation bumped, as PUT /resource_providers/{u}/aggregates
- * would. */
+ * of the same UUID), so member_of queries see it; placement's in-process
+ * call does the write and bumps the provider's generation, as PUT
+ * /resource_providers/{u}/aggregates would. */
 #include "compute/api/api.h"
 #include "placement/placement.h"
 #include "compute/api/resources.h"
@@ -218,41 +217,37 @@ static int touch(struct nb_ctx *ctx, long long aid)
 /* --- placement mirror ---------------------------------------------------------------- */
 
 /* Adds (add) or removes the host's compute node providers to/from the
- * placement aggregate agg_uuid. Failures are logged, not returned, as Nova
- * only warns when placement cannot be updated. */
+ * placement aggregate agg_uuid, in one transaction. Failures are logged,
+ * not returned, as Nova only warns when placement cannot be updated. */
 static void mirror_placement(struct nb_ctx *ctx, const char *host, const char *agg_uuid, bool add)
 {
     struct nb_ctx sub;
     nb_ctx_init_system(&sub, ctx->request_id);
-    _cleanup_json_ json_t *rps =
+    _cleanup_json_ json_t *nodes =
         nb_db_rows(env->db, &sub,
-                   "SELECT rp.id AS id FROM resource_providers rp JOIN compute_nodes cn ON "
-                   "(rp.uuid = cn.uuid OR rp.name = cn.hypervisor_hostname) WHERE cn.host = ? AND "
-                   "cn.deleted = 0",
+                   "SELECT uuid, hypervisor_hostname FROM compute_nodes WHERE host = ? AND "
+                   "deleted = 0",
                    "s", host);
-    size_t i;
-    json_t *r;
-    json_array_foreach (rps, i, r) {
-        long long id = nb_json_int(r, "id", 0);
-        int n = add ? nb_db_exec(env->db, &sub,
-                                 "INSERT OR IGNORE INTO resource_provider_aggregates "
-                                 "(resource_provider_id, aggregate_uuid) VALUES (?, ?)",
-                                 "is", id, agg_uuid)
-                    : nb_db_exec(env->db, &sub,
-                                 "DELETE FROM resource_provider_aggregates WHERE "
-                                 "resource_provider_id = ? AND aggregate_uuid = ?",
-                                 "is", id, agg_uuid);
-        if (n > 0)
-            n = nb_db_exec(env->db, &sub,
-                           "UPDATE resource_providers SET generation = generation + 1 WHERE id = ?",
-                           "i", id);
-        if (n > 0)
-            n = nb_placement_tables_changed(&sub);
-        if (n < 0)
-            NB_WARN("nubo.compute.api", ctx, NULL, "Failed to %s %s %s placement aggregate %s: %s",
-                    add ? "associate" : "remove", host, add ? "with" : "from", agg_uuid,
-                    sub.err_msg);
+    int rc = nodes ? nb_db_begin(env->db, &sub) : -1;
+    if (rc == 0) {
+        size_t i;
+        json_t *r;
+        json_array_foreach (nodes, i, r) {
+            const char *uuid = nb_json_str(r, "uuid");
+            const char *name = nb_json_str(r, "hypervisor_hostname");
+            rc = add ? nb_placement_add_provider_aggregate(&sub, uuid, name, agg_uuid)
+                     : nb_placement_remove_provider_aggregate(&sub, uuid, name, agg_uuid);
+            if (rc < 0)
+                break;
+        }
+        if (rc < 0)
+            nb_db_rollback(env->db);
+        else
+            rc = nb_db_commit(env->db, &sub);
     }
+    if (rc < 0)
+        NB_WARN("nubo.compute.api", ctx, NULL, "Failed to %s %s %s placement aggregate %s: %s",
+                add ? "associate" : "remove", host, add ? "with" : "from", agg_uuid, sub.err_msg);
 }
 
 /* --- input checks --------------------------------------------------------------------- */

@@ -301,33 +301,28 @@ static int services_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
 
 /* --- delete -------------------------------------------------------------------------- */
 
-/* Removes the placement providers of the host's compute nodes (cascading
- * to their inventories, traits, aggregates and allocations). */
+/* Deletes, in placement, the providers of the host's compute nodes (with
+ * their trees, inventories, traits, aggregate links and allocations), as
+ * Nova's service delete does with delete_resource_provider(cascade=True).
+ * Runs inside the caller's transaction. 0/-1. */
 static int delete_providers(struct nb_ctx *ctx, const char *host)
 {
-    _cleanup_json_ json_t *rps = nb_db_rows(
-        env->db, ctx,
-        "SELECT rp.id AS id, rp.uuid AS uuid FROM resource_providers rp JOIN compute_nodes cn ON "
-        "rp.uuid = cn.uuid WHERE cn.host = ? AND cn.deleted = 0",
-        "s", host);
-    if (!rps)
+    _cleanup_json_ json_t *nodes = nb_db_rows(
+        env->db, ctx, "SELECT uuid FROM compute_nodes WHERE host = ? AND deleted = 0", "s", host);
+    if (!nodes)
         return -1;
     size_t i;
     json_t *r;
-    json_array_foreach (rps, i, r) {
-        long long id = nb_json_int(r, "id", 0);
-        static const char *const stmts[] = {
-            "DELETE FROM inventories WHERE resource_provider_id = ?",
-            "DELETE FROM allocations WHERE resource_provider_id = ?",
-            "DELETE FROM resource_provider_traits WHERE resource_provider_id = ?",
-            "DELETE FROM resource_provider_aggregates WHERE resource_provider_id = ?",
-            "DELETE FROM resource_providers WHERE id = ?",
-        };
-        for (size_t k = 0; k < sizeof(stmts) / sizeof(stmts[0]); k++)
-            if (nb_db_exec(env->db, ctx, stmts[k], "i", id) < 0)
-                return -1;
-        NB_INFO("nubo.compute.api", ctx, NULL, "deleted resource provider %s of host %s",
-                nb_json_str(r, "uuid"), host);
+    json_array_foreach (nodes, i, r) {
+        const char *uuid = nb_json_str(r, "uuid");
+        if (!uuid || !*uuid)
+            continue;
+        int n = nb_placement_delete_provider(ctx, uuid);
+        if (n < 0)
+            return -1;
+        if (n > 0)
+            NB_INFO("nubo.compute.api", ctx, NULL, "deleted resource provider %s of host %s", uuid,
+                    host);
     }
     return 0;
 }
@@ -377,19 +372,9 @@ static int services_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
         return -1;
     int rc = 0;
     if (compute) {
-        rc = nb_db_exec(env->db, ctx,
-                        "DELETE FROM resource_provider_aggregates WHERE aggregate_uuid IN "
-                        "(SELECT a.uuid FROM aggregates a JOIN aggregate_hosts h ON "
-                        "h.aggregate_id = a.id WHERE h.host = ?) AND resource_provider_id IN "
-                        "(SELECT rp.id FROM resource_providers rp JOIN compute_nodes cn ON "
-                        "rp.uuid = cn.uuid WHERE cn.host = ?)",
-                        "ss", host, host);
-        if (rc >= 0)
-            rc = nb_db_exec(env->db, ctx, "DELETE FROM aggregate_hosts WHERE host = ?", "s", host);
+        rc = nb_db_exec(env->db, ctx, "DELETE FROM aggregate_hosts WHERE host = ?", "s", host);
         if (rc >= 0)
             rc = delete_providers(ctx, host);
-        if (rc >= 0)
-            rc = nb_placement_tables_changed(ctx);
         if (rc >= 0)
             rc = nb_db_exec(env->db, ctx,
                             "UPDATE compute_nodes SET deleted = id, deleted_at = ? WHERE "
