@@ -133,7 +133,7 @@ int nb_dr_fix_apply(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report *r
 }
 
 /* One mapping's part of the restore transaction: 1 restored, 0 left alone
- * (with why), -1 database error. */
+ * (with why), -1 error (recorded on ctx). */
 static int restore_one(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
                        const struct nb_dr_format_fix *f, char *why, size_t n)
 {
