@@ -45,7 +45,7 @@ struct nb_dr_format_fix {
     /* Filled by nb_dr_fix_apply (malloc'd, freed by nb_dr_report_clear): */
     char *old_connection_info;
     char *new_connection_info;
-    char *old_admin_format; /* volume_admin_metadata "format" before; NULL if none */
+    char *old_admin_format; /* nb_volume_format before; NULL if none */
     long long fix_id;       /* doctor_fixes row */
 };
 
@@ -77,10 +77,6 @@ void nb_dr_check(struct nb_dr_report *r, enum nb_dr_verdict v, const char *check
  * is in ctx->err_msg). r must be zeroed (or cleared) before the call. */
 int nb_dr_diagnose(struct nb_db *db, struct nb_ctx *ctx, const struct nb_dr_host *host,
                    const char *server_ref, struct nb_dr_report *r);
-
-/* The volume's admin-metadata "format" (malloc'd), or NULL when it has none
- * or on database error (recorded on ctx). */
-char *nb_dr_admin_format(struct nb_db *db, struct nb_ctx *ctx, const char *volume_id);
 
 /* Frees what a report owns and zeroes it (keeping out). */
 void nb_dr_report_clear(struct nb_dr_report *r);

@@ -16,6 +16,7 @@
 #include "compute/compute.h"
 #include "db/db.h"
 #include "image/format.h"
+#include "volume/volume.h"
 
 #include <errno.h>
 #include <libvirt/libvirt.h>
@@ -293,17 +294,6 @@ static void check_domain(struct nb_dr_report *r, const struct nb_dr_host *h)
     virConnectClose(conn);
 }
 
-char *nb_dr_admin_format(struct nb_db *db, struct nb_ctx *ctx, const char *volume_id)
-{
-    _cleanup_json_ json_t *row = nb_db_row(db, ctx,
-                                           "SELECT value FROM volume_admin_metadata WHERE "
-                                           "volume_id = ? AND key = 'format' AND deleted = 0 "
-                                           "ORDER BY id DESC LIMIT 1",
-                                           "s", volume_id);
-    const char *v = nb_json_str(row, "value");
-    return v ? strdup(v) : NULL;
-}
-
 static void remember_fix(struct nb_dr_report *r, const json_t *bdm, const char *vid,
                          const char *path, const char *declared, const char *real)
 {
@@ -364,7 +354,7 @@ static void check_volume_file(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr
     const json_t *data = json_object_get(ci, "data");
     bool absent = !nb_json_str(data, "format") || !*nb_json_str(data, "format");
     const char *declared = nb_bdm_declared_format(ci);
-    _cleanup_free_ char *meta = nb_dr_admin_format(db, ctx, vid);
+    _cleanup_free_ char *meta = nb_volume_format(db, ctx, vid);
     char extra[600] = "";
     if (info.has_backing_file)
         snprintf(extra, sizeof(extra), ", backing file %s", info.backing_file);

@@ -31,6 +31,7 @@
 #include "compute/compute.h"
 #include "db/db.h"
 #include "identity/identity.h"
+#include "volume/volume.h"
 
 #include <curl/curl.h>
 #include <stdio.h>
@@ -54,24 +55,6 @@ static char *bdm_connection_info(struct nb_db *db, struct nb_ctx *ctx, const cha
     return text ? strdup(text) : NULL;
 }
 
-/* Sets the volume's admin-metadata "format", inserting the key if missing. */
-static int set_admin_format(struct nb_db *db, struct nb_ctx *ctx, const char *volume_id,
-                            const char *format, const char *now)
-{
-    int n = nb_db_exec(db, ctx,
-                       "UPDATE volume_admin_metadata SET value = ?, updated_at = ? WHERE "
-                       "volume_id = ? AND key = 'format' AND deleted = 0",
-                       "sss", format, now, volume_id);
-    if (n != 0)
-        return n < 0 ? -1 : 0;
-    return nb_db_exec(db, ctx,
-                      "INSERT INTO volume_admin_metadata (volume_id, key, value, created_at) "
-                      "VALUES (?, 'format', ?, ?)",
-                      "sss", volume_id, format, now) < 0
-               ? -1
-               : 0;
-}
-
 /* One mapping's part of the apply transaction. */
 static int apply_one(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
                      struct nb_dr_format_fix *f, const char *now)
@@ -91,7 +74,7 @@ static int apply_one(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
                         "mapping %s changed since the diagnosis: it now says %s, not %s",
                         f->bdm_uuid, now_declared, f->old_format);
     free(f->old_admin_format);
-    f->old_admin_format = nb_dr_admin_format(db, ctx, f->volume_id);
+    f->old_admin_format = nb_volume_format(db, ctx, f->volume_id);
     if (ctx->err_status)
         return -1;
     if (nb_db_exec(db, ctx,
@@ -119,7 +102,7 @@ static int apply_one(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
     if (nb_db_exec(db, ctx, "UPDATE doctor_fixes SET new_connection_info = ? WHERE id = ?", "si",
                    f->new_connection_info, f->fix_id) < 0)
         return -1;
-    return set_admin_format(db, ctx, f->volume_id, f->new_format, now);
+    return nb_volume_set_format(db, ctx, f->volume_id, f->new_format);
 }
 
 int nb_dr_fix_apply(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report *r)
@@ -150,9 +133,9 @@ int nb_dr_fix_apply(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report *r
 }
 
 /* One mapping's part of the restore transaction: 1 restored, 0 left alone
- * (with why), -1 database error. */
+ * (with why), -1 error (recorded on ctx). */
 static int restore_one(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
-                       const struct nb_dr_format_fix *f, const char *now, char *why, size_t n)
+                       const struct nb_dr_format_fix *f, char *why, size_t n)
 {
     int changed =
         nb_db_exec(db, ctx,
@@ -168,16 +151,8 @@ static int restore_one(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
                  "(changed since the fix); left as it is");
         return 0;
     }
-    int rc = f->old_admin_format
-                 ? nb_db_exec(db, ctx,
-                              "UPDATE volume_admin_metadata SET value = ?, updated_at = ? WHERE "
-                              "volume_id = ? AND key = 'format' AND deleted = 0",
-                              "sss", f->old_admin_format, now, f->volume_id)
-                 : nb_db_exec(db, ctx,
-                              "UPDATE volume_admin_metadata SET deleted = id, deleted_at = ? "
-                              "WHERE volume_id = ? AND key = 'format' AND deleted = 0",
-                              "ss", now, f->volume_id);
-    return rc < 0 ? -1 : 1;
+    /* the volume's format as it was before the fix (none: cleared) */
+    return nb_volume_set_format(db, ctx, f->volume_id, f->old_admin_format) < 0 ? -1 : 1;
 }
 
 int nb_dr_fix_restore(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report *r, const char *why)
@@ -192,7 +167,7 @@ int nb_dr_fix_restore(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report 
         if (!f->fix_id || !f->new_connection_info)
             continue;
         char left[300] = "";
-        int rc = restore_one(db, ctx, r->uuid, f, now, left, sizeof(left));
+        int rc = restore_one(db, ctx, r->uuid, f, left, sizeof(left));
         if (rc < 0) {
             nb_db_rollback(db);
             return -1;

@@ -9,7 +9,8 @@
  *
  * Thread-safety: one connection guarded by a recursive mutex. A transaction
  * (nb_db_begin … nb_db_commit/rollback) holds the mutex, so statements made by
- * the same thread inside it see and extend it, and other threads wait.
+ * the same thread inside it see and extend it, and other threads wait; a
+ * begin inside it is a savepoint (see nb_db_begin).
  * Prepared statements are cached per SQL text.
  *
  * Errors: functions return -1/NULL, log the SQLite message, and record a 500
@@ -49,7 +50,20 @@ long long nb_db_int(struct nb_db *db, struct nb_ctx *ctx, long long def, const c
 long long nb_db_last_id(struct nb_db *db);
 
 /* Transactions. begin takes the mutex (BEGIN IMMEDIATE); commit/rollback
- * release it. Nested begin is an error (assert). 0/-1. */
+ * release it. 0/-1.
+ *
+ * They nest: a begin by the thread that already has a transaction open on
+ * this db opens a savepoint (SAVEPOINT sp_N) instead, its commit releases
+ * it (RELEASE sp_N) and its rollback undoes only the work since that begin
+ * (ROLLBACK TO sp_N; RELEASE sp_N), leaving the outer transaction open. So
+ * a module's function that owns a table can wrap its writes in
+ * begin … commit/rollback and be called both on its own (its own
+ * transaction) and inside a caller's (it joins it: nothing it wrote is
+ * durable until the outermost commit, and the caller's rollback drops it).
+ * Every begin that returned 0 is closed by exactly one commit or rollback,
+ * innermost first. A failed nested commit rolls the savepoint back. After an
+ * inner rollback the caller decides whether the outer work still commits;
+ * usually it sees the inner function's -1 and rolls back too. */
 int nb_db_begin(struct nb_db *db, struct nb_ctx *ctx);
 int nb_db_commit(struct nb_db *db, struct nb_ctx *ctx);
 void nb_db_rollback(struct nb_db *db);

@@ -4,7 +4,9 @@
  * process crash; an OS crash may lose the last transactions but never
  * corrupts). A recursive mutex serializes access: nb_db_begin takes it and
  * holds it until commit/rollback, so one thread's transaction is isolated
- * from the others. Prepared statements are cached by SQL text in a small
+ * from the others. A begin of the thread that already holds a transaction
+ * opens a savepoint (the mutex is taken once more and released by the
+ * matching commit/rollback). Prepared statements are cached by SQL text in a small
  * hash table and reset after use. */
 #include "db/db.h"
 #include "common/json.h"
@@ -15,6 +17,7 @@
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,7 +32,7 @@ struct nb_db {
     sqlite3 *conn;
     pthread_mutex_t lock;
     pthread_t tx_owner;
-    bool in_tx;
+    int tx_depth; /* 0: none; 1: the BEGIN; n > 1: savepoints sp_2 .. sp_n */
     struct cached cache[CACHE_SIZE];
 };
 
@@ -302,40 +305,65 @@ long long nb_db_last_id(struct nb_db *db)
     return id;
 }
 
+/* Runs one transaction-control statement; 0, or -1 after logging. */
+static int tx_exec(struct nb_db *db, struct nb_ctx *ctx, const char *sql)
+{
+    char *err = NULL;
+    if (sqlite3_exec(db->conn, sql, NULL, NULL, &err) == SQLITE_OK)
+        return 0;
+    NB_ERROR("nubo.db", ctx, NULL, "%s failed: %s", sql, err ? err : "?");
+    sqlite3_free(err);
+    return -1;
+}
+
 int nb_db_begin(struct nb_db *db, struct nb_ctx *ctx)
 {
     db_lock(db);
-    assert(!db->in_tx || !pthread_equal(db->tx_owner, pthread_self()));
-    char *err = NULL;
-    if (sqlite3_exec(db->conn, "BEGIN IMMEDIATE", NULL, NULL, &err) != SQLITE_OK) {
-        NB_ERROR("nubo.db", ctx, NULL, "BEGIN failed: %s", err);
-        sqlite3_free(err);
+    /* holding the mutex, a transaction still open is this thread's own */
+    assert(!db->tx_depth || pthread_equal(db->tx_owner, pthread_self()));
+    char sql[48] = "BEGIN IMMEDIATE";
+    if (db->tx_depth)
+        snprintf(sql, sizeof(sql), "SAVEPOINT sp_%d", db->tx_depth + 1);
+    if (tx_exec(db, ctx, sql) < 0) {
         db_unlock(db);
         return nb_error(ctx, 500, NULL, "Database error.");
     }
-    db->in_tx = true;
-    db->tx_owner = pthread_self();
+    if (!db->tx_depth++)
+        db->tx_owner = pthread_self();
     return 0;
 }
 
 int nb_db_commit(struct nb_db *db, struct nb_ctx *ctx)
 {
-    char *err = NULL;
-    int rc = sqlite3_exec(db->conn, "COMMIT", NULL, NULL, &err);
-    if (rc != SQLITE_OK) {
-        NB_ERROR("nubo.db", ctx, NULL, "COMMIT failed: %s", err);
-        sqlite3_free(err);
-        sqlite3_exec(db->conn, "ROLLBACK", NULL, NULL, NULL);
+    assert(db->tx_depth > 0);
+    char sql[96];
+    int rc;
+    if (db->tx_depth > 1) {
+        snprintf(sql, sizeof(sql), "RELEASE sp_%d", db->tx_depth);
+        rc = tx_exec(db, ctx, sql);
+        if (rc < 0) {
+            snprintf(sql, sizeof(sql), "ROLLBACK TO sp_%d; RELEASE sp_%d", db->tx_depth,
+                     db->tx_depth);
+            sqlite3_exec(db->conn, sql, NULL, NULL, NULL);
+        }
+    } else {
+        rc = tx_exec(db, ctx, "COMMIT");
+        if (rc < 0)
+            sqlite3_exec(db->conn, "ROLLBACK", NULL, NULL, NULL);
     }
-    db->in_tx = false;
+    db->tx_depth--;
     db_unlock(db);
-    return rc == SQLITE_OK ? 0 : nb_error(ctx, 500, NULL, "Database error.");
+    return rc == 0 ? 0 : nb_error(ctx, 500, NULL, "Database error.");
 }
 
 void nb_db_rollback(struct nb_db *db)
 {
-    sqlite3_exec(db->conn, "ROLLBACK", NULL, NULL, NULL);
-    db->in_tx = false;
+    assert(db->tx_depth > 0);
+    char sql[64] = "ROLLBACK";
+    if (db->tx_depth > 1)
+        snprintf(sql, sizeof(sql), "ROLLBACK TO sp_%d; RELEASE sp_%d", db->tx_depth, db->tx_depth);
+    sqlite3_exec(db->conn, sql, NULL, NULL, NULL);
+    db->tx_depth--;
     db_unlock(db);
 }
 
@@ -384,7 +412,7 @@ int nb_db_sync(struct nb_db *db)
         if (nb_db_exec(db, &ctx, "INSERT INTO nubo_migrations (version, name) VALUES (?, ?)", "is",
                        (long long)m->version, m->name) < 0 ||
             nb_db_commit(db, &ctx) < 0) {
-            if (db->in_tx)
+            if (db->tx_depth)
                 nb_db_rollback(db);
             return -1;
         }

@@ -68,13 +68,27 @@ int nb_volume_delete_for(struct nb_ctx *ctx, const char *volume_id);
 int nb_volume_snapshot_for(struct nb_ctx *ctx, const char *volume_id, const char *name,
                            const char *description, bool force, char snap_id_out[37]);
 
-/* Sets the volume's admin metadata "format" ("raw" | "qcow2": the real
- * format of its active file), in a transaction of its own (so not for a
- * caller inside one). The volume service sets it at every create and
- * whenever a snapshot changes the active file. As in Cinder it is not shown
- * in the volume's views; GET /attachments/{id} puts it in connection_info.
- * 0, or -1 after nb_error (400 for another format, 404). */
-int nb_volume_set_format(struct nb_ctx *ctx, const char *volume_id, const char *format);
+/* The volume's format as Cinder keeps it: admin metadata "format" ("raw" |
+ * "qcow2": the real format of its active file). The volume service sets it
+ * at every create and whenever a snapshot changes the active file; the
+ * conductor's disk-format reconcile and the doctor's --fix correct it (and
+ * the doctor's rollback restores or clears it) together with a mapping. As
+ * in Cinder it is not shown in the volume's views; GET /attachments/{id}
+ * puts it in connection_info. The volume service owns the table: nothing
+ * outside src/volume writes or reads it but through these two. */
+
+/* Sets the volume's format (NULL: clears it, as a volume that never had
+ * one), on db (the caller's own connection: the volume module need not be
+ * initialized in its process) in a transaction of its own, or as a part of
+ * the caller's open one (see nb_db_begin: nested, it commits with the
+ * caller's). 0, or -1 after nb_error (400 for another format, 404 for a
+ * volume that does not exist; the caller's transaction is left open, for it
+ * to roll back). */
+int nb_volume_set_format(struct nb_db *db, struct nb_ctx *ctx, const char *volume_id,
+                         const char *format);
+/* The volume's format (new string, caller frees), or NULL when it has none
+ * or on error (then ctx->err_status is set). */
+char *nb_volume_format(struct nb_db *db, struct nb_ctx *ctx, const char *volume_id);
 
 /* The attach-side transitions. */
 enum nb_volume_op {

@@ -157,7 +157,8 @@ int nb_vol_set_status(struct nb_ctx *ctx, const char *id, const char *status,
                       const char *const *from);
 
 /* Sets one admin metadata item of a volume (Cinder's volume_admin_metadata:
- * "format", "readonly"), replacing its value; call in a transaction. 0/-1. */
+ * "readonly"; "format" goes through nb_volume_set_format), replacing its
+ * value; call in a transaction. 0/-1. */
 int nb_vol_set_admin_metadata(struct nb_ctx *ctx, const char *id, const char *key,
                               const char *value);
 

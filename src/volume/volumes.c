@@ -799,14 +799,13 @@ int nb_volume_create_for(struct nb_ctx *ctx, const json_t *req, char id_out[37])
 
 /* --- admin metadata --------------------------------------------------------------- */
 
-/* Sets key of a volume's admin metadata to value (inside the caller's
- * transaction, if any). 0/-1. */
-int nb_vol_set_admin_metadata(struct nb_ctx *ctx, const char *id, const char *key,
-                              const char *value)
+/* Sets key of a volume's admin metadata to value, replacing it (inserting
+ * the key if missing), in db's open transaction. 0/-1. */
+static int admin_metadata_upsert(struct nb_db *db, struct nb_ctx *ctx, const char *id,
+                                 const char *key, const char *value)
 {
     char now[32];
     nb_now_iso_us(now);
-    struct nb_db *db = nb_vol_env->db;
     int n = nb_db_exec(db, ctx,
                        "UPDATE volume_admin_metadata SET value = ?, updated_at = ? WHERE "
                        "volume_id = ? AND key = ? AND deleted = 0",
@@ -819,22 +818,61 @@ int nb_vol_set_admin_metadata(struct nb_ctx *ctx, const char *id, const char *ke
     return n < 0 ? -1 : 0;
 }
 
-int nb_volume_set_format(struct nb_ctx *ctx, const char *volume_id, const char *format)
+int nb_vol_set_admin_metadata(struct nb_ctx *ctx, const char *id, const char *key,
+                              const char *value)
 {
-    if (!format || (strcmp(format, "raw") != 0 && strcmp(format, "qcow2") != 0))
+    return admin_metadata_upsert(nb_vol_env->db, ctx, id, key, value);
+}
+
+/* The format's key removed (soft-deleted) from the volume's admin metadata,
+ * in db's open transaction. 0/-1. */
+static int admin_format_clear(struct nb_db *db, struct nb_ctx *ctx, const char *volume_id)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    return nb_db_exec(db, ctx,
+                      "UPDATE volume_admin_metadata SET deleted = id, deleted_at = ? "
+                      "WHERE volume_id = ? AND key = 'format' AND deleted = 0",
+                      "ss", now, volume_id) < 0
+               ? -1
+               : 0;
+}
+
+int nb_volume_set_format(struct nb_db *db, struct nb_ctx *ctx, const char *volume_id,
+                         const char *format)
+{
+    if (format && strcmp(format, "raw") != 0 && strcmp(format, "qcow2") != 0)
         return nb_error(ctx, 400, NULL, "Invalid input received: Unsupported volume format %s.",
-                        format ? format : "None");
-    _cleanup_json_ json_t *row = nb_vol_load(ctx, volume_id);
-    if (!row)
-        return -1;
-    struct nb_db *db = nb_vol_env->db;
+                        format);
     if (nb_db_begin(db, ctx) < 0)
         return -1;
-    if (nb_vol_set_admin_metadata(ctx, volume_id, "format", format) < 0) {
+    int rc = 0;
+    if (!format) {
+        rc = admin_format_clear(db, ctx, volume_id);
+    } else {
+        long long n =
+            nb_db_int(db, ctx, -1, "SELECT COUNT(*) FROM volumes WHERE id = ? AND deleted = 0", "s",
+                      volume_id);
+        if (n == 0)
+            nb_error(ctx, 404, NULL, "Volume %s could not be found.", volume_id);
+        rc = n == 1 ? admin_metadata_upsert(db, ctx, volume_id, "format", format) : -1;
+    }
+    if (rc < 0) {
         nb_db_rollback(db);
         return -1;
     }
     return nb_db_commit(db, ctx);
+}
+
+char *nb_volume_format(struct nb_db *db, struct nb_ctx *ctx, const char *volume_id)
+{
+    _cleanup_json_ json_t *row = nb_db_row(db, ctx,
+                                           "SELECT value FROM volume_admin_metadata WHERE "
+                                           "volume_id = ? AND key = 'format' AND deleted = 0 "
+                                           "ORDER BY id DESC LIMIT 1",
+                                           "s", volume_id);
+    const char *v = nb_json_str(row, "value");
+    return v ? strdup(v) : NULL;
 }
 
 int nb_vol_record_format(struct nb_ctx *ctx, const char *share, const char *volume_id)
@@ -847,7 +885,7 @@ int nb_vol_record_format(struct nb_ctx *ctx, const char *share, const char *volu
         return -1;
     struct nb_ctx sys;
     nb_ctx_init_system(&sys, ctx->request_id);
-    if (nb_volume_set_format(&sys, volume_id, fmt) < 0)
+    if (nb_volume_set_format(nb_vol_env->db, &sys, volume_id, fmt) < 0)
         return nb_error(ctx, sys.err_status, sys.err_name, "%s", sys.err_msg);
     return 0;
 }

@@ -113,6 +113,84 @@ static void test_db_sync_concurrent_processes(void **state)
     unlink(path);
 }
 
+static long long flavor_count(struct nb_db *db, struct nb_ctx *ctx)
+{
+    return nb_db_int(db, ctx, -5, "SELECT COUNT(*) FROM flavors", "");
+}
+
+static void add_flavor(struct nb_db *db, struct nb_ctx *ctx, const char *id)
+{
+    assert_int_equal(nb_db_exec(db, ctx,
+                                "INSERT INTO flavors (flavorid, name, memory_mb, vcpus) "
+                                "VALUES (?, ?, 1, 1)",
+                                "ss", id, id),
+                     1);
+}
+
+/* A begin inside a transaction is a savepoint: the inner commit keeps its
+ * work in the outer transaction, an inner rollback drops only its own
+ * work, and the outer rollback drops everything, committed savepoints too. */
+static void test_db_nested_transactions(void **state)
+{
+    (void)state;
+    char path[64];
+    struct nb_db *db = open_temp_db(path);
+    assert_true(nb_db_sync(db) >= 1);
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    /* nested commit: both rows land with the outer commit */
+    assert_int_equal(nb_db_begin(db, &ctx), 0);
+    add_flavor(db, &ctx, "outer1");
+    assert_int_equal(nb_db_begin(db, &ctx), 0);
+    add_flavor(db, &ctx, "inner1");
+    assert_int_equal(nb_db_begin(db, &ctx), 0); /* two deep */
+    add_flavor(db, &ctx, "inner2");
+    assert_int_equal(nb_db_commit(db, &ctx), 0);
+    assert_int_equal(nb_db_commit(db, &ctx), 0);
+    assert_int_equal(flavor_count(db, &ctx), 3);
+    assert_int_equal(nb_db_commit(db, &ctx), 0);
+    assert_int_equal(flavor_count(db, &ctx), 3);
+    /* inner rollback keeps the outer work (before and after it) */
+    assert_int_equal(nb_db_begin(db, &ctx), 0);
+    add_flavor(db, &ctx, "outer2");
+    assert_int_equal(nb_db_begin(db, &ctx), 0);
+    add_flavor(db, &ctx, "dropped");
+    nb_db_rollback(db);
+    add_flavor(db, &ctx, "outer3");
+    assert_int_equal(nb_db_commit(db, &ctx), 0);
+    assert_int_equal(flavor_count(db, &ctx), 5);
+    assert_int_equal(
+        nb_db_int(db, &ctx, -5, "SELECT COUNT(*) FROM flavors WHERE flavorid = 'dropped'", ""), 0);
+    /* outer rollback drops the committed inner work too */
+    assert_int_equal(nb_db_begin(db, &ctx), 0);
+    add_flavor(db, &ctx, "outer4");
+    assert_int_equal(nb_db_begin(db, &ctx), 0);
+    add_flavor(db, &ctx, "inner3");
+    assert_int_equal(nb_db_commit(db, &ctx), 0);
+    nb_db_rollback(db);
+    assert_int_equal(flavor_count(db, &ctx), 5);
+    /* a failed statement inside the savepoint leaves the outer one usable */
+    assert_int_equal(nb_db_begin(db, &ctx), 0);
+    add_flavor(db, &ctx, "outer5");
+    assert_int_equal(nb_db_begin(db, &ctx), 0);
+    assert_int_equal(nb_db_exec(db, &ctx,
+                                "INSERT INTO flavors (flavorid, name, memory_mb, vcpus) "
+                                "VALUES ('dup', 'outer5', 1, 1)",
+                                ""),
+                     -1);
+    nb_db_rollback(db);
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(nb_db_commit(db, &ctx), 0);
+    assert_int_equal(flavor_count(db, &ctx), 6);
+    /* and the connection is back to no transaction: a plain one works */
+    assert_int_equal(nb_db_begin(db, &ctx), 0);
+    add_flavor(db, &ctx, "last");
+    assert_int_equal(nb_db_commit(db, &ctx), 0);
+    assert_int_equal(flavor_count(db, &ctx), 7);
+    nb_db_close(db);
+    unlink(path);
+}
+
 static void test_db_sync_and_queries(void **state)
 {
     (void)state;
@@ -326,6 +404,7 @@ int main(void)
         cmocka_unit_test(test_time_parse),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_db_sync_and_queries),
+        cmocka_unit_test(test_db_nested_transactions),
         cmocka_unit_test(test_db_sync_concurrent_processes),
         cmocka_unit_test(test_bus),
         cmocka_unit_test(test_router),

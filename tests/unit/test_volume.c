@@ -767,11 +767,39 @@ static void test_snapshot_for_in_use(void **state)
 
     /* set_format: only raw or qcow2 */
     admin_ctx(&ctx);
-    assert_int_equal(nb_volume_set_format(&ctx, vol, "vmdk"), -1);
+    assert_int_equal(nb_volume_set_format(env.db, &ctx, vol, "vmdk"), -1);
     assert_int_equal(ctx.err_status, 400);
     admin_ctx(&ctx);
-    assert_int_equal(nb_volume_set_format(&ctx, vol, "raw"), 0);
+    assert_int_equal(nb_volume_set_format(env.db, &ctx, vol, "raw"), 0);
     assert_format(vol, "raw");
+    /* inside a caller's transaction it joins it: the caller's rollback
+     * drops the change, its commit keeps it */
+    admin_ctx(&ctx);
+    assert_int_equal(nb_db_begin(env.db, &ctx), 0);
+    assert_int_equal(nb_volume_set_format(env.db, &ctx, vol, "qcow2"), 0);
+    assert_format(vol, "qcow2");
+    nb_db_rollback(env.db);
+    assert_format(vol, "raw");
+    assert_int_equal(nb_db_begin(env.db, &ctx), 0);
+    assert_int_equal(nb_volume_set_format(env.db, &ctx, vol, "qcow2"), 0);
+    assert_int_equal(nb_db_commit(env.db, &ctx), 0);
+    char *f = nb_volume_format(env.db, &ctx, vol);
+    assert_string_equal(f, "qcow2");
+    free(f);
+    /* NULL clears it (one key, replaced in place, never duplicated) */
+    assert_int_equal(nb_db_int(env.db, &ctx, -1,
+                               "SELECT COUNT(*) FROM volume_admin_metadata WHERE volume_id = ? "
+                               "AND key = 'format'",
+                               "s", vol),
+                     1);
+    assert_int_equal(nb_volume_set_format(env.db, &ctx, vol, NULL), 0);
+    assert_null(nb_volume_format(env.db, &ctx, vol));
+    assert_int_equal(ctx.err_status, 0);
+    assert_int_equal(nb_volume_set_format(env.db, &ctx, vol, "raw"), 0);
+    assert_format(vol, "raw");
+    /* an unknown volume: 404, nothing written */
+    assert_int_equal(nb_volume_set_format(env.db, &ctx, "no-such-volume", "raw"), -1);
+    assert_int_equal(ctx.err_status, 404);
 
     /* the volume's delete removes every file, the copy included */
     admin_ctx(&ctx);

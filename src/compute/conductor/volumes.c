@@ -569,25 +569,6 @@ void cond_detach_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
 
 /* ---- reconcile_disk_format ------------------------------------------------ */
 
-/* The volume's admin metadata "format" set to fmt (inside the caller's
- * transaction). 0/-1. */
-static int set_admin_format(struct conductor *c, struct nb_ctx *ctx, const char *vid,
-                            const char *fmt, const char *now)
-{
-    int n = nb_db_exec(c->db, ctx,
-                       "UPDATE volume_admin_metadata SET value = ?, updated_at = ? WHERE "
-                       "volume_id = ? AND key = 'format' AND deleted = 0",
-                       "sss", fmt, now, vid);
-    if (n != 0)
-        return n < 0 ? -1 : 0;
-    return nb_db_exec(c->db, ctx,
-                      "INSERT INTO volume_admin_metadata (volume_id, key, value, created_at, "
-                      "updated_at, deleted) VALUES (?, 'format', ?, ?, ?, 0)",
-                      "ssss", vid, fmt, now, now) < 0
-               ? -1
-               : 0;
-}
-
 /* Corrects connection_info.data.format of the mapping and the volume's
  * admin metadata in one transaction. Returns the new connection_info text
  * (caller frees), or NULL after nb_error. */
@@ -627,7 +608,7 @@ static char *correct_format(struct conductor *c, struct nb_ctx *ctx, const char 
             nb_error(ctx, 409, NULL, "The mapping of volume %s changed meanwhile.", vid);
         goto fail;
     }
-    if (set_admin_format(c, ctx, vid, new_format, now) < 0)
+    if (nb_volume_set_format(c->db, ctx, vid, new_format) < 0)
         goto fail;
     if (nb_db_commit(c->db, ctx) < 0) {
         free(text);
