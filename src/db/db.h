@@ -66,6 +66,8 @@ long long nb_db_last_id(struct nb_db *db);
  * usually it sees the inner function's -1 and rolls back too. */
 int nb_db_begin(struct nb_db *db, struct nb_ctx *ctx);
 int nb_db_commit(struct nb_db *db, struct nb_ctx *ctx);
+/* Rolls back the innermost open transaction (or savepoint) of this thread;
+ * a no-op when the thread has none (after a failed begin or commit). */
 void nb_db_rollback(struct nb_db *db);
 
 #endif

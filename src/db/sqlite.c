@@ -358,7 +358,16 @@ int nb_db_commit(struct nb_db *db, struct nb_ctx *ctx)
 
 void nb_db_rollback(struct nb_db *db)
 {
-    assert(db->tx_depth > 0);
+    /* Callers also roll back after a failed begin or commit, which already
+     * ended (or never opened) the transaction: then this thread holds no
+     * transaction and there is nothing to undo. The mutex is recursive, so
+     * the trylock succeeds for the thread that holds it. */
+    if (pthread_mutex_trylock(&db->lock) != 0)
+        return;
+    bool mine = db->tx_depth > 0 && pthread_equal(db->tx_owner, pthread_self());
+    db_unlock(db);
+    if (!mine)
+        return;
     char sql[64] = "ROLLBACK";
     if (db->tx_depth > 1)
         snprintf(sql, sizeof(sql), "ROLLBACK TO sp_%d; RELEASE sp_%d", db->tx_depth, db->tx_depth);
