@@ -15,7 +15,10 @@ conc=${CONCURRENCY:-2}
 rm -rf "$WS" "$WS.workspace.yaml"; mkdir -p "$WS"
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 pw=tempest-admin-secret
-"$bin" aio --state-dir "$WS/state" --port "$port" --admin-password "$pw" >"$WS/aio.out" 2>&1 &
+# snapshots take a second, as real ones take seconds: the image tests that
+# act while an image is being saved need that window
+NUBO_ADMIN_PASSWORD=$pw "$bin" aio --state-dir "$WS/state" --port "$port" \
+  --set fake.snapshot_delay_ms=1000 >"$WS/aio.out" 2>&1 &
 aio=$!
 trap 'kill $aio 2>/dev/null; wait $aio 2>/dev/null' EXIT
 for _ in $(seq 200); do

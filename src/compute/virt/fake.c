@@ -26,7 +26,9 @@
  * failing operations with [fake] fail_<op>_hosts and nb_virt_fake_fail(host,
  * op, n), op one of "spawn", "attach_volume", "detach_volume", "snapshot".
  * [fake] spawn_delay_ms makes spawns take time (to have builds in flight in
- * tests).
+ * tests); [fake] snapshot_delay_ms does the same for snapshots (a real one
+ * takes seconds, and clients such as Tempest test what happens while an
+ * image is being saved).
  *
  * Thread-safety: one mutex per driver guards the hosts and their guests;
  * the injection table has its own. Spawn does no I/O but the small per-host
@@ -69,6 +71,7 @@ struct fake_priv {
     size_t nhosts;
     json_t *index; /* {host name: index into hosts} */
     long spawn_delay_ms;
+    long snapshot_delay_ms;
 };
 
 /* Pending failures per (host, operation), shared by every fake driver of
@@ -732,6 +735,8 @@ static int fake_snapshot(struct nb_virt_driver *drv, struct nb_ctx *ctx, const c
                             "snapshots, not by the virt driver",
                             uuid ? uuid : "(null)");
     }
+    if (p->snapshot_delay_ms > 0)
+        usleep((useconds_t)p->snapshot_delay_ms * 1000);
     pthread_mutex_lock(&p->lock);
     int rc = -1;
     struct fake_host *h;
@@ -838,6 +843,7 @@ struct nb_virt_driver *nb_virt_fake_open(void)
     pthread_mutex_init(&p->lock, NULL);
     p->index = json_object();
     p->spawn_delay_ms = nb_conf_int("fake", "spawn_delay_ms", 0);
+    p->snapshot_delay_ms = nb_conf_int("fake", "snapshot_delay_ms", 0);
 
     char *dir = NULL;
     if (nb_conf_bool("fake", "persist_guests", true)) {
