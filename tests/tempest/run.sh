@@ -13,7 +13,22 @@ bin=$(readlink -f "${1:?usage: run.sh NUBO_BIN}")
 WS=$(readlink -m "${WS:-$here/work}")
 conc=${CONCURRENCY:-2}
 rm -rf "$WS" "$WS.workspace.yaml"; mkdir -p "$WS"
-port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# a free port whose successor is free too: the metadata API listens on port + 1
+port=$(/usr/bin/python3 - <<'PY'
+import socket
+while True:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    try:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port + 1))
+        print(port)
+        break
+    except (OSError, OverflowError):
+        continue
+PY
+)
 pw=tempest-admin-secret
 # snapshots take a second, as real ones take seconds: the image tests that
 # act while an image is being saved need that window
