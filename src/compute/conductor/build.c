@@ -27,6 +27,7 @@
 #include "common/util.h"
 #include "compute/compute.h"
 #include "compute/conductor/internal.h"
+#include "compute/objects/instance.h"
 #include "db/db.h"
 #include "image/image.h"
 #include "placement/placement.h"
@@ -218,13 +219,15 @@ static char *failures_text(json_t *retry)
 static void fail_build(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
                        const char *message, const char *details)
 {
-    char now[32];
-    nb_now_iso_us(now);
-    int n = nb_db_exec(c->db, ctx,
-                       "UPDATE instances SET vm_state = 'error', task_state = NULL, host = NULL, "
-                       "node = NULL, updated_at = ? WHERE uuid = ? AND deleted = 0 AND "
-                       "task_state = 'scheduling'",
-                       "ss", now, uuid);
+    int n = (int)nb_instance_transition(c->db, ctx, uuid,
+                                        &(struct nb_instance_change){
+                                            .expect_task = {NB_TASK_SCHEDULING},
+                                            .vm_state = NB_VM_ERROR,
+                                            .task_state = NB_NONE,
+                                            .host = NB_NONE,
+                                            .node = NB_NONE,
+                                        },
+                                        NULL);
     cond_clear_error(ctx);
     if (n <= 0) {
         cond_event_finish(c, ctx, uuid, EV_SCHEDULE, false,
@@ -265,14 +268,11 @@ static int next_step(struct conductor *c, struct nb_ctx *ctx, const char *uuid, 
                      const char *from, const char *from_event, const char *to, const char *to_event,
                      const json_t *network_info)
 {
-    char now[32];
-    nb_now_iso_us(now);
     if (nb_db_begin(c->db, ctx) < 0)
         return -1;
-    int n = nb_db_exec(c->db, ctx,
-                       "UPDATE instances SET task_state = ?, updated_at = ? WHERE uuid = ? AND "
-                       "deleted = 0 AND task_state = ?",
-                       "ssss", to, now, uuid, from);
+    int n = (int)nb_instance_transition(
+        c->db, ctx, uuid, &(struct nb_instance_change){.expect_task = {from}, .task_state = to},
+        NULL);
     if (n == 1 && network_info && cond_info_cache_write(c, ctx, uuid, network_info) < 0)
         n = -1;
     if (n == 1) {
@@ -317,13 +317,15 @@ static void build_abort_step(struct conductor *c, struct nb_ctx *ctx, const char
     cond_cleanup_volumes(c, ctx, uuid);
     cond_deallocate_networks(c, ctx, uuid);
     _cleanup_free_ char *message = nb_strdup_printf("Build of instance %s aborted: %s", uuid, why);
-    char now[32];
-    nb_now_iso_us(now);
-    int n = nb_db_exec(c->db, ctx,
-                       "UPDATE instances SET vm_state = 'error', task_state = NULL, host = NULL, "
-                       "node = NULL, updated_at = ? WHERE uuid = ? AND deleted = 0 AND "
-                       "task_state = ?",
-                       "sss", now, uuid, task);
+    int n = (int)nb_instance_transition(c->db, ctx, uuid,
+                                        &(struct nb_instance_change){
+                                            .expect_task = {task},
+                                            .vm_state = NB_VM_ERROR,
+                                            .task_state = NB_NONE,
+                                            .host = NB_NONE,
+                                            .node = NB_NONE,
+                                        },
+                                        NULL);
     cond_clear_error(ctx);
     if (n != 1) {
         build_aborted(c, ctx, uuid, event);
@@ -389,17 +391,19 @@ static void build_on_host(struct conductor *c, struct nb_ctx *ctx, const char *u
     json_t *retry = retry_of(rspec);
     json_object_set_new(retry, "num_attempts",
                         json_integer(nb_json_int(retry, "num_attempts", 0) + 1));
-    char now[32];
-    nb_now_iso_us(now);
     if (nb_db_begin(c->db, ctx) < 0)
         goto db_error;
     int n =
-        nb_db_exec(c->db, ctx,
-                   "UPDATE instances SET host = ?, node = ?, availability_zone = "
-                   "COALESCE(?, availability_zone), task_state = 'networking', "
-                   "request_spec = ?, updated_at = ? WHERE uuid = ? AND deleted = 0 AND "
-                   "task_state = 'scheduling'",
-                   "sssjss", host, node, nb_json_str(sel, "availability_zone"), rspec, now, uuid);
+        (int)nb_instance_transition(c->db, ctx, uuid,
+                                    &(struct nb_instance_change){
+                                        .expect_task = {NB_TASK_SCHEDULING},
+                                        .task_state = NB_TASK_NETWORKING,
+                                        .host = host,
+                                        .node = node,
+                                        .availability_zone = nb_json_str(sel, "availability_zone"),
+                                        .request_spec = rspec,
+                                    },
+                                    NULL);
     if (n < 0) {
         nb_db_rollback(c->db);
         goto db_error;
@@ -544,17 +548,20 @@ static void reschedule_from(struct conductor *c, struct nb_ctx *ctx, const char 
         long long done = nb_json_int(retry, "num_attempts", 1);
         json_object_set_new(retry, "num_attempts", json_integer(done > 0 ? done - 1 : 0));
     }
-    char now[32];
-    nb_now_iso_us(now);
     if (nb_db_begin(c->db, ctx) < 0) {
         cond_clear_error(ctx);
         return;
     }
-    int n = nb_db_exec(c->db, ctx,
-                       "UPDATE instances SET host = NULL, node = NULL, task_state = 'scheduling', "
-                       "request_spec = ?, updated_at = ? WHERE uuid = ? AND deleted = 0 AND "
-                       "task_state = 'spawning' AND host = ?",
-                       "jsss", rspec, now, uuid, host);
+    int n = (int)nb_instance_transition(c->db, ctx, uuid,
+                                        &(struct nb_instance_change){
+                                            .expect_task = {NB_TASK_SPAWNING},
+                                            .expect_host = host,
+                                            .task_state = NB_TASK_SCHEDULING,
+                                            .host = NB_NONE,
+                                            .node = NB_NONE,
+                                            .request_spec = rspec,
+                                        },
+                                        NULL);
     cond_event_finish(c, ctx, uuid, EV_SPAWN, false, message);
     cond_event_finish(c, ctx, uuid, EV_BUILD, false, message);
     if (n == 1 && counted)
@@ -617,17 +624,21 @@ void cond_build_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
         build_failed(c, ctx, uuid, host, msg ? msg : "The spawn failed.");
         return;
     }
-    char now[32];
-    nb_now_iso_us(now);
     if (nb_db_begin(c->db, ctx) < 0) {
         cond_clear_error(ctx);
         return;
     }
-    int n = nb_db_exec(c->db, ctx,
-                       "UPDATE instances SET vm_state = 'active', task_state = NULL, "
-                       "power_state = 1, launched_at = ?, updated_at = ? WHERE uuid = ? AND "
-                       "deleted = 0 AND task_state = 'spawning' AND host = ?",
-                       "ssss", now, now, uuid, host);
+    int n = (int)nb_instance_transition(c->db, ctx, uuid,
+                                        &(struct nb_instance_change){
+                                            .expect_task = {NB_TASK_SPAWNING},
+                                            .expect_host = host,
+                                            .vm_state = NB_VM_ACTIVE,
+                                            .task_state = NB_NONE,
+                                            .set_power_state = true,
+                                            .power_state = NB_POWER_RUNNING,
+                                            .launched = true,
+                                        },
+                                        NULL);
     if (n == 1) {
         cond_event_finish(c, ctx, uuid, EV_SPAWN, true, NULL);
         cond_event_finish(c, ctx, uuid, EV_BUILD, true, NULL);

@@ -34,7 +34,7 @@
 #include "common/util.h"
 #include "compute/compute.h"
 #include "compute/conductor/internal.h"
-#include "compute/virt/driver.h"
+#include "compute/objects/instance.h"
 #include "db/db.h"
 #include "placement/placement.h"
 
@@ -89,12 +89,11 @@ static void ctx_for_action(struct conductor *c, struct nb_ctx *ctx, const char *
 static void fail_interrupted_build(struct conductor *c, struct nb_ctx *actx, const char *uuid,
                                    const char *host, const char *task)
 {
-    char now[32];
-    nb_now_iso_us(now);
-    int n = nb_db_exec(c->db, actx,
-                       "UPDATE instances SET vm_state = 'error', task_state = NULL, "
-                       "updated_at = ? WHERE uuid = ? AND deleted = 0 AND task_state = ?",
-                       "sss", now, uuid, task);
+    int n = (int)nb_instance_transition(c->db, actx, uuid,
+                                        &(struct nb_instance_change){.expect_task = {task},
+                                                                     .vm_state = NB_VM_ERROR,
+                                                                     .task_state = NB_NONE},
+                                        NULL);
     cond_clear_error(actx);
     if (n != 1)
         return;
@@ -117,13 +116,17 @@ static void fail_interrupted_build(struct conductor *c, struct nb_ctx *actx, con
 static void finish_spawned_build(struct conductor *c, struct nb_ctx *actx, const char *uuid,
                                  const char *host, const char *task)
 {
-    char now[32];
-    nb_now_iso_us(now);
-    int n = nb_db_exec(c->db, actx,
-                       "UPDATE instances SET vm_state = 'active', task_state = NULL, "
-                       "power_state = 1, launched_at = ?, updated_at = ? WHERE uuid = ? AND "
-                       "deleted = 0 AND task_state = ? AND host = ?",
-                       "sssss", now, now, uuid, task, host);
+    int n = (int)nb_instance_transition(c->db, actx, uuid,
+                                        &(struct nb_instance_change){
+                                            .expect_task = {task},
+                                            .expect_host = host,
+                                            .vm_state = NB_VM_ACTIVE,
+                                            .task_state = NB_NONE,
+                                            .set_power_state = true,
+                                            .power_state = NB_POWER_RUNNING,
+                                            .launched = true,
+                                        },
+                                        NULL);
     cond_clear_error(actx);
     if (n != 1)
         return;
@@ -150,13 +153,16 @@ static void reschedule_interrupted_build(struct conductor *c, struct nb_ctx *act
     long long done = nb_json_int(retry, "num_attempts", 0);
     if (json_is_object(retry) && done > 0)
         json_object_set_new(retry, "num_attempts", json_integer(done - 1));
-    char now[32];
-    nb_now_iso_us(now);
-    int n = nb_db_exec(c->db, actx,
-                       "UPDATE instances SET host = NULL, node = NULL, task_state = 'scheduling', "
-                       "request_spec = COALESCE(?, request_spec), updated_at = ? WHERE uuid = ? "
-                       "AND deleted = 0 AND task_state = ? AND host = ?",
-                       "jssss", json_is_object(rspec) ? rspec : NULL, now, uuid, task, host);
+    int n = (int)nb_instance_transition(c->db, actx, uuid,
+                                        &(struct nb_instance_change){
+                                            .expect_task = {task},
+                                            .expect_host = host,
+                                            .task_state = NB_TASK_SCHEDULING,
+                                            .host = NB_NONE,
+                                            .node = NB_NONE,
+                                            .request_spec = json_is_object(rspec) ? rspec : NULL,
+                                        },
+                                        NULL);
     cond_clear_error(actx);
     if (n != 1)
         return;
@@ -377,11 +383,15 @@ static void resume_builds(struct conductor *c, struct nb_ctx *ctx)
         struct nb_ctx actx;
         ctx_for_action(c, &actx, uuid, "create");
         close_open_events(c, &actx, uuid);
-        nb_db_exec(c->db, &actx,
-                   "UPDATE instances SET task_state = 'scheduling', host = NULL, node = NULL "
-                   "WHERE uuid = ? AND deleted = 0 AND vm_state = 'building' AND "
-                   "(task_state IS NULL OR task_state = 'scheduling')",
-                   "s", uuid);
+        nb_instance_transition(c->db, &actx, uuid,
+                               &(struct nb_instance_change){
+                                   .expect_vm = {NB_VM_BUILDING},
+                                   .expect_task = {NB_NONE, NB_TASK_SCHEDULING},
+                                   .task_state = NB_TASK_SCHEDULING,
+                                   .host = NB_NONE,
+                                   .node = NB_NONE,
+                               },
+                               NULL);
         cond_clear_error(&actx);
         NB_INFO(LOG_COND, &actx, uuid, "Resuming the build interrupted by a restart");
         cond_build_instance(c, &actx, uuid);
@@ -454,12 +464,12 @@ static void clear_interrupted_snapshots(struct conductor *c, struct nb_ctx *ctx)
         struct nb_ctx actx;
         ctx_for_action(c, &actx, uuid, "createImage");
         close_open_events(c, &actx, uuid);
-        char now[32];
-        nb_now_iso_us(now);
-        nb_db_exec(c->db, &actx,
-                   "UPDATE instances SET task_state = NULL, updated_at = ? WHERE uuid = ? AND "
-                   "deleted = 0 AND task_state = ?",
-                   "sss", now, uuid, nb_json_str(r, "task_state"));
+        nb_instance_transition(c->db, &actx, uuid,
+                               &(struct nb_instance_change){
+                                   .expect_task = {nb_json_str(r, "task_state")},
+                                   .task_state = NB_NONE,
+                               },
+                               NULL);
         cond_clear_error(&actx);
         NB_INFO(LOG_COND, &actx, uuid,
                 "Snapshot (task_state %s) interrupted by a restart; "

@@ -1,5 +1,5 @@
-/* objects.c - Nova's state vocabulary and the action/event/fault records
- * every compute part writes (see compute.h). */
+/* objects.c - the action/event/fault records every compute part writes,
+ * and the instance as the agent sees it (see compute.h). */
 #include "compute/compute.h"
 #include "common/cleanup.h"
 #include "common/json.h"
@@ -7,58 +7,6 @@
 #include "db/db.h"
 
 #include <string.h>
-
-const char *nb_server_status(const char *vm_state, const char *task_state)
-{
-    const char *vm = vm_state ? vm_state : "";
-    const char *task = task_state ? task_state : "";
-    if (!strcmp(vm, NB_VM_ACTIVE)) {
-        if (!strcmp(task, NB_TASK_REBOOTING) || !strcmp(task, NB_TASK_REBOOT_PENDING) ||
-            !strcmp(task, NB_TASK_REBOOT_STARTED))
-            return "REBOOT";
-        if (!strcmp(task, NB_TASK_REBOOTING_HARD) || !strcmp(task, NB_TASK_REBOOT_PENDING_HARD) ||
-            !strcmp(task, NB_TASK_REBOOT_STARTED_HARD))
-            return "HARD_REBOOT";
-        if (!strcmp(task, "rebuilding") || !strcmp(task, "rebuild_block_device_mapping") ||
-            !strcmp(task, "rebuild_spawning"))
-            return "REBUILD";
-        if (!strcmp(task, "updating_password"))
-            return "PASSWORD";
-        if (!strcmp(task, "resize_prep") || !strcmp(task, "resize_migrating") ||
-            !strcmp(task, "resize_migrated") || !strcmp(task, "resize_finish"))
-            return "RESIZE";
-        if (!strcmp(task, "migrating"))
-            return "MIGRATING";
-        return "ACTIVE";
-    }
-    if (!strcmp(vm, NB_VM_BUILDING))
-        return "BUILD";
-    if (!strcmp(vm, NB_VM_STOPPED)) {
-        if (!strcmp(task, "resize_prep") || !strcmp(task, "resize_migrating") ||
-            !strcmp(task, "resize_migrated") || !strcmp(task, "resize_finish"))
-            return "RESIZE";
-        if (!strcmp(task, "rebuilding") || !strcmp(task, "rebuild_spawning"))
-            return "REBUILD";
-        return "SHUTOFF";
-    }
-    if (!strcmp(vm, NB_VM_RESIZED))
-        return !strcmp(task, "resize_reverting") ? "REVERT_RESIZE" : "VERIFY_RESIZE";
-    if (!strcmp(vm, NB_VM_PAUSED))
-        return "PAUSED";
-    if (!strcmp(vm, NB_VM_SUSPENDED))
-        return "SUSPENDED";
-    if (!strcmp(vm, NB_VM_RESCUED))
-        return "RESCUE";
-    if (!strcmp(vm, NB_VM_ERROR))
-        return !strcmp(task, "rebuilding") ? "REBUILD" : "ERROR";
-    if (!strcmp(vm, NB_VM_DELETED))
-        return "DELETED";
-    if (!strcmp(vm, NB_VM_SOFT_DELETED))
-        return "SOFT_DELETED";
-    if (!strcmp(vm, "shelved") || !strcmp(vm, NB_VM_SHELVED_OFFLOADED))
-        return !strcmp(vm, "shelved") ? "SHELVED" : "SHELVED_OFFLOADED";
-    return "UNKNOWN";
-}
 
 int nb_action_start(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid,
                     const char *action)

@@ -1,0 +1,167 @@
+/* instance.c - the conditional transition of an instance's state and its
+ * soft delete (see instance.h): the only SQL that writes vm_state,
+ * task_state, power_state, host and node, or deletes an instance.
+ *
+ * The transition is one fixed statement (prepared once): every new value
+ * comes with a flag saying whether it changes, every expected set is a
+ * fixed number of bound slots (unused ones NULL, which IN never matches),
+ * so no state is ever spelled in SQL text. */
+#include "compute/objects/instance.h"
+
+#include "common/cleanup.h"
+#include "common/json.h"
+#include "common/util.h"
+#include "db/db.h"
+
+#include <string.h>
+
+const char nb_none[] = "";
+
+/* s as bound for a new value: NULL for NB_NONE. */
+static const char *value(const char *s)
+{
+    return s == NB_NONE ? NULL : s;
+}
+
+/* The expected set as bound slots: NB_NONE entries become *none = true,
+ * the others fill slots[]; *any when the set is empty. */
+static void expect_slots(const char *const set[NB_EXPECT_MAX], const char *slots[NB_EXPECT_MAX],
+                         int *any, int *none)
+{
+    int n = 0;
+    *any = 1;
+    *none = 0;
+    for (int i = 0; i < NB_EXPECT_MAX; i++)
+        slots[i] = NULL;
+    for (int i = 0; i < NB_EXPECT_MAX && set[i]; i++) {
+        *any = 0;
+        if (set[i] == NB_NONE)
+            *none = 1;
+        else
+            slots[n++] = set[i];
+    }
+}
+
+int nb_instance_state(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
+                      struct nb_instance_found *found)
+{
+    memset(found, 0, sizeof(*found));
+    _cleanup_json_ json_t *row = nb_db_row(
+        db, ctx, "SELECT vm_state, task_state, host, deleted FROM instances WHERE uuid = ?", "s",
+        uuid);
+    if (!row)
+        return ctx->err_status ? -1 : 0;
+    found->exists = true;
+    found->deleted = nb_json_int(row, "deleted", 0) != 0;
+    const char *vm = nb_json_str(row, "vm_state"), *task = nb_json_str(row, "task_state");
+    const char *host = nb_json_str(row, "host");
+    nb_strlcpy(found->vm_state, vm ? vm : "", sizeof(found->vm_state));
+    nb_strlcpy(found->task_state, task ? task : "", sizeof(found->task_state));
+    nb_strlcpy(found->host, host ? host : "", sizeof(found->host));
+    return 0;
+}
+
+#define SLOTS8 "(?, ?, ?, ?, ?, ?, ?, ?)"
+
+enum nb_transition nb_instance_transition(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
+                                          const struct nb_instance_change *ch,
+                                          struct nb_instance_found *found)
+{
+    const char *vm[NB_EXPECT_MAX], *task[NB_EXPECT_MAX];
+    int any_vm, none_vm, any_task, none_task;
+    expect_slots(ch->expect_vm, vm, &any_vm, &none_vm);
+    expect_slots(ch->expect_task, task, &any_task, &none_task);
+    char now[32];
+    nb_now_iso_us(now);
+    if (nb_db_begin(db, ctx) < 0)
+        return NB_TRANSITION_ERROR;
+    int n = nb_db_exec(
+        db, ctx,
+        "UPDATE instances SET vm_state = COALESCE(?, vm_state), "
+        "task_state = CASE WHEN ? THEN ? ELSE task_state END, "
+        "host = CASE WHEN ? THEN ? ELSE host END, node = CASE WHEN ? THEN ? ELSE node END, "
+        "power_state = CASE WHEN ? THEN ? ELSE power_state END, "
+        "availability_zone = COALESCE(?, availability_zone), "
+        "request_spec = COALESCE(?, request_spec), "
+        "launched_at = CASE WHEN ? THEN ? ELSE launched_at END, "
+        "progress = CASE WHEN ? THEN 0 ELSE progress END, updated_at = ? "
+        "WHERE uuid = ? AND deleted = 0 AND (? OR vm_state IN " SLOTS8 ") "
+        "AND (? OR task_state IN " SLOTS8 " OR (? AND task_state IS NULL)) "
+        "AND (? IS NULL OR host = ?) AND (NOT ? OR host IS NOT NULL)",
+        "sbsbsbsbisjbsbss"
+        "bssssssss"
+        "bssssssssb"
+        "ssb",
+        value(ch->vm_state), ch->task_state != NULL, value(ch->task_state), ch->host != NULL,
+        value(ch->host), ch->node != NULL, value(ch->node), (int)ch->set_power_state,
+        (long long)ch->power_state, ch->availability_zone, (json_t *)ch->request_spec,
+        (int)ch->launched, now, (int)ch->reset_progress, now, uuid, any_vm, vm[0], vm[1], vm[2],
+        vm[3], vm[4], vm[5], vm[6], vm[7], any_task, task[0], task[1], task[2], task[3], task[4],
+        task[5], task[6], task[7], none_task, ch->expect_host, ch->expect_host,
+        (int)ch->expect_has_host);
+    (void)none_vm; /* vm_state is never None */
+    if (n < 0) {
+        nb_db_rollback(db);
+        return NB_TRANSITION_ERROR;
+    }
+    if (n == 0 && found && nb_instance_state(db, ctx, uuid, found) < 0) {
+        nb_db_rollback(db);
+        return NB_TRANSITION_ERROR;
+    }
+    if (nb_db_commit(db, ctx) < 0)
+        return NB_TRANSITION_ERROR;
+    return n > 0 ? NB_TRANSITION_MOVED : NB_TRANSITION_LOST;
+}
+
+/* The rows hanging off a deleted instance, in the caller's transaction. */
+static int destroy_children(struct nb_db *db, struct nb_ctx *ctx, const char *uuid, const char *now)
+{
+    if (nb_db_exec(db, ctx,
+                   "UPDATE instance_metadata SET deleted = id WHERE instance_uuid = ? AND "
+                   "deleted = 0",
+                   "s", uuid) < 0 ||
+        nb_db_exec(db, ctx,
+                   "UPDATE instance_system_metadata SET deleted = id WHERE instance_uuid = ? AND "
+                   "deleted = 0",
+                   "s", uuid) < 0 ||
+        nb_db_exec(db, ctx,
+                   "UPDATE block_device_mapping SET deleted = id, deleted_at = ? WHERE "
+                   "instance_uuid = ? AND deleted = 0",
+                   "ss", now, uuid) < 0 ||
+        nb_db_exec(db, ctx,
+                   "UPDATE instance_faults SET deleted = id WHERE instance_uuid = ? AND "
+                   "deleted = 0",
+                   "s", uuid) < 0 ||
+        nb_db_exec(db, ctx,
+                   "UPDATE instance_info_caches SET deleted = id, deleted_at = ? WHERE "
+                   "instance_uuid = ? AND deleted = 0",
+                   "ss", now, uuid) < 0 ||
+        nb_db_exec(db, ctx, "DELETE FROM tags WHERE resource_id = ?", "s", uuid) < 0 ||
+        nb_db_exec(db, ctx, "DELETE FROM instance_group_member WHERE instance_uuid = ?", "s",
+                   uuid) < 0)
+        return -1;
+    return 0;
+}
+
+int nb_instance_destroy(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
+                        bool only_unscheduled, bool guest_gone)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    if (nb_db_begin(db, ctx) < 0)
+        return -1;
+    int n = nb_db_exec(db, ctx,
+                       "UPDATE instances SET deleted = id, vm_state = ?, task_state = NULL, "
+                       "progress = 0, power_state = CASE WHEN ? THEN ? ELSE power_state END, "
+                       "terminated_at = ?, deleted_at = ?, updated_at = ? WHERE uuid = ? AND "
+                       "deleted = 0 AND (NOT ? OR host IS NULL OR host = '')",
+                       "sbissssb", NB_VM_DELETED, (int)guest_gone, (long long)NB_POWER_NOSTATE, now,
+                       now, now, uuid, (int)only_unscheduled);
+    if (n < 0 || ((n > 0 || !only_unscheduled) && destroy_children(db, ctx, uuid, now) < 0)) {
+        nb_db_rollback(db);
+        return -1;
+    }
+    if (nb_db_commit(db, ctx) < 0)
+        return -1;
+    return n > 0 ? 1 : 0;
+}
