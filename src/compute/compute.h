@@ -19,7 +19,8 @@
  *        {"error": "…", "code": 404|501}; the API answers 409 when the
  *        instance has no host and 404/501 as the agent says.
  *   conductor -> "scheduler" call:
- *     select_destinations {"instance_uuid", "spec": {...}} -> {"host", "node",
+ *     select_destinations {"instance_uuid", "spec": <request spec JSON,
+        compute/objects/request_spec.h>} -> {"host", "node",
  *        "rp_uuid"} or {"error": "No valid host was found. …", "details": "…"}
  *   conductor -> "compute.<host>" cast / call: build_and_run_instance,
  *     start/stop/reboot/terminate_instance, pause/unpause/suspend/

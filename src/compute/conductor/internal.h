@@ -14,6 +14,8 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+struct nb_request_spec;
+
 #define LOG_COND "nubo.conductor.manager"
 
 /* Nova's event names. */
@@ -118,7 +120,7 @@ json_t *cond_reconcile_disk_format(struct conductor *c, struct nb_ctx *ctx, json
  * Nova's BuildAbortException reason in why and the service's message in
  * details (both n bytes); ports made before the failure are gone again. */
 int cond_allocate_networks(struct conductor *c, struct nb_ctx *ctx, const json_t *row,
-                           const char *host, const char *az, const json_t *rspec,
+                           const char *host, const char *az, const struct nb_request_spec *rspec,
                            json_t **network_info, char *why, char *details, size_t n);
 /* Writes (inserts or replaces) the instance's instance_info_caches row, in
  * the caller's transaction if any. 0/-1 (error in ctx). */

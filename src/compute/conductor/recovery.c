@@ -35,6 +35,7 @@
 #include "compute/compute.h"
 #include "compute/conductor/internal.h"
 #include "compute/objects/instance.h"
+#include "compute/objects/request_spec.h"
 #include "db/db.h"
 #include "placement/placement.h"
 
@@ -148,11 +149,16 @@ static void reschedule_interrupted_build(struct conductor *c, struct nb_ctx *act
 {
     cond_cast_compute(c, actx, host, "destroy_guest", json_pack("{s:s}", "uuid", uuid));
     _cleanup_json_ json_t *row = cond_instance_get(c, actx, uuid);
-    _cleanup_json_ json_t *rspec = nb_json_parse(row ? nb_json_str(row, "request_spec") : NULL);
-    json_t *retry = json_object_get(rspec, "retry");
-    long long done = nb_json_int(retry, "num_attempts", 0);
-    if (json_is_object(retry) && done > 0)
-        json_object_set_new(retry, "num_attempts", json_integer(done - 1));
+    _cleanup_json_ json_t *stored = nb_json_parse(row ? nb_json_str(row, "request_spec") : NULL);
+    _cleanup_json_ json_t *rspec = NULL;
+    if (json_is_object(stored)) {
+        struct nb_request_spec spec;
+        nb_request_spec_from_json(&spec, stored);
+        if (spec.num_attempts > 0)
+            spec.num_attempts--;
+        rspec = nb_request_spec_to_json(&spec);
+        nb_request_spec_free(&spec);
+    }
     int n = (int)nb_instance_transition(c->db, actx, uuid,
                                         &(struct nb_instance_change){
                                             .expect_task = {task},
@@ -160,7 +166,7 @@ static void reschedule_interrupted_build(struct conductor *c, struct nb_ctx *act
                                             .task_state = NB_TASK_SCHEDULING,
                                             .host = NB_NONE,
                                             .node = NB_NONE,
-                                            .request_spec = json_is_object(rspec) ? rspec : NULL,
+                                            .request_spec = rspec,
                                         },
                                         NULL);
     cond_clear_error(actx);
