@@ -104,6 +104,11 @@ int nb_event_finish(struct nb_db *db, struct nb_ctx *ctx, const char *instance_u
 /* Records an instance fault. 0/-1. */
 int nb_fault_add(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid, int code,
                  const char *message, const char *details, const char *host);
+/* The instance's newest live fault recorded at or after since (an ISO
+ * time; NULL: any): {"code", "message", "details", "host", "created_at"},
+ * new ref, or NULL (none, or an error on ctx). */
+json_t *nb_fault_latest(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid,
+                        const char *since);
 
 /* Registers (or refreshes) the service row of a control-plane role of this
  * process — binary "nova-conductor" / "nova-scheduler" on host — and keeps

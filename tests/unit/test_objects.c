@@ -162,6 +162,52 @@ static void test_transition_error(void **state)
     assert_int_equal(nb_instance_transition(db, &ctx, U2, &ch, NULL), NB_TRANSITION_MOVED);
 }
 
+/* Whether rows (of nb_instance_list_in_state) hold uuid. */
+static bool has_uuid(const json_t *rows, const char *uuid)
+{
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r)
+        if (!strcmp(nb_json_str(r, "uuid"), uuid))
+            return true;
+    return false;
+}
+
+static void test_list_in_state(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    long long before = nb_db_int(db, &ctx, 0, "SELECT COALESCE(MAX(id), 0) FROM instances", "");
+    const char *l1 = "00000000-0000-0000-0000-0000000000b1";
+    const char *l2 = "00000000-0000-0000-0000-0000000000b2";
+    const char *l3 = "00000000-0000-0000-0000-0000000000b3";
+    add_instance(l1);
+    add_instance(l2);
+    add_instance(l3);
+    assert_int_equal(
+        nb_db_exec(db, &ctx, "UPDATE instances SET task_state = NULL WHERE uuid = ?", "s", l2), 1);
+    assert_int_equal(nb_db_exec(db, &ctx, "UPDATE instances SET task_state = ? WHERE uuid = ?",
+                                "ss", NB_TASK_SPAWNING, l3),
+                     1);
+    struct nb_instance_filter f = {
+        .vm = {NB_VM_BUILDING}, .task = {NB_NONE, NB_TASK_SCHEDULING}, .max_id = 1000000};
+    json_t *rows = nb_instance_list_in_state(db, &ctx, &f);
+    assert_true(has_uuid(rows, l1));
+    assert_true(has_uuid(rows, l2));
+    assert_false(has_uuid(rows, l3));
+    json_decref(rows);
+    /* only rows that existed at max_id */
+    f.max_id = before;
+    rows = nb_instance_list_in_state(db, &ctx, &f);
+    assert_false(has_uuid(rows, l1));
+    json_decref(rows);
+    /* any state: all three */
+    rows = nb_instance_list_in_state(db, &ctx, &(struct nb_instance_filter){.max_id = 1000000});
+    assert_true(has_uuid(rows, l1) && has_uuid(rows, l2) && has_uuid(rows, l3));
+    json_decref(rows);
+}
+
 /* ---- destroy ------------------------------------------------------------------ */
 
 static void test_destroy(void **state)
@@ -427,6 +473,7 @@ int main(void)
     const struct CMUnitTest with_db[] = {
         cmocka_unit_test(test_transition_moves_and_loses),
         cmocka_unit_test(test_transition_error),
+        cmocka_unit_test(test_list_in_state),
         cmocka_unit_test(test_destroy),
         cmocka_unit_test(test_migrations),
     };

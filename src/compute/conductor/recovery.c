@@ -186,12 +186,11 @@ static void reschedule_interrupted_build(struct conductor *c, struct nb_ctx *act
  * the agent does not answer, ERROR. */
 static void resume_interrupted_builds(struct conductor *c, struct nb_ctx *ctx, json_t *waited)
 {
-    _cleanup_json_ json_t *rows = nb_db_rows(
+    _cleanup_json_ json_t *rows = nb_instance_list_in_state(
         c->db, ctx,
-        "SELECT uuid, host, task_state FROM instances WHERE deleted = 0 AND vm_state = "
-        "'building' AND task_state IN ('networking', 'block_device_mapping', 'spawning') AND "
-        "id <= ? ORDER BY id",
-        "i", c->last_id_at_start);
+        &(struct nb_instance_filter){.vm = {NB_VM_BUILDING},
+                                     .task = {NB_TASK_NETWORKING, NB_TASK_BDM, NB_TASK_SPAWNING},
+                                     .max_id = c->last_id_at_start});
     cond_clear_error(ctx);
     size_t i;
     json_t *r;
@@ -364,21 +363,20 @@ static void wait_for_computes(struct conductor *c, struct nb_ctx *ctx, json_t *w
  * past scheduling (then its host's agent is asked). */
 static bool has_builds_to_resume(struct conductor *c, struct nb_ctx *ctx)
 {
-    long long n = nb_db_int(c->db, ctx, 0,
-                            "SELECT COUNT(*) FROM instances WHERE deleted = 0 AND vm_state = "
-                            "'building' AND id <= ?",
-                            "i", c->last_id_at_start);
+    _cleanup_json_ json_t *rows = nb_instance_list_in_state(
+        c->db, ctx,
+        &(struct nb_instance_filter){.vm = {NB_VM_BUILDING}, .max_id = c->last_id_at_start});
     cond_clear_error(ctx);
-    return n > 0;
+    return json_array_size(rows) > 0;
 }
 
 static void resume_builds(struct conductor *c, struct nb_ctx *ctx)
 {
-    _cleanup_json_ json_t *rows = nb_db_rows(
+    _cleanup_json_ json_t *rows = nb_instance_list_in_state(
         c->db, ctx,
-        "SELECT uuid, task_state FROM instances WHERE deleted = 0 AND vm_state = 'building' AND "
-        "(task_state IS NULL OR task_state = 'scheduling') AND id <= ? ORDER BY id",
-        "i", c->last_id_at_start);
+        &(struct nb_instance_filter){.vm = {NB_VM_BUILDING},
+                                     .task = {NB_NONE, NB_TASK_SCHEDULING},
+                                     .max_id = c->last_id_at_start});
     cond_clear_error(ctx);
     if (json_array_size(rows) && !wait_for("scheduler", 30))
         NB_ERROR(LOG_COND, ctx, NULL, "the scheduler does not answer; scheduling anyway");
@@ -407,14 +405,14 @@ static void resume_builds(struct conductor *c, struct nb_ctx *ctx)
 /* Deletes and power actions left in a task state: run them again. */
 static void resume_actions(struct conductor *c, struct nb_ctx *ctx, json_t *waited)
 {
-    _cleanup_json_ json_t *rows = nb_db_rows(
+    _cleanup_json_ json_t *rows = nb_instance_list_in_state(
         c->db, ctx,
-        "SELECT uuid, host, task_state FROM instances WHERE deleted = 0 AND task_state IN "
-        "('deleting', 'powering-on', 'powering-off', 'rebooting', 'rebooting_hard', "
-        "'reboot_pending', 'reboot_pending_hard', 'reboot_started', 'reboot_started_hard', "
-        "'pausing', 'unpausing', 'suspending', 'resuming') "
-        "AND id <= ? ORDER BY id",
-        "i", c->last_id_at_start);
+        &(struct nb_instance_filter){
+            .task = {NB_TASK_DELETING, NB_TASK_POWERING_ON, NB_TASK_POWERING_OFF, NB_TASK_REBOOTING,
+                     NB_TASK_REBOOTING_HARD, NB_TASK_REBOOT_PENDING, NB_TASK_REBOOT_PENDING_HARD,
+                     NB_TASK_REBOOT_STARTED, NB_TASK_REBOOT_STARTED_HARD, NB_TASK_PAUSING,
+                     NB_TASK_UNPAUSING, NB_TASK_SUSPENDING, NB_TASK_RESUMING},
+            .max_id = c->last_id_at_start});
     cond_clear_error(ctx);
     size_t i;
     json_t *r;
@@ -456,12 +454,12 @@ static void resume_actions(struct conductor *c, struct nb_ctx *ctx, json_t *wait
  * the image_* task state (the snapshot is not retried). */
 static void clear_interrupted_snapshots(struct conductor *c, struct nb_ctx *ctx)
 {
-    _cleanup_json_ json_t *rows =
-        nb_db_rows(c->db, ctx,
-                   "SELECT uuid, task_state FROM instances WHERE deleted = 0 AND task_state IN "
-                   "('image_snapshot', 'image_snapshot_pending', 'image_pending_upload', "
-                   "'image_uploading') AND id <= ? ORDER BY id",
-                   "i", c->last_id_at_start);
+    _cleanup_json_ json_t *rows = nb_instance_list_in_state(
+        c->db, ctx,
+        &(struct nb_instance_filter){
+            .task = {NB_TASK_IMAGE_SNAPSHOT, NB_TASK_IMAGE_SNAPSHOT_PENDING,
+                     NB_TASK_IMAGE_PENDING_UPLOAD, NB_TASK_IMAGE_UPLOADING},
+            .max_id = c->last_id_at_start});
     cond_clear_error(ctx);
     size_t i;
     json_t *r;

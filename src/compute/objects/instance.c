@@ -23,22 +23,22 @@ static const char *value(const char *s)
     return s == NB_NONE ? NULL : s;
 }
 
-/* The expected set as bound slots: NB_NONE entries become *none = true,
- * the others fill slots[]; *any when the set is empty. */
-static void expect_slots(const char *const set[NB_EXPECT_MAX], const char *slots[NB_EXPECT_MAX],
-                         int *any, int *none)
+/* The expected set (n entries, ending at the first NULL) as bound slots:
+ * NB_NONE entries become *none = true, the others fill slots[0..n); *any
+ * when the set is empty. */
+static void expect_slots(const char *const *set, const char **slots, int n, int *any, int *none)
 {
-    int n = 0;
+    int k = 0;
     *any = 1;
     *none = 0;
-    for (int i = 0; i < NB_EXPECT_MAX; i++)
+    for (int i = 0; i < n; i++)
         slots[i] = NULL;
-    for (int i = 0; i < NB_EXPECT_MAX && set[i]; i++) {
+    for (int i = 0; i < n && set[i]; i++) {
         *any = 0;
         if (set[i] == NB_NONE)
             *none = 1;
         else
-            slots[n++] = set[i];
+            slots[k++] = set[i];
     }
 }
 
@@ -61,6 +61,20 @@ int nb_instance_state(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
     return 0;
 }
 
+json_t *nb_instance_get(struct nb_db *db, struct nb_ctx *ctx, const char *uuid, bool with_deleted)
+{
+    return nb_db_row(db, ctx,
+                     with_deleted ? "SELECT * FROM instances WHERE uuid = ?"
+                                  : "SELECT * FROM instances WHERE uuid = ? AND deleted = 0",
+                     "s", uuid);
+}
+
+json_t *nb_instance_list_by_name(struct nb_db *db, struct nb_ctx *ctx, const char *display_name)
+{
+    return nb_db_rows(db, ctx, "SELECT * FROM instances WHERE display_name = ? AND deleted = 0",
+                      "s", display_name);
+}
+
 #define SLOTS8 "(?, ?, ?, ?, ?, ?, ?, ?)"
 
 enum nb_transition nb_instance_transition(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
@@ -69,8 +83,8 @@ enum nb_transition nb_instance_transition(struct nb_db *db, struct nb_ctx *ctx, 
 {
     const char *vm[NB_EXPECT_MAX], *task[NB_EXPECT_MAX];
     int any_vm, none_vm, any_task, none_task;
-    expect_slots(ch->expect_vm, vm, &any_vm, &none_vm);
-    expect_slots(ch->expect_task, task, &any_task, &none_task);
+    expect_slots(ch->expect_vm, vm, NB_EXPECT_MAX, &any_vm, &none_vm);
+    expect_slots(ch->expect_task, task, NB_EXPECT_MAX, &any_task, &none_task);
     char now[32];
     nb_now_iso_us(now);
     if (nb_db_begin(db, ctx) < 0)
@@ -111,6 +125,28 @@ enum nb_transition nb_instance_transition(struct nb_db *db, struct nb_ctx *ctx, 
     if (nb_db_commit(db, ctx) < 0)
         return NB_TRANSITION_ERROR;
     return n > 0 ? NB_TRANSITION_MOVED : NB_TRANSITION_LOST;
+}
+
+#define SLOTS16 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+json_t *nb_instance_list_in_state(struct nb_db *db, struct nb_ctx *ctx,
+                                  const struct nb_instance_filter *f)
+{
+    const char *vm[NB_EXPECT_MAX], *t[NB_FILTER_TASK_MAX];
+    int any_vm, none_vm, any_task, none_task;
+    expect_slots(f->vm, vm, NB_EXPECT_MAX, &any_vm, &none_vm);
+    expect_slots(f->task, t, NB_FILTER_TASK_MAX, &any_task, &none_task);
+    (void)none_vm;
+    return nb_db_rows(db, ctx,
+                      "SELECT uuid, host, vm_state, task_state FROM instances WHERE deleted = 0 "
+                      "AND (? OR vm_state IN " SLOTS8 ") AND (? OR task_state IN " SLOTS16
+                      " OR (? AND task_state IS NULL)) AND id <= ? ORDER BY id",
+                      "bssssssss"
+                      "bssssssssssssssssb"
+                      "i",
+                      any_vm, vm[0], vm[1], vm[2], vm[3], vm[4], vm[5], vm[6], vm[7], any_task,
+                      t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11],
+                      t[12], t[13], t[14], t[15], none_task, f->max_id);
 }
 
 /* The rows hanging off a deleted instance, in the caller's transaction. */

@@ -76,6 +76,30 @@ enum nb_transition nb_instance_transition(struct nb_db *db, struct nb_ctx *ctx, 
 int nb_instance_state(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
                       struct nb_instance_found *found);
 
+/* The instance row (all columns) by uuid: new ref, or NULL (none, or an
+ * error on ctx). with_deleted: soft-deleted rows too. */
+json_t *nb_instance_get(struct nb_db *db, struct nb_ctx *ctx, const char *uuid, bool with_deleted);
+/* The live instance rows named display_name: new array (maybe empty), or
+ * NULL on error. */
+json_t *nb_instance_list_by_name(struct nb_db *db, struct nb_ctx *ctx, const char *display_name);
+
+#define NB_FILTER_TASK_MAX 16
+
+/* Which live instances nb_instance_list_in_state returns: vm_state in vm
+ * and task_state in task (lists as the expected states above: empty is
+ * any, NB_NONE in task is None) and id <= max_id (rows that existed
+ * when max_id was read). */
+struct nb_instance_filter {
+    const char *vm[NB_EXPECT_MAX];
+    const char *task[NB_FILTER_TASK_MAX];
+    long long max_id;
+};
+
+/* The live instances f selects, by id: new array of {"uuid", "host",
+ * "vm_state", "task_state"} (maybe empty), or NULL on error. */
+json_t *nb_instance_list_in_state(struct nb_db *db, struct nb_ctx *ctx,
+                                  const struct nb_instance_filter *f);
+
 /* Soft-deletes instance uuid as Nova's instance.destroy() after the
  * compute manager's (or the API's local) delete: deleted = id, deleted_at,
  * terminated_at, vm_state deleted, task_state None, progress 0, and the

@@ -1,6 +1,7 @@
 /* objects.c - the action/event/fault records every compute part writes,
  * and the instance as the agent sees it (see compute.h). */
 #include "compute/compute.h"
+#include "compute/objects/block_device.h"
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "common/util.h"
@@ -116,6 +117,16 @@ int nb_fault_add(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid
                : 0;
 }
 
+json_t *nb_fault_latest(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid,
+                        const char *since)
+{
+    return nb_db_row(db, ctx,
+                     "SELECT code, message, details, host, created_at FROM instance_faults WHERE "
+                     "instance_uuid = ? AND deleted = 0 AND (? IS NULL OR created_at >= ?) "
+                     "ORDER BY id DESC LIMIT 1",
+                     "sss", instance_uuid, since, since);
+}
+
 /* The instance as the agent (and the metadata service) gets it. */
 json_t *nb_instance_agent_view(struct nb_db *db, struct nb_ctx *ctx, const json_t *row)
 {
@@ -148,10 +159,7 @@ json_t *nb_instance_agent_view(struct nb_db *db, struct nb_ctx *ctx, const json_
                 json_string(nb_json_str(m, "value") ? nb_json_str(m, "value") : ""));
     }
     json_object_set_new(inst, "metadata", meta);
-    json_t *bdms = nb_db_rows(db, ctx,
-                              "SELECT * FROM block_device_mapping WHERE instance_uuid = ? AND "
-                              "deleted = 0 ORDER BY boot_index IS NULL, boot_index, id",
-                              "s", uuid);
+    json_t *bdms = nb_bdm_rows(db, ctx, uuid);
     json_object_set_new(inst, "block_device_mapping", bdms ? bdms : json_array());
     return inst;
 }
