@@ -2,8 +2,8 @@
  * instance helpers every workflow uses.
  *
  * Concurrency rule: every state transition is one conditional UPDATE
- * ("… WHERE task_state = <expected> AND deleted = 0") committed before the
- * next step is announced. A workflow whose UPDATE changes no row has lost a
+ * ("… WHERE task_state = <expected> AND deleted = 0": nb_instance_transition,
+ * compute/objects/instance.h) committed before the next step is announced. A workflow whose UPDATE changes no row has lost a
  * race (typically to a delete) and cleans up only what it created itself:
  * its allocation, its guest. */
 #ifndef NB_CONDUCTOR_INTERNAL_H

@@ -127,6 +127,17 @@ enum nb_transition nb_instance_transition(struct nb_db *db, struct nb_ctx *ctx, 
     return n > 0 ? NB_TRANSITION_MOVED : NB_TRANSITION_LOST;
 }
 
+int nb_instance_default_root_device(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
+                                    const char *name)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    return nb_db_exec(db, ctx,
+                      "UPDATE instances SET root_device_name = ?, updated_at = ? WHERE uuid = ? "
+                      "AND deleted = 0 AND root_device_name IS NULL",
+                      "sss", name, now, uuid);
+}
+
 #define SLOTS16 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 
 json_t *nb_instance_list_in_state(struct nb_db *db, struct nb_ctx *ctx,

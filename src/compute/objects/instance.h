@@ -83,6 +83,12 @@ json_t *nb_instance_get(struct nb_db *db, struct nb_ctx *ctx, const char *uuid, 
  * NULL on error. */
 json_t *nb_instance_list_by_name(struct nb_db *db, struct nb_ctx *ctx, const char *display_name);
 
+/* Sets root_device_name to name unless the instance has one (Nova's
+ * default_root_device_name at the block_device_mapping step). Joins the
+ * caller's transaction. Rows changed (0/1), or -1. */
+int nb_instance_default_root_device(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
+                                    const char *name);
+
 #define NB_FILTER_TASK_MAX 16
 
 /* Which live instances nb_instance_list_in_state returns: vm_state in vm
