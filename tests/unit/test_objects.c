@@ -50,18 +50,22 @@ static int teardown_db(void **state)
     return 0;
 }
 
-/* An instance row as a create stores it (building / scheduling). */
+/* An instance as a create stores it (building / scheduling). */
 static void add_instance(const char *uuid)
 {
     struct nb_ctx ctx;
     nb_ctx_init_system(&ctx, NULL);
-    assert_int_equal(
-        nb_db_exec(db, &ctx,
-                   "INSERT INTO instances (uuid, project_id, user_id, vm_state, "
-                   "task_state, power_state, flavor, created_at) VALUES (?, 'p1', 'u1', ?, "
-                   "?, 0, '{}', '2026-01-01T00:00:00Z')",
-                   "sss", uuid, NB_VM_BUILDING, NB_TASK_SCHEDULING),
-        1);
+    json_t *flavor = json_pack("{s:i, s:i}", "vcpus", 1, "memory_mb", 512);
+    struct nb_instance_new in = {.uuid = uuid,
+                                 .project_id = "p1",
+                                 .user_id = "u1",
+                                 .display_name = "vm",
+                                 .flavor = flavor,
+                                 .image_ref = "",
+                                 .vcpus = 1,
+                                 .memory_mb = 512};
+    assert_int_equal(nb_instance_create(db, &ctx, &in), 0);
+    json_decref(flavor);
 }
 
 static json_t *row_of(const char *uuid)
@@ -82,13 +86,25 @@ static void test_transition_moves_and_loses(void **state)
     struct nb_ctx ctx;
     nb_ctx_init_system(&ctx, NULL);
     struct nb_instance_found found;
+    json_t *r = row_of(U1); /* as created */
+    assert_string_equal(nb_json_str(r, "vm_state"), NB_VM_BUILDING);
+    assert_string_equal(nb_json_str(r, "task_state"), NB_TASK_SCHEDULING);
+    assert_int_equal(nb_json_int(r, "power_state", -1), NB_POWER_NOSTATE);
+    assert_int_equal(nb_json_int(r, "memory_mb", 0), 512);
+    assert_non_null(nb_json_str(r, "created_at"));
+    json_decref(r);
+    /* the same uuid twice: 409 */
+    struct nb_instance_new dup = {.uuid = U1, .project_id = "p1", .user_id = "u1", .image_ref = ""};
+    assert_int_equal(nb_instance_create(db, &ctx, &dup), -1);
+    assert_int_equal(ctx.err_status, 409);
+    nb_ctx_init_system(&ctx, NULL);
     /* scheduling -> networking on h1: moved, host and node set */
     struct nb_instance_change to_net = {.expect_task = {NB_TASK_SCHEDULING},
                                         .task_state = NB_TASK_NETWORKING,
                                         .host = "h1",
                                         .node = "n1"};
     assert_int_equal(nb_instance_transition(db, &ctx, U1, &to_net, &found), NB_TRANSITION_MOVED);
-    json_t *r = row_of(U1);
+    r = row_of(U1);
     assert_string_equal(nb_json_str(r, "task_state"), NB_TASK_NETWORKING);
     assert_string_equal(nb_json_str(r, "host"), "h1");
     assert_string_equal(nb_json_str(r, "node"), "n1");

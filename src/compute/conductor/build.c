@@ -508,6 +508,22 @@ static void host_unreachable(struct conductor *c, struct nb_ctx *ctx, const char
     reschedule_from(c, ctx, uuid, host, message, again);
 }
 
+int cond_build_spawned(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *task,
+                       const char *host)
+{
+    return (int)nb_instance_transition(c->db, ctx, uuid,
+                                       &(struct nb_instance_change){
+                                           .expect_task = {task},
+                                           .expect_host = host,
+                                           .vm_state = NB_VM_ACTIVE,
+                                           .task_state = NB_NONE,
+                                           .set_power_state = true,
+                                           .power_state = NB_POWER_RUNNING,
+                                           .launched = true,
+                                       },
+                                       NULL);
+}
+
 void cond_build_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
 {
     const char *uuid = nb_json_str(args, "uuid");
@@ -523,17 +539,7 @@ void cond_build_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
         cond_clear_error(ctx);
         return;
     }
-    int n = (int)nb_instance_transition(c->db, ctx, uuid,
-                                        &(struct nb_instance_change){
-                                            .expect_task = {NB_TASK_SPAWNING},
-                                            .expect_host = host,
-                                            .vm_state = NB_VM_ACTIVE,
-                                            .task_state = NB_NONE,
-                                            .set_power_state = true,
-                                            .power_state = NB_POWER_RUNNING,
-                                            .launched = true,
-                                        },
-                                        NULL);
+    int n = cond_build_spawned(c, ctx, uuid, NB_TASK_SPAWNING, host);
     if (n == 1) {
         cond_event_finish(c, ctx, uuid, EV_SPAWN, true, NULL);
         cond_event_finish(c, ctx, uuid, EV_BUILD, true, NULL);

@@ -3,8 +3,8 @@
  *
  * Concurrency rule: every state transition is one conditional UPDATE
  * ("… WHERE task_state = <expected> AND deleted = 0": nb_instance_transition,
- * compute/objects/instance.h) committed before the next step is announced. A workflow whose UPDATE changes no row has lost a
- * race (typically to a delete) and cleans up only what it created itself:
+ * compute/objects/instance.h) committed before the next step is announced. A workflow whose UPDATE
+ * changes no row has lost a race (typically to a delete) and cleans up only what it created itself:
  * its allocation, its guest. */
 #ifndef NB_CONDUCTOR_INTERNAL_H
 #define NB_CONDUCTOR_INTERNAL_H
@@ -79,6 +79,11 @@ int cond_cast_compute(struct conductor *c, struct nb_ctx *ctx, const char *host,
 /* build.c */
 void cond_build_instance(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
 void cond_build_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+/* The guest is running on host: the build ends ACTIVE (task None, power
+ * RUNNING, launched now) if the instance is still in task on host. The
+ * transition's result: 1 moved, 0 lost the race, -1 error. */
+int cond_build_spawned(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *task,
+                       const char *host);
 
 /* actions.c */
 void cond_power_action(struct conductor *c, struct nb_ctx *ctx, const char *method, json_t *args);

@@ -117,17 +117,7 @@ static void fail_interrupted_build(struct conductor *c, struct nb_ctx *actx, con
 static void finish_spawned_build(struct conductor *c, struct nb_ctx *actx, const char *uuid,
                                  const char *host, const char *task)
 {
-    int n = (int)nb_instance_transition(c->db, actx, uuid,
-                                        &(struct nb_instance_change){
-                                            .expect_task = {task},
-                                            .expect_host = host,
-                                            .vm_state = NB_VM_ACTIVE,
-                                            .task_state = NB_NONE,
-                                            .set_power_state = true,
-                                            .power_state = NB_POWER_RUNNING,
-                                            .launched = true,
-                                        },
-                                        NULL);
+    int n = cond_build_spawned(c, actx, uuid, task, host);
     cond_clear_error(actx);
     if (n != 1)
         return;

@@ -42,6 +42,33 @@ static void expect_slots(const char *const *set, const char **slots, int n, int 
     }
 }
 
+int nb_instance_create(struct nb_db *db, struct nb_ctx *ctx, const struct nb_instance_new *in)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    return nb_db_exec(
+               db, ctx,
+               "INSERT INTO instances (uuid, project_id, user_id, display_name, "
+               "display_description, hostname, vm_state, task_state, power_state, "
+               "availability_zone, instance_type_id, flavor, image_ref, key_name, key_data, "
+               "user_data, config_drive, reservation_id, launch_index, access_ip_v4, "
+               "access_ip_v6, progress, root_device_name, locked, request_spec, created_at, "
+               "updated_at, vcpus, memory_mb, root_gb, ephemeral_gb, kernel_id, ramdisk_id, "
+               "auto_disk_config, trusted_certs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
+               "?, ?, ?, COALESCE(?, ''), ?, ?, ?, ?, 0, ?, 0, COALESCE(?, '{}'), ?, ?, ?, ?, ?, "
+               "?, COALESCE(?, ''), COALESCE(?, ''), ?, ?)",
+               "ssssssssisijssssssisssjssiiiissbj", in->uuid, in->project_id, in->user_id,
+               in->display_name, in->display_description, in->hostname, NB_VM_BUILDING,
+               NB_TASK_SCHEDULING, (long long)NB_POWER_NOSTATE, in->availability_zone,
+               in->instance_type_id, (json_t *)in->flavor, in->image_ref, in->key_name,
+               in->key_data, in->user_data, in->config_drive, in->reservation_id, in->launch_index,
+               in->access_ip_v4, in->access_ip_v6, in->root_device_name, (json_t *)in->request_spec,
+               now, now, in->vcpus, in->memory_mb, in->root_gb, in->ephemeral_gb, in->kernel_id,
+               in->ramdisk_id, (int)in->auto_disk_config, (json_t *)in->trusted_certs) < 0
+               ? -1
+               : 0;
+}
+
 int nb_instance_state(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
                       struct nb_instance_found *found)
 {

@@ -76,6 +76,34 @@ enum nb_transition nb_instance_transition(struct nb_db *db, struct nb_ctx *ctx, 
 int nb_instance_state(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
                       struct nb_instance_found *found);
 
+/* A new instance as the API's create stores it (NULL: none). */
+struct nb_instance_new {
+    const char *uuid, *project_id, *user_id;
+    const char *display_name, *display_description, *hostname;
+    const char *availability_zone;
+    long long instance_type_id;
+    const json_t *flavor;  /* the flavor with its extra_specs */
+    const char *image_ref; /* "" when booting from volume */
+    const char *key_name, *key_data, *user_data;
+    const char *config_drive; /* "True" or "" as Nova stores it */
+    const char *reservation_id;
+    long long launch_index;
+    const char *access_ip_v4, *access_ip_v6;
+    const char *root_device_name;
+    const json_t *request_spec;
+    long long vcpus, memory_mb, root_gb, ephemeral_gb;
+    const char *kernel_id, *ramdisk_id;
+    bool auto_disk_config;
+    const json_t *trusted_certs; /* array or NULL */
+};
+
+/* Inserts the instance as a boot leaves it for the conductor: vm_state
+ * building, task_state scheduling, power state NOSTATE, progress 0,
+ * unlocked, created_at = updated_at = now (config_drive, kernel_id,
+ * ramdisk_id NULL: "", request_spec NULL: {}). Joins the caller's
+ * transaction. 0/-1 (a duplicate uuid: 409). */
+int nb_instance_create(struct nb_db *db, struct nb_ctx *ctx, const struct nb_instance_new *in);
+
 /* The instance row (all columns) by uuid: new ref, or NULL (none, or an
  * error on ctx). with_deleted: soft-deleted rows too. */
 json_t *nb_instance_get(struct nb_db *db, struct nb_ctx *ctx, const char *uuid, bool with_deleted);
