@@ -2,7 +2,7 @@
  * schema-style input error (see api.h). */
 #include "compute/api/api.h"
 #include "common/json.h"
-#include "compute/api/resources.h"
+#include "compute/api/validate.h"
 
 #include <stdlib.h>
 
