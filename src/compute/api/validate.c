@@ -497,6 +497,12 @@ int nb_res_bad_field(struct nb_ctx *ctx, const char *field, const json_t *value,
                     why);
 }
 
+int nb_compute_bad_field(struct nb_ctx *ctx, const char *field, const json_t *value,
+                         const char *why)
+{
+    return nb_res_bad_field(ctx, field, value, why);
+}
+
 /* --- JSON body checks ------------------------------------------------------------------- */
 
 int nb_res_only_keys(struct nb_ctx *ctx, const char *field, const json_t *obj,
