@@ -242,8 +242,61 @@ static void group_rows(json_t *obj, json_t *rows, const char *key)
     }
 }
 
-static int load_page_data(struct nb_ctx *ctx, json_t *rows, const struct nb_srv_view_opts *o,
-                          bool ext_attr, bool host_status, struct page_data *d)
+/* obj[key], a list created on first use, gets value appended. */
+static void append_to(json_t *obj, const char *key, json_t *value)
+{
+    json_t *list = json_object_get(obj, key);
+    if (!list) {
+        list = json_array();
+        json_object_set_new(obj, key, list);
+    }
+    json_array_append(list, value);
+}
+
+/* The keys a page's lookups go by: all UUIDs, those that may have a fault
+ * (ERROR or DELETED), those past building (they may show addresses), and
+ * the distinct hosts. */
+struct page_keys {
+    json_t *uuids, *faulted, *built, *hosts;
+};
+
+static void page_keys_collect(json_t *rows, struct page_keys *k)
+{
+    k->uuids = json_array();
+    k->faulted = json_array();
+    k->built = json_array();
+    k->hosts = json_array();
+    json_t *seen_hosts = json_object();
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        const char *u = row_str(r, "uuid");
+        json_array_append_new(k->uuids, json_string(u));
+        const char *st = row_status(r);
+        if (!strcmp(st, "ERROR") || !strcmp(st, "DELETED"))
+            json_array_append_new(k->faulted, json_string(u));
+        const char *vm = row_str(r, "vm_state");
+        if (!vm || strcmp(vm, NB_VM_BUILDING))
+            json_array_append_new(k->built, json_string(u));
+        const char *h = row_str(r, "host");
+        if (h && *h && !json_object_get(seen_hosts, h)) {
+            json_object_set_new(seen_hosts, h, json_true());
+            json_array_append_new(k->hosts, json_string(h));
+        }
+    }
+    json_decref(seen_hosts);
+}
+
+static void page_keys_free(struct page_keys *k)
+{
+    json_decref(k->uuids);
+    json_decref(k->faulted);
+    json_decref(k->built);
+    json_decref(k->hosts);
+}
+
+/* The empty maps of a page and its base URLs. */
+static void page_data_init(struct page_data *d)
 {
     memset(d, 0, sizeof(*d));
     d->metadata = json_object();
@@ -260,35 +313,20 @@ static int load_page_data(struct nb_ctx *ctx, json_t *rows, const struct nb_srv_
     d->nw_info = json_object();
     d->url_v21 = nb_srv_url_v21();
     d->url_bookmark = nb_srv_url_bookmark();
-    json_t *uuids = json_array(), *faulted = json_array(), *hosts = json_array();
-    json_t *built = json_array(); /* not building: may show addresses */
-    json_t *seen_hosts = json_object();
+}
+
+/* The steps of load_page_data: each fills its map of d for the given keys.
+ * 0, or -1 after a database error. */
+static int load_metadata(struct nb_ctx *ctx, struct page_data *d, json_t *uuids)
+{
+    json_t *res = rows_for_ids(ctx,
+                               "SELECT instance_uuid, key, value FROM instance_metadata "
+                               "WHERE deleted = 0 AND instance_uuid",
+                               " ORDER BY id", uuids);
+    if (!res)
+        return -1;
     size_t i;
     json_t *r;
-    json_array_foreach (rows, i, r) {
-        const char *u = row_str(r, "uuid");
-        json_array_append_new(uuids, json_string(u));
-        const char *st = row_status(r);
-        if (!strcmp(st, "ERROR") || !strcmp(st, "DELETED"))
-            json_array_append_new(faulted, json_string(u));
-        const char *vm = row_str(r, "vm_state");
-        if (!vm || strcmp(vm, NB_VM_BUILDING))
-            json_array_append_new(built, json_string(u));
-        const char *h = row_str(r, "host");
-        if (h && *h && !json_object_get(seen_hosts, h)) {
-            json_object_set_new(seen_hosts, h, json_true());
-            json_array_append_new(hosts, json_string(h));
-        }
-    }
-    int rc = -1;
-    json_t *res = NULL;
-
-    res = rows_for_ids(ctx,
-                       "SELECT instance_uuid, key, value FROM instance_metadata "
-                       "WHERE deleted = 0 AND instance_uuid",
-                       " ORDER BY id", uuids);
-    if (!res)
-        goto out;
     json_array_foreach (res, i, r) {
         const char *u = row_str(r, "instance_uuid");
         json_t *m = json_object_get(d->metadata, u);
@@ -301,134 +339,176 @@ static int load_page_data(struct nb_ctx *ctx, json_t *rows, const struct nb_srv_
                             json_is_string(v) ? json_incref(v) : json_string(""));
     }
     json_decref(res);
+    return 0;
+}
 
-    if (json_array_size(faulted)) {
-        res = rows_for_ids(ctx,
-                           "SELECT instance_uuid, code, message, details, host, created_at "
-                           "FROM instance_faults WHERE instance_uuid",
-                           " ORDER BY created_at DESC, id DESC", faulted);
-        if (!res)
-            goto out;
-        json_array_foreach (res, i, r) {
-            const char *u = row_str(r, "instance_uuid");
-            if (!json_object_get(d->faults, u))
-                json_object_set(d->faults, u, r);
-        }
-        json_decref(res);
-        if (!ctx->is_admin && json_object_size(d->faults)) {
-            json_t *hn =
-                nb_db_rows(nb_srv_db(), ctx,
-                           "SELECT DISTINCT host AS h FROM compute_nodes WHERE deleted = 0 "
-                           "UNION SELECT DISTINCT hypervisor_hostname FROM compute_nodes "
-                           "WHERE deleted = 0 UNION SELECT DISTINCT host FROM services "
-                           "WHERE deleted = 0",
-                           "");
-            if (!hn)
-                goto out;
-            json_array_foreach (hn, i, r) {
-                json_t *h = json_object_get(r, "h");
-                if (json_is_string(h) && json_string_length(h) >= 3)
-                    json_array_append(d->hidden_hosts, h);
-            }
-            json_decref(hn);
-        }
+/* The host names a non-admin must not see in fault details. */
+static int load_hidden_hosts(struct nb_ctx *ctx, struct page_data *d)
+{
+    json_t *hn = nb_db_rows(nb_srv_db(), ctx,
+                            "SELECT DISTINCT host AS h FROM compute_nodes WHERE deleted = 0 "
+                            "UNION SELECT DISTINCT hypervisor_hostname FROM compute_nodes "
+                            "WHERE deleted = 0 UNION SELECT DISTINCT host FROM services "
+                            "WHERE deleted = 0",
+                            "");
+    if (!hn)
+        return -1;
+    size_t i;
+    json_t *r;
+    json_array_foreach (hn, i, r) {
+        json_t *h = json_object_get(r, "h");
+        if (json_is_string(h) && json_string_length(h) >= 3)
+            json_array_append(d->hidden_hosts, h);
     }
+    json_decref(hn);
+    return 0;
+}
 
-    if (json_array_size(built)) {
-        res = rows_for_ids(ctx,
-                           "SELECT instance_uuid, network_info FROM instance_info_caches "
-                           "WHERE network_info IS NOT NULL AND network_info != '[]' AND "
-                           "instance_uuid",
-                           "", built);
-        if (!res)
-            goto out;
-        json_array_foreach (res, i, r) {
-            json_t *nw = nb_json_parse(row_str(r, "network_info"));
-            if (json_is_array(nw))
-                json_object_set_new(d->nw_info, row_str(r, "instance_uuid"), nw);
-            else
-                json_decref(nw);
-        }
-        json_decref(res);
+static int load_faults(struct nb_ctx *ctx, struct page_data *d, json_t *faulted)
+{
+    if (!json_array_size(faulted))
+        return 0;
+    json_t *res = rows_for_ids(ctx,
+                               "SELECT instance_uuid, code, message, details, host, created_at "
+                               "FROM instance_faults WHERE instance_uuid",
+                               " ORDER BY created_at DESC, id DESC", faulted);
+    if (!res)
+        return -1;
+    size_t i;
+    json_t *r;
+    json_array_foreach (res, i, r) {
+        const char *u = row_str(r, "instance_uuid");
+        if (!json_object_get(d->faults, u))
+            json_object_set(d->faults, u, r);
     }
+    json_decref(res);
+    if (!ctx->is_admin && json_object_size(d->faults))
+        return load_hidden_hosts(ctx, d);
+    return 0;
+}
 
-    if (o->show_extended_volumes) {
-        res = rows_for_ids(ctx,
-                           "SELECT instance_uuid, volume_id, delete_on_termination FROM "
-                           "block_device_mapping WHERE deleted = 0 AND volume_id IS NOT NULL "
-                           "AND volume_id != '' AND instance_uuid",
-                           " ORDER BY id", uuids);
-        if (!res)
-            goto out;
-        group_rows(d->volumes, res, "instance_uuid");
-        json_decref(res);
+static int load_network_info(struct nb_ctx *ctx, struct page_data *d, json_t *built)
+{
+    if (!json_array_size(built))
+        return 0;
+    json_t *res = rows_for_ids(ctx,
+                               "SELECT instance_uuid, network_info FROM instance_info_caches "
+                               "WHERE network_info IS NOT NULL AND network_info != '[]' AND "
+                               "instance_uuid",
+                               "", built);
+    if (!res)
+        return -1;
+    size_t i;
+    json_t *r;
+    json_array_foreach (res, i, r) {
+        json_t *nw = nb_json_parse(row_str(r, "network_info"));
+        if (json_is_array(nw))
+            json_object_set_new(d->nw_info, row_str(r, "instance_uuid"), nw);
+        else
+            json_decref(nw);
     }
+    json_decref(res);
+    return 0;
+}
 
-    if (nb_ctx_mv_ge(ctx, 2, 26)) {
-        res = rows_for_ids(ctx, "SELECT resource_id, tag FROM tags WHERE resource_id",
-                           " ORDER BY tag", uuids);
-        if (!res)
-            goto out;
-        json_array_foreach (res, i, r) {
-            const char *u = row_str(r, "resource_id");
-            json_t *list = json_object_get(d->tags, u);
-            if (!list) {
-                list = json_array();
-                json_object_set_new(d->tags, u, list);
-            }
-            json_array_append(list, json_object_get(r, "tag"));
-        }
-        json_decref(res);
-    }
+static int load_volumes(struct nb_ctx *ctx, struct page_data *d, json_t *uuids)
+{
+    json_t *res = rows_for_ids(ctx,
+                               "SELECT instance_uuid, volume_id, delete_on_termination FROM "
+                               "block_device_mapping WHERE deleted = 0 AND volume_id IS NOT NULL "
+                               "AND volume_id != '' AND instance_uuid",
+                               " ORDER BY id", uuids);
+    if (!res)
+        return -1;
+    group_rows(d->volumes, res, "instance_uuid");
+    json_decref(res);
+    return 0;
+}
 
-    if (o->show_server_groups) {
-        res = rows_for_ids(ctx,
-                           "SELECT m.instance_uuid, g.uuid FROM instance_group_member m JOIN "
-                           "instance_groups g ON g.id = m.group_id WHERE g.deleted = 0 AND "
-                           "m.instance_uuid",
-                           "", uuids);
-        if (!res)
-            goto out;
-        json_array_foreach (res, i, r) {
-            const char *u = row_str(r, "instance_uuid");
-            json_t *list = json_object_get(d->groups, u);
-            if (!list) {
-                list = json_array();
-                json_object_set_new(d->groups, u, list);
-            }
-            json_array_append(list, json_object_get(r, "uuid"));
-        }
-        json_decref(res);
-    }
+static int load_tags(struct nb_ctx *ctx, struct page_data *d, json_t *uuids)
+{
+    json_t *res = rows_for_ids(ctx, "SELECT resource_id, tag FROM tags WHERE resource_id",
+                               " ORDER BY tag", uuids);
+    if (!res)
+        return -1;
+    size_t i;
+    json_t *r;
+    json_array_foreach (res, i, r)
+        append_to(d->tags, row_str(r, "resource_id"), json_object_get(r, "tag"));
+    json_decref(res);
+    return 0;
+}
 
-    if (host_status && json_array_size(hosts)) {
-        res = rows_for_ids(ctx,
-                           "SELECT host, disabled, forced_down, last_seen_up, updated_at, "
-                           "created_at FROM services WHERE deleted = 0 AND binary = 'nova-compute' "
-                           "AND host",
-                           "", hosts);
-        if (!res)
-            goto out;
-        json_array_foreach (res, i, r)
-            json_object_set(d->services, row_str(r, "host"), r);
-        json_decref(res);
-    }
+static int load_groups(struct nb_ctx *ctx, struct page_data *d, json_t *uuids)
+{
+    json_t *res = rows_for_ids(ctx,
+                               "SELECT m.instance_uuid, g.uuid FROM instance_group_member m JOIN "
+                               "instance_groups g ON g.id = m.group_id WHERE g.deleted = 0 AND "
+                               "m.instance_uuid",
+                               "", uuids);
+    if (!res)
+        return -1;
+    size_t i;
+    json_t *r;
+    json_array_foreach (res, i, r)
+        append_to(d->groups, row_str(r, "instance_uuid"), json_object_get(r, "uuid"));
+    json_decref(res);
+    return 0;
+}
 
-    if (o->show_az) {
-        json_array_foreach (hosts, i, r) {
-            char *az = nb_host_availability_zone(ctx, json_string_value(r));
-            json_object_set_new(d->zones, json_string_value(r), json_string(az ? az : ""));
-            free(az);
-        }
+static int load_services(struct nb_ctx *ctx, struct page_data *d, json_t *hosts)
+{
+    if (!json_array_size(hosts))
+        return 0;
+    json_t *res = rows_for_ids(ctx,
+                               "SELECT host, disabled, forced_down, last_seen_up, updated_at, "
+                               "created_at FROM services WHERE deleted = 0 AND binary = "
+                               "'nova-compute' AND host",
+                               "", hosts);
+    if (!res)
+        return -1;
+    size_t i;
+    json_t *r;
+    json_array_foreach (res, i, r)
+        json_object_set(d->services, row_str(r, "host"), r);
+    json_decref(res);
+    return 0;
+}
+
+static void load_zones(struct nb_ctx *ctx, struct page_data *d, json_t *hosts)
+{
+    size_t i;
+    json_t *r;
+    json_array_foreach (hosts, i, r) {
+        char *az = nb_host_availability_zone(ctx, json_string_value(r));
+        json_object_set_new(d->zones, json_string_value(r), json_string(az ? az : ""));
+        free(az);
     }
+}
+
+/* Loads what the views of rows need from other tables into d (which the
+ * caller frees with page_data_free on success; freed here on failure):
+ * only the tables the options and microversion show. 0/-1. */
+static int load_page_data(struct nb_ctx *ctx, json_t *rows, const struct nb_srv_view_opts *o,
+                          bool ext_attr, bool host_status, struct page_data *d)
+{
     (void)ext_attr;
+    page_data_init(d);
+    struct page_keys k;
+    page_keys_collect(rows, &k);
+    int rc = -1;
+    if (load_metadata(ctx, d, k.uuids) < 0 || load_faults(ctx, d, k.faulted) < 0 ||
+        load_network_info(ctx, d, k.built) < 0 ||
+        (o->show_extended_volumes && load_volumes(ctx, d, k.uuids) < 0) ||
+        (nb_ctx_mv_ge(ctx, 2, 26) && load_tags(ctx, d, k.uuids) < 0) ||
+        (o->show_server_groups && load_groups(ctx, d, k.uuids) < 0) ||
+        (host_status && load_services(ctx, d, k.hosts) < 0))
+        goto out;
+    if (o->show_az)
+        load_zones(ctx, d, k.hosts);
     rc = 0;
 out:
-    json_decref(uuids);
-    json_decref(faulted);
-    json_decref(built);
-    json_decref(hosts);
-    json_decref(seen_hosts);
+    page_keys_free(&k);
     if (rc < 0)
         page_data_free(d);
     return rc;
@@ -623,103 +703,157 @@ static void put_links(struct nb_srv_buf *b, bool *first, const struct page_data 
     nb_srv_buf_lit(b, "}]");
 }
 
-static void write_server(struct nb_srv_buf *b, struct nb_ctx *ctx, const json_t *inst,
-                         const struct nb_srv_view_opts *o, bool ext_attr, bool host_status,
-                         struct page_data *d)
+/* One server being written: the row, the page's data, the options. */
+struct server_out {
+    struct nb_srv_buf *b;
+    bool first; /* no key written yet */
+    struct nb_ctx *ctx;
+    const json_t *inst;
+    const struct nb_srv_view_opts *o;
+    struct page_data *d;
+    bool ext_attr, host_status;
+    const char *uuid, *host, *status;
+};
+
+/* The keys every view has, from "id" to "progress". */
+static void write_base(struct server_out *w)
 {
+    struct nb_srv_buf *b = w->b;
+    bool *first = &w->first;
+    struct nb_ctx *ctx = w->ctx;
+    const json_t *inst = w->inst;
+    const char *uuid = w->uuid, *host = w->host, *status = w->status;
+    struct page_data *d = w->d;
+    const struct nb_srv_view_opts *o = w->o;
     struct view_env env = {ctx, d};
-    const char *uuid = row_str(inst, "uuid");
     const char *project = row_str(inst, "project_id");
-    const char *host = row_str(inst, "host");
-    const char *status = row_status(inst);
     const char *ip4 = row_str(inst, "access_ip_v4"), *ip6 = row_str(inst, "access_ip_v6");
     const char *image_ref = row_str(inst, "image_ref");
     const char *flavor = row_str(inst, "flavor");
     char hkey[512];
     snprintf(hkey, sizeof(hkey), "%s/%s", project ? project : "", host ? host : "");
-    bool first = true;
-    nb_srv_buf_raw(b, "{", 1);
-    nb_srv_buf_put_str(b, &first, "id", uuid);
-    nb_srv_buf_put_str(b, &first, "name", row_str(inst, "display_name") ?: "");
-    nb_srv_buf_put_str(b, &first, "status", status);
-    nb_srv_buf_put_str(b, &first, "tenant_id", project ?: "");
-    nb_srv_buf_put_str(b, &first, "user_id", row_str(inst, "user_id") ?: "");
+    nb_srv_buf_put_str(b, first, "id", uuid);
+    nb_srv_buf_put_str(b, first, "name", row_str(inst, "display_name") ?: "");
+    nb_srv_buf_put_str(b, first, "status", status);
+    nb_srv_buf_put_str(b, first, "tenant_id", project ?: "");
+    nb_srv_buf_put_str(b, first, "user_id", row_str(inst, "user_id") ?: "");
     json_t *meta = json_object_get(d->metadata, uuid);
     if (meta)
-        nb_srv_buf_put_json(b, &first, "metadata", meta);
+        nb_srv_buf_put_json(b, first, "metadata", meta);
     else
-        nb_srv_buf_put_raw(b, &first, "metadata", "{}");
-    nb_srv_buf_put_raw(b, &first, "hostId", cached_text(d->host_ids, hkey, make_host_id, &env));
-    nb_srv_buf_put_raw(b, &first, "image",
+        nb_srv_buf_put_raw(b, first, "metadata", "{}");
+    nb_srv_buf_put_raw(b, first, "hostId", cached_text(d->host_ids, hkey, make_host_id, &env));
+    nb_srv_buf_put_raw(b, first, "image",
                        cached_text(d->image_views, image_ref ? image_ref : "", make_image, &env));
-    nb_srv_buf_put_raw(b, &first, "flavor",
+    nb_srv_buf_put_raw(b, first, "flavor",
                        cached_text(d->flavor_views, flavor ? flavor : "", make_flavor, &env));
     const char *upd = row_str(inst, "updated_at");
-    put_time(b, &first, "created", row_str(inst, "created_at"), true);
-    put_time(b, &first, "updated", upd ? upd : row_str(inst, "created_at"), true);
+    put_time(b, first, "created", row_str(inst, "created_at"), true);
+    put_time(b, first, "updated", upd ? upd : row_str(inst, "created_at"), true);
     /* Nova hides the addresses of a building server; the extended keys are
      * shown wherever the extended status is (GET always, PUT from 2.75) */
-    nb_srv_buf_key(b, "addresses", &first);
+    nb_srv_buf_key(b, "addresses", first);
     nb_srv_write_addresses(b, json_object_get(d->nw_info, uuid), o->show_extended_status);
-    nb_srv_buf_put_str(b, &first, "accessIPv4", ip4 ? ip4 : "");
-    nb_srv_buf_put_str(b, &first, "accessIPv6", ip6 ? ip6 : "");
-    put_links(b, &first, d, uuid);
-    nb_srv_buf_put_str(b, &first, "OS-DCF:diskConfig",
+    nb_srv_buf_put_str(b, first, "accessIPv4", ip4 ? ip4 : "");
+    nb_srv_buf_put_str(b, first, "accessIPv6", ip6 ? ip6 : "");
+    put_links(b, first, d, uuid);
+    nb_srv_buf_put_str(b, first, "OS-DCF:diskConfig",
                        nb_json_int(inst, "auto_disk_config", 0) ? "AUTO" : "MANUAL");
     if (!strcmp(status, "ERROR") || !strcmp(status, "DELETED")) {
         json_t *f = json_object_get(d->faults, uuid);
         if (f) {
             json_t *fv = fault_view(ctx, f, d->hidden_hosts);
-            nb_srv_buf_put_json(b, &first, "fault", fv);
+            nb_srv_buf_put_json(b, first, "fault", fv);
             json_decref(fv);
         }
     }
     if (is_progress_status(status))
-        nb_srv_buf_put_int(b, &first, "progress", nb_json_int(inst, "progress", 0));
+        nb_srv_buf_put_int(b, first, "progress", nb_json_int(inst, "progress", 0));
+}
+
+/* Zone, config drive, key name and usage times (as the options say). */
+static void write_optional(struct server_out *w)
+{
+    struct nb_srv_buf *b = w->b;
+    bool *first = &w->first;
+    const json_t *inst = w->inst;
+    const char *host = w->host;
+    struct page_data *d = w->d;
+    const struct nb_srv_view_opts *o = w->o;
     if (o->show_az) {
         const char *az = NULL;
         if (host && *host)
             az = json_string_value(json_object_get(d->zones, host));
         else
             az = row_str(inst, "availability_zone");
-        nb_srv_buf_put_str(b, &first, "OS-EXT-AZ:availability_zone", az ? az : "");
+        nb_srv_buf_put_str(b, first, "OS-EXT-AZ:availability_zone", az ? az : "");
     }
     if (o->show_config_drive)
-        nb_srv_buf_put_str(b, &first, "config_drive", row_str(inst, "config_drive") ?: "");
+        nb_srv_buf_put_str(b, first, "config_drive", row_str(inst, "config_drive") ?: "");
     if (o->show_keypair)
-        nb_srv_buf_put_str(b, &first, "key_name", row_str(inst, "key_name"));
+        nb_srv_buf_put_str(b, first, "key_name", row_str(inst, "key_name"));
     if (o->show_srv_usg) {
-        put_time(b, &first, "OS-SRV-USG:launched_at", row_str(inst, "launched_at"), false);
-        put_time(b, &first, "OS-SRV-USG:terminated_at", row_str(inst, "terminated_at"), false);
+        put_time(b, first, "OS-SRV-USG:launched_at", row_str(inst, "launched_at"), false);
+        put_time(b, first, "OS-SRV-USG:terminated_at", row_str(inst, "terminated_at"), false);
     }
-    if (ext_attr) {
-        nb_srv_buf_put_str(b, &first, "OS-EXT-SRV-ATTR:host", host);
-        nb_srv_buf_put_str(b, &first, "OS-EXT-SRV-ATTR:instance_name", uuid);
-        nb_srv_buf_put_str(b, &first, "OS-EXT-SRV-ATTR:hypervisor_hostname", row_str(inst, "node"));
+}
+
+/* The OS-EXT-SRV-ATTR keys (admins by default). */
+static void write_ext_attrs(struct server_out *w)
+{
+    struct nb_srv_buf *b = w->b;
+    bool *first = &w->first;
+    struct nb_ctx *ctx = w->ctx;
+    const json_t *inst = w->inst;
+    const char *uuid = w->uuid;
+    const char *host = w->host;
+    const struct nb_srv_view_opts *o = w->o;
+    if (w->ext_attr) {
+        nb_srv_buf_put_str(b, first, "OS-EXT-SRV-ATTR:host", host);
+        nb_srv_buf_put_str(b, first, "OS-EXT-SRV-ATTR:instance_name", uuid);
+        nb_srv_buf_put_str(b, first, "OS-EXT-SRV-ATTR:hypervisor_hostname", row_str(inst, "node"));
         if (nb_ctx_mv_ge(ctx, 2, 3)) {
-            nb_srv_buf_put_str(b, &first, "OS-EXT-SRV-ATTR:reservation_id",
+            nb_srv_buf_put_str(b, first, "OS-EXT-SRV-ATTR:reservation_id",
                                row_str(inst, "reservation_id"));
-            nb_srv_buf_put_int(b, &first, "OS-EXT-SRV-ATTR:launch_index",
+            nb_srv_buf_put_int(b, first, "OS-EXT-SRV-ATTR:launch_index",
                                nb_json_int(inst, "launch_index", 0));
-            nb_srv_buf_put_str(b, &first, "OS-EXT-SRV-ATTR:hostname", row_str(inst, "hostname"));
-            nb_srv_buf_put_str(b, &first, "OS-EXT-SRV-ATTR:kernel_id", row_str(inst, "kernel_id"));
-            nb_srv_buf_put_str(b, &first, "OS-EXT-SRV-ATTR:ramdisk_id",
-                               row_str(inst, "ramdisk_id"));
-            nb_srv_buf_put_str(b, &first, "OS-EXT-SRV-ATTR:root_device_name",
+            nb_srv_buf_put_str(b, first, "OS-EXT-SRV-ATTR:hostname", row_str(inst, "hostname"));
+            nb_srv_buf_put_str(b, first, "OS-EXT-SRV-ATTR:kernel_id", row_str(inst, "kernel_id"));
+            nb_srv_buf_put_str(b, first, "OS-EXT-SRV-ATTR:ramdisk_id", row_str(inst, "ramdisk_id"));
+            nb_srv_buf_put_str(b, first, "OS-EXT-SRV-ATTR:root_device_name",
                                row_str(inst, "root_device_name"));
             if (o->show_user_data)
-                nb_srv_buf_put_str(b, &first, "OS-EXT-SRV-ATTR:user_data",
+                nb_srv_buf_put_str(b, first, "OS-EXT-SRV-ATTR:user_data",
                                    row_str(inst, "user_data"));
         }
     }
+}
+
+/* The OS-EXT-STS keys. */
+static void write_ext_status(struct server_out *w)
+{
+    struct nb_srv_buf *b = w->b;
+    bool *first = &w->first;
+    const json_t *inst = w->inst;
+    const struct nb_srv_view_opts *o = w->o;
     if (o->show_extended_status) {
-        nb_srv_buf_put_str(b, &first, "OS-EXT-STS:task_state", row_str(inst, "task_state"));
-        nb_srv_buf_put_str(b, &first, "OS-EXT-STS:vm_state", row_str(inst, "vm_state"));
-        nb_srv_buf_put_int(b, &first, "OS-EXT-STS:power_state",
-                           nb_json_int(inst, "power_state", 0));
+        nb_srv_buf_put_str(b, first, "OS-EXT-STS:task_state", row_str(inst, "task_state"));
+        nb_srv_buf_put_str(b, first, "OS-EXT-STS:vm_state", row_str(inst, "vm_state"));
+        nb_srv_buf_put_int(b, first, "OS-EXT-STS:power_state", nb_json_int(inst, "power_state", 0));
     }
+}
+
+/* "os-extended-volumes:volumes_attached". */
+static void write_volumes(struct server_out *w)
+{
+    struct nb_srv_buf *b = w->b;
+    bool *first = &w->first;
+    struct nb_ctx *ctx = w->ctx;
+    const char *uuid = w->uuid;
+    struct page_data *d = w->d;
+    const struct nb_srv_view_opts *o = w->o;
     if (o->show_extended_volumes) {
-        nb_srv_buf_key(b, "os-extended-volumes:volumes_attached", &first);
+        nb_srv_buf_key(b, "os-extended-volumes:volumes_attached", first);
         nb_srv_buf_raw(b, "[", 1);
         json_t *bdms = json_object_get(d->volumes, uuid);
         size_t i;
@@ -737,44 +871,81 @@ static void write_server(struct nb_srv_buf *b, struct nb_ctx *ctx, const json_t 
         }
         nb_srv_buf_raw(b, "]", 1);
     }
-    if (nb_ctx_mv_ge(ctx, 2, 16) && host_status) {
+}
+
+/* The keys later microversions add (2.16 to 2.90, and server groups). */
+static void write_later_keys(struct server_out *w)
+{
+    struct nb_srv_buf *b = w->b;
+    bool *first = &w->first;
+    struct nb_ctx *ctx = w->ctx;
+    const json_t *inst = w->inst;
+    const char *uuid = w->uuid;
+    const char *host = w->host;
+    struct page_data *d = w->d;
+    const struct nb_srv_view_opts *o = w->o;
+    if (nb_ctx_mv_ge(ctx, 2, 16) && w->host_status) {
         const char *hs = "";
         if (host && *host)
             hs = host_status_of(json_object_get(d->services, host));
-        nb_srv_buf_put_str(b, &first, "host_status", hs);
+        nb_srv_buf_put_str(b, first, "host_status", hs);
     }
     if (nb_ctx_mv_ge(ctx, 2, 9)) {
         const char *lb = row_str(inst, "locked_by");
-        nb_srv_buf_put_raw(b, &first, "locked", lb && *lb ? "true" : "false");
+        nb_srv_buf_put_raw(b, first, "locked", lb && *lb ? "true" : "false");
     }
     if (nb_ctx_mv_ge(ctx, 2, 73))
-        nb_srv_buf_put_str(b, &first, "locked_reason", row_str(inst, "locked_reason"));
+        nb_srv_buf_put_str(b, first, "locked_reason", row_str(inst, "locked_reason"));
     if (nb_ctx_mv_ge(ctx, 2, 19))
-        nb_srv_buf_put_str(b, &first, "description", row_str(inst, "display_description"));
+        nb_srv_buf_put_str(b, first, "description", row_str(inst, "display_description"));
     if (nb_ctx_mv_ge(ctx, 2, 26)) {
         json_t *tags = json_object_get(d->tags, uuid);
         if (tags)
-            nb_srv_buf_put_json(b, &first, "tags", tags);
+            nb_srv_buf_put_json(b, first, "tags", tags);
         else
-            nb_srv_buf_put_raw(b, &first, "tags", "[]");
+            nb_srv_buf_put_raw(b, first, "tags", "[]");
     }
     if (nb_ctx_mv_ge(ctx, 2, 63)) {
         json_t *tc = nb_json_parse(row_str(inst, "trusted_certs"));
         if (json_is_array(tc) && json_array_size(tc))
-            nb_srv_buf_put_json(b, &first, "trusted_image_certificates", tc);
+            nb_srv_buf_put_json(b, first, "trusted_image_certificates", tc);
         else
-            nb_srv_buf_put_raw(b, &first, "trusted_image_certificates", "null");
+            nb_srv_buf_put_raw(b, first, "trusted_image_certificates", "null");
         json_decref(tc);
     }
-    if (nb_ctx_mv_ge(ctx, 2, 90) && !ext_attr)
-        nb_srv_buf_put_str(b, &first, "OS-EXT-SRV-ATTR:hostname", row_str(inst, "hostname"));
+    if (nb_ctx_mv_ge(ctx, 2, 90) && !w->ext_attr)
+        nb_srv_buf_put_str(b, first, "OS-EXT-SRV-ATTR:hostname", row_str(inst, "hostname"));
     if (o->show_server_groups) {
         json_t *g = json_object_get(d->groups, uuid);
         if (g)
-            nb_srv_buf_put_json(b, &first, "server_groups", g);
+            nb_srv_buf_put_json(b, first, "server_groups", g);
         else
-            nb_srv_buf_put_raw(b, &first, "server_groups", "[]");
+            nb_srv_buf_put_raw(b, first, "server_groups", "[]");
     }
+}
+
+static void write_server(struct nb_srv_buf *b, struct nb_ctx *ctx, const json_t *inst,
+                         const struct nb_srv_view_opts *o, bool ext_attr, bool host_status,
+                         struct page_data *d)
+{
+    struct server_out w = {.b = b,
+                           .first = true,
+                           .ctx = ctx,
+                           .inst = inst,
+                           .o = o,
+                           .d = d,
+                           .ext_attr = ext_attr,
+                           .host_status = host_status,
+                           .uuid = row_str(inst, "uuid"),
+                           .host = row_str(inst, "host"),
+                           .status = row_status(inst)};
+    nb_srv_buf_raw(b, "{", 1);
+    write_base(&w);
+    write_optional(&w);
+    write_ext_attrs(&w);
+    write_ext_status(&w);
+    write_volumes(&w);
+    write_later_keys(&w);
     nb_srv_buf_raw(b, "}", 1);
 }
 
