@@ -395,15 +395,10 @@ static int parse_sort(struct nb_ctx *ctx, json_t *q, struct list_req *l)
     return 0;
 }
 
-/* Parses and checks the request; fills l. Returns 0/-1. */
-static int parse_list_request(struct nb_ctx *ctx, struct nb_req *req, bool detail,
-                              struct list_req *l)
+/* Nova's remove_invalid_options and the filters no one may use: the
+ * options a caller keeps (paging and sorting aside) go to l->opts. 0/-1. */
+static int keep_list_options(struct nb_ctx *ctx, json_t *q, struct list_req *l)
 {
-    memset(l, 0, sizeof(*l));
-    json_t *q = nb_srv_query_all(req);
-    int rc = -1;
-    if (validate_list_query(ctx, q) < 0)
-        goto out;
     int minor = ctx->mv_major == 2 ? ctx->mv_minor : 1;
     l->opts = json_object();
     const char *key;
@@ -416,47 +411,53 @@ static int parse_list_request(struct nb_ctx *ctx, struct nb_req *req, bool detai
         /* remove_invalid_options: non-admins keep only their options */
         if (!ctx->is_admin && (!f || f->user_minor < 0 || f->user_minor > minor))
             continue;
-        if (is_joined_table_param(key) || key[0] == '_') {
-            nb_error(ctx, 400, NULL, "Invalid filter field: %s.", key);
-            goto out;
-        }
+        if (is_joined_table_param(key) || key[0] == '_')
+            return nb_error(ctx, 400, NULL, "Invalid filter field: %s.", key);
         json_object_set(l->opts, key, vals);
     }
+    return 0;
+}
 
+/* status=… becomes vm_state/task_state filters (none that match: an empty
+ * list, or 400 from 2.38). 0/-1. */
+static int status_filter(struct nb_ctx *ctx, json_t *q, struct list_req *l)
+{
     json_t *statuses = json_object_get(q, "status");
     json_object_del(l->opts, "status");
-    if (statuses) {
-        json_t *vms = json_array(), *tasks = json_array();
-        states_from_statuses(statuses, vms, tasks);
-        if (!json_array_size(vms) && !json_array_size(tasks)) {
-            json_decref(vms);
-            json_decref(tasks);
-            if (nb_ctx_mv_ge(ctx, 2, 38)) {
-                nb_error(ctx, 400, NULL, "Invalid status value");
-                goto out;
-            }
-            l->empty = true;
-        } else {
-            json_object_set_new(l->opts, "vm_state", vms);
-            bool has_default = false;
-            size_t i;
-            json_t *v;
-            json_array_foreach (tasks, i, v)
-                has_default = has_default || !strcmp(json_string_value(v), "default");
-            if (!has_default)
-                json_object_set_new(l->opts, "task_state", tasks);
-            else
-                json_decref(tasks);
-        }
+    if (!statuses)
+        return 0;
+    json_t *vms = json_array(), *tasks = json_array();
+    states_from_statuses(statuses, vms, tasks);
+    if (!json_array_size(vms) && !json_array_size(tasks)) {
+        json_decref(vms);
+        json_decref(tasks);
+        if (nb_ctx_mv_ge(ctx, 2, 38))
+            return nb_error(ctx, 400, NULL, "Invalid status value");
+        l->empty = true;
+        return 0;
     }
+    json_object_set_new(l->opts, "vm_state", vms);
+    bool has_default = false;
+    size_t i;
+    json_t *v;
+    json_array_foreach (tasks, i, v)
+        has_default = has_default || !strcmp(json_string_value(v), "default");
+    if (!has_default)
+        json_object_set_new(l->opts, "task_state", tasks);
+    else
+        json_decref(tasks);
+    return 0;
+}
 
+/* changes-since/-before and the deleted filter as Nova derives it. 0/-1. */
+static int deleted_filter(struct nb_ctx *ctx, struct list_req *l)
+{
     const char *since = nb_srv_query_last(l->opts, "changes-since");
     const char *before = nb_srv_query_last(l->opts, "changes-before");
-    if (since && before && nb_time_parse(before) < nb_time_parse(since)) {
-        nb_error(ctx, 400, NULL,
-                 "The value of changes-since must be less than or equal to changes-before.");
-        goto out;
-    }
+    if (since && before && nb_time_parse(before) < nb_time_parse(since))
+        return nb_error(ctx, 400, NULL,
+                        "The value of changes-since must be less than or equal to "
+                        "changes-before.");
     if (!json_object_get(l->opts, "deleted")) {
         if (!since && !before)
             json_object_set_new(l->opts, "deleted", json_pack("[s]", "false"));
@@ -469,60 +470,77 @@ static int parse_list_request(struct nb_ctx *ctx, struct nb_req *req, bool detai
     json_t *vmf = json_object_get(l->opts, "vm_state");
     if (json_array_size(vmf) == 1 &&
         !strcmp(json_string_value(json_array_get(vmf, 0)), "deleted")) {
-        if (!ctx->is_admin) {
-            nb_error(ctx, 403, NULL, "Only administrators may list deleted instances");
-            goto out;
-        }
+        if (!ctx->is_admin)
+            return nb_error(ctx, 403, NULL, "Only administrators may list deleted instances");
         json_object_set_new(l->opts, "deleted", json_pack("[s]", "true"));
     }
+    return 0;
+}
 
+/* 400 for a strict boolean query value that is not one of oslo's words. */
+static int bad_bool_option(struct nb_ctx *ctx, const char *value)
+{
+    return nb_error(ctx, 400, NULL,
+                    "Invalid input received: Unrecognized value '%s', acceptable values are: "
+                    "'0', '1', 'f', 'false', 'n', 'no', 'off', 'on', 't', 'true', 'y', 'yes'",
+                    value);
+}
+
+/* all_tenants (with its policy), locked, and the project filter. 0/-1. */
+static int tenant_filter(struct nb_ctx *ctx, bool detail, struct list_req *l)
+{
     if (json_object_get(l->opts, "all_tenants")) {
         const char *at = nb_srv_query_last(l->opts, "all_tenants");
         int b = *at ? nb_srv_bool_from_string(at, true) : 1;
-        if (b < 0) {
-            nb_error(ctx, 400, NULL,
-                     "Invalid input received: Unrecognized value '%s', acceptable values are: "
-                     "'0', '1', 'f', 'false', 'n', 'no', 'off', 'on', 't', 'true', 'y', 'yes'",
-                     at);
-            goto out;
-        }
+        if (b < 0)
+            return bad_bool_option(ctx, at);
         l->all_tenants = b == 1;
         json_object_del(l->opts, "all_tenants");
     }
     if (json_object_get(l->opts, "locked")) {
         int b = nb_srv_bool_from_string(nb_srv_query_last(l->opts, "locked"), true);
-        if (b < 0) {
-            nb_error(ctx, 400, NULL,
-                     "Invalid input received: Unrecognized value '%s', acceptable values are: "
-                     "'0', '1', 'f', 'false', 'n', 'no', 'off', 'on', 't', 'true', 'y', 'yes'",
-                     nb_srv_query_last(l->opts, "locked"));
-            goto out;
-        }
+        if (b < 0)
+            return bad_bool_option(ctx, nb_srv_query_last(l->opts, "locked"));
         json_object_set_new(l->opts, "locked", json_pack("[s]", b ? "1" : "0"));
     }
     if (l->all_tenants) {
         const char *rule = detail ? "os_compute_api:servers:detail:get_all_tenants"
                                   : "os_compute_api:servers:index:get_all_tenants";
-        if (nb_srv_policy(ctx, rule, ctx->is_admin) < 0)
-            goto out;
-    } else {
-        json_object_del(l->opts, "tenant_id");
-        json_object_set_new(l->opts, "project_id", json_pack("[s]", ctx->project_id));
+        return nb_srv_policy(ctx, rule, ctx->is_admin);
     }
+    json_object_del(l->opts, "tenant_id");
+    json_object_set_new(l->opts, "project_id", json_pack("[s]", ctx->project_id));
+    return 0;
+}
 
+/* limit (at most [api] max_limit) and marker. 0/-1. */
+static int paging(struct nb_ctx *ctx, json_t *q, struct list_req *l)
+{
     long long max_limit = nb_conf_int("api", "max_limit", 1000);
     l->limit = max_limit;
     const char *lim = nb_srv_query_last(q, "limit");
     if (lim) {
         long long v;
         if (nb_srv_query_nonneg_int(ctx, "limit", lim, &v) < 0)
-            goto out;
+            return -1;
         if (v < l->limit)
             l->limit = v;
     }
     const char *marker = nb_srv_query_last(q, "marker");
     l->marker = marker ? strdup(marker) : NULL;
-    if (parse_sort(ctx, q, l) < 0)
+    return 0;
+}
+
+/* Parses and checks the request; fills l. Returns 0/-1. */
+static int parse_list_request(struct nb_ctx *ctx, struct nb_req *req, bool detail,
+                              struct list_req *l)
+{
+    memset(l, 0, sizeof(*l));
+    json_t *q = nb_srv_query_all(req);
+    int rc = -1;
+    if (validate_list_query(ctx, q) < 0 || keep_list_options(ctx, q, l) < 0 ||
+        status_filter(ctx, q, l) < 0 || deleted_filter(ctx, l) < 0 ||
+        tenant_filter(ctx, detail, l) < 0 || paging(ctx, q, l) < 0 || parse_sort(ctx, q, l) < 0)
         goto out;
     rc = 0;
 out:
@@ -598,6 +616,130 @@ static void sql_tag_set(struct nb_srv_sql *q, json_t *tags, bool all)
     "terminated_at, created_at, updated_at, deleted_at, deleted, kernel_id, ramdisk_id, "          \
     "auto_disk_config, trusted_certs"
 
+/* An exact filter: "column IN (…)"; only vm_state and task_state take
+ * several values, the others their last one. */
+static void sql_exact(struct nb_srv_sql *q, const struct filt *f, const char *key, json_t *vals,
+                      const char *last)
+{
+    if (json_array_size(vals) > 1 && strcmp(key, "vm_state") && strcmp(key, "task_state")) {
+        json_t *one = json_pack("[s]", last);
+        sql_in(q, f->column, one);
+        json_decref(one);
+    } else {
+        sql_in(q, f->column, vals);
+    }
+}
+
+/* flavor=<flavorid>: its internal id, or an empty list for none. 0/-1. */
+static int sql_flavor(struct nb_ctx *ctx, struct list_req *l, struct nb_srv_sql *q,
+                      const char *last)
+{
+    json_t *fl =
+        nb_db_row(nb_srv_db(), ctx, "SELECT id FROM flavors WHERE flavorid = ?", "s", last);
+    if (!fl && ctx->err_status)
+        return -1;
+    if (!fl) {
+        l->empty = true;
+    } else {
+        nb_srv_sql_add(q, " AND instance_type_id = %lld", nb_json_int(fl, "id", 0));
+        json_decref(fl);
+    }
+    return 0;
+}
+
+static void sql_changes(struct nb_srv_sql *q, const char *key, const char *last)
+{
+    char buf[32];
+    nb_time_iso(nb_time_parse(last), buf);
+    buf[19] = '\0'; /* compare without the zone: stored stamps are UTC */
+    nb_srv_sql_add(q, " AND updated_at %s ", key[8] == 's' ? ">=" : "<=");
+    if (key[8] == 's') {
+        nb_srv_sql_arg(q, buf);
+    } else {
+        /* "…T10:00:00" <= "…T10:00:00.5" as text: compare on seconds */
+        char upto[40];
+        snprintf(upto, sizeof(upto), "%s.999999", buf);
+        nb_srv_sql_arg(q, upto);
+    }
+}
+
+static void sql_deleted(struct list_req *l, struct nb_srv_sql *q, const char *last)
+{
+    if (!strcmp(last, "true")) {
+        bool soft = true;
+        const char *sd = nb_srv_query_last(l->opts, "soft_deleted");
+        if (sd)
+            soft = nb_srv_bool_from_string(sd, false);
+        nb_srv_sql_add(q, soft ? " AND (deleted != 0 OR vm_state = 'soft-delete')"
+                               : " AND deleted != 0");
+    } else {
+        const char *sd = nb_srv_query_last(l->opts, "soft_deleted");
+        nb_srv_sql_add(q, " AND deleted = 0");
+        if (!sd || !nb_srv_bool_from_string(sd, false))
+            nb_srv_sql_add(q, " AND (vm_state IS NULL OR vm_state != 'soft-delete')");
+    }
+}
+
+/* ip and ip6 in one pass, as Nova's _ip_filter (ip6 is done with ip). 0/-1. */
+static int sql_ip(struct nb_ctx *ctx, struct list_req *l, struct nb_srv_sql *q, const char *key)
+{
+    const char *ip = nb_srv_query_last(l->opts, "ip");
+    if (!strcmp(key, "ip6") && ip)
+        return 0;
+    json_t *ids = nb_srv_uuids_by_ip(ctx, ip, nb_srv_query_last(l->opts, "ip6"));
+    if (!ids)
+        return -1;
+    if (json_array_size(ids)) {
+        nb_srv_sql_add(q, " AND uuid IN ");
+        nb_srv_sql_id_list(q, ids);
+    } else {
+        l->empty = true;
+    }
+    json_decref(ids);
+    return 0;
+}
+
+static void sql_tags(struct nb_srv_sql *q, const char *key, const char *last)
+{
+    json_t *tags = split_commas(last);
+    if (json_array_size(tags)) {
+        bool neg = key[0] == 'n';
+        bool any = strstr(key, "-any") != NULL;
+        nb_srv_sql_add(q, neg ? " AND NOT " : " AND ");
+        sql_tag_set(q, tags, !any);
+    }
+    json_decref(tags);
+}
+
+/* One recognised filter of l.opts into q (regex filters go to l.regs).
+ * 0/-1. */
+static int sql_filter(struct nb_ctx *ctx, struct list_req *l, struct nb_srv_sql *q,
+                      const struct filt *f, const char *key, json_t *vals, const char *last)
+{
+    if (f->kind == F_EXACT) {
+        sql_exact(q, f, key, vals, last);
+    } else if (f->kind == F_REGEX) {
+        if (l->nregs == 32)
+            return nb_error(ctx, 400, NULL, "Too many filters.");
+        if (regcomp(&l->regs[l->nregs], last, REG_EXTENDED | REG_NOSUB) != 0)
+            return nb_error(ctx, 400, NULL, "Invalid filter field: %s.", key);
+        l->reg_cols[l->nregs++] = f->column;
+    } else if (!strcmp(key, "flavor")) {
+        return sql_flavor(ctx, l, q, last);
+    } else if (!strcmp(key, "locked")) {
+        nb_srv_sql_add(q, " AND locked = %d", !strcmp(last, "1"));
+    } else if (!strcmp(key, "changes-since") || !strcmp(key, "changes-before")) {
+        sql_changes(q, key, last);
+    } else if (!strcmp(key, "deleted")) {
+        sql_deleted(l, q, last);
+    } else if (!strcmp(key, "ip") || !strcmp(key, "ip6")) {
+        return sql_ip(ctx, l, q, key);
+    } else if (!strncmp(key, "tags", 4) || !strncmp(key, "not-tags", 8)) {
+        sql_tags(q, key, last);
+    }
+    return 0;
+}
+
 /* Builds the SELECT for the filters in l.opts; regex filters go to l.regs. */
 static int build_list_sql(struct nb_ctx *ctx, struct list_req *l, struct nb_srv_sql *q)
 {
@@ -607,87 +749,8 @@ static int build_list_sql(struct nb_ctx *ctx, struct list_req *l, struct nb_srv_
     json_object_foreach (l->opts, key, vals) {
         const struct filt *f = find_filter(key);
         const char *last = json_string_value(json_array_get(vals, json_array_size(vals) - 1));
-        if (!f || !last)
-            continue;
-        if (f->kind == F_EXACT) {
-            if (json_array_size(vals) > 1 && strcmp(key, "vm_state") && strcmp(key, "task_state")) {
-                json_t *one = json_pack("[s]", last);
-                sql_in(q, f->column, one);
-                json_decref(one);
-            } else {
-                sql_in(q, f->column, vals);
-            }
-        } else if (f->kind == F_REGEX) {
-            if (l->nregs == 32)
-                return nb_error(ctx, 400, NULL, "Too many filters.");
-            if (regcomp(&l->regs[l->nregs], last, REG_EXTENDED | REG_NOSUB) != 0)
-                return nb_error(ctx, 400, NULL, "Invalid filter field: %s.", key);
-            l->reg_cols[l->nregs++] = f->column;
-        } else if (!strcmp(key, "flavor")) {
-            json_t *fl =
-                nb_db_row(nb_srv_db(), ctx, "SELECT id FROM flavors WHERE flavorid = ?", "s", last);
-            if (!fl && ctx->err_status)
-                return -1;
-            if (!fl) {
-                l->empty = true;
-            } else {
-                nb_srv_sql_add(q, " AND instance_type_id = %lld", nb_json_int(fl, "id", 0));
-                json_decref(fl);
-            }
-        } else if (!strcmp(key, "locked")) {
-            nb_srv_sql_add(q, " AND locked = %d", !strcmp(last, "1"));
-        } else if (!strcmp(key, "changes-since") || !strcmp(key, "changes-before")) {
-            char buf[32];
-            nb_time_iso(nb_time_parse(last), buf);
-            buf[19] = '\0'; /* compare without the zone: stored stamps are UTC */
-            nb_srv_sql_add(q, " AND updated_at %s ", key[8] == 's' ? ">=" : "<=");
-            if (key[8] == 's') {
-                nb_srv_sql_arg(q, buf);
-            } else {
-                /* "…T10:00:00" <= "…T10:00:00.5" as text: compare on seconds */
-                char upto[40];
-                snprintf(upto, sizeof(upto), "%s.999999", buf);
-                nb_srv_sql_arg(q, upto);
-            }
-        } else if (!strcmp(key, "deleted")) {
-            if (!strcmp(last, "true")) {
-                bool soft = true;
-                const char *sd = nb_srv_query_last(l->opts, "soft_deleted");
-                if (sd)
-                    soft = nb_srv_bool_from_string(sd, false);
-                nb_srv_sql_add(q, soft ? " AND (deleted != 0 OR vm_state = 'soft-delete')"
-                                       : " AND deleted != 0");
-            } else {
-                const char *sd = nb_srv_query_last(l->opts, "soft_deleted");
-                nb_srv_sql_add(q, " AND deleted = 0");
-                if (!sd || !nb_srv_bool_from_string(sd, false))
-                    nb_srv_sql_add(q, " AND (vm_state IS NULL OR vm_state != 'soft-delete')");
-            }
-        } else if (!strcmp(key, "ip") || !strcmp(key, "ip6")) {
-            /* both in one pass, as Nova's _ip_filter (ip6 is done with ip) */
-            const char *ip = nb_srv_query_last(l->opts, "ip");
-            if (!strcmp(key, "ip6") && ip)
-                continue;
-            json_t *ids = nb_srv_uuids_by_ip(ctx, ip, nb_srv_query_last(l->opts, "ip6"));
-            if (!ids)
-                return -1;
-            if (json_array_size(ids)) {
-                nb_srv_sql_add(q, " AND uuid IN ");
-                nb_srv_sql_id_list(q, ids);
-            } else {
-                l->empty = true;
-            }
-            json_decref(ids);
-        } else if (!strncmp(key, "tags", 4) || !strncmp(key, "not-tags", 8)) {
-            json_t *tags = split_commas(last);
-            if (json_array_size(tags)) {
-                bool neg = key[0] == 'n';
-                bool any = strstr(key, "-any") != NULL;
-                nb_srv_sql_add(q, neg ? " AND NOT " : " AND ");
-                sql_tag_set(q, tags, !any);
-            }
-            json_decref(tags);
-        }
+        if (f && last && sql_filter(ctx, l, q, f, key, vals, last) < 0)
+            return -1;
     }
     nb_srv_sql_add(q, " ORDER BY ");
     size_t i;
