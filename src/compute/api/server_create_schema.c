@@ -125,11 +125,9 @@ static int validate_networks(struct nb_ctx *ctx, const json_t *nets)
     return 0;
 }
 
-static int validate_bdm(struct nb_ctx *ctx, const json_t *b, bool v2)
+/* The keys a mapping may have (v2: block_device_mapping_v2). 0/-1. */
+static int check_bdm_keys(struct nb_ctx *ctx, const json_t *b, bool v2)
 {
-    if (!json_is_object(b))
-        return nb_srv_bad(ctx, v2 ? "block_device_mapping_v2" : "block_device_mapping", b,
-                          "is not of type 'object'");
     bool tag = v2 && (ctx->mv_minor == 32 || nb_ctx_mv_ge(ctx, 2, 42));
     const char *allowed[20] = {"virtual_name", "volume_id",      "snapshot_id",
                                "volume_size",  "device_name",    "delete_on_termination",
@@ -150,6 +148,12 @@ static int validate_bdm(struct nb_ctx *ctx, const json_t *b, bool v2)
     if (nb_srv_check_keys(ctx, v2 ? "block_device_mapping_v2" : "block_device_mapping", b,
                           allowed) < 0)
         return -1;
+    return 0;
+}
+
+/* IDs, size, delete_on_termination, device name and the free-text keys. */
+static int check_bdm_values(struct nb_ctx *ctx, const json_t *b)
+{
     json_t *v;
     if ((v = json_object_get(b, "volume_id")) && nb_srv_check_uuid(ctx, "volume_id", v) < 0)
         return -1;
@@ -175,6 +179,13 @@ static int validate_bdm(struct nb_ctx *ctx, const json_t *b, bool v2)
         if ((v = json_object_get(b, strs[i])) &&
             nb_srv_check_string(ctx, strs[i], v, 0, 255, false) < 0)
             return -1;
+    return 0;
+}
+
+/* source_type, destination_type, uuid and boot_index. */
+static int check_bdm_source(struct nb_ctx *ctx, const json_t *b)
+{
+    json_t *v;
     if ((v = json_object_get(b, "source_type"))) {
         const char *s = json_string_value(v);
         if (!s || (strcmp(s, "volume") && strcmp(s, "image") && strcmp(s, "snapshot") &&
@@ -207,6 +218,13 @@ static int validate_bdm(struct nb_ctx *ctx, const json_t *b, bool v2)
             return nb_srv_bad(ctx, "boot_index", v, "is not of type 'integer', 'string', 'null'");
         }
     }
+    return 0;
+}
+
+/* tag, volume_type and connection_info. */
+static int check_bdm_extra(struct nb_ctx *ctx, const json_t *b)
+{
+    json_t *v;
     if ((v = json_object_get(b, "tag")) && check_tag(ctx, v) < 0)
         return -1;
     if ((v = json_object_get(b, "volume_type")) &&
@@ -214,6 +232,19 @@ static int validate_bdm(struct nb_ctx *ctx, const json_t *b, bool v2)
         return -1;
     if ((v = json_object_get(b, "connection_info")) &&
         nb_srv_check_string(ctx, "connection_info", v, 0, 16777215, false) < 0)
+        return -1;
+    return 0;
+}
+
+/* One mapping of a create request (Nova's block_device_mapping(_v2) item
+ * schemas). 0/-1. */
+static int validate_bdm(struct nb_ctx *ctx, const json_t *b, bool v2)
+{
+    if (!json_is_object(b))
+        return nb_srv_bad(ctx, v2 ? "block_device_mapping_v2" : "block_device_mapping", b,
+                          "is not of type 'object'");
+    if (check_bdm_keys(ctx, b, v2) < 0 || check_bdm_values(ctx, b) < 0 ||
+        check_bdm_source(ctx, b) < 0 || check_bdm_extra(ctx, b) < 0)
         return -1;
     return 0;
 }
@@ -261,7 +292,8 @@ static int validate_hints(struct nb_ctx *ctx, const char *field, const json_t *h
 }
 
 /* Nova's create schema for the negotiated microversion. */
-int nb_srv_validate_create(struct nb_ctx *ctx, json_t *body, json_t *server)
+/* The keys the server object may and must have at ctx's microversion. 0/-1. */
+static int check_create_keys(struct nb_ctx *ctx, const json_t *body, const json_t *server)
 {
     static const char *const top[] = {"server", "os:scheduler_hints", "OS-SCH-HNT:scheduler_hints",
                                       NULL};
@@ -311,7 +343,12 @@ int nb_srv_validate_create(struct nb_ctx *ctx, json_t *body, json_t *server)
                             required[i]);
     if (nb_srv_check_keys(ctx, "server", server, allowed) < 0)
         return -1;
+    return 0;
+}
 
+/* name, imageRef, flavorRef, adminPass, metadata, networks, disk config and access IPs. 0/-1. */
+static int check_create_refs(struct nb_ctx *ctx, const json_t *server)
+{
     json_t *v;
     if (nb_srv_check_name(ctx, "name", json_object_get(server, "name")) < 0)
         return -1;
@@ -341,6 +378,13 @@ int nb_srv_validate_create(struct nb_ctx *ctx, json_t *body, json_t *server)
     if ((v = json_object_get(server, "accessIPv6")) &&
         nb_srv_check_ip(ctx, "accessIPv6", v, AF_INET6) < 0)
         return -1;
+    return 0;
+}
+
+/* personality (before 2.57): a list of {path, contents}. 0/-1. */
+static int check_personality(struct nb_ctx *ctx, const json_t *server)
+{
+    json_t *v;
     if ((v = json_object_get(server, "personality"))) {
         if (!json_is_array(v))
             return nb_srv_bad(ctx, "personality", v, "is not of type 'array'");
@@ -359,6 +403,13 @@ int nb_srv_validate_create(struct nb_ctx *ctx, json_t *body, json_t *server)
                 return -1;
         }
     }
+    return 0;
+}
+
+/* availability_zone and the block_device_mapping(_v2) lists. 0/-1. */
+static int check_zone_and_bdms(struct nb_ctx *ctx, const json_t *server)
+{
+    json_t *v;
     if ((v = json_object_get(server, "availability_zone")) &&
         nb_srv_check_name(ctx, "availability_zone", v) < 0)
         return -1;
@@ -374,6 +425,13 @@ int nb_srv_validate_create(struct nb_ctx *ctx, json_t *body, json_t *server)
             if (validate_bdm(ctx, b, k == 1) < 0)
                 return -1;
     }
+    return 0;
+}
+
+/* config_drive, key_name, min/max_count and return_reservation_id. 0/-1. */
+static int check_create_flags(struct nb_ctx *ctx, const json_t *server)
+{
+    json_t *v;
     if ((v = json_object_get(server, "config_drive")) &&
         nb_srv_check_bool(ctx, "config_drive", v) < 0)
         return -1;
@@ -388,6 +446,13 @@ int nb_srv_validate_create(struct nb_ctx *ctx, json_t *body, json_t *server)
     if ((v = json_object_get(server, "return_reservation_id")) &&
         nb_srv_check_bool(ctx, "return_reservation_id", v) < 0)
         return -1;
+    return 0;
+}
+
+/* security_groups: a list of {name}. 0/-1. */
+static int check_security_groups(struct nb_ctx *ctx, const json_t *server)
+{
+    json_t *v;
     if ((v = json_object_get(server, "security_groups"))) {
         if (!json_is_array(v))
             return nb_srv_bad(ctx, "security_groups", v, "is not of type 'array'");
@@ -404,6 +469,13 @@ int nb_srv_validate_create(struct nb_ctx *ctx, json_t *body, json_t *server)
                 return -1;
         }
     }
+    return 0;
+}
+
+/* user_data, description, tags and trusted_image_certificates. 0/-1. */
+static int check_create_texts(struct nb_ctx *ctx, const json_t *server)
+{
+    json_t *v;
     if ((v = json_object_get(server, "user_data")) && check_base64(ctx, "user_data", v, 65535) < 0)
         return -1;
     if ((v = json_object_get(server, "description")) &&
@@ -423,6 +495,13 @@ int nb_srv_validate_create(struct nb_ctx *ctx, json_t *body, json_t *server)
                     return nb_srv_bad(ctx, "trusted_image_certificates", v,
                                       "has non-unique elements");
     }
+    return 0;
+}
+
+/* host, hypervisor_hostname (2.74) and hostname (2.90). 0/-1. */
+static int check_create_hosts(struct nb_ctx *ctx, const json_t *server)
+{
+    json_t *v;
     static const char *const fq[] = {"host", "hypervisor_hostname"};
     for (size_t k = 0; k < 2; k++) {
         if (!(v = json_object_get(server, fq[k])))
@@ -435,9 +514,27 @@ int nb_srv_validate_create(struct nb_ctx *ctx, json_t *body, json_t *server)
     }
     if ((v = json_object_get(server, "hostname")) && nb_srv_check_hostname(ctx, v) < 0)
         return -1;
+    return 0;
+}
+
+/* The scheduler hints beside the server object. 0/-1. */
+static int check_create_hints(struct nb_ctx *ctx, const json_t *body)
+{
+    json_t *v;
     static const char *const hk[] = {"os:scheduler_hints", "OS-SCH-HNT:scheduler_hints"};
     for (size_t k = 0; k < 2; k++)
         if ((v = json_object_get(body, hk[k])) && validate_hints(ctx, hk[k], v) < 0)
             return -1;
+    return 0;
+}
+
+int nb_srv_validate_create(struct nb_ctx *ctx, json_t *body, json_t *server)
+{
+    if (check_create_keys(ctx, body, server) < 0 || check_create_refs(ctx, server) < 0 ||
+        check_personality(ctx, server) < 0 || check_zone_and_bdms(ctx, server) < 0 ||
+        check_create_flags(ctx, server) < 0 || check_security_groups(ctx, server) < 0 ||
+        check_create_texts(ctx, server) < 0 || check_create_hosts(ctx, server) < 0 ||
+        check_create_hints(ctx, body) < 0)
+        return -1;
     return 0;
 }
