@@ -212,6 +212,83 @@ static int parse_az(struct nb_ctx *ctx, const char *in, struct create_req *c)
 /* Turns the request's block device mappings into the rows to store
  * (Nova's BlockDeviceDict.from_api and _check_and_transform_bdm, without
  * the volume checks that need the volume service). */
+/* A legacy (v1) mapping in the v2 form create stores. New ref. */
+static json_t *legacy_bdm_row(const json_t *b)
+{
+    const char *vol = json_string_value(json_object_get(b, "volume_id"));
+    const char *snap = json_string_value(json_object_get(b, "snapshot_id"));
+    const char *dev = json_string_value(json_object_get(b, "device_name"));
+    bool root = dev && (!strcmp(dev, "vda") || !strcmp(dev, "/dev/vda") || !strcmp(dev, "sda") ||
+                        !strcmp(dev, "/dev/sda"));
+    json_t *row = json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:O?, s:b, s:b}", "source_type",
+                            snap ? "snapshot" : "volume", "destination_type", "volume", "volume_id",
+                            vol, "snapshot_id", snap, "device_name", dev, "volume_size",
+                            json_object_get(b, "volume_size"), "delete_on_termination",
+                            nb_srv_json_truthy(json_object_get(b, "delete_on_termination")),
+                            "no_device", json_object_get(b, "no_device") != NULL);
+    if (root)
+        json_object_set_new(row, "boot_index", json_integer(0));
+    return row;
+}
+
+/* Why Nova refuses a v2 mapping (its from_api checks), or NULL. */
+static const char *v2_bdm_refusal(const json_t *b, bool image_given)
+{
+    const char *src = json_string_value(json_object_get(b, "source_type"));
+    const char *dst = json_string_value(json_object_get(b, "destination_type"));
+    const char *dev_uuid = json_string_value(json_object_get(b, "uuid"));
+    const char *vtype = json_string_value(json_object_get(b, "volume_type"));
+    const char *why = NULL;
+    if (src && !strcmp(src, "blank") && dev_uuid)
+        why = "Invalid device UUID.";
+    else if ((!src || strcmp(src, "blank")) && !dev_uuid)
+        why = "Missing device UUID.";
+    if (!why && src && !strcmp(src, "image") && dst && !strcmp(dst, "local")) {
+        json_t *bi = json_object_get(b, "boot_index");
+        long long idx = json_is_integer(bi)  ? json_integer_value(bi)
+                        : json_is_string(bi) ? strtoll(json_string_value(bi), NULL, 10)
+                                             : -1;
+        if (!(image_given && idx == 0))
+            why = "Mapping image to local is not supported.";
+    }
+    if (!why && dst && !strcmp(dst, "local") && vtype)
+        why = "Specifying a volume_type with destination_type=local is not supported.";
+    if (!why && src && !strcmp(src, "volume") && vtype)
+        why = "Specifying volume type to existing volume is not supported.";
+    return why;
+}
+
+/* A v2 mapping as create stores it (<source>_id from uuid, integer
+ * boot_index, boolean delete_on_termination). New ref, or NULL after 400. */
+static json_t *v2_bdm_row(struct nb_ctx *ctx, const json_t *b, bool image_given)
+{
+    json_t *row = json_deep_copy(b);
+    if (!json_object_get(b, "no_device")) {
+        const char *why = v2_bdm_refusal(b, image_given);
+        if (why) {
+            json_decref(row);
+            nb_error(ctx, 400, NULL, "Block Device Mapping is Invalid: %s", why);
+            return NULL;
+        }
+        const char *src = json_string_value(json_object_get(b, "source_type"));
+        const char *dev_uuid = json_string_value(json_object_get(b, "uuid"));
+        if (src && dev_uuid && strcmp(src, "blank")) {
+            char key[32];
+            snprintf(key, sizeof(key), "%s_id", src);
+            json_object_set_new(row, key, json_string(dev_uuid));
+        }
+    }
+    json_object_del(row, "uuid");
+    json_t *bi = json_object_get(row, "boot_index");
+    if (json_is_string(bi))
+        json_object_set_new(row, "boot_index",
+                            json_integer(strtoll(json_string_value(bi), NULL, 10)));
+    json_object_set_new(
+        row, "delete_on_termination",
+        json_boolean(nb_srv_json_truthy(json_object_get(b, "delete_on_termination"))));
+    return row;
+}
+
 static int resolve_bdms(struct nb_ctx *ctx, struct create_req *c)
 {
     json_t *legacy = json_object_get(c->server, "block_device_mapping");
@@ -225,65 +302,12 @@ static int resolve_bdms(struct nb_ctx *ctx, struct create_req *c)
                         "request.");
     size_t i;
     json_t *b;
-    json_array_foreach (legacy, i, b) {
-        const char *vol = json_string_value(json_object_get(b, "volume_id"));
-        const char *snap = json_string_value(json_object_get(b, "snapshot_id"));
-        const char *dev = json_string_value(json_object_get(b, "device_name"));
-        bool root = dev && (!strcmp(dev, "vda") || !strcmp(dev, "/dev/vda") ||
-                            !strcmp(dev, "sda") || !strcmp(dev, "/dev/sda"));
-        json_t *row =
-            json_pack("{s:s, s:s, s:s?, s:s?, s:s?, s:O?, s:b, s:b}", "source_type",
-                      snap ? "snapshot" : "volume", "destination_type", "volume", "volume_id", vol,
-                      "snapshot_id", snap, "device_name", dev, "volume_size",
-                      json_object_get(b, "volume_size"), "delete_on_termination",
-                      nb_srv_json_truthy(json_object_get(b, "delete_on_termination")), "no_device",
-                      json_object_get(b, "no_device") != NULL);
-        if (root)
-            json_object_set_new(row, "boot_index", json_integer(0));
-        json_array_append_new(c->bdms, row);
-    }
+    json_array_foreach (legacy, i, b)
+        json_array_append_new(c->bdms, legacy_bdm_row(b));
     json_array_foreach (v2, i, b) {
-        json_t *row = json_deep_copy(b);
-        if (!json_object_get(b, "no_device")) {
-            const char *src = json_string_value(json_object_get(b, "source_type"));
-            const char *dst = json_string_value(json_object_get(b, "destination_type"));
-            const char *dev_uuid = json_string_value(json_object_get(b, "uuid"));
-            const char *vtype = json_string_value(json_object_get(b, "volume_type"));
-            const char *why = NULL;
-            if (src && !strcmp(src, "blank") && dev_uuid)
-                why = "Invalid device UUID.";
-            else if ((!src || strcmp(src, "blank")) && !dev_uuid)
-                why = "Missing device UUID.";
-            if (!why && src && !strcmp(src, "image") && dst && !strcmp(dst, "local")) {
-                json_t *bi = json_object_get(b, "boot_index");
-                long long idx = json_is_integer(bi)  ? json_integer_value(bi)
-                                : json_is_string(bi) ? strtoll(json_string_value(bi), NULL, 10)
-                                                     : -1;
-                if (!(image_given && idx == 0))
-                    why = "Mapping image to local is not supported.";
-            }
-            if (!why && dst && !strcmp(dst, "local") && vtype)
-                why = "Specifying a volume_type with destination_type=local is not supported.";
-            if (!why && src && !strcmp(src, "volume") && vtype)
-                why = "Specifying volume type to existing volume is not supported.";
-            if (why) {
-                json_decref(row);
-                return nb_error(ctx, 400, NULL, "Block Device Mapping is Invalid: %s", why);
-            }
-            if (src && dev_uuid && strcmp(src, "blank")) {
-                char key[32];
-                snprintf(key, sizeof(key), "%s_id", src);
-                json_object_set_new(row, key, json_string(dev_uuid));
-            }
-        }
-        json_object_del(row, "uuid");
-        json_t *bi = json_object_get(row, "boot_index");
-        if (json_is_string(bi))
-            json_object_set_new(row, "boot_index",
-                                json_integer(strtoll(json_string_value(bi), NULL, 10)));
-        json_object_set_new(
-            row, "delete_on_termination",
-            json_boolean(nb_srv_json_truthy(json_object_get(b, "delete_on_termination"))));
+        json_t *row = v2_bdm_row(ctx, b, image_given);
+        if (!row)
+            return -1;
         json_array_append_new(c->bdms, row);
     }
     /* the root disk: a volume with boot index 0 makes a volume-backed server */
@@ -468,8 +492,8 @@ static int merge_image_bdms(struct nb_ctx *ctx, struct create_req *c)
     return 0;
 }
 
-/* Resolves everything the request names, in Nova's order of checks. */
-static int resolve_create(struct nb_ctx *ctx, json_t *body, struct create_req *c)
+/* The create policy, names, hints, counts and security groups. 0/-1. */
+static int resolve_basics(struct nb_ctx *ctx, json_t *body, struct create_req *c)
 {
     json_t *s = c->server;
     json_t *v;
@@ -510,6 +534,13 @@ static int resolve_create(struct nb_ctx *ctx, json_t *body, struct create_req *c
     if (!json_array_size(c->security_groups))
         json_array_append_new(c->security_groups, json_string("default"));
 
+    return 0;
+}
+
+/* The requested zone, forced host/node (admins) and 2.74 host. 0/-1. */
+static int resolve_destination(struct nb_ctx *ctx, struct create_req *c)
+{
+    json_t *s = c->server;
     if (parse_az(ctx, json_string_value(json_object_get(s, "availability_zone")), c) < 0)
         return -1;
     if ((c->forced_host || c->forced_node) &&
@@ -536,9 +567,13 @@ static int resolve_create(struct nb_ctx *ctx, json_t *body, struct create_req *c
                                 "mechanism with zone:host:node are mutually exclusive.");
         }
     }
-    if (resolve_bdms(ctx, c) < 0 || resolve_networks(ctx, c) < 0)
-        return -1;
+    return 0;
+}
 
+/* flavorRef (an id or a link) to the flavor. 0/-1. */
+static int resolve_flavor(struct nb_ctx *ctx, struct create_req *c)
+{
+    json_t *s = c->server;
     /* the flavor: id or link */
     json_t *fref = json_object_get(s, "flavorRef");
     char fid[256];
@@ -558,6 +593,12 @@ static int resolve_create(struct nb_ctx *ctx, json_t *body, struct create_req *c
     if (nb_json_int(c->flavor, "disabled", 0))
         return nb_error(ctx, 400, NULL, "Flavor %s could not be found.", fid);
 
+    return 0;
+}
+
+/* One hostname for one server; the zone and the requested host exist. 0/-1. */
+static int check_destination(struct nb_ctx *ctx, struct create_req *c)
+{
     if (c->hostname && c->max_count > 1)
         return nb_error(ctx, 400, NULL,
                         "Unable to allocate a single hostname to multiple instances");
@@ -576,6 +617,14 @@ static int resolve_create(struct nb_ctx *ctx, json_t *body, struct create_req *c
                             c->req_host ? c->req_host : c->req_node);
     }
 
+    return 0;
+}
+
+/* The image (active), disk config, config drive, key pair, and the flavor against the image. 0/-1.
+ */
+static int resolve_image(struct nb_ctx *ctx, struct create_req *c)
+{
+    json_t *s = c->server;
     /* the image */
     json_t *certs = json_object_get(s, "trusted_image_certificates");
     if (*c->image_ref) {
@@ -611,6 +660,13 @@ static int resolve_create(struct nb_ctx *ctx, json_t *body, struct create_req *c
     if (check_flavor_image(ctx, c) < 0)
         return -1;
 
+    return 0;
+}
+
+/* Metadata items and personality files against the quotas. 0/-1. */
+static int check_create_limits(struct nb_ctx *ctx, struct create_req *c)
+{
+    json_t *s = c->server;
     long long lim[NB_Q_COUNT];
     if (nb_quota_limits(ctx, ctx->project_id, ctx->user_id, lim) < 0)
         return -1;
@@ -621,6 +677,13 @@ static int resolve_create(struct nb_ctx *ctx, json_t *body, struct create_req *c
     if (check_personality(ctx, json_object_get(s, "personality"), lim) < 0)
         return -1;
 
+    return 0;
+}
+
+/* The server group hint and the admin password. 0/-1. */
+static int resolve_group_and_password(struct nb_ctx *ctx, struct create_req *c)
+{
+    json_t *s = c->server;
     const char *group = json_string_value(json_object_get(c->hints, "group"));
     if (group) {
         c->group = nb_server_group_get(ctx, group);
@@ -639,6 +702,18 @@ static int resolve_create(struct nb_ctx *ctx, json_t *body, struct create_req *c
         c->admin_pass = malloc(13);
         generate_password(c->admin_pass);
     }
+    return 0;
+}
+
+/* Resolves everything a validated request names into c, in Nova's order
+ * of checks; the first refusal wins. 0/-1. */
+static int resolve_create(struct nb_ctx *ctx, json_t *body, struct create_req *c)
+{
+    if (resolve_basics(ctx, body, c) < 0 || resolve_destination(ctx, c) < 0 ||
+        resolve_bdms(ctx, c) < 0 || resolve_networks(ctx, c) < 0 || resolve_flavor(ctx, c) < 0 ||
+        check_destination(ctx, c) < 0 || resolve_image(ctx, c) < 0 ||
+        check_create_limits(ctx, c) < 0 || resolve_group_and_password(ctx, c) < 0)
+        return -1;
     return 0;
 }
 
