@@ -423,25 +423,13 @@ static int lock_change(struct nb_ctx *ctx, const json_t *inst, const char *name,
     const char *uuid = nb_json_str(inst, "uuid");
     char event[32];
     snprintf(event, sizeof(event), "api_%s", name);
-    char now[32];
-    nb_now_iso_us(now);
     const char *host = nb_srv_env()->my_host;
     if (nb_db_begin(db, ctx) < 0)
         return -1;
-    int rc = -1;
     if (nb_action_start(db, ctx, uuid, name) < 0 || nb_event_start(db, ctx, uuid, event, host) < 0)
         goto fail;
-    if (lock)
-        rc = nb_db_exec(db, ctx,
-                        "UPDATE instances SET locked = 1, locked_by = ?, locked_reason = "
-                        "COALESCE(?, locked_reason), updated_at = ? WHERE uuid = ? AND deleted = 0",
-                        "ssss", locked_by, reason, now, uuid);
-    else
-        rc = nb_db_exec(db, ctx,
-                        "UPDATE instances SET locked = 0, locked_by = NULL, locked_reason = NULL, "
-                        "updated_at = ? WHERE uuid = ? AND deleted = 0",
-                        "ss", now, uuid);
-    if (rc < 0 || nb_event_finish(db, ctx, uuid, event, "Success", NULL, NULL) < 0)
+    if (nb_instance_set_lock(db, ctx, uuid, lock, locked_by, reason) < 0 ||
+        nb_event_finish(db, ctx, uuid, event, "Success", NULL, NULL) < 0)
         goto fail;
     return nb_db_commit(db, ctx);
 fail:

@@ -46,6 +46,7 @@ int nb_instance_create(struct nb_db *db, struct nb_ctx *ctx, const struct nb_ins
 {
     char now[32];
     nb_now_iso_us(now);
+    const char *created = in->created_at ? in->created_at : now;
     return nb_db_exec(
                db, ctx,
                "INSERT INTO instances (uuid, project_id, user_id, display_name, "
@@ -63,8 +64,9 @@ int nb_instance_create(struct nb_db *db, struct nb_ctx *ctx, const struct nb_ins
                in->instance_type_id, (json_t *)in->flavor, in->image_ref, in->key_name,
                in->key_data, in->user_data, in->config_drive, in->reservation_id, in->launch_index,
                in->access_ip_v4, in->access_ip_v6, in->root_device_name, (json_t *)in->request_spec,
-               now, now, in->vcpus, in->memory_mb, in->root_gb, in->ephemeral_gb, in->kernel_id,
-               in->ramdisk_id, (int)in->auto_disk_config, (json_t *)in->trusted_certs) < 0
+               created, created, in->vcpus, in->memory_mb, in->root_gb, in->ephemeral_gb,
+               in->kernel_id, in->ramdisk_id, (int)in->auto_disk_config,
+               (json_t *)in->trusted_certs) < 0
                ? -1
                : 0;
 }
@@ -163,6 +165,43 @@ int nb_instance_default_root_device(struct nb_db *db, struct nb_ctx *ctx, const 
                       "UPDATE instances SET root_device_name = ?, updated_at = ? WHERE uuid = ? "
                       "AND deleted = 0 AND root_device_name IS NULL",
                       "sss", name, now, uuid);
+}
+
+int nb_instance_set_lock(struct nb_db *db, struct nb_ctx *ctx, const char *uuid, bool locked,
+                         const char *locked_by, const char *reason)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    if (locked)
+        return nb_db_exec(db, ctx,
+                          "UPDATE instances SET locked = 1, locked_by = ?, locked_reason = "
+                          "COALESCE(?, locked_reason), updated_at = ? WHERE uuid = ? AND "
+                          "deleted = 0",
+                          "ssss", locked_by, reason, now, uuid);
+    return nb_db_exec(db, ctx,
+                      "UPDATE instances SET locked = 0, locked_by = NULL, locked_reason = NULL, "
+                      "updated_at = ? WHERE uuid = ? AND deleted = 0",
+                      "ss", now, uuid);
+}
+
+int nb_instance_update_attrs(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
+                             const struct nb_instance_attrs *a)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    return nb_db_exec(db, ctx,
+                      "UPDATE instances SET display_name = CASE WHEN ? THEN ? ELSE display_name "
+                      "END, display_description = CASE WHEN ? THEN ? ELSE display_description END, "
+                      "hostname = CASE WHEN ? THEN ? ELSE hostname END, "
+                      "access_ip_v4 = CASE WHEN ? THEN ? ELSE access_ip_v4 END, "
+                      "access_ip_v6 = CASE WHEN ? THEN ? ELSE access_ip_v6 END, "
+                      "auto_disk_config = CASE WHEN ? THEN ? ELSE auto_disk_config END, "
+                      "updated_at = ? WHERE uuid = ? AND deleted = 0",
+                      "bsbsbsbsbsbiss", (int)a->set_display_name, a->display_name,
+                      (int)a->set_display_description, a->display_description, (int)a->set_hostname,
+                      a->hostname, (int)a->set_access_ip_v4, a->access_ip_v4,
+                      (int)a->set_access_ip_v6, a->access_ip_v6, (int)a->set_auto_disk_config,
+                      (long long)a->auto_disk_config, now, uuid);
 }
 
 #define SLOTS16 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"

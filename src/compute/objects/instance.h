@@ -91,6 +91,7 @@ struct nb_instance_new {
     const char *access_ip_v4, *access_ip_v6;
     const char *root_device_name;
     const json_t *request_spec;
+    const char *created_at; /* NULL: now */
     long long vcpus, memory_mb, root_gb, ephemeral_gb;
     const char *kernel_id, *ramdisk_id;
     bool auto_disk_config;
@@ -99,7 +100,7 @@ struct nb_instance_new {
 
 /* Inserts the instance as a boot leaves it for the conductor: vm_state
  * building, task_state scheduling, power state NOSTATE, progress 0,
- * unlocked, created_at = updated_at = now (config_drive, kernel_id,
+ * unlocked, updated_at = created_at (config_drive, kernel_id,
  * ramdisk_id NULL: "", request_spec NULL: {}). Joins the caller's
  * transaction. 0/-1 (a duplicate uuid: 409). */
 int nb_instance_create(struct nb_db *db, struct nb_ctx *ctx, const struct nb_instance_new *in);
@@ -116,6 +117,28 @@ json_t *nb_instance_list_by_name(struct nb_db *db, struct nb_ctx *ctx, const cha
  * caller's transaction. Rows changed (0/1), or -1. */
 int nb_instance_default_root_device(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
                                     const char *name);
+
+/* Locks the instance (locked_by "admin" or "owner"; reason NULL keeps the
+ * one it has) or unlocks it (locked_by and reason cleared), as Nova's
+ * instance.locked. Joins the caller's transaction. Rows changed (0/1), or
+ * -1. */
+int nb_instance_set_lock(struct nb_db *db, struct nb_ctx *ctx, const char *uuid, bool locked,
+                         const char *locked_by, const char *reason);
+
+/* What PUT /servers/{id} changes: each column only when its set_ flag is
+ * true (a NULL value then clears it). */
+struct nb_instance_attrs {
+    bool set_display_name, set_display_description, set_hostname;
+    bool set_access_ip_v4, set_access_ip_v6, set_auto_disk_config;
+    const char *display_name, *display_description, *hostname;
+    const char *access_ip_v4, *access_ip_v6;
+    bool auto_disk_config;
+};
+
+/* Updates the user-set attributes of live instance uuid (and updated_at).
+ * Rows changed (0/1), or -1. */
+int nb_instance_update_attrs(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
+                             const struct nb_instance_attrs *a);
 
 #define NB_FILTER_TASK_MAX 16
 
