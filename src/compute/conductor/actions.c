@@ -122,9 +122,10 @@ static const char *str_or(const char *s, const char *def)
 
 /* Claims the instance for op: sets the working task state unless another
  * task holds it (or, for ops with a claim_vm, the vm_state moved on).
- * 1 claimed, 0 busy/gone, -1 error. */
+ * 1 claimed, 0 busy/gone (found: what holds it), -1 error. */
 static int claim_task(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                      const struct power_op *op, bool hard, const char **task_out)
+                      const struct power_op *op, bool hard, const char **task_out,
+                      struct nb_instance_found *found)
 {
     const char *task = op->task;
     if (!task)
@@ -133,7 +134,7 @@ static int claim_task(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
     struct nb_instance_change ch = {.task_state = task, .expect_vm = {op->claim_vm}};
     ch.expect_task[0] = NB_NONE;
     memcpy(ch.expect_task + 1, op->accepted, sizeof(op->accepted));
-    return (int)nb_instance_transition(c->db, ctx, uuid, &ch, NULL);
+    return (int)nb_instance_transition(c->db, ctx, uuid, &ch, found);
 }
 
 static void finish_power_op(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
@@ -160,10 +161,11 @@ void cond_power_action(struct conductor *c, struct nb_ctx *ctx, const char *meth
         return;
     }
     const char *task = NULL;
-    int n = claim_task(c, ctx, uuid, op, hard, &task);
+    struct nb_instance_found found = {0};
+    int n = claim_task(c, ctx, uuid, op, hard, &task, &found);
     if (n <= 0) {
         NB_WARN(LOG_COND, ctx, uuid, "Instance is busy (task_state %s); %s not done",
-                str_or(nb_json_str(row, "task_state"), "None"), op->op);
+                found.task_state[0] ? found.task_state : "None", op->op);
         cond_clear_error(ctx);
         return;
     }

@@ -445,16 +445,7 @@ static void reschedule_from(struct conductor *c, struct nb_ctx *ctx, const char 
         cond_clear_error(ctx);
         return;
     }
-    int n = (int)nb_instance_transition(c->db, ctx, uuid,
-                                        &(struct nb_instance_change){
-                                            .expect_task = {NB_TASK_SPAWNING},
-                                            .expect_host = host,
-                                            .task_state = NB_TASK_SCHEDULING,
-                                            .host = NB_NONE,
-                                            .node = NB_NONE,
-                                            .request_spec = rspec,
-                                        },
-                                        NULL);
+    int n = cond_build_unscheduled(c, ctx, uuid, NB_TASK_SPAWNING, host, rspec);
     cond_event_finish(c, ctx, uuid, EV_SPAWN, false, message);
     cond_event_finish(c, ctx, uuid, EV_BUILD, false, message);
     if (n == 1 && counted)
@@ -506,6 +497,21 @@ static void host_unreachable(struct conductor *c, struct nb_ctx *ctx, const char
     bool again = array_has_str(spec.unreachable_hosts, host);
     nb_request_spec_free(&spec);
     reschedule_from(c, ctx, uuid, host, message, again);
+}
+
+int cond_build_unscheduled(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                           const char *task, const char *host, const json_t *rspec)
+{
+    return (int)nb_instance_transition(c->db, ctx, uuid,
+                                       &(struct nb_instance_change){
+                                           .expect_task = {task},
+                                           .expect_host = host,
+                                           .task_state = NB_TASK_SCHEDULING,
+                                           .host = NB_NONE,
+                                           .node = NB_NONE,
+                                           .request_spec = rspec,
+                                       },
+                                       NULL);
 }
 
 int cond_build_spawned(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *task,

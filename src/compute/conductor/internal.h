@@ -79,6 +79,11 @@ int cond_cast_compute(struct conductor *c, struct nb_ctx *ctx, const char *host,
 /* build.c */
 void cond_build_instance(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
 void cond_build_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+/* The build attempt on host is over: back to scheduling without a host
+ * (request spec rspec stored; NULL keeps the stored one) if the instance
+ * is still in task on host. 1 moved, 0 lost the race, -1 error. */
+int cond_build_unscheduled(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                           const char *task, const char *host, const json_t *rspec);
 /* The guest is running on host: the build ends ACTIVE (task None, power
  * RUNNING, launched now) if the instance is still in task on host. The
  * transition's result: 1 moved, 0 lost the race, -1 error. */

@@ -149,16 +149,7 @@ static void reschedule_interrupted_build(struct conductor *c, struct nb_ctx *act
         rspec = nb_request_spec_to_json(&spec);
         nb_request_spec_free(&spec);
     }
-    int n = (int)nb_instance_transition(c->db, actx, uuid,
-                                        &(struct nb_instance_change){
-                                            .expect_task = {task},
-                                            .expect_host = host,
-                                            .task_state = NB_TASK_SCHEDULING,
-                                            .host = NB_NONE,
-                                            .node = NB_NONE,
-                                            .request_spec = rspec,
-                                        },
-                                        NULL);
+    int n = cond_build_unscheduled(c, actx, uuid, task, host, rspec);
     cond_clear_error(actx);
     if (n != 1)
         return;

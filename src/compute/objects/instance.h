@@ -1,6 +1,9 @@
-/* instance.h - the only writes of an instance's state: vm_state,
- * task_state, power_state, host, node (and what moves with them), and its
- * soft delete.
+/* instance.h - Nova's Instance object: the only SQL that writes the
+ * instances table. Its creation (as a boot leaves it for the conductor),
+ * the one conditional transition of its state (vm_state, task_state,
+ * power_state, host, node and what moves with them), its soft delete, and
+ * the attributes users set (name, lock, ...); and the reads other modules
+ * need (by uuid, by name, by state).
  *
  * A change of state is Nova's instance.save(expected_task_state=...): one
  * conditional UPDATE that moves the row only while it is still in the
