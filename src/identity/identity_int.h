@@ -15,6 +15,7 @@
 #include "common/ctx.h"
 #include "common/env.h"
 #include "common/http.h"
+#include "identity/state.h"
 #include <jansson.h>
 #include <stdbool.h>
 
@@ -37,16 +38,6 @@ struct nb_db;
 
 /* Keystone caps passwords at 4096 characters ([identity] max_password_length). */
 #define NB_IDN_MAX_PASSWORD 4096
-
-/* ---- module state (api.c) ---------------------------------------------- */
-
-/* The environment given to nb_identity_init/bootstrap (borrowed, lives for
- * the process). nb_idn_db() is NULL before either was called. */
-void nb_idn_set_env(struct nb_env *env);
-struct nb_db *nb_idn_db(void);
-/* The region of every catalog endpoint: env->region, else [DEFAULT]
- * region_name, else "RegionOne". Borrowed. */
-const char *nb_idn_region(void);
 
 /* ---- password.c --------------------------------------------------------- */
 

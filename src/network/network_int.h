@@ -34,6 +34,8 @@ void nb_net_route(const char *method, const char *pattern, nb_handler_fn fn);
 /* Adds an extension to GET /networking/v2.0/extensions. Strings are borrowed
  * (static). Call at init only. */
 void nb_net_extension(const char *alias, const char *name, const char *description);
+/* Registers GET /networking/v2.0/extensions[/{alias}] (extensions.c). */
+void nb_net_extensions_routes(void);
 
 /* Hooks other network files may fill at init. */
 struct nb_net_hooks {
