@@ -43,6 +43,7 @@ int nb_identity_init(struct nb_env *env)
         return -1;
     }
     nb_idn_set_env(env);
+    nb_http_service_register(&nb_identity_http_service, false);
     nb_http_route("GET", "/identity", list_versions, NB_ROUTE_NO_AUTH);
     nb_http_route("GET", "/identity/", list_versions, NB_ROUTE_NO_AUTH);
     nb_http_route("GET", "/identity/v3", show_v3, NB_ROUTE_NO_AUTH);
@@ -54,6 +55,6 @@ int nb_identity_init(struct nb_env *env)
     nb_idn_user_routes();
     nb_idn_role_routes();
     nb_idn_assignment_routes();
-    nb_http_set_auth(nb_idn_authenticate);
+    nb_http_set_auth(nb_idn_authenticate, nb_idn_reject);
     return 0;
 }

@@ -109,6 +109,11 @@ void nb_idn_token_to_ctx(struct nb_ctx *ctx, const json_t *tok);
 
 /* The auth hook: 0 and ctx filled, or -1 after a 401 on ctx. */
 int nb_idn_authenticate(struct nb_ctx *ctx, const char *token);
+/* The HTTP layer's reject hook (http_service.c): answers a request whose
+ * token is missing or failed the check as keystonemiddleware does on every
+ * service: 401 in the identity shape plus WWW-Authenticate (another error
+ * the check recorded, a 500, is answered as recorded). */
+void nb_idn_reject(struct nb_ctx *ctx, struct nb_resp *resp);
 
 /* Deletes the token. 1 if it existed, 0 if not, -1 on database error. */
 int nb_idn_token_revoke(struct nb_ctx *ctx, const char *token);

@@ -1,14 +1,10 @@
 /* api.c - the Networking API v2.0 under /networking: module init (which
- * registers every route), routing with Neutron's error shape, version
- * discovery and availability zones. The request and collection helpers
- * every handler shares are in collection.c, the extension registry in
- * extensions.c.
+ * registers the service and every route), version discovery and
+ * availability zones. The request and collection helpers every handler
+ * shares are in collection.c, the extension registry in extensions.c.
  *
- * Routing: nb_net_route() keeps its own table and registers one dispatcher
- * with the HTTP layer; the dispatcher finds the route again (same rule: the
- * pattern with most exact segments wins), calls the handler, and turns a
- * recorded error into {"NeutronError": {"type", "message", "detail"}} with
- * the status, as neutron/api/api_common.py does. */
+ * Routes are registered with the HTTP layer like every service's; errors
+ * are rendered by http_service.c in Neutron's shape. */
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
@@ -25,111 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-/* --- routing ------------------------------------------------------------ */
-
-#define MAX_ROUTES 96
-#define MAX_SEGS 8
-
-struct net_route {
-    const char *method;
-    char *segs[MAX_SEGS];
-    int nsegs, nexact;
-    nb_handler_fn fn;
-};
-static struct net_route routes[MAX_ROUTES];
-static int nroutes;
-
-void nb_net_route(const char *method, const char *pattern, nb_handler_fn fn);
-
-static int split(char *path, char **segs)
-{
-    int n = 0;
-    char *save = NULL;
-    for (char *t = strtok_r(path, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
-        if (n == MAX_SEGS)
-            return -1;
-        segs[n++] = t;
-    }
-    return n;
-}
-
-static const struct net_route *find_route(const char *method, const char *path)
-{
-    _cleanup_free_ char *copy = strdup(path);
-    char *segs[MAX_SEGS];
-    int n = split(copy, segs);
-    const struct net_route *best = NULL;
-    for (int i = 0; i < nroutes; i++) {
-        const struct net_route *r = &routes[i];
-        if (r->nsegs != n || strcmp(r->method, method) != 0)
-            continue;
-        bool ok = true;
-        for (int k = 0; k < n && ok; k++)
-            ok = r->segs[k][0] == '{' || !strcmp(r->segs[k], segs[k]);
-        if (ok && (!best || r->nexact > best->nexact))
-            best = r;
-    }
-    return best;
-}
-
-/* Neutron's generic exception names for errors recorded without one. */
-static const char *neutron_type(const struct nb_ctx *ctx)
-{
-    static const char *const generic[] = {"badRequest",   "unauthorized",       "forbidden",
-                                          "itemNotFound", "conflictingRequest", "computeFault",
-                                          "badMethod",    "overLimit",          NULL};
-    for (int i = 0; generic[i]; i++)
-        if (!strcmp(ctx->err_name, generic[i]))
-            goto mapped;
-    if (ctx->err_name[0])
-        return ctx->err_name;
-mapped:
-    switch (ctx->err_status) {
-    case 400: return "HTTPBadRequest";
-    case 401: return "HTTPUnauthorized";
-    case 403: return "HTTPForbidden";
-    case 404: return "HTTPNotFound";
-    case 405: return "HTTPMethodNotAllowed";
-    case 409: return "HTTPConflict";
-    case 413: return "HTTPRequestEntityTooLarge";
-    default: return "HTTPInternalServerError";
-    }
-}
-
-static int dispatch(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
-{
-    const struct net_route *r = find_route(req->method, req->path);
-    int rc = r ? r->fn(ctx, req, resp)
-               : nb_error(ctx, 404, "HTTPNotFound", "The resource could not be found.");
-    if (rc == 0 && !ctx->err_status)
-        return 0;
-    if (!ctx->err_status)
-        nb_error(ctx, 500, NULL,
-                 "Request Failed: internal server error while processing your "
-                 "request.");
-    if (ctx->err_status >= 500)
-        NB_ERROR("nubo.network.api", ctx, NULL, "%s %s failed: %s", req->method, req->path,
-                 ctx->err_msg);
-    json_decref(resp->body);
-    json_t *e = json_pack("{s:s, s:s, s:s}", "type", neutron_type(ctx), "message", ctx->err_msg,
-                          "detail", "");
-    return nb_resp_json(resp, ctx->err_status, json_pack("{s:o}", "NeutronError", e));
-}
-
-void nb_net_route(const char *method, const char *pattern, nb_handler_fn fn)
-{
-    assert(nroutes < MAX_ROUTES);
-    struct net_route *r = &routes[nroutes++];
-    r->method = method;
-    r->fn = fn;
-    char *copy = strdup(pattern); /* kept for the process's life */
-    r->nsegs = split(copy, r->segs);
-    assert(r->nsegs > 0);
-    for (int k = 0; k < r->nsegs; k++)
-        r->nexact += r->segs[k][0] != '{';
-    nb_http_route(method, pattern, dispatch, 0);
-}
 
 /* --- version discovery, extensions, availability zones ----------------- */
 
@@ -214,10 +105,11 @@ static void core_extensions(void)
 int nb_network_init(struct nb_env *env)
 {
     nb_net_env = env;
+    nb_http_service_register(&nb_network_http_service, false);
     nb_http_route("GET", "/networking", versions, NB_ROUTE_NO_AUTH);
-    nb_net_route("GET", "/networking/v2.0", v2_resources);
+    nb_http_route("GET", "/networking/v2.0", v2_resources, 0);
     nb_net_extensions_routes();
-    nb_net_route("GET", "/networking/v2.0/availability_zones", availability_zones);
+    nb_http_route("GET", "/networking/v2.0/availability_zones", availability_zones, 0);
     core_extensions();
     if (nb_net_networks_init() < 0 || nb_net_subnets_init() < 0 || nb_net_ports_init() < 0)
         return -1;

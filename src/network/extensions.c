@@ -63,6 +63,6 @@ static int extension_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
 
 void nb_net_extensions_routes(void)
 {
-    nb_net_route("GET", "/networking/v2.0/extensions", extensions_list);
-    nb_net_route("GET", "/networking/v2.0/extensions/{alias}", extension_show);
+    nb_http_route("GET", "/networking/v2.0/extensions", extensions_list, 0);
+    nb_http_route("GET", "/networking/v2.0/extensions/{alias}", extension_show, 0);
 }

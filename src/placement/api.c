@@ -48,6 +48,7 @@ int nb_placement_init(struct nb_env *env)
         return -1;
     }
 
+    nb_http_service_register(&nb_placement_http_service, false);
     nb_http_route("GET", "/placement", root_get, NB_ROUTE_NO_AUTH);
     plc_routes_providers();
     plc_routes_inventories();

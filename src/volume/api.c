@@ -69,6 +69,7 @@ int nb_volume_init(struct nb_env *env)
     nb_vol_env = env;
     if (nb_vol_backend_init(env->state_path) < 0)
         return -1;
+    nb_http_service_register(&nb_volume_http_service, false);
     nb_http_route("GET", "/volume", versions_all, NB_ROUTE_NO_AUTH);
     nb_http_route("GET", "/volume/", versions_all, NB_ROUTE_NO_AUTH);
     nb_http_route("GET", "/volume/v3", versions_v3, NB_ROUTE_NO_AUTH);
