@@ -179,8 +179,10 @@ static const struct route *match(struct nb_req *req, const char *method, bool *m
     const struct route *best = NULL;
     *method_mismatch = false;
     for (int pass = 0; pass < 2 && !best; pass++) {
-        /* pass 1: HEAD falls back to GET */
-        const char *m = pass == 0 ? method : (strcmp(method, "HEAD") == 0 ? "GET" : NULL);
+        /* pass 1: HEAD falls back to GET, where the service allows it */
+        bool head_get = !req->service || !req->service->head_not_get;
+        const char *m =
+            pass == 0 ? method : (head_get && strcmp(method, "HEAD") == 0 ? "GET" : NULL);
         if (!m)
             break;
         for (int i = 0; i < nroutes; i++) {

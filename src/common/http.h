@@ -8,11 +8,10 @@
  * routes with nb_http_route(). A route is {method, path pattern, handler,
  * flags, opaque}; patterns use "{name}" segments, e.g.
  * "/things/v1/things/{thing_id}/action". Exact segments win over "{}"
- * segments; HEAD falls back to GET. A request belongs to the service whose
- * prefix its path starts with (req->service; NULL for none: the fallback
- * service's logger and renderer answer it). Where the service says a
- * trailing slash is significant, "/servers/" is not "/servers" (404),
- * except on the version documents (NB_ROUTE_NO_AUTH routes).
+ * segments; HEAD falls back to GET unless the service says otherwise. A request belongs to the
+ * service whose prefix its path starts with (req->service; NULL for none: the fallback service's
+ * logger and renderer answer it). Where the service says a trailing slash is significant,
+ * "/servers/" is not "/servers" (404), except on the version documents (NB_ROUTE_NO_AUTH routes).
  *
  * Connections first meet the listener's guard (http_guard.h: [api]
  * max_connections, max_connections_per_ip, header_timeout, body_timeout,
@@ -146,6 +145,9 @@ struct nb_http_service {
     bool requestlog_access;
     /* "/servers/" is not "/servers" (404), except on NB_ROUTE_NO_AUTH routes. */
     bool slash_significant;
+    /* HEAD does not fall back to GET: a path with only a GET route answers
+     * HEAD with 405. */
+    bool head_not_get;
     /* A URL that starts with this segment ("/v2.1") is served as prefix +
      * URL (the service's own port layout); the access line keeps the URL. */
     const char *root_alias;

@@ -28,7 +28,8 @@ struct nb_db;
 #define NB_IDN_TYPE_DOMAIN "UserDomain"
 
 /* Keystone error titles: the identity error body is
- * {"error": {"code", "title", "message"}} with title = err_name. */
+ * {"error": {"code", "title", "message"}} with title = the status's reason
+ * phrase (http_service.c); they name the error nb_error records. */
 #define NB_IDN_E400 "Bad Request"
 #define NB_IDN_E401 "Unauthorized"
 #define NB_IDN_E403 "Forbidden"

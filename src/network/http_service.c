@@ -1,8 +1,9 @@
 /* http_service.c - the Networking API as the HTTP layer serves it: under
  * /networking, a trailing slash ignored (Neutron's pecan routing does not
- * care), Neutron's words for a policy refusal and for a handler failure
- * without a recorded error, every 5xx logged on nubo.network.api, and
- * Neutron's error body (neutron/api/api_common.py):
+ * care), HEAD refused with 405 (its controllers' not_supported), Neutron's
+ * words for a policy refusal and for a handler failure without a recorded
+ * error, every 5xx logged on nubo.network.api, and Neutron's error body
+ * (neutron/api/api_common.py):
  *   {"NeutronError": {"type": "NetworkNotFound", "message": "…", "detail": ""}}
  * whose type is the handler's Neutron exception name, else webob's class
  * name for the error's class. */
@@ -51,6 +52,7 @@ static int policy_refused(struct nb_ctx *ctx, const char *rule)
 const struct nb_http_service nb_network_http_service = {
     .prefix = "/networking",
     .logger = "nubo.api.wsgi",
+    .head_not_get = true,
     .unexpected_error = "Request Failed: internal server error while processing your request.",
     .error_logger = "nubo.network.api",
     .policy_refused = policy_refused,

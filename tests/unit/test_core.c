@@ -365,6 +365,18 @@ static void test_router(void **state)
     b = nb_http_dispatch("GET", "/compute/v2.1/zzz/things/abc", NULL, NULL, NULL, &st);
     assert_int_equal(st, 404);
     free(b);
+    /* HEAD answers as GET, except where the service refuses it (Neutron: 405) */
+    b = nb_http_dispatch("HEAD", "/compute/v2.1/things/abc", NULL, NULL, NULL, &st);
+    assert_int_equal(st, 200);
+    free(b);
+    nb_http_route("GET", "/networking/v2.0/things", h_hello, NB_ROUTE_NO_AUTH);
+    b = nb_http_dispatch("HEAD", "/networking/v2.0/things", NULL, NULL, NULL, &st);
+    assert_int_equal(st, 405);
+    j = nb_json_parse(b);
+    assert_string_equal(nb_json_str(json_object_get(j, "NeutronError"), "type"),
+                        "HTTPMethodNotAllowed");
+    json_decref(j);
+    free(b);
     /* the HTTP layer's own errors in the service's shape */
     b = nb_http_dispatch("GET", "/networking/v2.0/no/such/thing/here", NULL, NULL, NULL, &st);
     assert_int_equal(st, 404);
