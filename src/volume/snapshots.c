@@ -61,6 +61,11 @@ json_t *nb_vol_snapshot_load(struct nb_ctx *ctx, const char *id)
     return row;
 }
 
+json_t *nb_volume_snapshot_lookup(struct nb_ctx *ctx, const char *snapshot_id)
+{
+    return nb_vol_snapshot_load(ctx, snapshot_id);
+}
+
 static json_t *field(const json_t *row, const char *key)
 {
     json_t *v = json_object_get(row, key);
