@@ -377,12 +377,5 @@ json_t *nb_network_port_devices(struct nb_ctx *ctx)
                    "SELECT DISTINCT device_id FROM ports WHERE device_owner LIKE 'compute:%' AND "
                    "device_id IS NOT NULL ORDER BY device_id",
                    "");
-    if (!rows)
-        return NULL;
-    json_t *out = json_array();
-    size_t i;
-    json_t *r;
-    json_array_foreach (rows, i, r)
-        json_array_append_new(out, json_string(nb_json_str(r, "device_id")));
-    return out;
+    return nb_json_strings(rows, "device_id");
 }

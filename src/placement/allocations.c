@@ -990,14 +990,7 @@ json_t *nb_placement_list_consumers(struct nb_ctx *ctx)
 {
     _cleanup_json_ json_t *rows = nb_db_rows(
         plc_db(), ctx, "SELECT DISTINCT consumer_id FROM allocations ORDER BY consumer_id", "");
-    if (!rows)
-        return NULL;
-    json_t *out = json_array();
-    size_t i;
-    json_t *r;
-    json_array_foreach (rows, i, r)
-        json_array_append_new(out, json_string(nb_json_str(r, "consumer_id")));
-    return out;
+    return nb_json_strings(rows, "consumer_id");
 }
 
 void plc_routes_allocations(void)
