@@ -153,6 +153,30 @@ int nb_service_keepalive_start(struct nb_db *db, const char *host, const char *b
                                const char *topic);
 void nb_service_keepalive_stop(void);
 
+/* --- for the other modules and the host tools, which never name
+ * compute's tables (src/db/owners.tsv). Each runs on db, the caller's own
+ * connection to the shared database: the compute API need not be
+ * initialised in the caller's process. */
+
+/* Creates a public flavor without extra specs unless one with that
+ * flavorid or name exists (the default flavors `nubo aio` seeds, as
+ * devstack's). 1 created, 0 one existed, -1 after a database error
+ * recorded on ctx. */
+int nb_flavor_seed(struct nb_db *db, struct nb_ctx *ctx, const char *flavorid, const char *name,
+                   int memory_mb, int vcpus, int root_gb);
+/* The live rows of Nova's services table, ordered by binary and host:
+ * [{"host", "binary", "topic", "report_count", "disabled",
+ * "disabled_reason", "forced_down", "last_seen_up", "version",
+ * "created_at", "updated_at"}, ...] (what `nubo status` reads). New
+ * reference, or NULL after a database error recorded on ctx. */
+json_t *nb_service_list(struct nb_db *db, struct nb_ctx *ctx);
+/* Whether the instance's live block device mapping of volume_id holds the
+ * volume attachment attachment_id, i.e. the compute service still maps it
+ * (Cinder's attachment_deletion_allowed asks this). 1 yes, 0 no, -1 after
+ * a database error recorded on ctx. */
+int nb_compute_volume_mapped(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid,
+                             const char *volume_id, const char *attachment_id);
+
 /* The instance as the compute agent, the config drive and the metadata
  * service see it: {"uuid", "name", "hostname", "project_id", "user_id",
  * "image_ref", "user_data" (base64 as stored), "key_name", "key_data",

@@ -212,13 +212,18 @@ static void resume_interrupted_builds(struct conductor *c, struct nb_ctx *ctx, j
 /* Releases allocations whose instance is gone or never got a host. */
 static void release_leaked_allocations(struct conductor *c, struct nb_ctx *ctx)
 {
-    _cleanup_json_ json_t *rows = nb_db_rows(
-        c->db, ctx,
-        "SELECT DISTINCT a.consumer_id AS uuid FROM allocations a JOIN instances i ON "
-        "i.uuid = a.consumer_id WHERE i.deleted != 0 OR (i.vm_state = 'error' AND i.host IS "
-        "NULL) OR (i.vm_state = 'building' AND i.task_state = 'scheduling' AND i.host IS NULL "
-        "AND i.id <= ?)",
-        "i", c->last_id_at_start);
+    /* placement names its consumers, and of those (one query for them all)
+     * the instances that are gone or never got a host are released */
+    _cleanup_json_ json_t *consumers = nb_placement_list_consumers(ctx);
+    _cleanup_json_ json_t *rows =
+        !consumers
+            ? NULL
+            : nb_db_rows(c->db, ctx,
+                         "SELECT DISTINCT uuid FROM instances WHERE uuid IN (SELECT value FROM "
+                         "json_each(?)) AND (deleted != 0 OR (vm_state = 'error' AND host IS "
+                         "NULL) OR (vm_state = 'building' AND task_state = 'scheduling' AND host "
+                         "IS NULL AND id <= ?))",
+                         "ji", consumers, c->last_id_at_start);
     cond_clear_error(ctx);
     size_t i;
     json_t *r;
