@@ -2,7 +2,6 @@
  * instance row and its agent view, events and faults that log instead of
  * failing, the local delete, and the cast to a host's agent (see helpers.h;
  * internal.h for the concurrency rule they follow). */
-#include "bus/bus.h"
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
@@ -131,13 +130,4 @@ int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
         NB_INFO(LOG_COND, ctx, uuid, "Instance deleted and its allocations released");
     }
     return 0;
-}
-
-int cond_cast_compute(struct conductor *c, struct nb_ctx *ctx, const char *host, const char *method,
-                      json_t *args)
-{
-    (void)c;
-    char topic[300];
-    snprintf(topic, sizeof(topic), "compute.%s", host);
-    return nb_bus_cast(ctx, topic, method, args);
 }

@@ -35,8 +35,4 @@ void cond_fault(struct conductor *c, struct nb_ctx *ctx, const char *uuid, int c
  * allocations. Idempotent. 0/-1. */
 int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
 
-/* Casts method to "compute.<host>". 0, or -1 (logged) if no agent listens. */
-int cond_cast_compute(struct conductor *c, struct nb_ctx *ctx, const char *host, const char *method,
-                      json_t *args);
-
 #endif
