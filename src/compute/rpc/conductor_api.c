@@ -33,9 +33,12 @@ int nb_conductor_power_action(struct nb_ctx *ctx, const char *uuid, const char *
                               const char *reboot_type)
 {
     for (size_t i = 0; i < sizeof(power_methods) / sizeof(power_methods[0]); i++)
-        if (!strcmp(power_methods[i].op, op))
-            return cast(ctx, power_methods[i].method,
-                        json_pack("{s:s, s:s?}", "uuid", uuid, "reboot_type", reboot_type));
+        if (!strcmp(power_methods[i].op, op)) {
+            json_t *args = json_pack("{s:s}", "uuid", uuid);
+            if (reboot_type)
+                json_object_set_new(args, "reboot_type", json_string(reboot_type));
+            return cast(ctx, power_methods[i].method, args);
+        }
     NB_ERROR(LOG_RPC, ctx, uuid, "no conductor method for the power action %s", op);
     return -1;
 }

@@ -110,7 +110,7 @@ int nb_conductor_snapshot_instance(struct nb_ctx *ctx, const char *uuid, const c
 /* ---- agent -> conductor: outcomes (casts) ---- */
 
 /* build_result {"uuid", "host", "ok", "message"} (message on failure:
- * the driver's, the fault's; NULL leaves it out). */
+ * the driver's, the fault's; NULL is sent as null). */
 int nb_conductor_build_result(struct nb_ctx *ctx, const char *uuid, const char *host, bool ok,
                               const char *message);
 
@@ -119,7 +119,7 @@ struct nb_op_result {
     const char *uuid, *host;
     const char *op; /* "start", "stop", "reboot", "terminate", "pause", … */
     bool ok;
-    const char *message; /* on failure (NULL: left out) */
+    const char *message; /* on failure (NULL: sent as null) */
     int power_state;     /* the guest's after the op */
     bool unsupported;    /* the driver lacks the op (Nova's NotImplementedError) */
 };
@@ -128,7 +128,7 @@ struct nb_op_result {
 int nb_conductor_op_result(struct nb_ctx *ctx, const struct nb_op_result *r);
 
 /* attach_result / detach_result {"uuid", "host", "bdm_uuid", "volume_id",
- * "ok", "message"} (bdm_uuid, volume_id and message left out when NULL). */
+ * "ok", "message"} (bdm_uuid, volume_id and message null when NULL). */
 int nb_conductor_attach_result(struct nb_ctx *ctx, const char *uuid, const char *host,
                                const char *bdm_uuid, const char *volume_id, bool ok,
                                const char *message);
@@ -152,7 +152,7 @@ int nb_conductor_power_sync(struct nb_ctx *ctx, const char *uuid, const char *ho
  * connection_info.data.format, found before a domain start (spawn, start,
  * hard reboot, resume, attach) with [compute] reconcile_disk_format true. */
 struct nb_disk_reconcile {
-    const char *uuid, *bdm_uuid, *volume_id; /* bdm_uuid, volume_id: NULL left out */
+    const char *uuid, *bdm_uuid, *volume_id; /* bdm_uuid, volume_id: NULL sent as null */
     const char *path, *old_format, *new_format, *host;
 };
 /* reconcile_disk_format {"uuid", "bdm_uuid", "volume_id", "path",
