@@ -17,7 +17,6 @@
  *   - formats differ, reconcile off: a WARNING, and the guest is started as
  *     declared, so QEMU's own error reaches the fault.
  * nb_disk_check is the core (files only, no bus), for unit tests. */
-#include "compute/rpc/conductor_api.h"
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
@@ -25,6 +24,7 @@
 #include "common/util.h"
 #include "compute/agent/internal.h"
 #include "compute/bdm.h"
+#include "compute/rpc/conductor_api.h"
 #include "image/format.h"
 
 #include <errno.h>

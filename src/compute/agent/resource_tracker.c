@@ -15,7 +15,6 @@
  * Nova does) plus the COMPUTE_* capabilities of the driver.
  * Usage: summed from the flavors of the instances on the host, written to
  * the compute node row (hypervisor views read it). */
-#include "compute/rpc/conductor_api.h"
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
@@ -23,6 +22,7 @@
 #include "common/util.h"
 #include "compute/agent/internal.h"
 #include "compute/agent/svc_client.h"
+#include "compute/rpc/conductor_api.h"
 
 #include <stdio.h>
 #include <stdlib.h>

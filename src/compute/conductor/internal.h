@@ -79,7 +79,7 @@ void cond_attach_volume(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 void cond_attach_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 void cond_detach_volume(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 void cond_detach_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);
-/* reconcile_disk_format (call): see compute.h. Reply, new ref. */
+/* reconcile_disk_format (call): see conductor_api.h. Reply, new ref. */
 json_t *cond_reconcile_disk_format(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 
 /* networking.c: ports of the Networking service (Nova's allocate_for_instance,

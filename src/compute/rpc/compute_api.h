@@ -83,7 +83,9 @@ int nb_compute_destroy_guest(struct nb_ctx *ctx, const char *host, const char *u
 /* get_console_output (call, API -> agent, no conductor: Nova's API asks
  * the host) {"uuid", "length": n|null}: the last length newline-separated
  * pieces of the guest's console log (length < 0: all of it, sent as
- * null). Reply {"output": "…"} or {"error": "…", "code": 404|501}. */
+ * null). Reply {"output": "…"} or {"error": "…", "code": 404|501}; the
+ * API answers 409 when the instance has no host and 404/501 as the agent
+ * says. */
 json_t *nb_compute_get_console_output(struct nb_ctx *ctx, const char *host, const char *uuid,
                                       long long length, int timeout_ms);
 
