@@ -1,6 +1,7 @@
 /* compute_api.c - the client of topic "compute.<host>" (see
  * compute_api.h). */
 #include "compute/rpc/compute_api.h"
+#include "compute/rpc/power_methods.h"
 #include "bus/bus.h"
 #include "common/cleanup.h"
 #include "common/json.h"
@@ -8,7 +9,6 @@
 #include "compute/virt/driver.h"
 
 #include <stdio.h>
-#include <string.h>
 
 #define LOG_RPC "nubo.compute.rpcapi"
 
@@ -39,26 +39,18 @@ int nb_compute_build_and_run_instance(struct nb_ctx *ctx, const char *host, json
                 json_pack("{s:o, s:s}", "instance", instance, "node", node));
 }
 
-static const struct {
-    const char *op, *method;
-} power_methods[] = {
-    {"start", NB_COMPUTE_START_INSTANCE},     {"stop", NB_COMPUTE_STOP_INSTANCE},
-    {"reboot", NB_COMPUTE_REBOOT_INSTANCE},   {"pause", NB_COMPUTE_PAUSE_INSTANCE},
-    {"unpause", NB_COMPUTE_UNPAUSE_INSTANCE}, {"suspend", NB_COMPUTE_SUSPEND_INSTANCE},
-    {"resume", NB_COMPUTE_RESUME_INSTANCE},
-};
-
 int nb_compute_power_action(struct nb_ctx *ctx, const char *host, const char *op, json_t *instance,
                             bool hard)
 {
-    for (size_t i = 0; i < sizeof(power_methods) / sizeof(power_methods[0]); i++)
-        if (!strcmp(power_methods[i].op, op))
-            return cast(ctx, host, power_methods[i].method,
-                        json_pack("{s:o, s:s}", "instance", instance, "reboot_type",
-                                  hard ? "HARD" : "SOFT"));
-    json_decref(instance);
-    NB_ERROR(LOG_RPC, ctx, NULL, "no compute method for the power action %s", op);
-    return -1;
+    const char *method = nb_rpc_power_method(op);
+    if (!method) {
+        json_decref(instance);
+        NB_ERROR(LOG_RPC, ctx, NULL, "no compute method for the power action %s", op);
+        return -1;
+    }
+    return cast(
+        ctx, host, method,
+        json_pack("{s:o, s:s}", "instance", instance, "reboot_type", hard ? "HARD" : "SOFT"));
 }
 
 int nb_compute_terminate_instance(struct nb_ctx *ctx, const char *host, json_t *instance)

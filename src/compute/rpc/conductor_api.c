@@ -1,9 +1,8 @@
 /* conductor_api.c - the client of topic "conductor" (see conductor_api.h). */
 #include "compute/rpc/conductor_api.h"
+#include "compute/rpc/power_methods.h"
 #include "bus/bus.h"
 #include "common/log.h"
-
-#include <string.h>
 
 #define LOG_RPC "nubo.conductor.rpcapi"
 
@@ -20,27 +19,19 @@ int nb_conductor_build_instances(struct nb_ctx *ctx, json_t *instance_uuids,
                           admin_password));
 }
 
-static const struct {
-    const char *op, *method;
-} power_methods[] = {
-    {"start", NB_CONDUCTOR_START_INSTANCE},     {"stop", NB_CONDUCTOR_STOP_INSTANCE},
-    {"reboot", NB_CONDUCTOR_REBOOT_INSTANCE},   {"pause", NB_CONDUCTOR_PAUSE_INSTANCE},
-    {"unpause", NB_CONDUCTOR_UNPAUSE_INSTANCE}, {"suspend", NB_CONDUCTOR_SUSPEND_INSTANCE},
-    {"resume", NB_CONDUCTOR_RESUME_INSTANCE},
-};
-
 int nb_conductor_power_action(struct nb_ctx *ctx, const char *uuid, const char *op,
                               const char *reboot_type)
 {
-    for (size_t i = 0; i < sizeof(power_methods) / sizeof(power_methods[0]); i++)
-        if (!strcmp(power_methods[i].op, op)) {
-            json_t *args = json_pack("{s:s}", "uuid", uuid);
-            if (reboot_type)
-                json_object_set_new(args, "reboot_type", json_string(reboot_type));
-            return cast(ctx, power_methods[i].method, args);
-        }
-    NB_ERROR(LOG_RPC, ctx, uuid, "no conductor method for the power action %s", op);
-    return -1;
+    /* the conductor's methods are the agent's names (power_methods.h) */
+    const char *method = nb_rpc_power_method(op);
+    if (!method) {
+        NB_ERROR(LOG_RPC, ctx, uuid, "no conductor method for the power action %s", op);
+        return -1;
+    }
+    json_t *args = json_pack("{s:s}", "uuid", uuid);
+    if (reboot_type)
+        json_object_set_new(args, "reboot_type", json_string(reboot_type));
+    return cast(ctx, method, args);
 }
 
 int nb_conductor_delete_instance(struct nb_ctx *ctx, const char *uuid)
