@@ -26,7 +26,6 @@
  *  4. deletes and power actions left in a task state are run again;
  *     snapshots (image_* task states) are not: their task state is cleared.
  * Events the crash left open are closed with result Error. */
-#include "bus/bus.h"
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
@@ -34,6 +33,8 @@
 #include "common/util.h"
 #include "compute/compute.h"
 #include "compute/conductor/internal.h"
+#include "compute/rpc/compute_api.h"
+#include "compute/rpc/scheduler_api.h"
 #include "compute/virt/driver.h"
 #include "db/db.h"
 #include "placement/placement.h"
@@ -44,9 +45,9 @@
 #include <string.h>
 #include <unistd.h>
 
-static bool wait_for(const char *topic, double max_s);
+static bool wait_for(const char *host, double max_s);
 static bool agent_up(json_t *waited, const char *host);
-static bool ping(const char *topic, int timeout_ms);
+static bool ping(const char *host, int timeout_ms);
 
 #define INTERRUPTED "Interrupted: nubo stopped before this event finished."
 
@@ -143,7 +144,7 @@ static void finish_spawned_build(struct conductor *c, struct nb_ctx *actx, const
 static void reschedule_interrupted_build(struct conductor *c, struct nb_ctx *actx, const char *uuid,
                                          const char *host, const char *task)
 {
-    cond_cast_compute(c, actx, host, "destroy_guest", json_pack("{s:s}", "uuid", uuid));
+    nb_compute_destroy_guest(actx, host, uuid);
     _cleanup_json_ json_t *row = cond_instance_get(c, actx, uuid);
     _cleanup_json_ json_t *rspec = nb_json_parse(row ? nb_json_str(row, "request_spec") : NULL);
     json_t *retry = json_object_get(rspec, "retry");
@@ -194,15 +195,13 @@ static void resume_interrupted_builds(struct conductor *c, struct nb_ctx *ctx, j
             fail_interrupted_build(c, &actx, uuid, host, task);
             continue;
         }
-        char topic[300];
-        snprintf(topic, sizeof(topic), "compute.%s", host);
-        _cleanup_json_ json_t *info =
-            nb_bus_call(&actx, topic, "guest_info", json_pack("{s:s}", "uuid", uuid), 10000);
+        bool found = false;
+        int power = NB_POWER_NOSTATE;
+        int answered = nb_compute_guest_info(&actx, host, uuid, 10000, &found, &power);
         cond_clear_error(&actx);
-        if (!info)
+        if (answered < 0)
             fail_interrupted_build(c, &actx, uuid, host, task);
-        else if (json_is_true(json_object_get(info, "found")) &&
-                 nb_json_int(info, "power_state", 0) == NB_POWER_RUNNING)
+        else if (found && power == NB_POWER_RUNNING)
             finish_spawned_build(c, &actx, uuid, host, task);
         else
             reschedule_interrupted_build(c, &actx, uuid, host, task);
@@ -244,29 +243,27 @@ static bool agent_up(json_t *waited, const char *host)
     json_t *known = json_object_get(waited, host);
     if (known)
         return json_is_true(known);
-    char topic[300];
-    snprintf(topic, sizeof(topic), "compute.%s", host);
-    bool up = wait_for(topic, 15);
+    bool up = wait_for(host, 15);
     json_object_set_new(waited, host, json_boolean(up));
     return up;
 }
 
-/* Whether topic answers one ping within timeout_ms. */
-static bool ping(const char *topic, int timeout_ms)
+/* Whether host's agent (host NULL: the scheduler) answers one ping within
+ * timeout_ms. */
+static bool ping(const char *host, int timeout_ms)
 {
     struct nb_ctx ctx;
     nb_ctx_init_system(&ctx, NULL);
-    json_t *r = nb_bus_call(&ctx, topic, "ping", json_object(), timeout_ms);
-    json_decref(r);
-    return r != NULL;
+    return host ? nb_compute_ping(&ctx, host, timeout_ms) : nb_scheduler_ping(&ctx, timeout_ms);
 }
 
-/* Waits until topic answers a ping, up to max_s seconds. */
-static bool wait_for(const char *topic, double max_s)
+/* Waits until host's agent (host NULL: the scheduler) answers a ping, up
+ * to max_s seconds. */
+static bool wait_for(const char *host, double max_s)
 {
     double deadline = nb_time_mono() + max_s;
     do {
-        if (ping(topic, 2000))
+        if (ping(host, 2000))
             return true;
         usleep(250 * 1000);
     } while (nb_time_mono() < deadline);
@@ -320,9 +317,7 @@ static void wait_for_computes(struct conductor *c, struct nb_ctx *ctx, json_t *w
             const char *host = json_string_value(h);
             if (json_is_true(json_object_get(waited, host)))
                 continue;
-            char topic[300];
-            snprintf(topic, sizeof(topic), "compute.%s", host);
-            bool up = ping(topic, 2000);
+            bool up = ping(host, 2000);
             json_object_set_new(waited, host, json_boolean(up));
             missing += !up;
         }
@@ -373,7 +368,7 @@ static void resume_builds(struct conductor *c, struct nb_ctx *ctx)
         "(task_state IS NULL OR task_state = 'scheduling') AND id <= ? ORDER BY id",
         "i", c->last_id_at_start);
     cond_clear_error(ctx);
-    if (json_array_size(rows) && !wait_for("scheduler", 30))
+    if (json_array_size(rows) && !wait_for(NULL, 30))
         NB_ERROR(LOG_COND, ctx, NULL, "the scheduler does not answer; scheduling anyway");
     size_t i;
     json_t *r;
