@@ -20,6 +20,11 @@
 /* Registers the /networking routes; keeps env->db. 0/-1. */
 int nb_network_init(struct nb_env *env);
 
+/* The Networking API as the HTTP layer serves it (http_service.c); its init
+ * registers it with its routes. */
+struct nb_http_service;
+extern const struct nb_http_service nb_network_http_service;
+
 /* Seeds the network an all-in-one starts with (devstack's): a shared
  * "private" network with subnet "private-subnet" 10.0.0.0/26 ([network]
  * seed_private_cidr), owned by the admin project, and, only when [network]
@@ -66,6 +71,12 @@ int nb_network_allocate_for_instance(struct nb_ctx *ctx, const char *instance_uu
 /* Deletes the instance's ports (those the user passed are unbound and kept:
  * device_id/device_owner/binding:host_id cleared). Idempotent; 0/-1. */
 int nb_network_deallocate_for_instance(struct nb_ctx *ctx, const char *instance_uuid);
+
+/* The instances that own ports: the distinct device_id of the ports whose
+ * device_owner is "compute:<az>" (Neutron's GET /ports?device_owner=
+ * compute:...), as a new JSON array of strings, or NULL after nb_error.
+ * The conductor's start-up recovery asks which of them are gone. */
+json_t *nb_network_port_devices(struct nb_ctx *ctx);
 
 /* The instance's current network_info built from its ports (same shape as
  * above; [] when it has none). New reference, or NULL after nb_error. */

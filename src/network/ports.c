@@ -290,14 +290,7 @@ static json_t *used_ips(struct nb_ctx *ctx, const char *subnet_id)
     _cleanup_json_ json_t *rows =
         nb_db_rows(nb_net_env->db, ctx, "SELECT ip_address FROM ipallocations WHERE subnet_id = ?",
                    "s", subnet_id);
-    if (!rows)
-        return NULL;
-    json_t *out = json_array();
-    size_t i;
-    json_t *r;
-    json_array_foreach (rows, i, r)
-        json_array_append_new(out, json_string(nb_json_str(r, "ip_address")));
-    return out;
+    return nb_json_strings(rows, "ip_address");
 }
 
 static int insert_ip(struct nb_ctx *ctx, const char *port_id, const json_t *subnet, const char *ip)
@@ -864,10 +857,10 @@ static int delete (struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 
 int nb_net_ports_init(void)
 {
-    nb_net_route("POST", "/networking/v2.0/ports", create);
-    nb_net_route("GET", "/networking/v2.0/ports", list);
-    nb_net_route("GET", "/networking/v2.0/ports/{port_id}", show);
-    nb_net_route("PUT", "/networking/v2.0/ports/{port_id}", update);
-    nb_net_route("DELETE", "/networking/v2.0/ports/{port_id}", delete);
+    nb_http_route("POST", "/networking/v2.0/ports", create, 0);
+    nb_http_route("GET", "/networking/v2.0/ports", list, 0);
+    nb_http_route("GET", "/networking/v2.0/ports/{port_id}", show, 0);
+    nb_http_route("PUT", "/networking/v2.0/ports/{port_id}", update, 0);
+    nb_http_route("DELETE", "/networking/v2.0/ports/{port_id}", delete, 0);
     return 0;
 }

@@ -14,6 +14,11 @@
 
 int nb_placement_init(struct nb_env *env);
 
+/* The Placement API as the HTTP layer serves it (http_service.c); its init
+ * registers it with its routes. */
+struct nb_http_service;
+extern const struct nb_http_service nb_placement_http_service;
+
 /* Creates the provider if missing (by uuid), else renames it. 0/-1. */
 int nb_placement_ensure_provider(struct nb_ctx *ctx, const char *rp_uuid, const char *name);
 /* Replaces the provider's inventories: {"VCPU": {"total":…, "reserved":…,
@@ -50,6 +55,12 @@ int nb_placement_claim(struct nb_ctx *ctx, const char *consumer_uuid, const char
 int nb_placement_delete_allocations(struct nb_ctx *ctx, const char *consumer_uuid);
 /* Provider UUID holding the consumer's allocations, or NULL. Caller frees. */
 char *nb_placement_consumer_provider(struct nb_ctx *ctx, const char *consumer_uuid);
+
+/* The consumers that hold allocations (what GET /allocations/{consumer}
+ * answers non-empty for), as a new JSON array of their UUIDs, or NULL after
+ * an error recorded on ctx. The conductor's start-up recovery asks which
+ * of them are instances that are gone. */
+json_t *nb_placement_list_consumers(struct nb_ctx *ctx);
 
 /* Calls for the compute API, which keeps Nova's view of a host in step
  * with placement. Unlike the calls above they open no transaction of their

@@ -13,6 +13,7 @@
 #include "compute/compute.h"
 #include "compute/conductor/internal.h"
 #include "compute/objects/instance.h"
+#include "compute/rpc/compute_api.h"
 #include "db/db.h"
 #include "image/image.h"
 
@@ -81,8 +82,7 @@ void cond_snapshot_instance(struct conductor *c, struct nb_ctx *ctx, json_t *arg
     }
     NB_INFO(LOG_COND, ctx, uuid, "instance snapshotting to image %s on host %s", image_id, host);
     json_t *inst = cond_instance_for_agent(c, ctx, row);
-    if (cond_cast_compute(c, ctx, host, "snapshot_instance",
-                          json_pack("{s:o, s:s}", "instance", inst, "image_id", image_id)) < 0) {
+    if (nb_compute_snapshot_instance(ctx, host, inst, image_id) < 0) {
         cond_clear_error(ctx);
         char msg[512];
         snprintf(msg, sizeof(msg), "The compute service of host %s is not reachable.", host);

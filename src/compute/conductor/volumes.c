@@ -18,6 +18,7 @@
 #include "compute/compute.h"
 #include "compute/conductor/internal.h"
 #include "compute/objects/instance.h"
+#include "compute/rpc/compute_api.h"
 #include "db/db.h"
 #include "volume/volume.h"
 
@@ -417,8 +418,7 @@ void cond_attach_volume(struct conductor *c, struct nb_ctx *ctx, json_t *args)
     NB_INFO(LOG_COND, ctx, uuid, "Attaching volume %s to %s on host %s", vid,
             str_or(nb_json_str(bdm, "device_name"), "?"), host);
     json_t *inst = cond_instance_for_agent(c, ctx, row);
-    if (cond_cast_compute(c, ctx, host, "attach_volume",
-                          json_pack("{s:o, s:O}", "instance", inst, "bdm", bdm)) < 0) {
+    if (nb_compute_attach_volume(ctx, host, inst, bdm) < 0) {
         cond_clear_error(ctx);
         snprintf(msg, sizeof(msg), "The compute service of host %s is not reachable.", host);
         attach_failed(c, ctx, uuid, bdm_uuid, vid, host, msg);
@@ -533,8 +533,7 @@ void cond_detach_volume(struct conductor *c, struct nb_ctx *ctx, json_t *args)
     NB_INFO(LOG_COND, ctx, uuid, "Detaching volume %s from %s on host %s", vid,
             str_or(nb_json_str(bdm, "device_name"), "?"), host);
     json_t *inst = cond_instance_for_agent(c, ctx, row);
-    if (cond_cast_compute(c, ctx, host, "detach_volume",
-                          json_pack("{s:o, s:O}", "instance", inst, "bdm", bdm)) < 0) {
+    if (nb_compute_detach_volume(ctx, host, inst, bdm) < 0) {
         cond_clear_error(ctx);
         char msg[512];
         snprintf(msg, sizeof(msg), "The compute service of host %s is not reachable.", host);

@@ -1,0 +1,38 @@
+/* helpers.h - the instance helpers the conductor's workflows share
+ * (helpers.c). manager.c, the dispatcher, defines none of them, so the
+ * workflow files depend on this header and not on the dispatcher. */
+#ifndef NB_CONDUCTOR_HELPERS_H
+#define NB_CONDUCTOR_HELPERS_H
+
+#include "common/ctx.h"
+#include <jansson.h>
+#include <stdbool.h>
+
+struct conductor;
+
+/* Forgets the error recorded on ctx (after a handled failure). */
+void cond_clear_error(struct nb_ctx *ctx);
+
+/* The instance row (deleted or not), or NULL. New ref. */
+json_t *cond_instance_get(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
+
+/* The instance as the agent gets it: row fields, flavor, metadata, BDMs.
+ * New ref. */
+json_t *cond_instance_for_agent(struct conductor *c, struct nb_ctx *ctx, json_t *row);
+
+/* Event helpers that log (WARNING) instead of failing: the record of an
+ * event must never stop the work it records. */
+void cond_event_start(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *event,
+                      const char *host);
+void cond_event_finish(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *event,
+                       bool ok, const char *details);
+void cond_fault(struct conductor *c, struct nb_ctx *ctx, const char *uuid, int code,
+                const char *message, const char *details, const char *host);
+
+/* Soft-deletes the instance (deleted = id, vm_state deleted, timestamps),
+ * its metadata, faults and BDMs, drops its tags and server group
+ * membership (as the API's local delete does), then releases its
+ * allocations. Idempotent. 0/-1. */
+int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
+
+#endif
