@@ -243,3 +243,17 @@ void lv_cache_cleanup(struct lv *lv, struct nb_ctx *ctx)
         closedir(d);
     pthread_mutex_unlock(&lv->cache_lock);
 }
+
+const char *lv_instance_dir(const struct lv *lv, const char *uuid, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/%s", lv->instances_path, uuid);
+    return buf;
+}
+
+json_t *lv_read_disk_info(const char *dir)
+{
+    char p[LV_PATH_MAX + 16];
+    snprintf(p, sizeof(p), "%s/disk.info", dir);
+    _cleanup_free_ char *text = nb_read_file(p, NULL);
+    return text ? nb_json_parse(text) : NULL;
+}
