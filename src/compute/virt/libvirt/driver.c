@@ -146,6 +146,11 @@ static void op_set_event_callback(struct nb_virt_driver *drv,
     __atomic_store_n(&lv->on_event, cb, __ATOMIC_RELEASE);
 }
 
+static void op_set_image_source(struct nb_virt_driver *drv, const struct nb_virt_image_source *src)
+{
+    __atomic_store_n(&LV(drv)->images, src, __ATOMIC_RELEASE);
+}
+
 static void op_close(struct nb_virt_driver *drv)
 {
     struct lv *lv = LV(drv);
@@ -177,6 +182,7 @@ static const struct nb_virt_ops lv_ops = {
     .detach_volume = op_detach_volume,
     .snapshot = op_snapshot,
     .set_event_callback = op_set_event_callback,
+    .set_image_source = op_set_image_source,
     .close = op_close,
 };
 

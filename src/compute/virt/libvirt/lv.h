@@ -71,6 +71,8 @@ struct lv {
     void (*on_event)(void *opaque, const char *host, const char *uuid, int power_state);
     void *on_event_opaque;
 
+    const struct nb_virt_image_source *images; /* set by the agent; NULL: none yet */
+
     pthread_mutex_t cache_lock; /* instances/_base */
     json_t *cache_pins;         /* base name -> spawns between fetch and disk.info (cache_lock) */
 };
