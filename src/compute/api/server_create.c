@@ -979,7 +979,7 @@ int nb_srv_h_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp
     const char *uuid = json_string_value(json_array_get(uuids, 0));
     json_t *sgs = json_object_get(server, "security_groups");
     json_t *view =
-        json_pack("{s:s, s:o, s:s, s:o}", "id", uuid, "links", nb_srv_links("servers", uuid),
+        json_pack("{s:s, s:o, s:s, s:o}", "id", uuid, "links", nb_res_links("servers", uuid),
                   "OS-DCF:diskConfig", c.auto_disk_config ? "AUTO" : "MANUAL", "security_groups",
                   sgs ? json_incref(sgs) : json_pack("[{s:s}]", "name", "default"));
     if (nb_conf_bool("api", "enable_instance_password", true))

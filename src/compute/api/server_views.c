@@ -311,8 +311,8 @@ static void page_data_init(struct page_data *d)
     d->image_views = json_object();
     d->host_ids = json_object();
     d->nw_info = json_object();
-    d->url_v21 = nb_srv_url_v21();
-    d->url_bookmark = nb_srv_url_bookmark();
+    d->url_v21 = nb_res_api_url();
+    d->url_bookmark = nb_res_bookmark_url();
 }
 
 /* The steps of load_page_data: each fills its map of d for the given keys.
@@ -602,7 +602,7 @@ static json_t *flavor_view(struct nb_ctx *ctx, const char *flavor_text, bool ext
             id = idbuf;
         }
         v = json_pack("{s:s, s:o}", "id", id ? id : "", "links",
-                      nb_srv_bookmark_links("flavors", id ? id : ""));
+                      nb_res_bookmark_links("flavors", id ? id : ""));
     }
     json_decref(fl);
     return v;
@@ -613,7 +613,7 @@ json_t *nb_srv_view_basic(const json_t *inst)
     const char *uuid = row_str(inst, "uuid");
     const char *name = row_str(inst, "display_name");
     return json_pack("{s:s, s:s, s:o}", "id", uuid, "name", name ? name : "", "links",
-                     nb_srv_links("servers", uuid));
+                     nb_res_links("servers", uuid));
 }
 
 static bool is_progress_status(const char *st)
