@@ -980,17 +980,10 @@ static int validate_update(struct nb_ctx *ctx, json_t *server)
         return -1;
     if ((v = json_object_get(server, "hostname")) && nb_srv_check_hostname(ctx, v) < 0)
         return -1;
-    if ((v = json_object_get(server, "accessIPv4")) &&
-        nb_srv_check_ip(ctx, "accessIPv4", v, AF_INET) < 0)
+    if (nb_srv_check_access_ips(ctx, server) < 0)
         return -1;
-    if ((v = json_object_get(server, "accessIPv6")) &&
-        nb_srv_check_ip(ctx, "accessIPv6", v, AF_INET6) < 0)
+    if (nb_srv_check_disk_config(ctx, server) < 0)
         return -1;
-    if ((v = json_object_get(server, "OS-DCF:diskConfig"))) {
-        const char *s = json_string_value(v);
-        if (!s || (strcmp(s, "AUTO") && strcmp(s, "MANUAL")))
-            return nb_srv_bad(ctx, "OS-DCF:diskConfig", v, "is not one of ['AUTO', 'MANUAL']");
-    }
     return 0;
 }
 

@@ -330,6 +330,29 @@ int nb_srv_check_ip(struct nb_ctx *ctx, const char *field, const json_t *v, int 
     return 0;
 }
 
+int nb_srv_check_access_ips(struct nb_ctx *ctx, const json_t *server)
+{
+    json_t *v;
+    if ((v = json_object_get(server, "accessIPv4")) &&
+        nb_srv_check_ip(ctx, "accessIPv4", v, AF_INET) < 0)
+        return -1;
+    if ((v = json_object_get(server, "accessIPv6")) &&
+        nb_srv_check_ip(ctx, "accessIPv6", v, AF_INET6) < 0)
+        return -1;
+    return 0;
+}
+
+int nb_srv_check_disk_config(struct nb_ctx *ctx, const json_t *server)
+{
+    json_t *v;
+    if ((v = json_object_get(server, "OS-DCF:diskConfig"))) {
+        const char *s = json_string_value(v);
+        if (!s || (strcmp(s, "AUTO") && strcmp(s, "MANUAL")))
+            return nb_srv_bad(ctx, "OS-DCF:diskConfig", v, "is not one of ['AUTO', 'MANUAL']");
+    }
+    return 0;
+}
+
 /* Hostname at 2.90: 2-63 of [a-zA-Z0-9-], not starting/ending with '-'. */
 int nb_srv_check_hostname(struct nb_ctx *ctx, const json_t *v)
 {

@@ -90,6 +90,10 @@ int nb_res_check_int(struct nb_ctx *ctx, const char *field, const json_t *v, lon
 int nb_srv_check_metadata(struct nb_ctx *ctx, const char *field, const json_t *v);
 /* An IPv4 (family AF_INET), IPv6 (AF_INET6) or either (0) address string. */
 int nb_srv_check_ip(struct nb_ctx *ctx, const char *field, const json_t *v, int family);
+/* A server body's accessIPv4 and accessIPv6 (made canonical in place). */
+int nb_srv_check_access_ips(struct nb_ctx *ctx, const json_t *server);
+/* A server body's OS-DCF:diskConfig: AUTO or MANUAL. 0/-1. */
+int nb_srv_check_disk_config(struct nb_ctx *ctx, const json_t *server);
 /* Hostname at 2.90: 2-63 of [a-zA-Z0-9-], not starting/ending with '-'. */
 int nb_srv_check_hostname(struct nb_ctx *ctx, const json_t *v);
 
