@@ -4,23 +4,13 @@
  * does. */
 #include "common/cleanup.h"
 #include "common/config.h"
-#include "common/json.h"
-#include "common/log.h"
-#include "common/util.h"
 #include "common/sbuf.h"
+#include "common/util.h"
 #include "compute/api/links.h"
 #include "compute/api/validate.h"
 
-#include <arpa/inet.h>
-#include <ctype.h>
-#include <errno.h>
-#include <regex.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 
 /* --- links ------------------------------------------------------------------ */
 

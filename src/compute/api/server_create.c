@@ -3,7 +3,7 @@
  * networks, zones, key pairs and quotas, stored as instance rows with their
  * mappings and request spec in one transaction, and cast to the conductor
  * (server_create.h). */
-#include "common/cleanup.h"
+#include "bus/bus.h"
 #include "common/config.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -16,22 +16,14 @@
 #include "compute/api/server_create.h"
 #include "compute/api/validate.h"
 #include "compute/compute.h"
-#include "bus/bus.h"
 #include "db/db.h"
 #include "image/image.h"
 #include "network/network.h"
-#include "placement/placement.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
-#include <errno.h>
-#include <regex.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 
 /* ---- create: the request's meaning ------------------------------------------------------ */
 

@@ -2,25 +2,12 @@
  * servers create schema at each microversion words them: networks, block
  * device mappings, scheduler hints, personality, user data and the rest
  * (server_create.h). */
-#include "common/cleanup.h"
-#include "common/config.h"
-#include "common/json.h"
-#include "common/log.h"
 #include "common/util.h"
 #include "compute/api/server_create.h"
 #include "compute/api/validate.h"
-#include "compute/compute.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
-#include <errno.h>
-#include <regex.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 
 /* ---- create: request checks --------------------------------------------------------- */
 

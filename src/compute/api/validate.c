@@ -3,20 +3,15 @@
  * messages and Python's repr of the offending value), query strings and
  * oslo's boolean words (validate.h). */
 #include "common/cleanup.h"
-#include "common/config.h"
-#include "common/json.h"
-#include "common/log.h"
-#include "common/util.h"
 #include "common/pyrepr.h"
 #include "common/sbuf.h"
+#include "common/util.h"
 #include "compute/api/api.h"
 #include "compute/api/validate.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
-#include <regex.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
