@@ -1,25 +1,13 @@
 /* instances.c - the module's environment, instance lookup with Nova's
  * visibility rule, and the lock and state refusals (instances.h); the
  * soft delete is compute/objects' nb_instance_destroy. */
-#include "common/cleanup.h"
-#include "common/config.h"
 #include "common/json.h"
-#include "common/log.h"
 #include "common/util.h"
 #include "compute/api/instances.h"
 #include "compute/objects/instance.h"
 #include "db/db.h"
 
-#include <arpa/inet.h>
-#include <ctype.h>
-#include <errno.h>
-#include <regex.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 
 static const struct nb_env *srv_env;
 
