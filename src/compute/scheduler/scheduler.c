@@ -162,6 +162,94 @@ static void host_zone(json_t *aggs, const char *def, char *out, size_t n)
         nb_strlcpy(out, def, n);
 }
 
+/* {host: the row, or the row's value_key when given} of rows with a host.
+ * New ref. */
+static json_t *by_host(json_t *rows, const char *value_key)
+{
+    json_t *out = json_object();
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        if (nb_json_str(r, "host"))
+            json_object_set(out, nb_json_str(r, "host"),
+                            value_key ? json_object_get(r, value_key) : r);
+    }
+    return out;
+}
+
+/* A numeric column, 0 when it is NULL. */
+static double ratio_of(json_t *row, const char *key)
+{
+    json_t *ratio = json_object_get(row, key);
+    return json_is_number(ratio) ? json_number_value(ratio) : 0;
+}
+
+/* Fills hs from its compute_nodes row, its aggregates (kept alive by c)
+ * and its instance count. */
+static void host_from_node(struct host_cache *c, struct nb_host_state *hs, json_t *r, json_t *aggs,
+                           const char *def_zone, json_t *count_by_host)
+{
+    const char *host = nb_json_str(r, "host");
+    nb_strlcpy(hs->host, host ? host : "", sizeof(hs->host));
+    const char *node = nb_json_str(r, "hypervisor_hostname");
+    nb_strlcpy(hs->nodename, node ? node : hs->host, sizeof(hs->nodename));
+    const char *uuid = nb_json_str(r, "uuid");
+    nb_strlcpy(hs->rp_uuid, uuid ? uuid : "", sizeof(hs->rp_uuid));
+    const char *type = nb_json_str(r, "hypervisor_type");
+    nb_strlcpy(hs->hypervisor_type, type ? type : "", sizeof(hs->hypervisor_type));
+    hs->hypervisor_version = (long)nb_json_int(r, "hypervisor_version", 0);
+    const char *ip = nb_json_str(r, "host_ip");
+    nb_strlcpy(hs->host_ip, ip ? ip : "", sizeof(hs->host_ip));
+    hs->cpu_info = keep_json(c, nb_json_str(r, "cpu_info"));
+    hs->supported_instances = keep_json(c, nb_json_str(r, "supported_instances"));
+    hs->aggregates = json_object_get(aggs, hs->host);
+    if (hs->aggregates)
+        json_array_append(c->keep, hs->aggregates);
+    host_zone(hs->aggregates, def_zone, hs->availability_zone, sizeof(hs->availability_zone));
+    hs->vcpus_total = nb_json_int(r, "vcpus", 0);
+    hs->memory_mb_total = nb_json_int(r, "memory_mb", 0);
+    hs->local_gb_total = nb_json_int(r, "local_gb", 0);
+    hs->cpu_allocation_ratio = ratio_of(r, "cpu_allocation_ratio");
+    hs->ram_allocation_ratio = ratio_of(r, "ram_allocation_ratio");
+    hs->disk_allocation_ratio = ratio_of(r, "disk_allocation_ratio");
+    hs->num_instances = (long)json_integer_value(json_object_get(count_by_host, hs->host));
+}
+
+/* Fills host i of c from its nova-compute services row (svc may be NULL:
+ * no service, never seen). */
+static void host_from_service(struct host_cache *c, size_t i, json_t *svc)
+{
+    struct nb_host_state *hs = &c->hosts[i];
+    c->heartbeat[i] = -1;
+    if (!svc)
+        return;
+    hs->has_service = true;
+    hs->service_disabled = nb_json_int(svc, "disabled", 0) != 0;
+    const char *reason = nb_json_str(svc, "disabled_reason");
+    nb_strlcpy(hs->disabled_reason, reason ? reason : "", sizeof(hs->disabled_reason));
+    c->forced_down[i] = nb_json_int(svc, "forced_down", 0) != 0;
+    const char *seen = nb_json_str(svc, "last_seen_up");
+    nb_strlcpy(hs->last_seen_up, seen ? seen : "", sizeof(hs->last_seen_up));
+    if (!seen)
+        seen = nb_json_str(svc, "created_at");
+    c->heartbeat[i] = seen ? nb_time_parse(seen) : -1;
+}
+
+/* An empty snapshot with room for n hosts. */
+static struct host_cache *cache_alloc(size_t n)
+{
+    struct host_cache *c = calloc(1, sizeof(*c));
+    c->refs = 1;
+    c->built = nb_time_mono();
+    c->n = n;
+    c->hosts = calloc(c->n ? c->n : 1, sizeof(*c->hosts));
+    c->heartbeat = calloc(c->n ? c->n : 1, sizeof(double));
+    c->forced_down = calloc(c->n ? c->n : 1, sizeof(bool));
+    c->by_rp = json_object();
+    c->keep = json_array();
+    return c;
+}
+
 /* Builds a fresh snapshot of the compute hosts. NULL on a database error. */
 static struct host_cache *cache_build(struct scheduler *s, struct nb_ctx *ctx)
 {
@@ -187,80 +275,16 @@ static struct host_cache *cache_build(struct scheduler *s, struct nb_ctx *ctx)
     if (!nodes || !services || !counts || !aggs)
         return NULL;
 
-    _cleanup_json_ json_t *svc_by_host = json_object();
+    _cleanup_json_ json_t *svc_by_host = by_host(services, NULL);
+    _cleanup_json_ json_t *count_by_host = by_host(counts, "n");
+    const char *def_zone = nb_conf_str("DEFAULT", "default_availability_zone", "nova");
+    struct host_cache *c = cache_alloc(json_array_size(nodes));
     size_t i;
     json_t *r;
-    json_array_foreach (services, i, r) {
-        if (nb_json_str(r, "host"))
-            json_object_set(svc_by_host, nb_json_str(r, "host"), r);
-    }
-    _cleanup_json_ json_t *count_by_host = json_object();
-    json_array_foreach (counts, i, r) {
-        if (nb_json_str(r, "host"))
-            json_object_set(count_by_host, nb_json_str(r, "host"), json_object_get(r, "n"));
-    }
-
-    const char *def_zone = nb_conf_str("DEFAULT", "default_availability_zone", "nova");
-    struct host_cache *c = calloc(1, sizeof(*c));
-    c->refs = 1;
-    c->built = nb_time_mono();
-    c->n = json_array_size(nodes);
-    c->hosts = calloc(c->n ? c->n : 1, sizeof(*c->hosts));
-    c->heartbeat = calloc(c->n ? c->n : 1, sizeof(double));
-    c->forced_down = calloc(c->n ? c->n : 1, sizeof(bool));
-    c->by_rp = json_object();
-    c->keep = json_array();
     json_array_foreach (nodes, i, r) {
         struct nb_host_state *hs = &c->hosts[i];
-        const char *host = nb_json_str(r, "host");
-        nb_strlcpy(hs->host, host ? host : "", sizeof(hs->host));
-        const char *node = nb_json_str(r, "hypervisor_hostname");
-        nb_strlcpy(hs->nodename, node ? node : hs->host, sizeof(hs->nodename));
-        const char *uuid = nb_json_str(r, "uuid");
-        nb_strlcpy(hs->rp_uuid, uuid ? uuid : "", sizeof(hs->rp_uuid));
-        const char *type = nb_json_str(r, "hypervisor_type");
-        nb_strlcpy(hs->hypervisor_type, type ? type : "", sizeof(hs->hypervisor_type));
-        hs->hypervisor_version = (long)nb_json_int(r, "hypervisor_version", 0);
-        const char *ip = nb_json_str(r, "host_ip");
-        nb_strlcpy(hs->host_ip, ip ? ip : "", sizeof(hs->host_ip));
-        hs->cpu_info = keep_json(c, nb_json_str(r, "cpu_info"));
-        hs->supported_instances = keep_json(c, nb_json_str(r, "supported_instances"));
-        hs->aggregates = json_object_get(aggs, hs->host);
-        if (hs->aggregates)
-            json_array_append(c->keep, hs->aggregates);
-        host_zone(hs->aggregates, def_zone, hs->availability_zone, sizeof(hs->availability_zone));
-        hs->vcpus_total = nb_json_int(r, "vcpus", 0);
-        hs->memory_mb_total = nb_json_int(r, "memory_mb", 0);
-        hs->local_gb_total = nb_json_int(r, "local_gb", 0);
-        json_t *ratio;
-        hs->cpu_allocation_ratio =
-            json_is_number(ratio = json_object_get(r, "cpu_allocation_ratio"))
-                ? json_number_value(ratio)
-                : 0;
-        hs->ram_allocation_ratio =
-            json_is_number(ratio = json_object_get(r, "ram_allocation_ratio"))
-                ? json_number_value(ratio)
-                : 0;
-        hs->disk_allocation_ratio =
-            json_is_number(ratio = json_object_get(r, "disk_allocation_ratio"))
-                ? json_number_value(ratio)
-                : 0;
-        hs->num_instances = (long)json_integer_value(json_object_get(count_by_host, hs->host));
-
-        json_t *svc = json_object_get(svc_by_host, hs->host);
-        c->heartbeat[i] = -1;
-        if (svc) {
-            hs->has_service = true;
-            hs->service_disabled = nb_json_int(svc, "disabled", 0) != 0;
-            const char *reason = nb_json_str(svc, "disabled_reason");
-            nb_strlcpy(hs->disabled_reason, reason ? reason : "", sizeof(hs->disabled_reason));
-            c->forced_down[i] = nb_json_int(svc, "forced_down", 0) != 0;
-            const char *seen = nb_json_str(svc, "last_seen_up");
-            nb_strlcpy(hs->last_seen_up, seen ? seen : "", sizeof(hs->last_seen_up));
-            if (!seen)
-                seen = nb_json_str(svc, "created_at");
-            c->heartbeat[i] = seen ? nb_time_parse(seen) : -1;
-        }
+        host_from_node(c, hs, r, aggs, def_zone, count_by_host);
+        host_from_service(c, i, json_object_get(svc_by_host, hs->host));
         if (hs->rp_uuid[0])
             json_object_set_new(c->by_rp, hs->rp_uuid, json_integer((json_int_t)i));
     }
