@@ -574,22 +574,14 @@ static size_t requested_host(struct nb_host_state **hosts, size_t n, const char 
     return kept;
 }
 
-/* select_destinations of instance uuid with request spec rs. */
-static json_t *select_for(struct scheduler *s, struct nb_ctx *ctx, const char *uuid,
-                          const struct nb_request_spec *rs)
+/* Asks placement for allocation candidates for res (with the required
+ * traits), adding the outcome to lines. The candidates (new ref), or NULL
+ * when there are none or placement failed: lines then hold the whole
+ * explanation and ctx's error is cleared. */
+static json_t *ask_placement(struct nb_ctx *ctx, const char *uuid, json_t *res, json_t *required,
+                             const char *restext, json_t *lines)
 {
-    json_t *flavor = flavor_body(rs->flavor);
-    if (!uuid || !json_object_size(flavor))
-        return json_pack("{s:s, s:s}", "error", NO_HOST_PLACEMENT, "details",
-                         "The request has no instance UUID or no flavor.");
-    _cleanup_json_ json_t *lines = json_array();
-    _cleanup_json_ json_t *required = NULL;
-    _cleanup_json_ json_t *res = resources_for(flavor, rs->is_bfv, &required);
-    char restext[256];
-    resources_text(res, restext, sizeof(restext));
-
-    double t_start = nb_time_mono();
-    _cleanup_json_ json_t *cands =
+    json_t *cands =
         nb_placement_candidates(ctx, res, json_array_size(required) ? required : NULL, NULL,
                                 (int)nb_conf_int("scheduler", "max_placement_results", 1000));
     if (!cands) {
@@ -598,7 +590,7 @@ static json_t *select_for(struct scheduler *s, struct nb_ctx *ctx, const char *u
                  ctx->err_msg);
         clear_error(ctx);
         json_array_append_new(lines, json_string(line));
-        return no_host(ctx, uuid, NO_HOST_PLACEMENT, lines);
+        return NULL;
     }
     size_t ncand = json_array_size(json_object_get(cands, "allocation_requests"));
     char line[2048];
@@ -623,27 +615,143 @@ static json_t *select_for(struct scheduler *s, struct nb_ctx *ctx, const char *u
                                        ? "no compute host has the required traits with enough "
                                          "free resources"
                                        : "no compute host is registered in placement"));
-        return no_host(ctx, uuid, NO_HOST_PLACEMENT, lines);
+        json_decref(cands);
+        return NULL;
     }
+    return cands;
+}
 
-    double t_placement = nb_time_mono();
+/* The host states of the candidates (*states, malloc'd) and the list of
+ * pointers to them the filters work on (*hosts, malloc'd), noting in lines
+ * the providers that are not compute nodes. Returns the count. */
+static size_t host_list(struct host_cache *c, json_t *cands, struct nb_host_state **states,
+                        struct nb_host_state ***hosts, json_t *lines)
+{
+    size_t ncand = json_array_size(json_object_get(cands, "allocation_requests"));
+    size_t n = candidate_hosts(c, cands, states);
+    *hosts = calloc(n + 1, sizeof(**hosts));
+    for (size_t i = 0; i < n; i++)
+        (*hosts)[i] = &(*states)[i];
+    if (n < ncand) {
+        char line[2048];
+        snprintf(line, sizeof(line),
+                 "ComputeNodes: %zu -> %zu; providers without a compute node left out", ncand, n);
+        json_array_append_new(lines, json_string(line));
+    }
+    return n;
+}
+
+/* Narrows hosts to those the request allows: the forced host (filters
+ * skipped), else the requested host, the request filters and the enabled
+ * filters, each logged. Returns the count left. */
+static size_t filter_hosts(struct scheduler *s, struct nb_ctx *ctx, const char *uuid,
+                           const struct nb_request_spec *rs, const struct nb_sched_spec *spec,
+                           struct nb_host_state **hosts, size_t n, json_t *lines)
+{
+    const char *forced = rs->force_host;
+    const char *requested = rs->requested_host;
+    if (forced && *forced)
+        return force_host(hosts, n, forced, lines);
+    if (requested && *requested)
+        n = requested_host(hosts, n, requested, lines);
+    const struct nb_sched_filter *pre[2];
+    size_t npre = 0;
+    if (json_array_size(spec->retry_hosts) || json_array_size(spec->unreachable_hosts))
+        pre[npre++] = &nb_filter_retry;
+    if (spec->availability_zone && *spec->availability_zone &&
+        nb_conf_bool("scheduler", "query_placement_for_availability_zone", true))
+        pre[npre++] = &nb_filter_az_prefilter;
+    size_t before = json_array_size(lines);
+    n = nb_sched_run_filters(hosts, n, pre, npre, spec, lines);
+    n = nb_sched_run_filters(hosts, n, s->filters, s->nfilters, spec, lines);
+    for (size_t i = before; i < json_array_size(lines); i++)
+        NB_INFO(LOG_FILTERS, ctx, uuid, "%s", json_string_value(json_array_get(lines, i)));
+    return n;
+}
+
+/* The monotonic times of one request's steps, for the selection log line. */
+struct select_times {
+    double start, placement, weighed;
+};
+
+/* "host=weight, …" of the five best hosts into weights, and as a line. */
+static void weights_text(struct nb_host_state **hosts, size_t n, char *weights, size_t size,
+                         json_t *lines)
+{
+    char line[2048];
+    weights[0] = '\0';
+    for (size_t i = 0; i < n && i < 5; i++)
+        snprintf(weights + strlen(weights), size - strlen(weights), "%s%s=%.3f", i ? ", " : "",
+                 hosts[i]->host, hosts[i]->weight);
+    snprintf(line, sizeof(line), "Weighed: %s%s", weights, n > 5 ? ", …" : "");
+    json_array_append_new(lines, json_string(line));
+}
+
+/* Claims res in placement on the weighed hosts in order, the next one on a
+ * refusal. The selection reply, or the no-host reply when every claim was
+ * refused (each refusal in lines, ctx's error cleared). New ref. */
+static json_t *claim_best(struct nb_ctx *ctx, const char *uuid, const struct nb_request_spec *rs,
+                          struct nb_host_state **hosts, size_t n, json_t *res, const char *restext,
+                          const char *weights, const struct select_times *t, json_t *lines)
+{
+    const char *project = rs->project_id;
+    const char *user = rs->user_id;
+    char line[2048];
+    for (size_t i = 0; i < n; i++) {
+        if (nb_placement_claim(ctx, uuid, project ? project : ctx->project_id,
+                               user ? user : ctx->user_id, hosts[i]->rp_uuid, res, -1) == 0) {
+            _cleanup_free_ char *details = join_lines(lines);
+            double t_end = nb_time_mono();
+            NB_INFO(LOG_MGR, ctx, uuid,
+                    "Selected host %s (node %s) and claimed %s; weighed hosts: %s%s; took "
+                    "%.1f ms (candidates %.1f, hosts/filters/weighers %.1f, claim %.1f)",
+                    hosts[i]->host, hosts[i]->nodename, restext, weights, n > 5 ? ", …" : "",
+                    (t_end - t->start) * 1000, (t->placement - t->start) * 1000,
+                    (t->weighed - t->placement) * 1000, (t_end - t->weighed) * 1000);
+            return json_pack("{s:s, s:s, s:s, s:s, s:s}", "host", hosts[i]->host, "node",
+                             hosts[i]->nodename, "rp_uuid", hosts[i]->rp_uuid, "availability_zone",
+                             hosts[i]->availability_zone, "details", details);
+        }
+        snprintf(line, sizeof(line), "Claim: %s refused (%d): %s", hosts[i]->host, ctx->err_status,
+                 ctx->err_msg);
+        NB_INFO(LOG_MGR, ctx, uuid, "%s", line);
+        clear_error(ctx);
+        json_array_append_new(lines, json_string(line));
+    }
+    return no_host(ctx, uuid, NO_HOST_FILTERS, lines);
+}
+
+/* select_destinations of instance uuid with request spec rs. */
+static json_t *select_for(struct scheduler *s, struct nb_ctx *ctx, const char *uuid,
+                          const struct nb_request_spec *rs)
+{
+    json_t *flavor = flavor_body(rs->flavor);
+    if (!uuid || !json_object_size(flavor))
+        return json_pack("{s:s, s:s}", "error", NO_HOST_PLACEMENT, "details",
+                         "The request has no instance UUID or no flavor.");
+    _cleanup_json_ json_t *lines = json_array();
+    _cleanup_json_ json_t *required = NULL;
+    _cleanup_json_ json_t *res = resources_for(flavor, rs->is_bfv, &required);
+    char restext[256];
+    resources_text(res, restext, sizeof(restext));
+
+    struct select_times t = {.start = nb_time_mono()};
+    _cleanup_json_ json_t *cands = ask_placement(ctx, uuid, res, required, restext, lines);
+    if (!cands)
+        return no_host(ctx, uuid, NO_HOST_PLACEMENT, lines);
+
+    t.placement = nb_time_mono();
     struct host_cache *c = cache_get(s, ctx);
     if (!c) {
+        char line[2048];
         snprintf(line, sizeof(line), "Database error reading compute hosts: %s", ctx->err_msg);
         clear_error(ctx);
         json_array_append_new(lines, json_string(line));
         return no_host(ctx, uuid, NO_HOST_FILTERS, lines);
     }
     struct nb_host_state *states = NULL;
-    size_t n = candidate_hosts(c, cands, &states);
-    struct nb_host_state **hosts = calloc(n + 1, sizeof(*hosts));
-    for (size_t i = 0; i < n; i++)
-        hosts[i] = &states[i];
-    if (n < ncand) {
-        snprintf(line, sizeof(line),
-                 "ComputeNodes: %zu -> %zu; providers without a compute node left out", ncand, n);
-        json_array_append_new(lines, json_string(line));
-    }
+    struct nb_host_state **hosts = NULL;
+    size_t n = host_list(c, cands, &states, &hosts, lines);
 
     json_t *group = rs->group;
     bool grouped = json_is_object(group);
@@ -655,69 +763,18 @@ static json_t *select_for(struct scheduler *s, struct nb_ctx *ctx, const char *u
     build_spec(&spec, uuid, rs, flavor, &props);
     _cleanup_json_ json_t *ghosts = grouped ? group_hosts(s, ctx, c, group, uuid) : json_object();
     spec.group_hosts = ghosts;
+    n = filter_hosts(s, ctx, uuid, rs, &spec, hosts, n, lines);
 
-    const char *forced = rs->force_host;
-    const char *requested = rs->requested_host;
-    if (forced && *forced) {
-        n = force_host(hosts, n, forced, lines);
-    } else {
-        if (requested && *requested)
-            n = requested_host(hosts, n, requested, lines);
-        const struct nb_sched_filter *pre[2];
-        size_t npre = 0;
-        if (json_array_size(spec.retry_hosts) || json_array_size(spec.unreachable_hosts))
-            pre[npre++] = &nb_filter_retry;
-        if (spec.availability_zone && *spec.availability_zone &&
-            nb_conf_bool("scheduler", "query_placement_for_availability_zone", true))
-            pre[npre++] = &nb_filter_az_prefilter;
-        size_t before = json_array_size(lines);
-        n = nb_sched_run_filters(hosts, n, pre, npre, &spec, lines);
-        n = nb_sched_run_filters(hosts, n, s->filters, s->nfilters, &spec, lines);
-        for (size_t i = before; i < json_array_size(lines); i++)
-            NB_INFO(LOG_FILTERS, ctx, uuid, "%s", json_string_value(json_array_get(lines, i)));
-    }
-
-    json_t *reply = NULL;
+    json_t *reply;
     if (n == 0) {
         reply = no_host(ctx, uuid, NO_HOST_FILTERS, lines);
-        goto out;
+    } else {
+        nb_sched_weigh(hosts, n, s->weighers, s->multipliers, s->nweighers);
+        t.weighed = nb_time_mono();
+        char weights[512];
+        weights_text(hosts, n, weights, sizeof(weights), lines);
+        reply = claim_best(ctx, uuid, rs, hosts, n, res, restext, weights, &t, lines);
     }
-    nb_sched_weigh(hosts, n, s->weighers, s->multipliers, s->nweighers);
-    double t_weighed = nb_time_mono();
-    char weights[512] = "";
-    for (size_t i = 0; i < n && i < 5; i++)
-        snprintf(weights + strlen(weights), sizeof(weights) - strlen(weights), "%s%s=%.3f",
-                 i ? ", " : "", hosts[i]->host, hosts[i]->weight);
-    snprintf(line, sizeof(line), "Weighed: %s%s", weights, n > 5 ? ", …" : "");
-    json_array_append_new(lines, json_string(line));
-
-    const char *project = rs->project_id;
-    const char *user = rs->user_id;
-    for (size_t i = 0; i < n && !reply; i++) {
-        if (nb_placement_claim(ctx, uuid, project ? project : ctx->project_id,
-                               user ? user : ctx->user_id, hosts[i]->rp_uuid, res, -1) == 0) {
-            _cleanup_free_ char *details = join_lines(lines);
-            double t_end = nb_time_mono();
-            NB_INFO(LOG_MGR, ctx, uuid,
-                    "Selected host %s (node %s) and claimed %s; weighed hosts: %s%s; took "
-                    "%.1f ms (candidates %.1f, hosts/filters/weighers %.1f, claim %.1f)",
-                    hosts[i]->host, hosts[i]->nodename, restext, weights, n > 5 ? ", …" : "",
-                    (t_end - t_start) * 1000, (t_placement - t_start) * 1000,
-                    (t_weighed - t_placement) * 1000, (t_end - t_weighed) * 1000);
-            reply = json_pack("{s:s, s:s, s:s, s:s, s:s}", "host", hosts[i]->host, "node",
-                              hosts[i]->nodename, "rp_uuid", hosts[i]->rp_uuid, "availability_zone",
-                              hosts[i]->availability_zone, "details", details);
-            break;
-        }
-        snprintf(line, sizeof(line), "Claim: %s refused (%d): %s", hosts[i]->host, ctx->err_status,
-                 ctx->err_msg);
-        NB_INFO(LOG_MGR, ctx, uuid, "%s", line);
-        clear_error(ctx);
-        json_array_append_new(lines, json_string(line));
-    }
-    if (!reply)
-        reply = no_host(ctx, uuid, NO_HOST_FILTERS, lines);
-out:
     if (grouped)
         pthread_mutex_unlock(&s->group_lock);
     free(hosts);
