@@ -107,23 +107,19 @@ static json_t *request_body(struct nb_ctx *ctx, struct nb_req *req)
     return req->json;
 }
 
-static int images_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+/* The attributes of an image that are not custom properties. */
+static const char *const base_attrs[] = {
+    "checksum",   "created_at", "container_format", "disk_format", "id",   "min_disk", "min_ram",
+    "name",       "size",       "virtual_size",     "status",      "tags", "owner",    "updated_at",
+    "visibility", "protected",  "os_hidden",        NULL};
+
+/* The create body's shape: an object, no server-side attribute, the
+ * schema, custom property names. 0, or -1 after Glance's 400/403. */
+static int check_create_body(struct nb_ctx *ctx, json_t *body)
 {
     static const char *const disallowed[] = {"direct_url", "self",   "file",
                                              "schema",     "stores", NULL};
-    static const char *const readonly[] = {"created_at", "updated_at",   "status",
-                                           "checksum",   "os_hash_algo", "os_hash_value",
-                                           "size",       "virtual_size", NULL};
     static const char *const reserved[] = {"location", "deleted", "deleted_at", NULL};
-    static const char *const base[] = {"checksum",     "created_at", "container_format",
-                                       "disk_format",  "id",         "min_disk",
-                                       "min_ram",      "name",       "size",
-                                       "virtual_size", "status",     "tags",
-                                       "owner",        "updated_at", "visibility",
-                                       "protected",    "os_hidden",  NULL};
-    json_t *body = request_body(ctx, req);
-    if (!body)
-        return -1;
     if (!json_is_object(body)) {
         _cleanup_free_ char *r = nb_image_pyrepr(body);
         return nb_error(ctx, 400, NULL,
@@ -140,7 +136,7 @@ static int images_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
     const char *k;
     json_t *v;
     json_object_foreach (body, k, v) {
-        if (one_of(k, base))
+        if (one_of(k, base_attrs))
             continue;
         if (strlen(k) > 255)
             return nb_error(ctx, 400, NULL,
@@ -148,17 +144,28 @@ static int images_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
         if (one_of(k, reserved) || strncmp(k, "os_glance", 9) == 0)
             return nb_error(ctx, 403, NULL, "Attribute '%s' is reserved.", k);
     }
+    return 0;
+}
+
+/* What the caller may create: the owner (*owner, borrowed, NULL = none),
+ * no read-only attribute, the visibility (*vis). 0, or -1 after a 403. */
+static int check_create_access(struct nb_ctx *ctx, json_t *body, const char **owner,
+                               const char **vis)
+{
+    static const char *const readonly[] = {"created_at", "updated_at",   "status",
+                                           "checksum",   "os_hash_algo", "os_hash_value",
+                                           "size",       "virtual_size", NULL};
     /* ImagesController.create: owner defaults to the caller's project, and
      * only admins may create images for another project. */
-    const char *owner = ctx->project_id[0] ? ctx->project_id : NULL;
+    *owner = ctx->project_id[0] ? ctx->project_id : NULL;
     json_t *ov = json_object_get(body, "owner");
     if (ov)
-        owner = json_string_value(ov);
-    bool own = owner && strcmp(owner, ctx->project_id) == 0;
+        *owner = json_string_value(ov);
+    bool own = *owner && strcmp(*owner, ctx->project_id) == 0;
     if (!ctx->is_admin && !(ctx->is_member && own)) {
         if (!own)
             return nb_error(ctx, 403, NULL, "You are not permitted to create images owned by '%s'",
-                            owner ? owner : "None");
+                            *owner ? *owner : "None");
         return nb_error(ctx, 403, NULL, "You are not authorized to complete add_image action.");
     }
     for (const char *const *r = readonly; *r; r++)
@@ -166,36 +173,39 @@ static int images_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
             return nb_error(ctx, 403, NULL, "Attribute '%s' is read-only.", *r);
     if (json_object_get(body, "locations"))
         return nb_error(ctx, 403, NULL, "Attribute 'locations' is reserved.");
-    const char *vis = nb_json_str(body, "visibility");
-    if (!vis)
-        vis = "shared";
-    if (strcmp(vis, "public") == 0 && !ctx->is_admin)
+    *vis = nb_json_str(body, "visibility");
+    if (!*vis)
+        *vis = "shared";
+    if (strcmp(*vis, "public") == 0 && !ctx->is_admin)
         return nb_error(ctx, 403, NULL,
                         "You are not authorized to complete publicize_image action.");
-    long long min_disk = nb_json_int(body, "min_disk", 0),
-              min_ram = nb_json_int(body, "min_ram", 0);
-    if (json_is_real(json_object_get(body, "min_disk")))
-        min_disk = (long long)json_real_value(json_object_get(body, "min_disk"));
-    if (json_is_real(json_object_get(body, "min_ram")))
-        min_ram = (long long)json_real_value(json_object_get(body, "min_ram"));
-    if (min_disk < 0 || min_ram < 0)
-        return nb_error(ctx, 400, NULL,
-                        "Invalid value '%lld' for parameter '%s': Cannot be a negative value",
-                        min_disk < 0 ? min_disk : min_ram, min_disk < 0 ? "min_disk" : "min_ram");
+    return 0;
+}
 
-    char id[NB_UUID_LEN], now[32];
-    const char *given = nb_json_str(body, "id");
-    if (given)
-        nb_strlcpy(id, given, sizeof(id));
-    else
-        nb_uuid(id);
-    nb_now_iso_us(now);
-    json_t *props = json_object(), *tags = json_array();
-    json_object_foreach (body, k, v) {
-        if (!one_of(k, base))
-            json_object_set(props, k, v);
-    }
+/* min_disk and min_ram of the body (reals truncated, 0 when absent). 0, or
+ * -1 after a 400 for a negative one. */
+static int create_minimums(struct nb_ctx *ctx, json_t *body, long long *min_disk,
+                           long long *min_ram)
+{
+    *min_disk = nb_json_int(body, "min_disk", 0);
+    *min_ram = nb_json_int(body, "min_ram", 0);
+    if (json_is_real(json_object_get(body, "min_disk")))
+        *min_disk = (long long)json_real_value(json_object_get(body, "min_disk"));
+    if (json_is_real(json_object_get(body, "min_ram")))
+        *min_ram = (long long)json_real_value(json_object_get(body, "min_ram"));
+    if (*min_disk < 0 || *min_ram < 0)
+        return nb_error(
+            ctx, 400, NULL, "Invalid value '%lld' for parameter '%s': Cannot be a negative value",
+            *min_disk < 0 ? *min_disk : *min_ram, *min_disk < 0 ? "min_disk" : "min_ram");
+    return 0;
+}
+
+/* The body's tags without repeats, in first-seen order. New ref. */
+static json_t *unique_tags(json_t *body)
+{
+    json_t *tags = json_array();
     size_t i;
+    json_t *v;
     json_array_foreach (json_object_get(body, "tags"), i, v) {
         bool dup = false;
         size_t j;
@@ -206,11 +216,29 @@ static int images_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
         if (!dup)
             json_array_append(tags, v);
     }
+    return tags;
+}
+
+/* The new image's record (status queued, custom properties apart). New
+ * ref, NULL if it cannot be built. */
+static json_t *create_record(json_t *body, const char *id, const char *owner, const char *vis,
+                             long long min_disk, long long min_ram)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    json_t *props = json_object(), *tags;
+    const char *k;
+    json_t *v;
+    json_object_foreach (body, k, v) {
+        if (!one_of(k, base_attrs))
+            json_object_set(props, k, v);
+    }
+    tags = unique_tags(body);
     json_t *name = json_object_get(body, "name");
     json_t *prot = json_object_get(body, "protected"), *hidden = json_object_get(body, "os_hidden");
     json_t *df = json_object_get(body, "disk_format"),
            *cf = json_object_get(body, "container_format");
-    _cleanup_json_ json_t *rec = json_pack(
+    return json_pack(
         "{s:s, s:O, s:s, s:s, s:b, s:b, s:O, s:O, s:n, s:n, s:n, s:n, s:n, s:I, s:I, s:o, s:s, "
         "s:s, s:o, s:o}",
         "id", id, "name", name ? name : json_null(), "status", "queued", "visibility", vis,
@@ -219,6 +247,27 @@ static int images_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
         "checksum", "os_hash_algo", "os_hash_value", "min_disk", (json_int_t)min_disk, "min_ram",
         (json_int_t)min_ram, "owner", owner ? json_string(owner) : json_null(), "created_at", now,
         "updated_at", now, "properties", props, "tags", tags);
+}
+
+/* POST /v2/images: validate, build the record, quota, store. */
+static int images_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    json_t *body = request_body(ctx, req);
+    if (!body)
+        return -1;
+    const char *owner = NULL, *vis = NULL;
+    long long min_disk = 0, min_ram = 0;
+    if (check_create_body(ctx, body) < 0 || check_create_access(ctx, body, &owner, &vis) < 0 ||
+        create_minimums(ctx, body, &min_disk, &min_ram) < 0)
+        return -1;
+
+    char id[NB_UUID_LEN];
+    const char *given = nb_json_str(body, "id");
+    if (given)
+        nb_strlcpy(id, given, sizeof(id));
+    else
+        nb_uuid(id);
+    _cleanup_json_ json_t *rec = create_record(body, id, owner, vis, min_disk, min_ram);
     if (!rec)
         return nb_error(ctx, 500, NULL, "Cannot build the image record.");
     if (nb_image_record_quota(ctx, rec) < 0)
