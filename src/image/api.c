@@ -751,28 +751,17 @@ static bool listed(struct nb_ctx *ctx, const json_t *rec, const struct list_quer
     return strcmp(vis, "community") != 0 || owned;
 }
 
-/* The images ctx's project may see: image_get_all's visibility rules, the
- * filters, tags, marker and sorting of q, at most q->limit of them. A new
- * array of image views, or NULL after an error. */
-static json_t *select_images(struct nb_ctx *ctx, const struct list_query *q)
+/* {image_id: status} of the memberships of ctx's project. New ref, or
+ * NULL after a database error. */
+static json_t *member_statuses(struct nb_ctx *ctx)
 {
-    static const char *const not_filters[] = {
-        "limit", "marker",     "member_status", "tag",       "sort_key", "sort_dir",
-        "sort",  "visibility", "os_hidden",     "protected", NULL};
-    json_t *records = NULL, *memberships = NULL, *list = NULL, *page = NULL;
-    if (!ctx->is_admin && !ctx->is_reader) {
-        nb_error(ctx, 403, NULL, "You are not authorized to complete get_images action.");
-        goto out;
-    }
-    if (!(records = all_records(ctx)))
-        goto out;
     json_t *mrows = nb_db_rows(nb_image_env->db, ctx,
                                "SELECT image_id, status FROM image_members WHERE member = ? AND "
                                "deleted = 0",
                                "s", ctx->project_id);
     if (!mrows)
-        goto out;
-    memberships = json_object();
+        return NULL;
+    json_t *memberships = json_object();
     size_t i;
     json_t *r;
     json_array_foreach (mrows, i, r) {
@@ -780,45 +769,107 @@ static json_t *select_images(struct nb_ctx *ctx, const struct list_query *q)
                             json_string(nb_json_str(r, "status")));
     }
     json_decref(mrows);
+    return memberships;
+}
+
+/* Whether rec carries every "tag" of q (trimmed). */
+static bool has_tags(const json_t *rec, const struct list_query *q)
+{
+    bool ok = true;
+    for (size_t k = 0; k < q->p.n && ok; k++) {
+        if (strcmp(q->p.keys[k], "tag") != 0)
+            continue;
+        char tag[512];
+        nb_strlcpy(tag, q->p.values[k], sizeof(tag));
+        trim(tag);
+        _cleanup_json_ json_t *t = json_string(tag);
+        bool has = false;
+        size_t j;
+        json_t *u;
+        json_array_foreach (json_object_get(rec, "tags"), j, u) {
+            has |= json_equal(u, t);
+        }
+        ok = has;
+    }
+    return ok;
+}
+
+/* Whether rec is listed for q: visible, os_hidden and protected as asked,
+ * every filter and tag matching. 1 or 0, -1 after a 400 for a bad filter. */
+static int query_match(struct nb_ctx *ctx, const json_t *rec, const struct list_query *q,
+                       const json_t *memberships)
+{
+    static const char *const not_filters[] = {
+        "limit", "marker",     "member_status", "tag",       "sort_key", "sort_dir",
+        "sort",  "visibility", "os_hidden",     "protected", NULL};
+    if (!listed(ctx, rec, q, memberships))
+        return 0;
+    if (json_is_true(json_object_get(rec, "os_hidden")) != (q->os_hidden == 1))
+        return 0;
+    if (q->protected_ >= 0 &&
+        json_is_true(json_object_get(rec, "protected")) != (q->protected_ == 1))
+        return 0;
+    for (size_t k = 0; k < q->p.n; k++) {
+        const char *key = q->p.keys[k];
+        if (one_of(key, not_filters))
+            continue;
+        int m = filter_match(ctx, rec, key, params_get(&q->p, key));
+        if (m < 0)
+            return -1;
+        if (m != 1)
+            return 0;
+    }
+    return has_tags(rec, q);
+}
+
+/* The page of list after marker_rec (NULL = from the start) in q's sort
+ * order, at most q->limit image views. New ref. */
+static json_t *sorted_page(json_t *list, const json_t *marker_rec, const struct list_query *q)
+{
+    size_t n = json_array_size(list);
+    json_t **items = calloc(n ? n : 1, sizeof(*items));
+    if (!items)
+        abort();
+    size_t i;
+    for (i = 0; i < n; i++)
+        items[i] = json_array_get(list, i);
+    qsort_r(items, n, sizeof(*items), qsort_records, (void *)&q->sort);
+    json_t *page = json_array();
+    for (i = 0; i < n && (long long)json_array_size(page) < q->limit; i++) {
+        if (marker_rec && cmp_records(items[i], marker_rec, &q->sort) <= 0)
+            continue;
+        json_array_append_new(page, nb_image_record_view(items[i]));
+    }
+    free(items);
+    return page;
+}
+
+/* The images ctx's project may see: image_get_all's visibility rules, the
+ * filters, tags, marker and sorting of q, at most q->limit of them. A new
+ * array of image views, or NULL after an error. */
+static json_t *select_images(struct nb_ctx *ctx, const struct list_query *q)
+{
+    json_t *records = NULL, *memberships = NULL, *list = NULL, *page = NULL;
+    if (!ctx->is_admin && !ctx->is_reader) {
+        nb_error(ctx, 403, NULL, "You are not authorized to complete get_images action.");
+        goto out;
+    }
+    if (!(records = all_records(ctx)))
+        goto out;
+    if (!(memberships = member_statuses(ctx)))
+        goto out;
 
     json_t *marker_rec = NULL;
     list = json_array();
+    size_t i;
+    json_t *r;
     json_array_foreach (records, i, r) {
         if (q->marker && strcmp(nb_json_str(r, "id"), q->marker) == 0)
             marker_rec = r;
-        if (!listed(ctx, r, q, memberships))
-            continue;
-        if (json_is_true(json_object_get(r, "os_hidden")) != (q->os_hidden == 1))
-            continue;
-        if (q->protected_ >= 0 &&
-            json_is_true(json_object_get(r, "protected")) != (q->protected_ == 1))
-            continue;
-        bool ok = true;
-        for (size_t k = 0; k < q->p.n && ok; k++) {
-            const char *key = q->p.keys[k];
-            if (one_of(key, not_filters))
-                continue;
-            int m = filter_match(ctx, r, key, params_get(&q->p, key));
-            if (m < 0)
-                goto out;
-            ok = m == 1;
-        }
-        for (size_t k = 0; k < q->p.n && ok; k++) {
-            if (strcmp(q->p.keys[k], "tag") != 0)
-                continue;
-            char tag[512];
-            nb_strlcpy(tag, q->p.values[k], sizeof(tag));
-            trim(tag);
-            _cleanup_json_ json_t *t = json_string(tag);
-            bool has = false;
-            size_t j;
-            json_t *u;
-            json_array_foreach (json_object_get(r, "tags"), j, u) {
-                has |= json_equal(u, t);
-            }
-            ok = has;
-        }
-        if (ok)
+        int m = query_match(ctx, r, q, memberships);
+        if (m < 0)
+            goto out;
+        if (m)
             json_array_append(list, r);
     }
     if (q->marker && (!marker_rec || !nb_image_record_visible(ctx, marker_rec))) {
@@ -828,20 +879,7 @@ static json_t *select_images(struct nb_ctx *ctx, const struct list_query *q)
             nb_error(ctx, 400, NULL, "No image found with ID %s", q->marker);
         goto out;
     }
-    size_t n = json_array_size(list);
-    json_t **items = calloc(n ? n : 1, sizeof(*items));
-    if (!items)
-        abort();
-    for (i = 0; i < n; i++)
-        items[i] = json_array_get(list, i);
-    qsort_r(items, n, sizeof(*items), qsort_records, (void *)&q->sort);
-    page = json_array();
-    for (i = 0; i < n && (long long)json_array_size(page) < q->limit; i++) {
-        if (marker_rec && cmp_records(items[i], marker_rec, &q->sort) <= 0)
-            continue;
-        json_array_append_new(page, nb_image_record_view(items[i]));
-    }
-    free(items);
+    page = sorted_page(list, marker_rec, q);
 out:
     json_decref(list);
     json_decref(records);
