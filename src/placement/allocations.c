@@ -191,12 +191,11 @@ static json_t *find_inv(json_t *invs, const char *rc)
     return NULL;
 }
 
-/* Step 3: the capacity check, after the consumers' old allocations are
- * gone. Returns 0 or -1 with 409 naming provider and class. */
-static int check_capacity(struct nb_ctx *ctx, struct write_state *st)
+/* Collects the inventory rows (with the amount used) of every provider in
+ * st into by_rp {rp_uuid: rows}, and the classes in play into rcs. 0, or
+ * -1 on a database error. */
+static int load_inventories(struct nb_ctx *ctx, struct write_state *st, json_t *by_rp, json_t *rcs)
 {
-    _cleanup_json_ json_t *by_rp = json_object(); /* rp_uuid -> inventory rows */
-    _cleanup_json_ json_t *rcs = json_array();    /* all classes in play */
     for (int i = 0; i < st->n; i++) {
         bool seen = false;
         size_t k;
@@ -220,7 +219,13 @@ static int check_capacity(struct nb_ctx *ctx, struct write_state *st)
             return -1;
         json_object_set_new(by_rp, st->e[i].rp_uuid, invs);
     }
-    /* A provider with no inventory of any class in play. */
+    return 0;
+}
+
+/* 0 when every provider of by_rp has inventory of some class of rcs, else
+ * -1 after a 409 naming the classes and the providers without. */
+static int check_providers_have_inventory(struct nb_ctx *ctx, json_t *by_rp, json_t *rcs)
+{
     char missing[1024] = "";
     const char *rp_uuid;
     json_t *invs;
@@ -236,20 +241,78 @@ static int check_capacity(struct nb_ctx *ctx, struct write_state *st)
             snprintf(missing + len, sizeof(missing) - len, "%s%s", len ? ", " : "", rp_uuid);
         }
     }
-    if (missing[0]) {
-        char classes[1024] = "";
-        size_t k;
-        json_t *r;
-        json_array_foreach (rcs, k, r) {
-            size_t len = strlen(classes);
-            snprintf(classes + len, sizeof(classes) - len, "%s%s", len ? ", " : "",
-                     json_string_value(r));
-        }
-        return nb_error(ctx, 409, PLC_ERR_DEFAULT,
-                        "Unable to allocate inventory: Inventory for '%s' on resource provider "
-                        "'%s' invalid.",
-                        classes, missing);
+    if (!missing[0])
+        return 0;
+    char classes[1024] = "";
+    size_t k;
+    json_t *r;
+    json_array_foreach (rcs, k, r) {
+        size_t len = strlen(classes);
+        snprintf(classes + len, sizeof(classes) - len, "%s%s", len ? ", " : "",
+                 json_string_value(r));
     }
+    return nb_error(ctx, 409, PLC_ERR_DEFAULT,
+                    "Unable to allocate inventory: Inventory for '%s' on resource provider "
+                    "'%s' invalid.",
+                    classes, missing);
+}
+
+/* Whether entry e fits inventory row (e's amount alone, then sum, the
+ * request's total for its provider and class so far). 0, or -1 after a
+ * logged 409 for a unit constraint or the capacity. */
+static int check_fit(struct nb_ctx *ctx, const struct entry *e, json_t *row, long long sum)
+{
+    struct plc_inv inv = {
+        .rc = e->rc,
+        .total = nb_json_int(row, "total", 0),
+        .reserved = nb_json_int(row, "reserved", 0),
+        .min_unit = nb_json_int(row, "min_unit", 1),
+        .max_unit = nb_json_int(row, "max_unit", PLC_MAX_INT),
+        .step_size = nb_json_int(row, "step_size", 1),
+        .ratio = json_number_value(json_object_get(row, "allocation_ratio")),
+        .used = nb_json_int(row, "used", 0),
+    };
+    enum plc_fit fit = plc_fit(&inv, inv.used, e->amount);
+    if (fit == PLC_FIT_OK)
+        fit = plc_fit(&inv, inv.used, sum) == PLC_FIT_CAPACITY ? PLC_FIT_CAPACITY : PLC_FIT_OK;
+    if (fit == PLC_FIT_CONSTRAINT) {
+        NB_WARN("nubo.placement", ctx, NULL,
+                "Allocation for %s on resource provider %s violates min_unit, max_unit, "
+                "or step_size. Requested: %lld, min_unit: %lld, max_unit: %lld, "
+                "step_size: %lld",
+                e->rc, e->rp_uuid, e->amount, inv.min_unit, inv.max_unit, inv.step_size);
+        return nb_error(ctx, 409, PLC_ERR_DEFAULT,
+                        "Unable to allocate inventory: Unable to create allocation for "
+                        "'%s' on resource provider '%s'. The requested amount would "
+                        "violate inventory constraints.",
+                        e->rc, e->rp_uuid);
+    }
+    if (fit == PLC_FIT_CAPACITY) {
+        NB_WARN("nubo.placement", ctx, NULL,
+                "Over capacity for %s on resource provider %s. Needed: %lld, Used: %lld, "
+                "Capacity: %lld",
+                e->rc, e->rp_uuid, e->amount, inv.used,
+                plc_capacity(inv.total, inv.reserved, inv.ratio));
+        return nb_error(ctx, 409, PLC_ERR_DEFAULT,
+                        "Unable to allocate inventory: Unable to create allocation for "
+                        "'%s' on resource provider '%s'. The requested amount would "
+                        "exceed the capacity.",
+                        e->rc, e->rp_uuid);
+    }
+    return 0;
+}
+
+/* Step 3: the capacity check, after the consumers' old allocations are
+ * gone. Returns 0 or -1 with 409 naming provider and class. */
+static int check_capacity(struct nb_ctx *ctx, struct write_state *st)
+{
+    _cleanup_json_ json_t *by_rp = json_object(); /* rp_uuid -> inventory rows */
+    _cleanup_json_ json_t *rcs = json_array();    /* all classes in play */
+    if (load_inventories(ctx, st, by_rp, rcs) < 0)
+        return -1;
+    /* A provider with no inventory of any class in play. */
+    if (check_providers_have_inventory(ctx, by_rp, rcs) < 0)
+        return -1;
     _cleanup_json_ json_t *taken = json_object(); /* "rp rc" -> sum in this request */
     for (int i = 0; i < st->n; i++) {
         struct entry *e = &st->e[i];
@@ -265,43 +328,8 @@ static int check_capacity(struct nb_ctx *ctx, struct write_state *st)
                             "Unable to allocate inventory: Inventory for '%s' on resource "
                             "provider '%s' invalid.",
                             e->rc, e->rp_uuid);
-        struct plc_inv inv = {
-            .rc = e->rc,
-            .total = nb_json_int(row, "total", 0),
-            .reserved = nb_json_int(row, "reserved", 0),
-            .min_unit = nb_json_int(row, "min_unit", 1),
-            .max_unit = nb_json_int(row, "max_unit", PLC_MAX_INT),
-            .step_size = nb_json_int(row, "step_size", 1),
-            .ratio = json_number_value(json_object_get(row, "allocation_ratio")),
-            .used = nb_json_int(row, "used", 0),
-        };
-        enum plc_fit fit = plc_fit(&inv, inv.used, e->amount);
-        if (fit == PLC_FIT_OK)
-            fit = plc_fit(&inv, inv.used, sum) == PLC_FIT_CAPACITY ? PLC_FIT_CAPACITY : PLC_FIT_OK;
-        if (fit == PLC_FIT_CONSTRAINT) {
-            NB_WARN("nubo.placement", ctx, NULL,
-                    "Allocation for %s on resource provider %s violates min_unit, max_unit, "
-                    "or step_size. Requested: %lld, min_unit: %lld, max_unit: %lld, "
-                    "step_size: %lld",
-                    e->rc, e->rp_uuid, e->amount, inv.min_unit, inv.max_unit, inv.step_size);
-            return nb_error(ctx, 409, PLC_ERR_DEFAULT,
-                            "Unable to allocate inventory: Unable to create allocation for "
-                            "'%s' on resource provider '%s'. The requested amount would "
-                            "violate inventory constraints.",
-                            e->rc, e->rp_uuid);
-        }
-        if (fit == PLC_FIT_CAPACITY) {
-            NB_WARN("nubo.placement", ctx, NULL,
-                    "Over capacity for %s on resource provider %s. Needed: %lld, Used: %lld, "
-                    "Capacity: %lld",
-                    e->rc, e->rp_uuid, e->amount, inv.used,
-                    plc_capacity(inv.total, inv.reserved, inv.ratio));
-            return nb_error(ctx, 409, PLC_ERR_DEFAULT,
-                            "Unable to allocate inventory: Unable to create allocation for "
-                            "'%s' on resource provider '%s'. The requested amount would "
-                            "exceed the capacity.",
-                            e->rc, e->rp_uuid);
-        }
+        if (check_fit(ctx, e, row, sum) < 0)
+            return -1;
     }
     return 0;
 }
