@@ -345,16 +345,117 @@ static int bootstrap(struct nb_env *env, const struct nb_run_opts *o)
     return o->bootstrapped ? o->bootstrapped(o->arg) : 0;
 }
 
+/* Blocks SIGTERM and SIGINT in every thread (they are taken by sigwait)
+ * and ignores SIGPIPE; *set gets the two. */
+static void block_signals(sigset_t *set)
+{
+    sigemptyset(set);
+    sigaddset(set, SIGTERM);
+    sigaddset(set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+/* Opens the log ([DEFAULT] log_dir, default <state>/log). 0, or -1 after
+ * a message on stderr. */
+static int open_log(const char *state)
+{
+    char logdir[1024];
+    snprintf(logdir, sizeof(logdir), "%s/log", state);
+    if (nb_log_open(nb_conf_str("DEFAULT", "log_dir", logdir),
+                    nb_conf_bool("DEFAULT", "debug", false), true) < 0) {
+        fprintf(stderr, "nubo: cannot create log directory\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* Starts the bus, the modules and the enabled roles in dependency order,
+ * the HTTP server (when http) before the compute agents; *drv gets the
+ * agents' virt driver. 0, or -1 (logged) with what started left for
+ * stop_roles. */
+static int start_roles(struct nb_env *env, const struct nb_run_opts *opts, bool http,
+                       struct nb_virt_driver **drv)
+{
+    if (nb_bus_init() < 0)
+        return -1;
+    if (http)
+        register_http_services();
+    if (init_modules(env) < 0)
+        return -1;
+    if (http && start_policy() < 0)
+        return -1;
+    if (bootstrap(env, opts) < 0)
+        return -1;
+    if (role_enabled("scheduler") &&
+        (nb_scheduler_start(env) < 0 ||
+         nb_service_keepalive_start(env->db, env->my_host, "nova-scheduler", "scheduler") < 0))
+        return -1;
+    if (role_enabled("conductor") &&
+        (nb_conductor_start(env) < 0 ||
+         nb_service_keepalive_start(env->db, env->my_host, "nova-conductor", "conductor") < 0))
+        return -1;
+    if (role_enabled("metadata") && nb_metadata_start(env) < 0)
+        return -1;
+    if (http) {
+        const char *url = nb_conf_str("api", "public_url", NULL);
+        if (url)
+            nb_http_set_base_url(url);
+        if (nb_http_start(nb_conf_str("api", "listen", "127.0.0.1"),
+                          (int)nb_conf_int("api", "port", 8774),
+                          (int)nb_conf_int("api", "workers", 8)) < 0)
+            return -1;
+    }
+    /* After the HTTP server: agents that reach placement over HTTP (even
+     * this process's) register at once. */
+    if (role_enabled("compute")) {
+        nb_svc_init(module_here("placement") && module_here("image"));
+        if (start_agents(env, drv) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* "nubo is ready" in the log and on stdout (which the launcher waits
+ * for), with the URL when serving HTTP. */
+static void announce_ready(struct nb_ctx *ctx, const struct nb_env *env, bool http)
+{
+    if (http) {
+        NB_INFO("nubo.main", ctx, NULL, "nubo is ready at %s", nb_http_base_url());
+        printf("nubo: ready at %s\n", nb_http_base_url());
+    } else {
+        NB_INFO("nubo.main", ctx, NULL, "nubo is ready (roles %s, host %s)",
+                nb_conf_str("DEFAULT", "roles", ""), env->my_host);
+        printf("nubo: ready (roles %s, host %s)\n", nb_conf_str("DEFAULT", "roles", ""),
+               env->my_host);
+    }
+    fflush(stdout);
+}
+
+/* Stops whatever start_roles started, in reverse, then closes the
+ * database, the process record and the log. */
+static void stop_roles(struct nb_ctx *ctx, struct nb_env *env, struct nb_virt_driver *drv,
+                       struct nb_procrec *rec)
+{
+    nb_http_stop();
+    nb_compute_agents_stop();
+    nb_service_keepalive_stop();
+    nb_volume_shutdown();
+    nb_metadata_stop();
+    nb_bus_shutdown();
+    nb_svc_shutdown();
+    if (drv && drv->ops->close)
+        drv->ops->close(drv);
+    nb_db_close(env->db);
+    nb_procrec_release(rec);
+    NB_INFO("nubo.main", ctx, NULL, "stopped");
+    nb_log_close();
+}
+
 int nb_run_roles(const struct nb_run_opts *opts)
 {
-    /* Signals are taken by sigwait below; every thread inherits the mask. */
     sigset_t set;
-    sigemptyset(&set);
-    sigaddset(&set, SIGTERM);
-    sigaddset(&set, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &set, NULL);
-    signal(SIGPIPE, SIG_IGN);
-
+    block_signals(&set);
     char hostname[256] = "localhost";
     gethostname(hostname, sizeof(hostname));
     const char *state = nb_conf_str("DEFAULT", "state_path", "/var/lib/nubo");
@@ -363,13 +464,8 @@ int nb_run_roles(const struct nb_run_opts *opts)
         .region = nb_conf_str("DEFAULT", "region_name", "RegionOne"),
         .my_host = nb_conf_str("DEFAULT", "host", hostname),
     };
-    char logdir[1024];
-    snprintf(logdir, sizeof(logdir), "%s/log", state);
-    if (nb_log_open(nb_conf_str("DEFAULT", "log_dir", logdir),
-                    nb_conf_bool("DEFAULT", "debug", false), true) < 0) {
-        fprintf(stderr, "nubo: cannot create log directory\n");
+    if (open_log(state) < 0)
         return 1;
-    }
     bool http = role_enabled("api") || role_enabled("placement");
     struct nb_procrec *rec = NULL;
     if (make_state_path(state) < 0 || !(rec = record_process(&env, opts, http)) ||
@@ -389,71 +485,14 @@ int nb_run_roles(const struct nb_run_opts *opts)
 
     int rc = 1;
     struct nb_virt_driver *drv = NULL;
-    if (nb_bus_init() < 0)
-        goto cleanup;
-    if (http)
-        register_http_services();
-    if (init_modules(&env) < 0)
-        goto cleanup;
-    if (http && start_policy() < 0)
-        goto cleanup;
-    if (bootstrap(&env, opts) < 0)
-        goto cleanup;
-    if (role_enabled("scheduler") &&
-        (nb_scheduler_start(&env) < 0 ||
-         nb_service_keepalive_start(env.db, env.my_host, "nova-scheduler", "scheduler") < 0))
-        goto cleanup;
-    if (role_enabled("conductor") &&
-        (nb_conductor_start(&env) < 0 ||
-         nb_service_keepalive_start(env.db, env.my_host, "nova-conductor", "conductor") < 0))
-        goto cleanup;
-    if (role_enabled("metadata") && nb_metadata_start(&env) < 0)
-        goto cleanup;
-    if (http) {
-        const char *url = nb_conf_str("api", "public_url", NULL);
-        if (url)
-            nb_http_set_base_url(url);
-        if (nb_http_start(nb_conf_str("api", "listen", "127.0.0.1"),
-                          (int)nb_conf_int("api", "port", 8774),
-                          (int)nb_conf_int("api", "workers", 8)) < 0)
-            goto cleanup;
+    if (start_roles(&env, opts, http, &drv) == 0) {
+        announce_ready(&ctx, &env, http);
+        nb_procrec_ready(rec);
+        int sig = 0;
+        sigwait(&set, &sig);
+        NB_INFO("nubo.main", &ctx, NULL, "caught signal %d, stopping", sig);
+        rc = 0;
     }
-    /* After the HTTP server: agents that reach placement over HTTP (even
-     * this process's) register at once. */
-    if (role_enabled("compute")) {
-        nb_svc_init(module_here("placement") && module_here("image"));
-        if (start_agents(&env, &drv) < 0)
-            goto cleanup;
-    }
-    if (http) {
-        NB_INFO("nubo.main", &ctx, NULL, "nubo is ready at %s", nb_http_base_url());
-        printf("nubo: ready at %s\n", nb_http_base_url());
-    } else {
-        NB_INFO("nubo.main", &ctx, NULL, "nubo is ready (roles %s, host %s)",
-                nb_conf_str("DEFAULT", "roles", ""), env.my_host);
-        printf("nubo: ready (roles %s, host %s)\n", nb_conf_str("DEFAULT", "roles", ""),
-               env.my_host);
-    }
-    fflush(stdout);
-    nb_procrec_ready(rec);
-
-    int sig = 0;
-    sigwait(&set, &sig);
-    NB_INFO("nubo.main", &ctx, NULL, "caught signal %d, stopping", sig);
-    rc = 0;
-cleanup:
-    nb_http_stop();
-    nb_compute_agents_stop();
-    nb_service_keepalive_stop();
-    nb_volume_shutdown();
-    nb_metadata_stop();
-    nb_bus_shutdown();
-    nb_svc_shutdown();
-    if (drv && drv->ops->close)
-        drv->ops->close(drv);
-    nb_db_close(env.db);
-    nb_procrec_release(rec);
-    NB_INFO("nubo.main", &ctx, NULL, "stopped");
-    nb_log_close();
+    stop_roles(&ctx, &env, drv, rec);
     return rc;
 }
