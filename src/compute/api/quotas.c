@@ -353,12 +353,12 @@ static int quota_value(struct nb_ctx *ctx, const char *key, json_t *v, long long
     return 0;
 }
 
-static int h_quota_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+/* Reads the update body quota_set: only the keys the schema allows at
+ * ctx's microversion, "force" a boolean, each limit checked by
+ * quota_value; vals[k]/set[k] get the limits given (an empty string sets
+ * none). 0, or -1 after the 400. */
+static int quota_update_values(struct nb_ctx *ctx, json_t *qs, long long *vals, bool *set)
 {
-    static const char *const top[] = {"quota_set", NULL};
-    json_t *qs = nb_srv_body_object(ctx, req, "quota_set", top);
-    if (!qs)
-        return -1;
     /* the keys the schema allows at this microversion */
     const char *allowed[NB_Q_COUNT + 3];
     int n = 0;
@@ -373,8 +373,6 @@ static int h_quota_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
         return -1;
     const char *key;
     json_t *v;
-    long long vals[NB_Q_COUNT];
-    bool set[NB_Q_COUNT] = {false};
     json_object_foreach (qs, key, v) {
         if (!strcmp(key, "force")) {
             if (nb_res_check_bool(ctx, "force", v) < 0)
@@ -390,34 +388,37 @@ static int h_quota_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
             set[k] = true;
         }
     }
-    const char *id = nb_req_param(req, "project_id");
-    const char *user_id;
-    if (check_query(ctx, req, &user_id) < 0 ||
-        nb_srv_policy(ctx, "os_compute_api:os-quota-sets:update", ctx->is_admin) < 0 ||
-        verify_project(ctx, id) < 0)
-        return -1;
-    if (json_object_get(qs, "networks"))
-        return nb_error(ctx, 400, NULL, "The networks quota has been removed");
-    bool force = nb_srv_json_truthy(json_object_get(qs, "force"));
-    struct nb_db *db = nb_srv_db();
-    if (nb_db_begin(db, ctx) < 0)
-        return -1;
+    return 0;
+}
+
+/* Reads the usage of the project (or user) and, unless forced, checks
+ * that no limit being set is below it (Nova's get_settable_quotas). 0, or
+ * -1 after the 400 or a database error. */
+static int check_settable(struct nb_ctx *ctx, const char *id, const char *user_id,
+                          const long long *vals, const bool *set, bool force)
+{
     long long used[NB_Q_COUNT];
     if (nb_quota_usages(ctx, id, user_id, used) < 0)
-        goto fail;
+        return -1;
     for (int i = 0; i < NB_Q_COUNT && !force; i++) {
         if (!set[i])
             continue;
         /* the minimum is what is in use (Nova's get_settable_quotas) */
         long long min = i == NB_Q_KEY_PAIRS || i == NB_Q_SERVER_GROUP_MEMBERS ? 0 : used[i];
-        if (vals[i] != -1 && vals[i] < min) {
-            nb_error(ctx, 400, NULL,
-                     "Quota limit %lld for %s must be greater than or equal to already used and "
-                     "reserved %lld.",
-                     vals[i], nb_quota_name(i), min);
-            goto fail;
-        }
+        if (vals[i] != -1 && vals[i] < min)
+            return nb_error(ctx, 400, NULL,
+                            "Quota limit %lld for %s must be greater than or equal to already "
+                            "used and reserved %lld.",
+                            vals[i], nb_quota_name(i), min);
     }
+    return 0;
+}
+
+/* Writes the limits being set (update, else insert) inside the caller's
+ * transaction. 0, or -1 on a database error. */
+static int store_limits(struct nb_db *db, struct nb_ctx *ctx, const char *id, const char *user_id,
+                        const long long *vals, const bool *set)
+{
     for (int i = 0; i < NB_Q_COUNT; i++) {
         if (!set[i])
             continue;
@@ -431,7 +432,39 @@ static int h_quota_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
                                         "INSERT INTO quotas (project_id, user_id, resource, "
                                         "hard_limit) VALUES (?, ?, ?, ?)",
                                         "sssi", id, user_id, nb_quota_name(i), vals[i]) < 0))
-            goto fail;
+            return -1;
+    }
+    return 0;
+}
+
+/* PUT /os-quota-sets/{project_id}[?user_id=]: validate, check against
+ * usage unless forced, store, answer the resulting limits. */
+static int h_quota_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    static const char *const top[] = {"quota_set", NULL};
+    json_t *qs = nb_srv_body_object(ctx, req, "quota_set", top);
+    if (!qs)
+        return -1;
+    long long vals[NB_Q_COUNT];
+    bool set[NB_Q_COUNT] = {false};
+    if (quota_update_values(ctx, qs, vals, set) < 0)
+        return -1;
+    const char *id = nb_req_param(req, "project_id");
+    const char *user_id;
+    if (check_query(ctx, req, &user_id) < 0 ||
+        nb_srv_policy(ctx, "os_compute_api:os-quota-sets:update", ctx->is_admin) < 0 ||
+        verify_project(ctx, id) < 0)
+        return -1;
+    if (json_object_get(qs, "networks"))
+        return nb_error(ctx, 400, NULL, "The networks quota has been removed");
+    bool force = nb_srv_json_truthy(json_object_get(qs, "force"));
+    struct nb_db *db = nb_srv_db();
+    if (nb_db_begin(db, ctx) < 0)
+        return -1;
+    if (check_settable(ctx, id, user_id, vals, set, force) < 0 ||
+        store_limits(db, ctx, id, user_id, vals, set) < 0) {
+        nb_db_rollback(db);
+        return -1;
     }
     if (nb_db_commit(db, ctx) < 0)
         return -1;
@@ -439,9 +472,6 @@ static int h_quota_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
     if (nb_quota_limits(ctx, id, user_id, lim) < 0)
         return -1;
     return nb_resp_json(resp, 200, quota_set(ctx, NULL, lim, NULL));
-fail:
-    nb_db_rollback(db);
-    return -1;
 }
 
 static int h_quota_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
