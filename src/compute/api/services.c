@@ -207,10 +207,12 @@ static int update_old(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *re
 
 /* --- the 2.53 update ---------------------------------------------------------------- */
 
-static int update_v253(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp, const char *id)
+/* The 2.53 body's schema: an object of status ("enabled"/"disabled"),
+ * disabled_reason (1-255 chars) and forced_down (a boolean, into *forced;
+ * -1 when absent). 0, or -1 after the 400. */
+static int check_v253_body(struct nb_ctx *ctx, json_t *body, int *forced)
 {
     static const char *const keys[] = {"status", "disabled_reason", "forced_down", NULL};
-    json_t *body = req->json;
     if (!json_is_object(body)) {
         _cleanup_free_ char *r = nb_pyrepr(body);
         return body ? nb_error(ctx, 400, NULL, "%s is not of type 'object'", r)
@@ -234,42 +236,85 @@ static int update_v253(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
     }
     if (reason && nb_srv_check_string(ctx, "disabled_reason", reason, 1, 255, false) < 0)
         return -1;
-    int forced = -1;
-    if (fd && (forced = nb_res_check_bool(ctx, "forced_down", fd)) < 0)
+    *forced = -1;
+    if (fd && (*forced = nb_res_check_bool(ctx, "forced_down", fd)) < 0)
         return -1;
-    if (nb_res_only_keys(ctx, NULL, body, keys) < 0)
-        return -1;
-    if (!nb_is_uuid(id))
-        return nb_error(ctx, 400, NULL, "Invalid uuid %s", id);
+    return nb_res_only_keys(ctx, NULL, body, keys) < 0 ? -1 : 0;
+}
+
+/* The services row of the nova-compute service with UUID id, for an
+ * admin. New ref, or NULL after the 400/403/404 or a database error. */
+static json_t *v253_service(struct nb_ctx *ctx, const char *id)
+{
+    if (!nb_is_uuid(id)) {
+        nb_error(ctx, 400, NULL, "Invalid uuid %s", id);
+        return NULL;
+    }
     if (nb_res_admin(ctx, "os_compute_api:os-services:update") < 0)
-        return -1;
-    _cleanup_json_ json_t *svc =
+        return NULL;
+    json_t *svc =
         nb_db_row(env->db, ctx, "SELECT * FROM services WHERE uuid = ? AND deleted = 0", "s", id);
-    if (!svc)
-        return ctx->err_status ? -1
-                               : nb_error(ctx, 404, NULL, "Service %s could not be found.", id);
+    if (!svc) {
+        if (!ctx->err_status)
+            nb_error(ctx, 404, NULL, "Service %s could not be found.", id);
+        return NULL;
+    }
     const char *binary = nb_json_str(svc, "binary");
-    if (strcmp(binary, "nova-compute") != 0)
-        return nb_error(ctx, 400, NULL,
-                        "Updating a %s service is not supported. Only nova-compute services can "
-                        "be updated.",
-                        binary);
+    if (strcmp(binary, "nova-compute") != 0) {
+        nb_error(ctx, 400, NULL,
+                 "Updating a %s service is not supported. Only nova-compute services can "
+                 "be updated.",
+                 binary);
+        json_decref(svc);
+        return NULL;
+    }
+    return svc;
+}
+
+/* What a 2.53 status asks: *disabled (-1 = unchanged), whether to set the
+ * reason and to what (borrowed from the body). 0, or -1 after the 400 for
+ * a reason with "enabled". */
+static int v253_status(struct nb_ctx *ctx, json_t *status, json_t *reason, int *disabled,
+                       bool *set_reason, const char **new_reason)
+{
+    *disabled = -1;
+    *new_reason = NULL;
+    *set_reason = false;
+    if (!status)
+        return 0;
+    if (strcmp(json_string_value(status), "enabled") == 0) {
+        if (reason && *json_string_value(reason))
+            return nb_error(ctx, 400, NULL,
+                            "Specifying 'disabled_reason' with status 'enabled' is invalid.");
+        *disabled = 0;
+        *set_reason = true;
+    } else {
+        *disabled = 1;
+        *set_reason = true;
+        *new_reason = reason ? json_string_value(reason) : NULL;
+    }
+    return 0;
+}
+
+/* PUT /os-services/{uuid} at 2.53+: status, reason and forced_down of one
+ * nova-compute service, answered with its view. */
+static int update_v253(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp, const char *id)
+{
+    json_t *body = req->json;
+    int forced = -1;
+    if (check_v253_body(ctx, body, &forced) < 0)
+        return -1;
+    json_t *status = json_object_get(body, "status"),
+           *reason = json_object_get(body, "disabled_reason");
+    json_t *fd = json_object_get(body, "forced_down");
+    _cleanup_json_ json_t *svc = v253_service(ctx, id);
+    if (!svc)
+        return -1;
     int disabled = -1;
     const char *new_reason = NULL;
     bool set_reason = false;
-    if (status) {
-        if (strcmp(json_string_value(status), "enabled") == 0) {
-            if (reason && *json_string_value(reason))
-                return nb_error(ctx, 400, NULL,
-                                "Specifying 'disabled_reason' with status 'enabled' is invalid.");
-            disabled = 0;
-            set_reason = true;
-        } else {
-            disabled = 1;
-            set_reason = true;
-            new_reason = reason ? json_string_value(reason) : NULL;
-        }
-    }
+    if (v253_status(ctx, status, reason, &disabled, &set_reason, &new_reason) < 0)
+        return -1;
     if (!status && !fd)
         return nb_error(ctx, 400, NULL,
                         "No updates were requested. Fields 'status' or 'forced_down' should be "
