@@ -84,33 +84,35 @@ static int check_list_query(struct nb_ctx *ctx, json_t *q)
     return 0;
 }
 
-static int h_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+/* The bounds of a paged (2.58+) list from q: changes-since and
+ * changes-before (borrowed; NULL when absent or not paged) in order, and
+ * the limit (at most [api] max_limit). 0, or -1 after the 400. */
+static int list_bounds(struct nb_ctx *ctx, json_t *q, bool paged, const char **since,
+                       const char **before, long long *limit)
 {
-    bool paged = nb_ctx_mv_ge(ctx, 2, 58);
-    json_t *q = nb_srv_query_all(req);
-    json_t *inst = NULL, *rows = NULL;
-    int rc = -1;
-    if (paged && check_list_query(ctx, q) < 0)
-        goto out;
-    if (!(inst = get_server(ctx, req, "os_compute_api:os-instance-actions:list")))
-        goto out;
-    const char *uuid = nb_json_str(inst, "uuid");
-    const char *since = paged ? nb_srv_query_last(q, "changes-since") : NULL;
-    const char *before = paged ? nb_srv_query_last(q, "changes-before") : NULL;
-    if (since && before && nb_time_parse(before) < nb_time_parse(since)) {
-        nb_error(ctx, 400, NULL,
-                 "The value of changes-since must be less than or equal to changes-before.");
-        goto out;
-    }
-    long long limit = nb_conf_int("api", "max_limit", 1000);
+    *since = paged ? nb_srv_query_last(q, "changes-since") : NULL;
+    *before = paged ? nb_srv_query_last(q, "changes-before") : NULL;
+    if (*since && *before && nb_time_parse(*before) < nb_time_parse(*since))
+        return nb_error(ctx, 400, NULL,
+                        "The value of changes-since must be less than or equal to "
+                        "changes-before.");
+    *limit = nb_conf_int("api", "max_limit", 1000);
     const char *lim = paged ? nb_srv_query_last(q, "limit") : NULL;
     if (lim) {
         long long v;
         if (nb_srv_query_nonneg_int(ctx, "limit", lim, &v) < 0)
-            goto out;
-        if (v < limit)
-            limit = v;
+            return -1;
+        if (v < *limit)
+            *limit = v;
     }
+    return 0;
+}
+
+/* The actions of instance uuid changed within [since, before] (either may
+ * be NULL), newest first. New ref, or NULL on a database error. */
+static json_t *action_rows(struct nb_ctx *ctx, const char *uuid, const char *since,
+                           const char *before)
+{
     char since_buf[32] = "", before_buf[40] = "";
     if (since) {
         nb_time_iso(nb_time_parse(since), since_buf);
@@ -120,32 +122,41 @@ static int h_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
         nb_time_iso(nb_time_parse(before), before_buf);
         snprintf(before_buf + 19, sizeof(before_buf) - 19, ".999999");
     }
-    rows = nb_db_rows(nb_srv_db(), ctx,
+    return nb_db_rows(nb_srv_db(), ctx,
                       "SELECT * FROM instance_actions WHERE instance_uuid = ? AND deleted = 0 AND "
                       "(? IS NULL OR COALESCE(updated_at, start_time) >= ?) AND "
                       "(? IS NULL OR COALESCE(updated_at, start_time) <= ?) "
                       "ORDER BY created_at DESC, id DESC",
                       "sssss", uuid, since ? since_buf : NULL, since_buf,
                       before ? before_buf : NULL, before_buf);
-    if (!rows)
-        goto out;
-    size_t start = 0;
-    const char *marker = paged ? nb_srv_query_last(q, "marker") : NULL;
-    if (marker) {
-        size_t i;
-        json_t *r;
-        bool found = false;
-        json_array_foreach (rows, i, r) {
-            if (!found && !strcmp(nb_json_str(r, "request_id"), marker)) {
-                found = true;
-                start = i + 1;
-            }
-        }
-        if (!found) {
-            nb_error(ctx, 400, NULL, "Marker %s could not be found.", marker);
-            goto out;
+}
+
+/* The index in rows after the action with request ID marker (0 without a
+ * marker) into *start. 0, or -1 after the 400 for an unknown marker. */
+static int marker_start(struct nb_ctx *ctx, json_t *rows, const char *marker, size_t *start)
+{
+    *start = 0;
+    if (!marker)
+        return 0;
+    size_t i;
+    json_t *r;
+    bool found = false;
+    json_array_foreach (rows, i, r) {
+        if (!found && !strcmp(nb_json_str(r, "request_id"), marker)) {
+            found = true;
+            *start = i + 1;
         }
     }
+    if (!found)
+        return nb_error(ctx, 400, NULL, "Marker %s could not be found.", marker);
+    return 0;
+}
+
+/* {"instanceActions": […]} from rows[start…], at most limit when paged,
+ * with the next link when the page is full. New ref. */
+static json_t *actions_page(struct nb_ctx *ctx, struct nb_req *req, json_t *rows, size_t start,
+                            bool paged, long long limit, const char *uuid)
+{
     json_t *list = json_array();
     const char *last = NULL;
     for (size_t i = start; i < json_array_size(rows) && (!paged || (long long)(i - start) < limit);
@@ -160,7 +171,31 @@ static int h_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
         json_object_set_new(body, "links", nb_res_next_links(req, coll, last));
         free(coll);
     }
-    rc = nb_resp_json(resp, 200, body);
+    return body;
+}
+
+/* GET /servers/{id}/os-instance-actions, paged and filtered from 2.58. */
+static int h_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    bool paged = nb_ctx_mv_ge(ctx, 2, 58);
+    json_t *q = nb_srv_query_all(req);
+    json_t *inst = NULL, *rows = NULL;
+    int rc = -1;
+    if (paged && check_list_query(ctx, q) < 0)
+        goto out;
+    if (!(inst = get_server(ctx, req, "os_compute_api:os-instance-actions:list")))
+        goto out;
+    const char *uuid = nb_json_str(inst, "uuid");
+    const char *since = NULL, *before = NULL;
+    long long limit = 0;
+    if (list_bounds(ctx, q, paged, &since, &before, &limit) < 0)
+        goto out;
+    if (!(rows = action_rows(ctx, uuid, since, before)))
+        goto out;
+    size_t start = 0;
+    if (marker_start(ctx, rows, paged ? nb_srv_query_last(q, "marker") : NULL, &start) < 0)
+        goto out;
+    rc = nb_resp_json(resp, 200, actions_page(ctx, req, rows, start, paged, limit, uuid));
 out:
     json_decref(q);
     json_decref(inst);
