@@ -379,96 +379,117 @@ static int ac_parse_groups(struct nb_ctx *ctx, json_t *q, int mv, struct plc_acr
     return 0;
 }
 
+/* From 1.36: some group has resources, every resourceless group is in a
+ * same_subtree, every same_subtree suffix is a group. 0, or -1 after the
+ * 400. */
+static int check_groups_v136(struct nb_ctx *ctx, struct plc_acreq *rq)
+{
+    char bad[512] = "";
+    int with_res = 0;
+    for (int i = 0; i < rq->ngroups; i++)
+        with_res += json_object_size(rq->groups[i].resources) > 0;
+    if (with_res == 0)
+        return nb_error(ctx, 400, "placement.query.missing_value",
+                        "There must be at least one resources or resources[$S] parameter.");
+    for (int i = 0; i < rq->ngroups; i++) {
+        struct plc_group *g = &rq->groups[i];
+        bool in_subtree = false;
+        size_t k;
+        json_t *set;
+        json_array_foreach (rq->same_subtree, k, set) {
+            in_subtree = in_subtree || plc_array_has(set, g->suffix);
+        }
+        if (json_object_size(g->resources) == 0 && !in_subtree) {
+            size_t len = strlen(bad);
+            snprintf(bad + len, sizeof(bad) - len, "%s'%s'", len ? ", " : "", g->suffix);
+        }
+    }
+    if (bad[0])
+        return nb_error(ctx, 400, PLC_ERR_QP_BAD,
+                        "Resourceless suffixed group request should be specified in "
+                        "`same_subtree` query param: bad group(s) - [%s].",
+                        bad);
+    size_t k, j;
+    json_t *set, *suf;
+    json_array_foreach (rq->same_subtree, k, set) {
+        json_array_foreach (set, j, suf) {
+            bool found = false;
+            for (int i = 0; i < rq->ngroups; i++)
+                found = found || strcmp(rq->groups[i].suffix, json_string_value(suf)) == 0;
+            if (!found)
+                return nb_error(ctx, 400, PLC_ERR_QP_BAD,
+                                "Real suffixes should be specified in `same_subtree`: ['%s'] "
+                                "not found.",
+                                json_string_value(suf));
+        }
+    }
+    return 0;
+}
+
+/* Before 1.36: every group has resources (no orphaned traits or
+ * member_of), and there is at least one group. 0, or -1 after the 400. */
+static int check_groups_old(struct nb_ctx *ctx, struct plc_acreq *rq)
+{
+    for (int i = 0; i < rq->ngroups; i++) {
+        struct plc_group *g = &rq->groups[i];
+        if (json_array_size(g->required) && !json_object_size(g->resources))
+            return nb_error(ctx, 400, PLC_ERR_DEFAULT,
+                            "All traits parameters must be associated with resources.  "
+                            "Found the following orphaned traits keys: required%s",
+                            g->suffix);
+        if ((json_array_size(g->member_of) || json_array_size(g->forbidden_aggs)) &&
+            !json_object_size(g->resources))
+            return nb_error(ctx, 400, PLC_ERR_DEFAULT,
+                            "All member_of parameters must be associated with resources. "
+                            "Found the following orphaned member_of keys: member_of%s",
+                            g->suffix);
+        if (!json_object_size(g->resources))
+            return nb_error(ctx, 400, PLC_ERR_DEFAULT,
+                            "All request groups must specify resources.");
+    }
+    if (rq->ngroups == 0)
+        return nb_error(ctx, 400, PLC_ERR_DEFAULT,
+                        "At least one request group (`resources` or `resources{$S}`) is "
+                        "required.");
+    return 0;
+}
+
+/* 0 unless one of g's any-of required trait sets is wholly forbidden,
+ * then -1 after the 400 naming it. */
+static int check_trait_conflicts(struct nb_ctx *ctx, const struct plc_group *g)
+{
+    size_t k, j;
+    json_t *any, *t;
+    json_array_foreach (g->required, k, any) {
+        bool all = json_array_size(any) > 0;
+        json_array_foreach (any, j, t) {
+            all = all && plc_array_has(g->forbidden, json_string_value(t));
+        }
+        if (all) {
+            char names[512] = "";
+            json_array_foreach (any, j, t) {
+                size_t len = strlen(names);
+                snprintf(names + len, sizeof(names) - len, "%s%s", len ? ", " : "",
+                         json_string_value(t));
+            }
+            return nb_error(ctx, 400, PLC_ERR_DEFAULT,
+                            "Conflicting required and forbidden traits found in the "
+                            "following traits keys: required%s: (%s)",
+                            g->suffix, names);
+        }
+    }
+    return 0;
+}
+
 /* lib.RequestGroup's orphan/resourceless and conflict checks. */
 static int ac_check_groups(struct nb_ctx *ctx, struct plc_acreq *rq, int mv)
 {
-    char bad[512] = "";
-    if (mv >= 36) {
-        int with_res = 0;
-        for (int i = 0; i < rq->ngroups; i++)
-            with_res += json_object_size(rq->groups[i].resources) > 0;
-        if (with_res == 0)
-            return nb_error(ctx, 400, "placement.query.missing_value",
-                            "There must be at least one resources or resources[$S] parameter.");
-        for (int i = 0; i < rq->ngroups; i++) {
-            struct plc_group *g = &rq->groups[i];
-            bool in_subtree = false;
-            size_t k;
-            json_t *set;
-            json_array_foreach (rq->same_subtree, k, set) {
-                in_subtree = in_subtree || plc_array_has(set, g->suffix);
-            }
-            if (json_object_size(g->resources) == 0 && !in_subtree) {
-                size_t len = strlen(bad);
-                snprintf(bad + len, sizeof(bad) - len, "%s'%s'", len ? ", " : "", g->suffix);
-            }
-        }
-        if (bad[0])
-            return nb_error(ctx, 400, PLC_ERR_QP_BAD,
-                            "Resourceless suffixed group request should be specified in "
-                            "`same_subtree` query param: bad group(s) - [%s].",
-                            bad);
-        size_t k, j;
-        json_t *set, *suf;
-        json_array_foreach (rq->same_subtree, k, set) {
-            json_array_foreach (set, j, suf) {
-                bool found = false;
-                for (int i = 0; i < rq->ngroups; i++)
-                    found = found || strcmp(rq->groups[i].suffix, json_string_value(suf)) == 0;
-                if (!found)
-                    return nb_error(ctx, 400, PLC_ERR_QP_BAD,
-                                    "Real suffixes should be specified in `same_subtree`: ['%s'] "
-                                    "not found.",
-                                    json_string_value(suf));
-            }
-        }
-    } else {
-        for (int i = 0; i < rq->ngroups; i++) {
-            struct plc_group *g = &rq->groups[i];
-            if (json_array_size(g->required) && !json_object_size(g->resources))
-                return nb_error(ctx, 400, PLC_ERR_DEFAULT,
-                                "All traits parameters must be associated with resources.  "
-                                "Found the following orphaned traits keys: required%s",
-                                g->suffix);
-            if ((json_array_size(g->member_of) || json_array_size(g->forbidden_aggs)) &&
-                !json_object_size(g->resources))
-                return nb_error(ctx, 400, PLC_ERR_DEFAULT,
-                                "All member_of parameters must be associated with resources. "
-                                "Found the following orphaned member_of keys: member_of%s",
-                                g->suffix);
-            if (!json_object_size(g->resources))
-                return nb_error(ctx, 400, PLC_ERR_DEFAULT,
-                                "All request groups must specify resources.");
-        }
-        if (rq->ngroups == 0)
-            return nb_error(ctx, 400, PLC_ERR_DEFAULT,
-                            "At least one request group (`resources` or `resources{$S}`) is "
-                            "required.");
-    }
+    if ((mv >= 36 ? check_groups_v136(ctx, rq) : check_groups_old(ctx, rq)) < 0)
+        return -1;
     if (mv >= 22) {
-        for (int i = 0; i < rq->ngroups; i++) {
-            struct plc_group *g = &rq->groups[i];
-            size_t k, j;
-            json_t *any, *t;
-            json_array_foreach (g->required, k, any) {
-                bool all = json_array_size(any) > 0;
-                json_array_foreach (any, j, t) {
-                    all = all && plc_array_has(g->forbidden, json_string_value(t));
-                }
-                if (all) {
-                    char names[512] = "";
-                    json_array_foreach (any, j, t) {
-                        size_t len = strlen(names);
-                        snprintf(names + len, sizeof(names) - len, "%s%s", len ? ", " : "",
-                                 json_string_value(t));
-                    }
-                    return nb_error(ctx, 400, PLC_ERR_DEFAULT,
-                                    "Conflicting required and forbidden traits found in the "
-                                    "following traits keys: required%s: (%s)",
-                                    g->suffix, names);
-                }
-            }
-        }
+        for (int i = 0; i < rq->ngroups; i++)
+            if (check_trait_conflicts(ctx, &rq->groups[i]) < 0)
+                return -1;
     }
     return 0;
 }
