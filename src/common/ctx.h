@@ -5,7 +5,16 @@
  * event and fault), the negotiated microversion, and the one error recorded
  * for the request. Errors are reported once, where detected, with
  * nb_error(); callers then just return -1 and the HTTP layer turns the
- * recorded error into a status and an OpenStack error body. */
+ * recorded error into a status and an OpenStack error body.
+ *
+ * The error slot has an explicit scope. The first error recorded wins, so a
+ * context whose error was handled must say so (nb_ctx_clear_error) before the
+ * work goes on, and best-effort work whose failure must neither mask nor
+ * replace the main error (action events, faults, releases, cleanups) runs
+ * on a child context (nb_ctx_child): same identity, request ID and
+ * microversion, its own error slot. When the child's error is the answer,
+ * nb_ctx_forward_error() copies it to the parent. Outside ctx.c the error
+ * fields are read only through nb_ctx_failed/status/message/error_name. */
 #ifndef NB_CTX_H
 #define NB_CTX_H
 
@@ -48,6 +57,32 @@ void nb_ctx_init_system(struct nb_ctx *ctx, const char *request_id);
  * `return nb_error(ctx, 404, NULL, "Flavor %s could not be found.", id);`. */
 int nb_error(struct nb_ctx *ctx, int status, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* Initializes child for best-effort work on behalf of parent: a copy of
+ * parent's identity, request ID and microversion with an empty error slot.
+ * Errors recorded on child never reach parent unless forwarded. */
+void nb_ctx_child(struct nb_ctx *child, const struct nb_ctx *parent);
+
+/* Forgets the error recorded on ctx: the failure was handled and the work
+ * goes on, so the next error is recorded rather than hidden. */
+void nb_ctx_clear_error(struct nb_ctx *ctx);
+
+/* Makes child's error parent's (status, name and message; parent's own error
+ * wins if it has one, as with nb_error). A child with no error forwards a
+ * 500, so a caller that forwards on failure never returns -1 with an empty
+ * slot. Returns -1, so `return nb_ctx_forward_error(ctx, &sub);`. */
+int nb_ctx_forward_error(struct nb_ctx *parent, const struct nb_ctx *child);
+
+/* Whether an error is recorded on ctx. */
+bool nb_ctx_failed(const struct nb_ctx *ctx);
+/* The recorded error's HTTP status, 0 when none. */
+int nb_ctx_status(const struct nb_ctx *ctx);
+/* The recorded error's message, "" when none. Borrowed from ctx: valid until
+ * ctx's error changes. */
+const char *nb_ctx_message(const struct nb_ctx *ctx);
+/* The recorded error's OpenStack name ("itemNotFound", …), "" when none.
+ * Borrowed like nb_ctx_message(). */
+const char *nb_ctx_error_name(const struct nb_ctx *ctx);
 
 /* True when ctx's microversion is >= major.minor. */
 bool nb_ctx_mv_ge(const struct nb_ctx *ctx, int major, int minor);

@@ -314,8 +314,8 @@ static int negotiate(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
  * every service: the identity error shape plus WWW-Authenticate. */
 static void reject_unauthenticated(struct nb_ctx *ctx, struct nb_resp *resp)
 {
-    if (!ctx->err_status || ctx->err_status == 401) {
-        ctx->err_status = 0;
+    if (!nb_ctx_failed(ctx) || nb_ctx_status(ctx) == 401) {
+        nb_ctx_clear_error(ctx); /* answered with keystonemiddleware's own 401 */
         nb_error(ctx, 401, "Unauthorized", "The request you have made requires authentication.");
         nb_http_render_error(ctx, NB_SVC_IDENTITY, NULL, resp);
         char hdr[320];

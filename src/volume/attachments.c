@@ -344,9 +344,8 @@ static int answer_attachment(struct nb_ctx *ctx, struct nb_resp *resp, const cha
 static json_t *connect_info(struct nb_ctx *ctx, const char *volume_id, const char *id,
                             const char *prefix)
 {
-    struct nb_ctx sub = *ctx;
-    sub.err_status = 0;
-    sub.err_msg[0] = '\0';
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
     json_t *info = nb_vol_attachment_info(&sub, volume_id, id);
     if (!info)
         nb_error(ctx, 500, NULL, "%s(%s).", prefix, sub.err_msg);
@@ -393,8 +392,8 @@ static int attachments_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_
     if (nb_vol_attachment_reserve(ctx, volume_id, instance, mode, id) < 0)
         return -1;
     if (info && nb_vol_attachment_connect(ctx, id, connector, info, mode) < 0) {
-        struct nb_ctx sub = *ctx;
-        sub.err_status = 0;
+        struct nb_ctx sub;
+        nb_ctx_child(&sub, ctx);
         nb_vol_attachment_delete(&sub, volume_id, id);
         return -1;
     }

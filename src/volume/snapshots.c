@@ -236,8 +236,8 @@ static int make_snapshot(struct nb_ctx *ctx, const char *id, const json_t *vol)
         rc = standalone ? nb_vol_backend_copy(ctx, share, active, file)
                         : nb_vol_backend_snapshot(ctx, share, vid, active, id);
     nb_now_iso_us(now);
-    struct nb_ctx aside = *ctx;
-    aside.err_status = 0;
+    struct nb_ctx aside;
+    nb_ctx_child(&aside, ctx);
     if (rc == 0 && nb_db_exec(nb_vol_env->db, ctx,
                               "UPDATE snapshots SET status = 'available', progress = '100%', "
                               "provider_location = ?, standalone = ?, updated_at = ? WHERE id = ?",
@@ -279,8 +279,7 @@ static int create_snapshot(struct nb_ctx *ctx, const char *volume_id, const json
     nb_uuid(id);
     if (insert_snapshot(ctx, id, body, vol) < 0)
         return -1;
-    *failed = *ctx;
-    failed->err_status = 0;
+    nb_ctx_child(failed, ctx);
     nb_vol_chain_lock();
     /* the status may have changed (a detach) between the check and the lock */
     json_decref(vol);
@@ -453,8 +452,8 @@ static int snapshots_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
         return nb_error(ctx, 400, NULL,
                         "Invalid snapshot: Snapshot status must be available or error and must "
                         "not be part of a group.");
-    struct nb_ctx work = *ctx;
-    work.err_status = 0;
+    struct nb_ctx work;
+    nb_ctx_child(&work, ctx);
     const char *share = nb_json_str(vol, "provider_location");
     const char *file = nb_json_str(snap, "provider_location");
     nb_vol_chain_lock();
@@ -468,8 +467,8 @@ static int snapshots_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
                    "updated_at = ? WHERE id = ?",
                    "sss", now, now, id);
         if (!standalone) {
-            struct nb_ctx aside = *ctx;
-            aside.err_status = 0;
+            struct nb_ctx aside;
+            nb_ctx_child(&aside, ctx);
             nb_vol_write_info(ctx, share, vid);
             /* the active file may be the one below the merged overlay now */
             if (nb_vol_record_format(&aside, share, vid) < 0)

@@ -217,8 +217,8 @@ int nb_volume_attach(struct nb_ctx *ctx, const char *volume_id, const char *inst
     nb_now_iso_us(now);
     nb_uuid(attachment_id);
     /* what the attachments API shows; best effort (the attach itself is done) */
-    struct nb_ctx aside = *ctx;
-    aside.err_status = 0;
+    struct nb_ctx aside;
+    nb_ctx_child(&aside, ctx);
     _cleanup_json_ json_t *info = nb_vol_attachment_info(&aside, volume_id, attachment_id);
     _cleanup_free_ char *info_text = info ? nb_json_dump(info) : NULL;
     if (nb_db_begin(db, ctx) < 0)

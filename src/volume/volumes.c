@@ -504,7 +504,7 @@ static int resolve_source(struct nb_ctx *ctx, const json_t *body, struct source 
     } else if (img && *img) {
         if (!(src->image = nb_image_lookup(ctx, img))) {
             /* Cinder's ImageNotFound is a 404 (Nova's wording is a 400) */
-            ctx->err_status = 0;
+            nb_ctx_clear_error(ctx);
             return nb_error(ctx, 404, NULL, "Image %s could not be found.", img);
         }
         if (!*size && size_from_image)
@@ -724,12 +724,11 @@ static int create_volume(struct nb_ctx *ctx, const json_t *body, bool size_from_
         source_free(&src);
         return -1;
     }
-    *failed = *ctx;
-    failed->err_status = 0;
+    nb_ctx_child(failed, ctx);
     const char *share = schedule(failed, id, size);
     int rc = share ? 0 : -1;
-    struct nb_ctx aside = *ctx; /* for best-effort work whose failure is only logged */
-    aside.err_status = 0;
+    struct nb_ctx aside; /* for best-effort work whose failure is only logged */
+    nb_ctx_child(&aside, ctx);
     if (!share && nb_vol_message_record(&aside, id, NB_VOL_ACTION_SCHEDULE_ALLOCATE_VOLUME,
                                         NB_VOL_DETAIL_NO_BACKEND_AVAILABLE) < 0)
         NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s: no user message: %s", id, aside.err_msg);
@@ -742,7 +741,7 @@ static int create_volume(struct nb_ctx *ctx, const json_t *body, bool size_from_
         nb_vol_chain_unlock();
     if (rc == 0)
         rc = nb_vol_record_format(failed, share, id);
-    aside.err_status = 0;
+    nb_ctx_clear_error(&aside); /* the message step's failure is logged already */
     if (rc < 0 && share && nb_vol_backend_delete(&aside, share, id) < 0)
         NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s: %s", id, aside.err_msg);
     if (rc == 0 && src.image)
@@ -1016,8 +1015,7 @@ static int delete_volume(struct nb_ctx *ctx, const json_t *row, bool cascade, st
                         "disassociated from snapshots after volume transfer.",
                         st);
     }
-    *failed = *ctx;
-    failed->err_status = 0;
+    nb_ctx_child(failed, ctx);
     const char *share = nb_json_str(row, "provider_location");
     char now[32];
     nb_now_iso_us(now);

@@ -104,9 +104,8 @@ static int reconcile(struct agent *a, struct nb_ctx *ctx, const char *uuid, json
                      const struct nb_disk_check *chk)
 {
     const char *vid = nb_json_str(bdm, "volume_id");
-    struct nb_ctx cctx = *ctx;
-    cctx.err_status = 0;
-    cctx.err_msg[0] = cctx.err_name[0] = '\0';
+    struct nb_ctx cctx; /* the call's error goes into the message of ctx's */
+    nb_ctx_child(&cctx, ctx);
     _cleanup_json_ json_t *reply = nb_bus_call(
         &cctx, "conductor", "reconcile_disk_format",
         json_pack("{s:s, s:s?, s:s?, s:s, s:s, s:s, s:s}", "uuid", uuid, "bdm_uuid",

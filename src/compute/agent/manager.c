@@ -40,19 +40,10 @@ static pthread_mutex_t *instance_lock(struct agent *a, const char *uuid)
     return &a->locks[h % AGENT_LOCKS];
 }
 
-/* A scratch context for a driver call: same identity and request ID, its
- * own error slot. */
-static void op_ctx(struct nb_ctx *dst, const struct nb_ctx *src)
-{
-    *dst = *src;
-    dst->err_status = 0;
-    dst->err_name[0] = dst->err_msg[0] = '\0';
-}
-
 static int guest_power_state(struct agent *a, struct nb_ctx *ctx, const char *uuid)
 {
     struct nb_ctx tmp;
-    op_ctx(&tmp, ctx);
+    nb_ctx_child(&tmp, ctx);
     struct nb_guest_info gi = {0};
     if (a->drv->ops->get_info(a->drv, &tmp, a->host, uuid, &gi) < 0)
         return NB_POWER_NOSTATE;
@@ -66,7 +57,7 @@ static void build_and_run(struct agent *a, struct nb_ctx *ctx, json_t *args)
     if (!uuid)
         return;
     struct nb_ctx dctx;
-    op_ctx(&dctx, ctx);
+    nb_ctx_child(&dctx, ctx);
     double t0 = nb_time_mono();
     pthread_mutex_t *lk = instance_lock(a, uuid);
     pthread_mutex_lock(lk);
@@ -88,7 +79,7 @@ static void build_and_run(struct agent *a, struct nb_ctx *ctx, json_t *args)
         NB_ERROR(LOG_AGENT, ctx, uuid, "Instance failed to spawn on %s: %s", a->host, dctx.err_msg);
         /* leave nothing behind for the reschedule */
         struct nb_ctx cctx;
-        op_ctx(&cctx, ctx);
+        nb_ctx_child(&cctx, ctx);
         a->drv->ops->destroy(a->drv, &cctx, a->host, inst);
     }
     pthread_mutex_unlock(lk);
@@ -169,7 +160,7 @@ static void power_op(struct agent *a, struct nb_ctx *ctx, const char *op, json_t
     bool hard =
         !strcmp(nb_json_str(args, "reboot_type") ? nb_json_str(args, "reboot_type") : "", "HARD");
     struct nb_ctx dctx;
-    op_ctx(&dctx, ctx);
+    nb_ctx_child(&dctx, ctx);
     pthread_mutex_t *lk = instance_lock(a, uuid);
     pthread_mutex_lock(lk);
     const char *done = NULL;
@@ -205,7 +196,7 @@ static void volume_op(struct agent *a, struct nb_ctx *ctx, json_t *args, bool at
         return;
     const char *vid = nb_json_str(bdm, "volume_id");
     struct nb_ctx dctx;
-    op_ctx(&dctx, ctx);
+    nb_ctx_child(&dctx, ctx);
     int (*fn)(struct nb_virt_driver *, struct nb_ctx *, const char *, json_t *, const json_t *) =
         attach ? a->drv->ops->attach_volume : a->drv->ops->detach_volume;
     pthread_mutex_t *lk = instance_lock(a, uuid);
@@ -256,7 +247,7 @@ static void snapshot_instance(struct agent *a, struct nb_ctx *ctx, json_t *args)
     if (!uuid || !image_id)
         return;
     struct nb_ctx dctx;
-    op_ctx(&dctx, ctx);
+    nb_ctx_child(&dctx, ctx);
     char dir[4096], path[4200];
     snapshot_dir(dir, sizeof(dir));
     snprintf(path, sizeof(path), "%s/%s.qcow2", dir, image_id);
@@ -296,7 +287,7 @@ static void destroy_guest(struct agent *a, struct nb_ctx *ctx, json_t *args)
     if (!uuid)
         return;
     struct nb_ctx dctx;
-    op_ctx(&dctx, ctx);
+    nb_ctx_child(&dctx, ctx);
     _cleanup_json_ json_t *inst = json_pack("{s:s}", "uuid", uuid);
     pthread_mutex_t *lk = instance_lock(a, uuid);
     pthread_mutex_lock(lk);
@@ -340,7 +331,7 @@ static json_t *console_output(struct agent *a, struct nb_ctx *ctx, json_t *args)
         return json_pack("{s:s, s:i}", "error", "The virt driver does not provide console logs.",
                          "code", 501);
     struct nb_ctx dctx;
-    op_ctx(&dctx, ctx);
+    nb_ctx_child(&dctx, ctx);
     _cleanup_free_ char *text = a->drv->ops->console_log(a->drv, &dctx, a->host, uuid);
     if (!text)
         return json_pack("{s:s, s:i}", "error",
@@ -417,7 +408,7 @@ json_t *nb_agent_handle(void *opaque, struct nb_ctx *ctx, const char *method, js
         return console_output(a, ctx, args);
     else if (!strcmp(method, "guest_info")) {
         struct nb_ctx dctx;
-        op_ctx(&dctx, ctx);
+        nb_ctx_child(&dctx, ctx);
         struct nb_guest_info gi = {0};
         const char *uuid = nb_json_str(args, "uuid");
         bool found = uuid && a->drv->ops->get_info(a->drv, &dctx, a->host, uuid, &gi) == 0;

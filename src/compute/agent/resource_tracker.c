@@ -262,10 +262,8 @@ int nb_rt_register(struct agent *a, struct nb_ctx *ctx)
     rc = 0;
 out:
     json_decref(info.cpu_features);
-    if (rc < 0) {
-        ctx->err_status = 0;
-        ctx->err_msg[0] = '\0';
-    }
+    if (rc < 0)
+        nb_ctx_clear_error(ctx); /* logged; the agent registers again later */
     return rc;
 }
 
@@ -280,6 +278,5 @@ void nb_rt_update_usage(struct agent *a, struct nb_ctx *ctx)
     report_to_placement(a, ctx, &info);
 out:
     json_decref(info.cpu_features);
-    ctx->err_status = 0;
-    ctx->err_msg[0] = '\0';
+    nb_ctx_clear_error(ctx); /* periodic: the next update tries again */
 }

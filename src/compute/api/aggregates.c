@@ -547,10 +547,9 @@ static int remove_host(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
                    "is", nb_json_int(agg, "id", 0), host) <= 0)
         ok = false;
     if (!ok) {
-        if (ctx->err_status >= 500)
+        if (nb_ctx_status(ctx) >= 500)
             return -1;
-        ctx->err_status = 0;
-        ctx->err_msg[0] = '\0';
+        nb_ctx_clear_error(ctx); /* a 404 of the host or aggregate: Nova's own 404 below */
         NB_ERROR("nubo.compute.api", ctx, NULL, "Failed to remove host %s from aggregate %s.", host,
                  id);
         return nb_error(ctx, 404, NULL, "Cannot remove host %s in aggregate %s", host, id);

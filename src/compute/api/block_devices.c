@@ -276,7 +276,7 @@ json_t *nb_srv_merge_bdms(const json_t *image_bdms, const json_t *request_bdms)
 /* Replaces the error a lookup recorded (its 404) with the create's 400. */
 static int replace_error(struct nb_ctx *ctx, const char *fmt, const char *id)
 {
-    ctx->err_status = 0;
+    nb_ctx_clear_error(ctx);
     return nb_error(ctx, 400, NULL, fmt, id);
 }
 
@@ -484,15 +484,6 @@ int nb_srv_check_bdms(struct nb_ctx *ctx, json_t *bdms, const char *image_ref, l
 
 /* ---- reservations ------------------------------------------------------------------- */
 
-/* A context with ctx's identity and request ID and its own error slot, so
- * that a clean-up step does not overwrite the error being reported. */
-static void sub_ctx(const struct nb_ctx *ctx, struct nb_ctx *sub)
-{
-    *sub = *ctx;
-    sub->err_status = 0;
-    sub->err_name[0] = sub->err_msg[0] = '\0';
-}
-
 int nb_srv_reserve_volumes(struct nb_ctx *ctx, const json_t *bdms)
 {
     size_t i;
@@ -524,7 +515,7 @@ void nb_srv_unreserve_volumes(struct nb_ctx *ctx, const json_t *bdms)
         if (!vol || !src || strcmp(src, "volume"))
             continue;
         struct nb_ctx sub;
-        sub_ctx(ctx, &sub);
+        nb_ctx_child(&sub, ctx);
         if (nb_volume_transition(&sub, vol, NB_VOLUME_UNRESERVE) < 0)
             NB_WARN("nubo.compute.api", ctx, NULL, "could not unreserve volume %s: %s", vol,
                     sub.err_msg);
@@ -546,7 +537,7 @@ void nb_srv_release_volumes(struct nb_ctx *ctx, const json_t *rows)
     json_array_foreach ((json_t *)rows, i, b) {
         const char *vol = nb_json_str(b, "volume_id");
         struct nb_ctx sub;
-        sub_ctx(ctx, &sub);
+        nb_ctx_child(&sub, ctx);
         json_t *v = vol ? nb_volume_lookup(&sub, vol) : NULL;
         const char *st = nb_json_str(v, "status");
         int rc = 0;

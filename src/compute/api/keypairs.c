@@ -706,9 +706,8 @@ static int keypairs_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
                    "INSERT INTO key_pairs (name, user_id, fingerprint, public_key, type, "
                    "created_at) VALUES (?, ?, ?, ?, ?, ?)",
                    "ssssss", in.name, user, fp, pub, in.type, nb_now_iso_us(now)) < 0) {
-        if (ctx->err_status == 409) {
-            ctx->err_status = 0; /* a concurrent create of the same name */
-            ctx->err_msg[0] = '\0';
+        if (nb_ctx_status(ctx) == 409) {
+            nb_ctx_clear_error(ctx); /* a concurrent create of the same name */
             return nb_error(ctx, 409, NULL, "Key pair '%s' already exists.", in.name);
         }
         return -1;

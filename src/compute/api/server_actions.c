@@ -338,9 +338,8 @@ static json_t *do_console_output(struct nb_ctx *ctx, json_t *inst, json_t *args)
         return NULL;
     const char *host = nb_json_str(inst, "host");
     long long length = console_length(args);
-    struct nb_ctx sub = *ctx; /* same identity and request ID, own error slot */
-    sub.err_status = 0;
-    sub.err_name[0] = sub.err_msg[0] = '\0';
+    struct nb_ctx sub; /* the agent's error is mapped below, not passed on */
+    nb_ctx_child(&sub, ctx);
     char topic[300];
     snprintf(topic, sizeof(topic), "compute.%s", host);
     json_t *args_out = json_pack("{s:s, s:o}", "uuid", uuid, "length",

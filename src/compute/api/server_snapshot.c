@@ -241,8 +241,8 @@ static int snapshot_volume_backed(struct nb_ctx *ctx, const json_t *inst, json_t
     json_decref(mapping);
     if (rc == 0)
         rc = nb_image_create_snapshot(ctx, attrs, true, image_id);
-    struct nb_ctx sub = *ctx;
-    sub.err_status = 0;
+    struct nb_ctx sub; /* recording the outcome must not change it */
+    nb_ctx_child(&sub, ctx);
     if (nb_event_finish(db, &sub, uuid, "api_snapshot_instance", rc == 0 ? "Success" : "Error",
                         NULL, rc == 0 ? NULL : ctx->err_msg) < 0 ||
         nb_action_finish(db, &sub, uuid, rc == 0 ? NULL : ctx->err_msg) < 0)
@@ -291,8 +291,8 @@ static int snapshot_image_backed(struct nb_ctx *ctx, const json_t *inst, json_t 
     json_t *args = json_pack("{s:s, s:s}", "uuid", uuid, "image_id", image_id);
     if (nb_bus_cast(ctx, "conductor", "snapshot_instance", args) < 0) {
         NB_ERROR("nubo.compute.api", ctx, uuid, "no conductor listening for snapshot_instance");
-        struct nb_ctx sub = *ctx;
-        sub.err_status = 0;
+        struct nb_ctx sub; /* best-effort undo; the 503 is the answer */
+        nb_ctx_child(&sub, ctx);
         nb_db_exec(db, &sub,
                    "UPDATE instances SET task_state = NULL, updated_at = ? WHERE uuid = ? AND "
                    "task_state = ?",
@@ -303,8 +303,8 @@ static int snapshot_image_backed(struct nb_ctx *ctx, const json_t *inst, json_t 
     }
     return 0;
 drop_image : {
-    struct nb_ctx sub = *ctx;
-    sub.err_status = 0;
+    struct nb_ctx sub; /* the clean-up keeps the error being reported */
+    nb_ctx_child(&sub, ctx);
     if (nb_image_delete(&sub, image_id) < 0)
         NB_WARN("nubo.compute.api", ctx, uuid, "could not delete image %s: %s", image_id,
                 sub.err_msg);

@@ -311,8 +311,8 @@ static int insert_attachment(struct nb_ctx *ctx, const char *uuid, const char *v
 static void undo_attachment(struct nb_ctx *ctx, const char *uuid, const char *bdm_uuid,
                             const char *volume_id)
 {
-    struct nb_ctx sub = *ctx;
-    sub.err_status = 0;
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
     char now[32];
     nb_now_iso_us(now);
     if (nb_db_exec(nb_srv_db(), &sub,
@@ -358,8 +358,8 @@ static int h_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp
         return -1;
     char bdm_uuid[NB_UUID_LEN];
     if (insert_attachment(ctx, uuid, volume_id, dev, tag, dot, bdm_uuid) < 0) {
-        struct nb_ctx sub = *ctx;
-        sub.err_status = 0;
+        struct nb_ctx sub;
+        nb_ctx_child(&sub, ctx);
         nb_volume_transition(&sub, volume_id, NB_VOLUME_UNRESERVE);
         return -1;
     }
@@ -507,16 +507,16 @@ static int h_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp
     if (nb_db_begin(db, ctx) < 0 || nb_action_start(db, ctx, uuid, "detach_volume") < 0 ||
         nb_db_commit(db, ctx) < 0) {
         nb_db_rollback(db);
-        struct nb_ctx sub = *ctx;
-        sub.err_status = 0;
+        struct nb_ctx sub;
+        nb_ctx_child(&sub, ctx);
         nb_volume_transition(&sub, volume_id, NB_VOLUME_ROLL_DETACHING);
         return -1;
     }
     json_t *args = json_pack("{s:s, s:s, s:s}", "uuid", uuid, "bdm_uuid", nb_json_str(bdm, "uuid"),
                              "volume_id", volume_id);
     if (nb_bus_cast(ctx, "conductor", "detach_volume", args) < 0) {
-        struct nb_ctx sub = *ctx;
-        sub.err_status = 0;
+        struct nb_ctx sub;
+        nb_ctx_child(&sub, ctx);
         nb_volume_transition(&sub, volume_id, NB_VOLUME_ROLL_DETACHING);
         nb_action_finish(db, &sub, uuid, "The compute conductor is not available.");
         return nb_error(ctx, 503, NULL, "The compute conductor is not available.");

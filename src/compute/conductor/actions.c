@@ -109,16 +109,16 @@ void cond_power_action(struct conductor *c, struct nb_ctx *ctx, const char *meth
         return;
     const char *host = nb_json_str(row, "host");
     bool hard = !strcmp(str_or(nb_json_str(args, "reboot_type"), "SOFT"), "HARD");
-    nb_action_start(c->db, ctx, uuid, op->action);
-    cond_clear_error(ctx);
+    cond_action_start(c, ctx, uuid, op->action);
     if (!host) {
         NB_WARN(LOG_COND, ctx, uuid, "Cannot %s an instance that has no host", op->op);
         _cleanup_free_ char *sql = nb_strdup_printf(
             "UPDATE instances SET task_state = NULL WHERE uuid = ? AND deleted = 0 AND "
             "task_state IN (%s)",
             op->accepted);
-        nb_db_exec(c->db, ctx, sql, "s", uuid);
-        cond_clear_error(ctx);
+        struct nb_ctx sub; /* best-effort: a failure leaves the task to the next sync */
+        nb_ctx_child(&sub, ctx);
+        nb_db_exec(c->db, &sub, sql, "s", uuid);
         return;
     }
     const char *task = NULL;
@@ -126,7 +126,7 @@ void cond_power_action(struct conductor *c, struct nb_ctx *ctx, const char *meth
     if (n <= 0) {
         NB_WARN(LOG_COND, ctx, uuid, "Instance is busy (task_state %s); %s not done",
                 str_or(nb_json_str(row, "task_state"), "None"), op->op);
-        cond_clear_error(ctx);
+        nb_ctx_clear_error(ctx); /* handled: the op is not done */
         return;
     }
     cond_event_start(c, ctx, uuid, op->event, host);
@@ -168,7 +168,7 @@ static void finish_power_op(struct conductor *c, struct nb_ctx *ctx, const char 
         "power_state = ?, updated_at = ? WHERE uuid = ? AND deleted = 0 AND %s",
         expected);
     if (nb_db_begin(c->db, ctx) < 0) {
-        cond_clear_error(ctx);
+        nb_ctx_clear_error(ctx);
         return;
     }
     int n = nb_db_exec(c->db, ctx, sql, "siss", vm, (long long)power_state, now, uuid);
@@ -176,12 +176,13 @@ static void finish_power_op(struct conductor *c, struct nb_ctx *ctx, const char 
         cond_fault(c, ctx, uuid, 500, message, message, host);
     cond_event_finish(c, ctx, uuid, op->event, ok, ok ? NULL : message);
     if (nb_db_commit(c->db, ctx) < 0) {
-        NB_ERROR(LOG_COND, ctx, uuid, "could not record the end of %s: %s", op->op, ctx->err_msg);
-        cond_clear_error(ctx);
+        NB_ERROR(LOG_COND, ctx, uuid, "could not record the end of %s: %s", op->op,
+                 nb_ctx_message(ctx));
+        nb_ctx_clear_error(ctx);
         return;
     }
-    nb_action_finish(c->db, ctx, uuid, ok ? NULL : "Error");
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed update is a lost race (n != 1) */
+    cond_action_finish(c, ctx, uuid, ok ? NULL : "Error");
     if (n != 1)
         NB_INFO(LOG_COND, ctx, uuid, "%s finished on %s but the instance moved on meanwhile",
                 op->op, host);
@@ -197,18 +198,18 @@ void cond_delete_instance(struct conductor *c, struct nb_ctx *ctx, const char *u
     _cleanup_json_ json_t *row = cond_instance_get(c, ctx, uuid);
     if (!row || nb_json_int(row, "deleted", 0) != 0)
         return;
-    nb_action_start(c->db, ctx, uuid, "delete");
+    cond_action_start(c, ctx, uuid, "delete");
     char now[32];
     nb_now_iso_us(now);
-    nb_db_exec(c->db, ctx,
-               "UPDATE instances SET task_state = 'deleting', updated_at = ? WHERE uuid = ? AND "
-               "deleted = 0",
-               "ss", now, uuid);
-    cond_clear_error(ctx);
+    if (nb_db_exec(c->db, ctx,
+                   "UPDATE instances SET task_state = 'deleting', updated_at = ? WHERE uuid = ? "
+                   "AND deleted = 0",
+                   "ss", now, uuid) < 0)
+        nb_ctx_clear_error(ctx); /* the delete goes on without the task state */
     const char *host = nb_json_str(row, "host");
     if (!host) {
-        cond_local_delete(c, ctx, uuid);
-        cond_clear_error(ctx);
+        if (cond_local_delete(c, ctx, uuid) < 0)
+            nb_ctx_clear_error(ctx); /* logged; run again by the next delete */
         return;
     }
     cond_event_start(c, ctx, uuid, EV_TERMINATE, host);
@@ -220,8 +221,8 @@ void cond_delete_instance(struct conductor *c, struct nb_ctx *ctx, const char *u
                 "only; a guest may remain on %s",
                 host, host);
         cond_event_finish(c, ctx, uuid, EV_TERMINATE, true, NULL);
-        cond_local_delete(c, ctx, uuid);
-        cond_clear_error(ctx);
+        if (cond_local_delete(c, ctx, uuid) < 0)
+            nb_ctx_clear_error(ctx); /* logged; run again by the next delete */
     }
 }
 
@@ -231,8 +232,8 @@ static void finish_terminate(struct conductor *c, struct nb_ctx *ctx, const char
 {
     if (ok) {
         cond_event_finish(c, ctx, uuid, EV_TERMINATE, true, NULL);
-        cond_local_delete(c, ctx, uuid);
-        cond_clear_error(ctx);
+        if (cond_local_delete(c, ctx, uuid) < 0)
+            nb_ctx_clear_error(ctx); /* logged; run again by the next delete */
         return;
     }
     char now[32];
@@ -241,11 +242,11 @@ static void finish_terminate(struct conductor *c, struct nb_ctx *ctx, const char
                        "UPDATE instances SET vm_state = 'error', task_state = NULL, updated_at = ? "
                        "WHERE uuid = ? AND deleted = 0",
                        "ss", now, uuid);
+    nb_ctx_clear_error(ctx); /* a failed update: no fault, the events still end */
     if (n == 1)
         cond_fault(c, ctx, uuid, 500, message, message, host);
     cond_event_finish(c, ctx, uuid, EV_TERMINATE, false, message);
-    nb_action_finish(c->db, ctx, uuid, "Error");
-    cond_clear_error(ctx);
+    cond_action_finish(c, ctx, uuid, "Error");
     NB_ERROR(LOG_COND, ctx, uuid, "Terminating the instance on %s failed: %s", host, message);
 }
 
@@ -286,8 +287,7 @@ static void stopped_by_itself(struct conductor *c, struct nb_ctx *ctx, const cha
                 "Instance shutdown by itself. Calling the stop API. Current vm_state: %s, current "
                 "task_state: None, original DB power_state: %d, current VM power_state: %d",
                 vm, db_power, power);
-    nb_action_start(c->db, ctx, uuid, "stop");
-    cond_clear_error(ctx);
+    cond_action_start(c, ctx, uuid, "stop");
     cond_event_start(c, ctx, uuid, EV_STOP, host);
     char now[32];
     nb_now_iso_us(now);
@@ -296,11 +296,10 @@ static void stopped_by_itself(struct conductor *c, struct nb_ctx *ctx, const cha
                        "NULL, updated_at = ? WHERE uuid = ? AND deleted = 0 AND vm_state = ? "
                        "AND task_state IS NULL AND host = ?",
                        "ssss", now, uuid, vm, host);
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed update ends the stop like a lost race */
     cond_event_finish(c, ctx, uuid, EV_STOP, n == 1,
                       n == 1 ? NULL : "The instance changed state during the power sync.");
-    nb_action_finish(c->db, ctx, uuid, n == 1 ? NULL : "Error");
-    cond_clear_error(ctx);
+    cond_action_finish(c, ctx, uuid, n == 1 ? NULL : "Error");
 }
 
 /* Nova's stop through the agent for a guest that runs when it should not. */
@@ -363,11 +362,11 @@ void cond_power_sync(struct conductor *c, struct nb_ctx *ctx, json_t *args)
     if (db_power != power) {
         char now[32];
         nb_now_iso_us(now);
-        nb_db_exec(c->db, ctx,
-                   "UPDATE instances SET power_state = ?, updated_at = ? WHERE uuid = ? AND "
-                   "deleted = 0 AND task_state IS NULL AND host = ?",
-                   "isss", (long long)power, now, uuid, host);
-        cond_clear_error(ctx);
+        if (nb_db_exec(c->db, ctx,
+                       "UPDATE instances SET power_state = ?, updated_at = ? WHERE uuid = ? AND "
+                       "deleted = 0 AND task_state IS NULL AND host = ?",
+                       "isss", (long long)power, now, uuid, host) < 0)
+            nb_ctx_clear_error(ctx); /* the next sync stores it */
         NB_INFO(LOG_COND, ctx, uuid,
                 "Power state of the instance on %s: %d (was %d in the database)", host, power,
                 db_power);

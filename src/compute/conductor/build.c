@@ -46,8 +46,9 @@ static json_t *image_for_spec(struct nb_ctx *ctx, const char *image_ref)
 {
     if (!image_ref || !*image_ref)
         return json_null();
-    _cleanup_json_ json_t *img = nb_image_lookup(ctx, image_ref);
-    cond_clear_error(ctx);
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    _cleanup_json_ json_t *img = nb_image_lookup(&sub, image_ref);
     json_t *props = json_object();
     const char *k;
     json_t *v;
@@ -72,25 +73,25 @@ static json_t *group_for_spec(struct conductor *c, struct nb_ctx *ctx, const cha
         g = nb_json_str(rspec, "group");
     if (!g)
         g = nb_json_str(json_object_get(rspec, "group"), "uuid");
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
     _cleanup_json_ json_t *grp = NULL;
     if (g)
-        grp = nb_db_row(c->db, ctx,
+        grp = nb_db_row(c->db, &sub,
                         "SELECT id, uuid, policy, rules FROM instance_groups WHERE uuid = ? AND "
                         "deleted = 0",
                         "s", g);
     if (!grp)
-        grp = nb_db_row(c->db, ctx,
+        grp = nb_db_row(c->db, &sub,
                         "SELECT g.id, g.uuid, g.policy, g.rules FROM instance_groups g JOIN "
                         "instance_group_member m ON m.group_id = g.id WHERE m.instance_uuid = ? "
                         "AND g.deleted = 0 LIMIT 1",
                         "s", uuid);
-    cond_clear_error(ctx);
     if (!grp)
         return json_null();
-    _cleanup_json_ json_t *rows =
-        nb_db_rows(c->db, ctx, "SELECT instance_uuid FROM instance_group_member WHERE group_id = ?",
-                   "i", nb_json_int(grp, "id", 0));
-    cond_clear_error(ctx);
+    _cleanup_json_ json_t *rows = nb_db_rows(
+        c->db, &sub, "SELECT instance_uuid FROM instance_group_member WHERE group_id = ?", "i",
+        nb_json_int(grp, "id", 0));
     json_t *members = json_array();
     size_t i;
     json_t *r;
@@ -109,12 +110,12 @@ static json_t *group_for_spec(struct conductor *c, struct nb_ctx *ctx, const cha
 /* True if the boot disk is a volume (no local root disk to claim). */
 static bool boot_from_volume(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
 {
-    long long n = nb_db_int(c->db, ctx, 0,
-                            "SELECT COUNT(*) FROM block_device_mapping WHERE instance_uuid = ? AND "
-                            "deleted = 0 AND boot_index = 0 AND destination_type = 'volume'",
-                            "s", uuid);
-    cond_clear_error(ctx);
-    return n > 0;
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    return nb_db_int(c->db, &sub, 0,
+                     "SELECT COUNT(*) FROM block_device_mapping WHERE instance_uuid = ? AND "
+                     "deleted = 0 AND boot_index = 0 AND destination_type = 'volume'",
+                     "s", uuid) > 0;
 }
 
 /* The zone and forced host asked for: the API's request_spec fields
@@ -225,7 +226,7 @@ static void fail_build(struct conductor *c, struct nb_ctx *ctx, const char *uuid
                        "node = NULL, updated_at = ? WHERE uuid = ? AND deleted = 0 AND "
                        "task_state = 'scheduling'",
                        "ss", now, uuid);
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed update ends the build like a lost race */
     if (n <= 0) {
         cond_event_finish(c, ctx, uuid, EV_SCHEDULE, false,
                           "The instance was deleted while it was being scheduled.");
@@ -235,8 +236,7 @@ static void fail_build(struct conductor *c, struct nb_ctx *ctx, const char *uuid
     cond_deallocate_networks(c, ctx, uuid); /* an earlier attempt's, if any */
     cond_fault(c, ctx, uuid, 500, message, details, NULL);
     cond_event_finish(c, ctx, uuid, EV_SCHEDULE, false, details && *details ? details : message);
-    nb_action_finish(c->db, ctx, uuid, "Error");
-    cond_clear_error(ctx);
+    cond_action_finish(c, ctx, uuid, "Error");
     _cleanup_free_ char *flat = strdup(details ? details : "");
     for (char *p = flat; *p; p++)
         if (*p == '\n')
@@ -324,7 +324,7 @@ static void build_abort_step(struct conductor *c, struct nb_ctx *ctx, const char
                        "node = NULL, updated_at = ? WHERE uuid = ? AND deleted = 0 AND "
                        "task_state = ?",
                        "sss", now, uuid, task);
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed update stops the build like a lost race */
     if (n != 1) {
         build_aborted(c, ctx, uuid, event);
         return;
@@ -332,13 +332,8 @@ static void build_abort_step(struct conductor *c, struct nb_ctx *ctx, const char
     cond_fault(c, ctx, uuid, 500, message, details && *details ? details : why, host);
     cond_event_finish(c, ctx, uuid, event, false, details && *details ? details : why);
     cond_event_finish(c, ctx, uuid, EV_BUILD, false, message);
-    nb_action_finish(c->db, ctx, uuid, "Error");
-    cond_clear_error(ctx);
-    if (nb_placement_delete_allocations(ctx, uuid) < 0) {
-        NB_ERROR(LOG_COND, ctx, uuid, "could not release the allocation on %s: %s", host,
-                 ctx->err_msg);
-        cond_clear_error(ctx);
-    }
+    cond_action_finish(c, ctx, uuid, "Error");
+    cond_release_allocations(c, ctx, uuid, host);
     NB_ERROR(LOG_COND, ctx, uuid, "%s", message);
 }
 
@@ -372,8 +367,8 @@ static int networking(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
      * existed), or the move failed: these ports are this attempt's own */
     cond_deallocate_networks(c, ctx, uuid);
     if (moved < 0) {
-        NB_ERROR(LOG_COND, ctx, uuid, "database error during the build: %s", ctx->err_msg);
-        cond_clear_error(ctx);
+        NB_ERROR(LOG_COND, ctx, uuid, "database error during the build: %s", nb_ctx_message(ctx));
+        nb_ctx_clear_error(ctx);
     } else {
         build_aborted(c, ctx, uuid, EV_NETWORKING);
     }
@@ -407,8 +402,7 @@ static void build_on_host(struct conductor *c, struct nb_ctx *ctx, const char *u
     if (n == 0) {
         nb_db_rollback(c->db);
         /* deleted while scheduling: give back the claim the scheduler made */
-        nb_placement_delete_allocations(ctx, uuid);
-        cond_clear_error(ctx);
+        cond_release_allocations(c, ctx, uuid, host);
         cond_event_finish(c, ctx, uuid, EV_SCHEDULE, false,
                           "The instance was deleted while it was being scheduled.");
         return;
@@ -444,13 +438,12 @@ static void build_on_host(struct conductor *c, struct nb_ctx *ctx, const char *u
     if (cast_build(c, ctx, uuid, host, node) < 0) {
         char msg[512];
         snprintf(msg, sizeof(msg), "The compute service of host %s is not reachable.", host);
-        cond_clear_error(ctx);
         host_unreachable(c, ctx, uuid, host, msg);
     }
     return;
 db_error:
-    NB_ERROR(LOG_COND, ctx, uuid, "database error during the build: %s", ctx->err_msg);
-    cond_clear_error(ctx);
+    NB_ERROR(LOG_COND, ctx, uuid, "database error during the build: %s", nb_ctx_message(ctx));
+    nb_ctx_clear_error(ctx);
 }
 
 void cond_build_instance(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
@@ -482,8 +475,8 @@ void cond_build_instance(struct conductor *c, struct nb_ctx *ctx, const char *uu
     if (!sel || !json_is_object(sel)) {
         char msg[1100];
         snprintf(msg, sizeof(msg), "%s",
-                 ctx->err_msg[0] ? ctx->err_msg : "The scheduler gave no answer.");
-        cond_clear_error(ctx);
+                 nb_ctx_failed(ctx) ? nb_ctx_message(ctx) : "The scheduler gave no answer.");
+        nb_ctx_clear_error(ctx); /* handled: the build fails with this message */
         fail_build(c, ctx, uuid, msg, "select_destinations failed; see the conductor log");
         return;
     }
@@ -547,7 +540,7 @@ static void reschedule_from(struct conductor *c, struct nb_ctx *ctx, const char 
     char now[32];
     nb_now_iso_us(now);
     if (nb_db_begin(c->db, ctx) < 0) {
-        cond_clear_error(ctx);
+        nb_ctx_clear_error(ctx);
         return;
     }
     int n = nb_db_exec(c->db, ctx,
@@ -560,7 +553,7 @@ static void reschedule_from(struct conductor *c, struct nb_ctx *ctx, const char 
     if (n == 1 && counted)
         cond_fault(c, ctx, uuid, 500, message, failure, host);
     if (nb_db_commit(c->db, ctx) < 0 || n != 1) {
-        cond_clear_error(ctx);
+        nb_ctx_clear_error(ctx);
         NB_INFO(LOG_COND, ctx, uuid, "Build on %s failed (%s) but the instance is being deleted",
                 host, message);
         return;
@@ -568,11 +561,7 @@ static void reschedule_from(struct conductor *c, struct nb_ctx *ctx, const char 
     /* Nova's _cleanup_allocated_networks before a reschedule: the next
      * attempt allocates (and binds) ports on its own host */
     cond_deallocate_networks(c, ctx, uuid);
-    if (nb_placement_delete_allocations(ctx, uuid) < 0) {
-        NB_ERROR(LOG_COND, ctx, uuid, "could not release the allocation on %s: %s", host,
-                 ctx->err_msg);
-        cond_clear_error(ctx);
-    }
+    cond_release_allocations(c, ctx, uuid, host);
     if (counted)
         NB_WARN(LOG_COND, ctx, uuid,
                 "Build of instance failed on host %s: %s; allocation released, rescheduling "
@@ -620,7 +609,7 @@ void cond_build_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
     char now[32];
     nb_now_iso_us(now);
     if (nb_db_begin(c->db, ctx) < 0) {
-        cond_clear_error(ctx);
+        nb_ctx_clear_error(ctx);
         return;
     }
     int n = nb_db_exec(c->db, ctx,
@@ -631,10 +620,10 @@ void cond_build_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
     if (n == 1) {
         cond_event_finish(c, ctx, uuid, EV_SPAWN, true, NULL);
         cond_event_finish(c, ctx, uuid, EV_BUILD, true, NULL);
-        nb_action_finish(c->db, ctx, uuid, NULL);
+        cond_action_finish(c, ctx, uuid, NULL);
     }
     if (nb_db_commit(c->db, ctx) < 0 || n != 1) {
-        cond_clear_error(ctx);
+        nb_ctx_clear_error(ctx);
         build_aborted(c, ctx, uuid, EV_SPAWN);
         /* the guest may have been created after the delete destroyed
          * nothing: destroy it now (absent guest is not an error) */

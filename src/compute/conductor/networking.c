@@ -138,8 +138,8 @@ void cond_release_leaked_ports(struct conductor *c, struct nb_ctx *ctx)
                    "(i.vm_state = 'error' AND i.host IS NULL)) AND i.id <= ?",
                    "i", c->last_id_at_start);
     if (!rows) {
-        NB_ERROR(LOG_COND, ctx, NULL, "could not look for leaked ports: %s", ctx->err_msg);
-        cond_clear_error(ctx);
+        NB_ERROR(LOG_COND, ctx, NULL, "could not look for leaked ports: %s", nb_ctx_message(ctx));
+        nb_ctx_clear_error(ctx);
         return;
     }
     size_t i;

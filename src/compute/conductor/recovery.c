@@ -55,12 +55,13 @@ static void close_open_events(struct conductor *c, struct nb_ctx *ctx, const cha
 {
     char now[32];
     nb_now_iso_us(now);
-    nb_db_exec(c->db, ctx,
+    struct nb_ctx sub; /* best-effort, like the event helpers */
+    nb_ctx_child(&sub, ctx);
+    nb_db_exec(c->db, &sub,
                "UPDATE instance_actions_events SET finish_time = ?, result = 'Error', details = ? "
                "WHERE finish_time IS NULL AND action_id IN (SELECT id FROM instance_actions "
                "WHERE instance_uuid = ?)",
                "sss", now, INTERRUPTED, uuid);
-    cond_clear_error(ctx);
 }
 
 /* A context carrying the request ID of the instance's newest action (so
@@ -95,7 +96,7 @@ static void fail_interrupted_build(struct conductor *c, struct nb_ctx *actx, con
                        "UPDATE instances SET vm_state = 'error', task_state = NULL, "
                        "updated_at = ? WHERE uuid = ? AND deleted = 0 AND task_state = ?",
                        "sss", now, uuid, task);
-    cond_clear_error(actx);
+    nb_ctx_clear_error(actx); /* a failed update is left alone like a lost race */
     if (n != 1)
         return;
     close_open_events(c, actx, uuid);
@@ -108,8 +109,7 @@ static void fail_interrupted_build(struct conductor *c, struct nb_ctx *actx, con
                "The build was interrupted by a restart; delete the server and create it "
                "again. Its allocation stays on the host until then.",
                host);
-    nb_action_finish(c->db, actx, uuid, "Error");
-    cond_clear_error(actx);
+    cond_action_finish(c, actx, uuid, "Error");
     NB_WARN(LOG_COND, actx, uuid, "%s Instance set to ERROR.", msg);
 }
 
@@ -124,14 +124,13 @@ static void finish_spawned_build(struct conductor *c, struct nb_ctx *actx, const
                        "power_state = 1, launched_at = ?, updated_at = ? WHERE uuid = ? AND "
                        "deleted = 0 AND task_state = ? AND host = ?",
                        "sssss", now, now, uuid, task, host);
-    cond_clear_error(actx);
+    nb_ctx_clear_error(actx); /* a failed update is left alone like a lost race */
     if (n != 1)
         return;
     cond_event_finish(c, actx, uuid, EV_SPAWN, true, NULL);
     cond_event_finish(c, actx, uuid, EV_BUILD, true, NULL);
     close_open_events(c, actx, uuid);
-    nb_action_finish(c->db, actx, uuid, NULL);
-    cond_clear_error(actx);
+    cond_action_finish(c, actx, uuid, NULL);
     NB_INFO(LOG_COND, actx, uuid,
             "The guest was running on %s when nubo restarted: build completed, instance ACTIVE",
             host);
@@ -157,12 +156,11 @@ static void reschedule_interrupted_build(struct conductor *c, struct nb_ctx *act
                        "request_spec = COALESCE(?, request_spec), updated_at = ? WHERE uuid = ? "
                        "AND deleted = 0 AND task_state = ? AND host = ?",
                        "jssss", json_is_object(rspec) ? rspec : NULL, now, uuid, task, host);
-    cond_clear_error(actx);
+    nb_ctx_clear_error(actx); /* a failed update is left alone like a lost race */
     if (n != 1)
         return;
     close_open_events(c, actx, uuid);
-    nb_placement_delete_allocations(actx, uuid);
-    cond_clear_error(actx);
+    cond_release_allocations(c, actx, uuid, host);
     NB_INFO(LOG_COND, actx, uuid,
             "Build on %s was interrupted in task state %s by a restart: scheduling again", host,
             task);
@@ -180,7 +178,7 @@ static void resume_interrupted_builds(struct conductor *c, struct nb_ctx *ctx, j
         "'building' AND task_state IN ('networking', 'block_device_mapping', 'spawning') AND "
         "id <= ? ORDER BY id",
         "i", c->last_id_at_start);
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     size_t i;
     json_t *r;
     json_array_foreach (rows, i, r) {
@@ -198,7 +196,7 @@ static void resume_interrupted_builds(struct conductor *c, struct nb_ctx *ctx, j
         snprintf(topic, sizeof(topic), "compute.%s", host);
         _cleanup_json_ json_t *info =
             nb_bus_call(&actx, topic, "guest_info", json_pack("{s:s}", "uuid", uuid), 10000);
-        cond_clear_error(&actx);
+        nb_ctx_clear_error(&actx); /* handled: no answer fails the build */
         if (!info)
             fail_interrupted_build(c, &actx, uuid, host, task);
         else if (json_is_true(json_object_get(info, "found")) &&
@@ -219,16 +217,17 @@ static void release_leaked_allocations(struct conductor *c, struct nb_ctx *ctx)
         "NULL) OR (i.vm_state = 'building' AND i.task_state = 'scheduling' AND i.host IS NULL "
         "AND i.id <= ?)",
         "i", c->last_id_at_start);
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     size_t i;
     json_t *r;
     json_array_foreach (rows, i, r) {
         const char *uuid = nb_json_str(r, "uuid");
-        if (nb_placement_delete_allocations(ctx, uuid) == 0)
+        struct nb_ctx sub; /* one release failing does not stop the others */
+        nb_ctx_child(&sub, ctx);
+        if (nb_placement_delete_allocations(&sub, uuid) == 0)
             NB_WARN(LOG_COND, ctx, uuid,
                     "Released the allocations of an instance that is deleted, unscheduled or "
                     "failed without a host (left by an interrupted run)");
-        cond_clear_error(ctx);
     }
 }
 
@@ -279,7 +278,7 @@ static json_t *hosts_up_by_heartbeat(struct conductor *c, struct nb_ctx *ctx)
                    "'nova-compute' AND deleted = 0 AND disabled = 0 AND forced_down = 0 "
                    "ORDER BY host",
                    "");
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     double down_time = (double)nb_conf_int("DEFAULT", "service_down_time", 60);
     json_t *hosts = json_array();
     size_t i;
@@ -352,12 +351,12 @@ static void wait_for_computes(struct conductor *c, struct nb_ctx *ctx, json_t *w
  * past scheduling (then its host's agent is asked). */
 static bool has_builds_to_resume(struct conductor *c, struct nb_ctx *ctx)
 {
-    long long n = nb_db_int(c->db, ctx, 0,
-                            "SELECT COUNT(*) FROM instances WHERE deleted = 0 AND vm_state = "
-                            "'building' AND id <= ?",
-                            "i", c->last_id_at_start);
-    cond_clear_error(ctx);
-    return n > 0;
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    return nb_db_int(c->db, &sub, 0,
+                     "SELECT COUNT(*) FROM instances WHERE deleted = 0 AND vm_state = "
+                     "'building' AND id <= ?",
+                     "i", c->last_id_at_start) > 0;
 }
 
 static void resume_builds(struct conductor *c, struct nb_ctx *ctx)
@@ -367,7 +366,7 @@ static void resume_builds(struct conductor *c, struct nb_ctx *ctx)
         "SELECT uuid, task_state FROM instances WHERE deleted = 0 AND vm_state = 'building' AND "
         "(task_state IS NULL OR task_state = 'scheduling') AND id <= ? ORDER BY id",
         "i", c->last_id_at_start);
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     if (json_array_size(rows) && !wait_for("scheduler", 30))
         NB_ERROR(LOG_COND, ctx, NULL, "the scheduler does not answer; scheduling anyway");
     size_t i;
@@ -382,7 +381,7 @@ static void resume_builds(struct conductor *c, struct nb_ctx *ctx)
                    "WHERE uuid = ? AND deleted = 0 AND vm_state = 'building' AND "
                    "(task_state IS NULL OR task_state = 'scheduling')",
                    "s", uuid);
-        cond_clear_error(&actx);
+        nb_ctx_clear_error(&actx); /* a failed update: scheduled from where it is */
         NB_INFO(LOG_COND, &actx, uuid, "Resuming the build interrupted by a restart");
         cond_build_instance(c, &actx, uuid);
     }
@@ -399,7 +398,7 @@ static void resume_actions(struct conductor *c, struct nb_ctx *ctx, json_t *wait
         "'pausing', 'unpausing', 'suspending', 'resuming') "
         "AND id <= ? ORDER BY id",
         "i", c->last_id_at_start);
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     size_t i;
     json_t *r;
     json_array_foreach (rows, i, r) {
@@ -446,7 +445,7 @@ static void clear_interrupted_snapshots(struct conductor *c, struct nb_ctx *ctx)
                    "('image_snapshot', 'image_snapshot_pending', 'image_pending_upload', "
                    "'image_uploading') AND id <= ? ORDER BY id",
                    "i", c->last_id_at_start);
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     size_t i;
     json_t *r;
     json_array_foreach (rows, i, r) {
@@ -460,7 +459,7 @@ static void clear_interrupted_snapshots(struct conductor *c, struct nb_ctx *ctx)
                    "UPDATE instances SET task_state = NULL, updated_at = ? WHERE uuid = ? AND "
                    "deleted = 0 AND task_state = ?",
                    "sss", now, uuid, nb_json_str(r, "task_state"));
-        cond_clear_error(&actx);
+        nb_ctx_clear_error(&actx); /* a failed update: the next restart tries again */
         NB_INFO(LOG_COND, &actx, uuid,
                 "Snapshot (task_state %s) interrupted by a restart; "
                 "task state cleared",

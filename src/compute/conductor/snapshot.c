@@ -28,23 +28,22 @@ static int clear_task(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
                        "deleted = 0 AND task_state IN ('image_snapshot', "
                        "'image_snapshot_pending', 'image_pending_upload', 'image_uploading')",
                        "ss", now, uuid);
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed update counts as "not in a snapshot task" */
     return n;
 }
 
 static void snapshot_failed(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
                             const char *image_id, const char *host, const char *message)
 {
-    if (image_id && nb_image_delete(ctx, image_id) < 0) {
+    struct nb_ctx sub; /* the clean-up is best-effort */
+    nb_ctx_child(&sub, ctx);
+    if (image_id && nb_image_delete(&sub, image_id) < 0)
         NB_WARN(LOG_COND, ctx, uuid, "Error while trying to clean up image %s: %s", image_id,
-                ctx->err_msg);
-        cond_clear_error(ctx);
-    }
+                nb_ctx_message(&sub));
     if (clear_task(c, ctx, uuid) == 1)
         cond_fault(c, ctx, uuid, 500, message, message, host);
     cond_event_finish(c, ctx, uuid, EV_SNAPSHOT, false, message);
-    nb_action_finish(c->db, ctx, uuid, "Error");
-    cond_clear_error(ctx);
+    cond_action_finish(c, ctx, uuid, "Error");
     NB_ERROR(LOG_COND, ctx, uuid, "Snapshot of the instance to image %s failed: %s",
              image_id ? image_id : "?", message);
 }
@@ -57,8 +56,7 @@ void cond_snapshot_instance(struct conductor *c, struct nb_ctx *ctx, json_t *arg
     if (!row || !image_id)
         return;
     const char *host = nb_json_str(row, "host");
-    nb_action_start(c->db, ctx, uuid, "createImage");
-    cond_clear_error(ctx);
+    cond_action_start(c, ctx, uuid, "createImage");
     char now[32];
     nb_now_iso_us(now);
     int n = nb_db_exec(c->db, ctx,
@@ -66,12 +64,13 @@ void cond_snapshot_instance(struct conductor *c, struct nb_ctx *ctx, json_t *arg
                        "WHERE uuid = ? AND deleted = 0 AND host IS NOT NULL AND task_state IN "
                        "('image_snapshot', 'image_snapshot_pending')",
                        "ss", now, uuid);
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed update ends the snapshot like a lost race */
     cond_event_start(c, ctx, uuid, EV_SNAPSHOT, host);
     if (n != 1) {
         /* Nova: instance gone or being deleted: the image goes, no fault */
-        if (nb_image_delete(ctx, image_id) < 0)
-            cond_clear_error(ctx);
+        struct nb_ctx sub; /* best-effort */
+        nb_ctx_child(&sub, ctx);
+        nb_image_delete(&sub, image_id);
         cond_event_finish(c, ctx, uuid, EV_SNAPSHOT, false, "Instance disappeared during snapshot");
         NB_INFO(LOG_COND, ctx, uuid, "Snapshot not taken: the instance changed state meanwhile");
         return;
@@ -80,7 +79,6 @@ void cond_snapshot_instance(struct conductor *c, struct nb_ctx *ctx, json_t *arg
     json_t *inst = cond_instance_for_agent(c, ctx, row);
     if (cond_cast_compute(c, ctx, host, "snapshot_instance",
                           json_pack("{s:o, s:s}", "instance", inst, "image_id", image_id)) < 0) {
-        cond_clear_error(ctx);
         char msg[512];
         snprintf(msg, sizeof(msg), "The compute service of host %s is not reachable.", host);
         snapshot_failed(c, ctx, uuid, image_id, host, msg);
@@ -101,8 +99,7 @@ void cond_snapshot_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
     }
     clear_task(c, ctx, uuid);
     cond_event_finish(c, ctx, uuid, EV_SNAPSHOT, true, NULL);
-    nb_action_finish(c->db, ctx, uuid, NULL);
-    cond_clear_error(ctx);
+    cond_action_finish(c, ctx, uuid, NULL);
     NB_INFO(LOG_COND, ctx, uuid, "Snapshot of the instance uploaded to image %s",
             image_id ? image_id : "?");
 }

@@ -63,13 +63,6 @@ struct scheduler {
     size_t nweighers;
 };
 
-static void clear_error(struct nb_ctx *ctx)
-{
-    ctx->err_status = 0;
-    ctx->err_name[0] = '\0';
-    ctx->err_msg[0] = '\0';
-}
-
 static void cache_unref(struct host_cache *c)
 {
     if (!c || --c->refs > 0)
@@ -364,14 +357,15 @@ static json_t *group_hosts(struct scheduler *s, struct nb_ctx *ctx, struct host_
                            json_t *group, const char *self)
 {
     json_t *out = json_object();
+    struct nb_ctx sub; /* lookups: a failure falls back to what the spec says */
+    nb_ctx_child(&sub, ctx);
     _cleanup_json_ json_t *rows = NULL;
     const char *guuid = nb_json_str(group, "uuid");
     if (guuid)
-        rows = nb_db_rows(s->env->db, ctx,
+        rows = nb_db_rows(s->env->db, &sub,
                           "SELECT m.instance_uuid AS uuid FROM instance_group_member m JOIN "
                           "instance_groups g ON g.id = m.group_id WHERE g.uuid = ?",
                           "s", guuid);
-    clear_error(ctx);
     _cleanup_json_ json_t *members = json_array();
     size_t i;
     json_t *m;
@@ -386,17 +380,15 @@ static json_t *group_hosts(struct scheduler *s, struct nb_ctx *ctx, struct host_
         if (!uuid || (self && !strcmp(uuid, self)))
             continue;
         _cleanup_json_ json_t *row =
-            nb_db_row(s->env->db, ctx, "SELECT host FROM instances WHERE uuid = ? AND deleted = 0",
+            nb_db_row(s->env->db, &sub, "SELECT host FROM instances WHERE uuid = ? AND deleted = 0",
                       "s", uuid);
-        clear_error(ctx);
         if (!row)
             continue;
         char host[256] = "";
         if (nb_json_str(row, "host")) {
             nb_strlcpy(host, nb_json_str(row, "host"), sizeof(host));
         } else {
-            _cleanup_free_ char *rp = nb_placement_consumer_provider(ctx, uuid);
-            clear_error(ctx);
+            _cleanup_free_ char *rp = nb_placement_consumer_provider(&sub, uuid);
             json_t *idx = rp ? json_object_get(c->by_rp, rp) : NULL;
             if (idx)
                 nb_strlcpy(host, c->hosts[json_integer_value(idx)].host, sizeof(host));
@@ -570,8 +562,8 @@ static json_t *select_destinations(struct scheduler *s, struct nb_ctx *ctx, json
     if (!cands) {
         char line[1400];
         snprintf(line, sizeof(line), "Placement: allocation candidates for %s failed: %s", restext,
-                 ctx->err_msg);
-        clear_error(ctx);
+                 nb_ctx_message(ctx));
+        nb_ctx_clear_error(ctx); /* handled: answered as no valid host */
         json_array_append_new(lines, json_string(line));
         return no_host(ctx, uuid, NO_HOST_PLACEMENT, lines);
     }
@@ -588,8 +580,9 @@ static json_t *select_destinations(struct scheduler *s, struct nb_ctx *ctx, json
     json_array_append_new(lines, json_string(line));
     NB_INFO(LOG_FILTERS, ctx, uuid, "%s", line);
     if (ncand == 0) {
-        _cleanup_free_ char *why = nb_placement_explain_shortage(ctx, res);
-        clear_error(ctx);
+        struct nb_ctx sub; /* the explanation is best-effort */
+        nb_ctx_child(&sub, ctx);
+        _cleanup_free_ char *why = nb_placement_explain_shortage(&sub, res);
         if (why && *why)
             json_array_append_new(lines, json_string(why));
         else
@@ -604,8 +597,9 @@ static json_t *select_destinations(struct scheduler *s, struct nb_ctx *ctx, json
     double t_placement = nb_time_mono();
     struct host_cache *c = cache_get(s, ctx);
     if (!c) {
-        snprintf(line, sizeof(line), "Database error reading compute hosts: %s", ctx->err_msg);
-        clear_error(ctx);
+        snprintf(line, sizeof(line), "Database error reading compute hosts: %s",
+                 nb_ctx_message(ctx));
+        nb_ctx_clear_error(ctx); /* handled: answered as no valid host */
         json_array_append_new(lines, json_string(line));
         return no_host(ctx, uuid, NO_HOST_FILTERS, lines);
     }
@@ -669,7 +663,9 @@ static json_t *select_destinations(struct scheduler *s, struct nb_ctx *ctx, json
     const char *project = nb_json_str(spec_json, "project_id");
     const char *user = nb_json_str(spec_json, "user_id");
     for (size_t i = 0; i < n && !reply; i++) {
-        if (nb_placement_claim(ctx, uuid, project ? project : ctx->project_id,
+        struct nb_ctx claim; /* each host's refusal is its own */
+        nb_ctx_child(&claim, ctx);
+        if (nb_placement_claim(&claim, uuid, project ? project : ctx->project_id,
                                user ? user : ctx->user_id, hosts[i]->rp_uuid, res, -1) == 0) {
             _cleanup_free_ char *details = join_lines(lines);
             double t_end = nb_time_mono();
@@ -684,10 +680,9 @@ static json_t *select_destinations(struct scheduler *s, struct nb_ctx *ctx, json
                               hosts[i]->availability_zone, "details", details);
             break;
         }
-        snprintf(line, sizeof(line), "Claim: %s refused (%d): %s", hosts[i]->host, ctx->err_status,
-                 ctx->err_msg);
+        snprintf(line, sizeof(line), "Claim: %s refused (%d): %s", hosts[i]->host,
+                 nb_ctx_status(&claim), nb_ctx_message(&claim));
         NB_INFO(LOG_MGR, ctx, uuid, "%s", line);
-        clear_error(ctx);
         json_array_append_new(lines, json_string(line));
     }
     if (!reply)
