@@ -104,7 +104,7 @@ static json_t *find_server(struct nb_db *db, struct nb_ctx *ctx, const char *ref
 {
     json_t *row =
         nb_db_row(db, ctx, "SELECT * FROM instances WHERE uuid = ? AND deleted = 0", "s", ref);
-    if (row || ctx->err_status)
+    if (row || nb_ctx_failed(ctx))
         return row;
     _cleanup_json_ json_t *rows = nb_db_rows(
         db, ctx, "SELECT * FROM instances WHERE display_name = ? AND deleted = 0", "s", ref);
@@ -156,7 +156,7 @@ static int check_fault(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report
         "AND deleted = 0 ORDER BY id DESC LIMIT 1",
         "s", r->uuid);
     if (!f) {
-        if (ctx->err_status)
+        if (nb_ctx_failed(ctx))
             return -1;
         nb_dr_check(r, NB_DR_OK, "fault", "none recorded");
         return 0;
@@ -399,7 +399,7 @@ static int check_volume_record(struct nb_db *db, struct nb_ctx *ctx, struct nb_d
                   "deleted = 0",
                   "s", vid);
     if (!v) {
-        if (ctx->err_status)
+        if (nb_ctx_failed(ctx))
             return -1;
         nb_dr_check(r, NB_DR_PROBLEM, "volume record", "volume %s does not exist (or is deleted)",
                     vid);
@@ -412,7 +412,7 @@ static int check_volume_record(struct nb_db *db, struct nb_ctx *ctx, struct nb_d
                                          "instance_uuid = ? AND deleted = 0 ORDER BY "
                                          "created_at DESC LIMIT 1",
                                          "ss", vid, r->uuid);
-    if (!a && ctx->err_status)
+    if (!a && nb_ctx_failed(ctx))
         return -1;
     const char *status = or_none(nb_json_str(v, "status"));
     char att[400];

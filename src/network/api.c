@@ -86,12 +86,12 @@ static const char *neutron_type(const struct nb_ctx *ctx)
                                           "itemNotFound", "conflictingRequest", "computeFault",
                                           "badMethod",    "overLimit",          NULL};
     for (int i = 0; generic[i]; i++)
-        if (!strcmp(ctx->err_name, generic[i]))
+        if (!strcmp(nb_ctx_error_name(ctx), generic[i]))
             goto mapped;
-    if (ctx->err_name[0])
-        return ctx->err_name;
+    if (nb_ctx_error_name(ctx)[0])
+        return nb_ctx_error_name(ctx);
 mapped:
-    switch (ctx->err_status) {
+    switch (nb_ctx_status(ctx)) {
     case 400: return "HTTPBadRequest";
     case 401: return "HTTPUnauthorized";
     case 403: return "HTTPForbidden";
@@ -108,19 +108,19 @@ static int dispatch(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp
     const struct net_route *r = find_route(req->method, req->path);
     int rc = r ? r->fn(ctx, req, resp)
                : nb_error(ctx, 404, "HTTPNotFound", "The resource could not be found.");
-    if (rc == 0 && !ctx->err_status)
+    if (rc == 0 && !nb_ctx_failed(ctx))
         return 0;
-    if (!ctx->err_status)
+    if (!nb_ctx_failed(ctx))
         nb_error(ctx, 500, NULL,
                  "Request Failed: internal server error while processing your "
                  "request.");
-    if (ctx->err_status >= 500)
+    if (nb_ctx_status(ctx) >= 500)
         NB_ERROR("nubo.network.api", ctx, NULL, "%s %s failed: %s", req->method, req->path,
-                 ctx->err_msg);
+                 nb_ctx_message(ctx));
     json_decref(resp->body);
-    json_t *e = json_pack("{s:s, s:s, s:s}", "type", neutron_type(ctx), "message", ctx->err_msg,
-                          "detail", "");
-    return nb_resp_json(resp, ctx->err_status, json_pack("{s:o}", "NeutronError", e));
+    json_t *e = json_pack("{s:s, s:s, s:s}", "type", neutron_type(ctx), "message",
+                          nb_ctx_message(ctx), "detail", "");
+    return nb_resp_json(resp, nb_ctx_status(ctx), json_pack("{s:o}", "NeutronError", e));
 }
 
 void nb_net_route(const char *method, const char *pattern, nb_handler_fn fn)

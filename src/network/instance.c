@@ -191,7 +191,7 @@ json_t *nb_network_info_for_instance(struct nb_ctx *ctx, const char *instance_uu
         json_t *vif = vif_model(ctx, view, nb_json_int(r, "preserve_on_delete", 0));
         if (!vif) {
             json_decref(out);
-            if (!ctx->err_status)
+            if (!nb_ctx_failed(ctx))
                 nb_error(ctx, 500, NULL, "Cannot describe port %s of instance %s.",
                          nb_json_str(r, "id"), instance_uuid);
             return NULL;
@@ -325,12 +325,12 @@ int nb_network_allocate_for_instance(struct nb_ctx *ctx, const char *instance_uu
     _cleanup_json_ json_t *made = json_array();
     if (allocate_all(ctx, instance_uuid, host, owner, requested, made) < 0) {
         release(ctx, made);
-        NB_WARN(LOG, ctx, instance_uuid, "port allocation failed: %s", ctx->err_msg);
+        NB_WARN(LOG, ctx, instance_uuid, "port allocation failed: %s", nb_ctx_message(ctx));
         return -1;
     }
     *network_info = nb_network_info_for_instance(ctx, instance_uuid);
     if (!*network_info) {
-        if (!ctx->err_status)
+        if (!nb_ctx_failed(ctx))
             nb_error(ctx, 500, NULL, "Cannot describe the ports of instance %s.", instance_uuid);
         release(ctx, made);
         return -1;

@@ -104,7 +104,7 @@ static int do_extend(struct nb_ctx *ctx, const char *id, json_t *vol, json_t *ar
     if (rc < 0) {
         nb_vol_set_status(ctx, id, "error_extending", extending);
         NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s extend to %lld GiB failed: %s", id, new_size,
-                 work.err_msg);
+                 nb_ctx_message(&work));
         return nb_resp_empty(resp, 202);
     }
     if (nb_db_exec(db, ctx, "UPDATE volumes SET size = ? WHERE id = ? AND status = 'extending'",
@@ -372,7 +372,7 @@ static int do_detach(struct nb_ctx *ctx, const char *id, json_t *vol, json_t *ar
     _cleanup_json_ json_t *owner = NULL;
     const char *att = detach_target(ctx, id, arg, &owner);
     if (!att)
-        return ctx->err_status ? -1 : detach_nothing(ctx, id, resp);
+        return nb_ctx_failed(ctx) ? -1 : detach_nothing(ctx, id, resp);
     if (strcmp(nb_json_str(vol, "status"), "detaching") != 0 &&
         nb_volume_transition(ctx, id, NB_VOLUME_BEGIN_DETACH) < 0)
         return -1;
@@ -398,7 +398,7 @@ static int do_force_detach(struct nb_ctx *ctx, const char *id, json_t *vol, json
     _cleanup_json_ json_t *owner = NULL;
     const char *att = detach_target(ctx, id, arg, &owner);
     if (!att)
-        return ctx->err_status ? -1 : detach_nothing(ctx, id, resp);
+        return nb_ctx_failed(ctx) ? -1 : detach_nothing(ctx, id, resp);
     struct nb_ctx sub; /* its error becomes part of the 400 */
     nb_ctx_child(&sub, ctx);
     if (nb_vol_attachment_delete(&sub, id, att) < 0)

@@ -35,7 +35,7 @@ static json_t *attachment_load(struct nb_ctx *ctx, const char *id)
 {
     json_t *row = nb_db_row(nb_vol_env->db, ctx,
                             "SELECT * FROM attachments WHERE id = ? AND deleted = 0", "s", id);
-    if (!row && ctx->err_status)
+    if (!row && nb_ctx_failed(ctx))
         return NULL;
     const char *p = row ? nb_json_str(row, "project_id") : NULL;
     if (!row || !(ctx->is_admin || ctx->system || (p && strcmp(p, ctx->project_id) == 0))) {
@@ -265,7 +265,7 @@ static int check_top(struct nb_ctx *ctx, struct nb_req *req, const json_t *att)
 static int check_create(struct nb_ctx *ctx, struct nb_req *req, json_t **att_out)
 {
     json_t *att = attachment_body(ctx, req);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (att) {
         const json_t *conn = json_object_get(att, "connector");
@@ -300,7 +300,7 @@ static int check_create(struct nb_ctx *ctx, struct nb_req *req, json_t **att_out
 static int check_update(struct nb_ctx *ctx, struct nb_req *req, json_t **att_out)
 {
     json_t *att = attachment_body(ctx, req);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (att) {
         const json_t *conn = json_object_get(att, "connector");
@@ -348,7 +348,7 @@ static json_t *connect_info(struct nb_ctx *ctx, const char *volume_id, const cha
     nb_ctx_child(&sub, ctx);
     json_t *info = nb_vol_attachment_info(&sub, volume_id, id);
     if (!info)
-        nb_error(ctx, 500, NULL, "%s(%s).", prefix, sub.err_msg);
+        nb_error(ctx, 500, NULL, "%s(%s).", prefix, nb_ctx_message(&sub));
     return info;
 }
 
@@ -416,7 +416,7 @@ static int check_duplicate(struct nb_ctx *ctx, const json_t *vol)
                                     "AND deleted = 0 AND connection_info IS NOT NULL AND "
                                     "connection_info != '{}'",
                                     "s", vid);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (live > 1 && connected > 0)
         return nb_error(ctx, 500, NULL,
@@ -484,7 +484,7 @@ static int check_not_in_nova(struct nb_ctx *ctx, const json_t *row)
                   "SELECT COUNT(*) FROM block_device_mapping WHERE instance_uuid = "
                   "? AND volume_id = ? AND attachment_id = ? AND deleted = 0",
                   "sss", instance, nb_json_str(row, "volume_id"), nb_json_str(row, "id"));
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (mapped > 0)
         return nb_error(ctx, 409, NULL, "Detach volume from instance %s using the Compute API",

@@ -163,7 +163,7 @@ static int statuses_from_attachments(struct nb_ctx *ctx, const char *volume_id, 
                   "SELECT attach_status FROM volume_attachment WHERE volume_id = ? AND deleted = "
                   "0 AND substr(attach_status, 1, 6) != 'error_' ORDER BY attach_status LIMIT 1",
                   "s", volume_id);
-    if (!row && ctx->err_status)
+    if (!row && nb_ctx_failed(ctx))
         return -1;
     const char *as =
         row && nb_json_str(row, "attach_status") ? nb_json_str(row, "attach_status") : "detached";

@@ -119,7 +119,7 @@ static int reconcile(struct agent *a, struct nb_ctx *ctx, const char *uuid, json
                         vid ? vid : "?", uuid, chk->declared, chk->actual, chk->path,
                         reply ? (nb_json_str(reply, "message") ? nb_json_str(reply, "message")
                                                                : "no reason given")
-                              : cctx.err_msg);
+                              : nb_ctx_message(&cctx));
     const char *text = nb_json_str(reply, "connection_info");
     if (text)
         json_object_set_new(bdm, "connection_info", json_string(text));

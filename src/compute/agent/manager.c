@@ -76,7 +76,8 @@ static void build_and_run(struct agent *a, struct nb_ctx *ctx, json_t *args)
         NB_INFO(LOG_AGENT, ctx, uuid, "Took %.2f seconds to spawn the instance on the hypervisor.",
                 spawned - t0);
     } else {
-        NB_ERROR(LOG_AGENT, ctx, uuid, "Instance failed to spawn on %s: %s", a->host, dctx.err_msg);
+        NB_ERROR(LOG_AGENT, ctx, uuid, "Instance failed to spawn on %s: %s", a->host,
+                 nb_ctx_message(&dctx));
         /* leave nothing behind for the reschedule */
         struct nb_ctx cctx;
         nb_ctx_child(&cctx, ctx);
@@ -88,7 +89,7 @@ static void build_and_run(struct agent *a, struct nb_ctx *ctx, json_t *args)
         NB_INFO(LOG_AGENT, ctx, uuid, "Took %.2f seconds to build instance.", nb_time_mono() - t0);
     nb_bus_cast(ctx, "conductor", "build_result",
                 json_pack("{s:s, s:s, s:b, s:s?}", "uuid", uuid, "host", a->host, "ok", rc == 0,
-                          "message", rc == 0 ? NULL : dctx.err_msg));
+                          "message", rc == 0 ? NULL : nb_ctx_message(&dctx)));
 }
 
 /* The driver entry point of a pause/unpause/suspend/resume op (NULL when
@@ -176,11 +177,12 @@ static void power_op(struct agent *a, struct nb_ctx *ctx, const char *op, json_t
         NB_INFO(LOG_AGENT, ctx, uuid, "%s", done);
     else
         NB_ERROR(LOG_AGENT, ctx, uuid, "%s of the instance failed on %s: %s", op, a->host,
-                 dctx.err_msg);
+                 nb_ctx_message(&dctx));
     nb_bus_cast(ctx, "conductor", "op_result",
                 json_pack("{s:s, s:s, s:s, s:b, s:s?, s:i, s:b}", "uuid", uuid, "host", a->host,
-                          "op", op, "ok", rc == 0, "message", rc == 0 ? NULL : dctx.err_msg,
-                          "power_state", power, "unsupported", unsupported));
+                          "op", op, "ok", rc == 0, "message",
+                          rc == 0 ? NULL : nb_ctx_message(&dctx), "power_state", power,
+                          "unsupported", unsupported));
 }
 
 /* attach_volume / detach_volume {"instance", "bdm"}: the driver hot-plugs
@@ -216,11 +218,11 @@ static void volume_op(struct agent *a, struct nb_ctx *ctx, json_t *args, bool at
                 nb_json_str(bdm, "device_name") ? nb_json_str(bdm, "device_name") : "?");
     else
         NB_ERROR(LOG_AGENT, ctx, uuid, "Failed to %s volume %s: %s", attach ? "attach" : "detach",
-                 vid ? vid : "?", dctx.err_msg);
+                 vid ? vid : "?", nb_ctx_message(&dctx));
     nb_bus_cast(ctx, "conductor", attach ? "attach_result" : "detach_result",
                 json_pack("{s:s, s:s, s:s?, s:s?, s:b, s:s?}", "uuid", uuid, "host", a->host,
                           "bdm_uuid", nb_json_str(bdm, "uuid"), "volume_id", vid, "ok", rc == 0,
-                          "message", rc == 0 ? NULL : dctx.err_msg));
+                          "message", rc == 0 ? NULL : nb_ctx_message(&dctx)));
 }
 
 /* Where snapshots are written before the upload: Nova's
@@ -275,10 +277,12 @@ static void snapshot_instance(struct agent *a, struct nb_ctx *ctx, json_t *args)
     if (rc == 0)
         NB_INFO(LOG_AGENT, ctx, uuid, "Snapshot image upload complete (image %s)", image_id);
     else
-        NB_ERROR(LOG_AGENT, ctx, uuid, "Snapshot to image %s failed: %s", image_id, dctx.err_msg);
+        NB_ERROR(LOG_AGENT, ctx, uuid, "Snapshot to image %s failed: %s", image_id,
+                 nb_ctx_message(&dctx));
     nb_bus_cast(ctx, "conductor", "snapshot_result",
                 json_pack("{s:s, s:s, s:s, s:b, s:s?}", "uuid", uuid, "host", a->host, "image_id",
-                          image_id, "ok", rc == 0, "message", rc == 0 ? NULL : dctx.err_msg));
+                          image_id, "ok", rc == 0, "message",
+                          rc == 0 ? NULL : nb_ctx_message(&dctx)));
 }
 
 static void destroy_guest(struct agent *a, struct nb_ctx *ctx, json_t *args)
@@ -298,7 +302,7 @@ static void destroy_guest(struct agent *a, struct nb_ctx *ctx, json_t *args)
         NB_INFO(LOG_AGENT, ctx, uuid, "Guest of a deleted instance destroyed on %s", a->host);
     else
         NB_ERROR(LOG_AGENT, ctx, uuid, "Could not destroy the guest on %s: %s", a->host,
-                 dctx.err_msg);
+                 nb_ctx_message(&dctx));
 }
 
 /* The tail of a console log as Nova's _tail_log cuts it: the last `length`
@@ -335,8 +339,9 @@ static json_t *console_output(struct agent *a, struct nb_ctx *ctx, json_t *args)
     _cleanup_free_ char *text = a->drv->ops->console_log(a->drv, &dctx, a->host, uuid);
     if (!text)
         return json_pack("{s:s, s:i}", "error",
-                         dctx.err_msg[0] ? dctx.err_msg : "No console log is available.", "code",
-                         dctx.err_status ? dctx.err_status : 404);
+                         nb_ctx_failed(&dctx) ? nb_ctx_message(&dctx)
+                                              : "No console log is available.",
+                         "code", nb_ctx_failed(&dctx) ? nb_ctx_status(&dctx) : 404);
     return json_pack("{s:s}", "output", console_tail(text, length));
 }
 

@@ -31,14 +31,14 @@ void nb_power_sync(struct agent *a, struct nb_ctx *ctx)
     _cleanup_json_ json_t *rows = nb_bus_call(ctx, "conductor", "instances_on_host",
                                               json_pack("{s:s}", "host", a->host), 30000);
     if (!json_is_array(rows)) {
-        NB_WARN(LOG_SYNC, ctx, NULL, "power sync of %s skipped: %s", a->host, ctx->err_msg);
+        NB_WARN(LOG_SYNC, ctx, NULL, "power sync of %s skipped: %s", a->host, nb_ctx_message(ctx));
         nb_ctx_clear_error(ctx); /* handled: the next sync tries again */
         return;
     }
     _cleanup_json_ json_t *guests = a->drv->ops->list(a->drv, ctx, a->host);
     if (!guests) {
         NB_WARN(LOG_SYNC, ctx, NULL, "power sync of %s skipped: the driver cannot list guests: %s",
-                a->host, ctx->err_msg);
+                a->host, nb_ctx_message(ctx));
         nb_ctx_clear_error(ctx); /* handled: the next sync tries again */
         return;
     }

@@ -185,7 +185,7 @@ static int host_info(struct agent *a, struct nb_ctx *ctx, struct nb_host_info *i
 {
     if (a->drv->ops->host_info(a->drv, ctx, a->host, info) < 0) {
         NB_ERROR(LOG_RT, ctx, NULL, "cannot read the capacity of host %s: %s", a->host,
-                 ctx->err_msg);
+                 nb_ctx_message(ctx));
         return -1;
     }
     return 0;
@@ -212,7 +212,7 @@ static int report_to_placement(struct agent *a, struct nb_ctx *ctx, const struct
     _cleanup_json_ json_t *traits = nb_rt_traits(info->cpu_features);
     if (nb_svc_placement_report(ctx, a->node_uuid, a->node, inv, traits) < 0) {
         NB_ERROR(LOG_RT, ctx, NULL, "cannot report host %s (provider %s) to placement: %s", a->host,
-                 a->node_uuid, ctx->err_msg);
+                 a->node_uuid, nb_ctx_message(ctx));
         return -1;
     }
     free(a->inventory_sent);
@@ -237,7 +237,7 @@ int nb_rt_register(struct agent *a, struct nb_ctx *ctx)
         RPC_TIMEOUT_MS);
     if (!svc || nb_json_str(svc, "error")) {
         NB_WARN(LOG_RT, ctx, NULL, "cannot register the service of %s yet: %s", a->host,
-                svc ? nb_json_str(svc, "error") : ctx->err_msg);
+                svc ? nb_json_str(svc, "error") : nb_ctx_message(ctx));
         goto out;
     }
     instances = instances_on_host(a, ctx);
@@ -245,7 +245,7 @@ int nb_rt_register(struct agent *a, struct nb_ctx *ctx)
                        node_record(a, &info, instances ? instances : empty), RPC_TIMEOUT_MS);
     if (!nb_json_str(node, "uuid")) {
         NB_WARN(LOG_RT, ctx, NULL, "cannot record the compute node of %s yet: %s", a->host,
-                node ? nb_json_str(node, "error") : ctx->err_msg);
+                node ? nb_json_str(node, "error") : nb_ctx_message(ctx));
         goto out;
     }
     nb_strlcpy(a->node_uuid, nb_json_str(node, "uuid"), sizeof(a->node_uuid));

@@ -290,7 +290,7 @@ static json_t *snapshot_lookup(struct nb_ctx *ctx, const char *id)
                             "SELECT id, volume_id, volume_size, status, project_id FROM "
                             "snapshots WHERE id = ? AND deleted = 0 AND (? OR project_id = ?)",
                             "sbs", id, (int)(ctx->is_admin || ctx->system), ctx->project_id);
-    if (!row && !ctx->err_status)
+    if (!row && !nb_ctx_failed(ctx))
         nb_error(ctx, 404, NULL, "Snapshot %s could not be found.", id);
     return row;
 }
@@ -351,7 +351,7 @@ static int check_root_volume(struct nb_ctx *ctx, const json_t *bdms)
         if (snap && !nb_json_str(b, "image_id")) {
             json_t *s = snapshot_lookup(ctx, snap);
             if (!s)
-                return ctx->err_status == 404 ? nb_srv_error_as(ctx, 400, NULL) : -1;
+                return nb_ctx_status(ctx) == 404 ? nb_srv_error_as(ctx, 400, NULL) : -1;
             sv = json_string(nb_json_str(s, "volume_id"));
             vol = json_string_value(sv);
             json_decref(s);
@@ -362,7 +362,7 @@ static int check_root_volume(struct nb_ctx *ctx, const json_t *bdms)
         }
         json_t *v = nb_volume_lookup(ctx, vol);
         if (!v) {
-            if (ctx->err_status == 404)
+            if (nb_ctx_status(ctx) == 404)
                 replace_error(ctx, "Block Device Mapping is Invalid: failed to get volume %s.",
                               vol);
             json_decref(sv);
@@ -392,7 +392,7 @@ static int check_bdm_image(struct nb_ctx *ctx, json_t *b, const char *image_ref)
         return 0;
     json_t *found = nb_image_lookup(ctx, img);
     if (!found)
-        return ctx->err_status == 400 || ctx->err_status == 404
+        return nb_ctx_status(ctx) == 400 || nb_ctx_status(ctx) == 404
                    ? replace_error(ctx, "Block Device Mapping is Invalid: failed to get image %s.",
                                    img)
                    : -1;
@@ -432,7 +432,7 @@ int nb_srv_check_bdms(struct nb_ctx *ctx, json_t *bdms, const char *image_ref, l
             continue;
         json_t *v = nb_volume_lookup(ctx, vol);
         if (!v)
-            return ctx->err_status == 404 ? nb_srv_error_as(ctx, 400, NULL) : -1;
+            return nb_ctx_status(ctx) == 404 ? nb_srv_error_as(ctx, 400, NULL) : -1;
         json_decref(v);
         if (num > 1)
             return nb_error(ctx, 400, NULL,
@@ -447,7 +447,7 @@ int nb_srv_check_bdms(struct nb_ctx *ctx, json_t *bdms, const char *image_ref, l
         } else if (nb_json_str(b, "volume_id")) {
             json_t *v = nb_volume_lookup(ctx, nb_json_str(b, "volume_id"));
             if (!v)
-                return ctx->err_status == 404 ? nb_srv_error_as(ctx, 400, NULL) : -1;
+                return nb_ctx_status(ctx) == 404 ? nb_srv_error_as(ctx, 400, NULL) : -1;
             const char *st = nb_json_str(v, "status");
             if (!st || strcmp(st, "available")) {
                 nb_error(ctx, 400, NULL,
@@ -462,7 +462,7 @@ int nb_srv_check_bdms(struct nb_ctx *ctx, json_t *bdms, const char *image_ref, l
         } else if (nb_json_str(b, "snapshot_id")) {
             json_t *s = snapshot_lookup(ctx, nb_json_str(b, "snapshot_id"));
             if (!s)
-                return ctx->err_status == 404
+                return nb_ctx_status(ctx) == 404
                            ? replace_error(ctx,
                                            "Block Device Mapping is Invalid: failed to get "
                                            "snapshot %s.",
@@ -518,7 +518,7 @@ void nb_srv_unreserve_volumes(struct nb_ctx *ctx, const json_t *bdms)
         nb_ctx_child(&sub, ctx);
         if (nb_volume_transition(&sub, vol, NB_VOLUME_UNRESERVE) < 0)
             NB_WARN("nubo.compute.api", ctx, NULL, "could not unreserve volume %s: %s", vol,
-                    sub.err_msg);
+                    nb_ctx_message(&sub));
     }
 }
 
@@ -557,7 +557,7 @@ void nb_srv_release_volumes(struct nb_ctx *ctx, const json_t *rows)
             rc = nb_volume_delete_for(&sub, vol);
         if (rc < 0)
             NB_WARN("nubo.compute.api", ctx, nb_json_str(b, "instance_uuid"),
-                    "could not release volume %s (%s): %s", vol, st, sub.err_msg);
+                    "could not release volume %s (%s): %s", vol, st, nb_ctx_message(&sub));
         else if (st)
             NB_INFO("nubo.compute.api", ctx, nb_json_str(b, "instance_uuid"),
                     "released volume %s (was %s)%s", vol, st,

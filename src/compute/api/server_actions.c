@@ -353,7 +353,7 @@ static json_t *do_console_output(struct nb_ctx *ctx, json_t *inst, json_t *args)
     }
     if (!r) {
         NB_ERROR("nubo.compute.api", ctx, uuid, "compute service of %s did not answer: %s", host,
-                 sub.err_msg);
+                 nb_ctx_message(&sub));
         nb_error(ctx, 503, NULL, "The compute service of the instance's host is not available.");
         return NULL;
     }

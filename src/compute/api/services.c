@@ -142,7 +142,7 @@ static long long find_for_update(struct nb_ctx *ctx, const char *host, const cha
         env->db, ctx, 0, "SELECT id FROM services WHERE host = ? AND binary = ? AND deleted = 0",
         "ss", host, binary);
     if (id <= 0)
-        return ctx->err_status
+        return nb_ctx_failed(ctx)
                    ? -1
                    : nb_error(ctx, 404, NULL, "Could not find binary %s on host %s.", binary, host);
     return id;
@@ -244,8 +244,8 @@ static int update_v253(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
     _cleanup_json_ json_t *svc =
         nb_db_row(env->db, ctx, "SELECT * FROM services WHERE uuid = ? AND deleted = 0", "s", id);
     if (!svc)
-        return ctx->err_status ? -1
-                               : nb_error(ctx, 404, NULL, "Service %s could not be found.", id);
+        return nb_ctx_failed(ctx) ? -1
+                                  : nb_error(ctx, 404, NULL, "Service %s could not be found.", id);
     const char *binary = nb_json_str(svc, "binary");
     if (strcmp(binary, "nova-compute") != 0)
         return nb_error(ctx, 400, NULL,
@@ -351,7 +351,7 @@ static int services_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
                 : nb_db_row(env->db, ctx, "SELECT * FROM services WHERE id = ? AND deleted = 0",
                             "i", strtoll(id, NULL, 10));
     if (!svc)
-        return ctx->err_status ? -1 : nb_error(ctx, 404, NULL, "Service %s not found.", id);
+        return nb_ctx_failed(ctx) ? -1 : nb_error(ctx, 404, NULL, "Service %s not found.", id);
     const char *host = nb_json_str(svc, "host");
     long long rid = nb_json_int(svc, "id", 0);
     bool compute = strcmp(nb_json_str(svc, "binary"), "nova-compute") == 0;
@@ -359,7 +359,7 @@ static int services_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
         long long n =
             nb_db_int(env->db, ctx, 0,
                       "SELECT COUNT(*) FROM instances WHERE host = ? AND deleted = 0", "s", host);
-        if (ctx->err_status)
+        if (nb_ctx_failed(ctx))
             return -1;
         if (n > 0)
             return nb_error(ctx, 409, NULL,

@@ -78,7 +78,7 @@ static json_t *find_bdm(struct nb_ctx *ctx, const char *server_id, const char *u
                             "SELECT * FROM block_device_mapping WHERE instance_uuid = ? AND "
                             "volume_id = ? AND deleted = 0 ORDER BY id DESC LIMIT 1",
                             "ss", uuid, volume_id);
-    if (!row && !ctx->err_status)
+    if (!row && !nb_ctx_failed(ctx))
         nb_error(ctx, 404, NULL, "Instance %s is not attached to volume %s", server_id, volume_id);
     return row;
 }
@@ -321,7 +321,7 @@ static void undo_attachment(struct nb_ctx *ctx, const char *uuid, const char *bd
         nb_volume_transition(&sub, volume_id, NB_VOLUME_UNRESERVE) < 0 ||
         nb_action_finish(nb_srv_db(), &sub, uuid, "The compute conductor is not available.") < 0)
         NB_WARN("nubo.compute.api", ctx, uuid, "could not undo the attach of volume %s: %s",
-                volume_id, sub.err_msg);
+                volume_id, nb_ctx_message(&sub));
 }
 
 static int h_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)

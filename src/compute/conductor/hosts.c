@@ -32,7 +32,7 @@ json_t *cond_service_update(struct conductor *c, struct nb_ctx *ctx, json_t *arg
                             "ss", host, binary);
     bool exists = row != NULL;
     json_decref(row);
-    if (ctx->err_status) {
+    if (nb_ctx_failed(ctx)) {
         nb_db_rollback(c->db);
         goto fail;
     }
@@ -98,7 +98,7 @@ json_t *cond_compute_node_update(struct conductor *c, struct nb_ctx *ctx, json_t
         "SELECT id, uuid FROM compute_nodes WHERE host = ? AND hypervisor_hostname = ? AND "
         "deleted = 0",
         "ss", host, node);
-    if (ctx->err_status) {
+    if (nb_ctx_failed(ctx)) {
         nb_db_rollback(c->db);
         goto fail;
     }
