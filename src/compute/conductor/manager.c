@@ -38,14 +38,22 @@ json_t *cond_instance_for_agent(struct conductor *c, struct nb_ctx *ctx, json_t 
     return nb_instance_agent_view(c->db, &sub, row);
 }
 
+/* Logs (WARNING) that a record kept on sub, a child of ctx, failed (rc < 0):
+ * "could not record <what><name>: <sub's message>". */
+static void unrecorded(int rc, const struct nb_ctx *ctx, const struct nb_ctx *sub, const char *uuid,
+                       const char *what, const char *name)
+{
+    if (rc < 0)
+        NB_WARN(LOG_COND, ctx, uuid, "could not record %s%s: %s", what, name, nb_ctx_message(sub));
+}
+
 void cond_event_start(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *event,
                       const char *host)
 {
     struct nb_ctx sub;
     nb_ctx_child(&sub, ctx);
-    if (nb_event_start(c->db, &sub, uuid, event, host) < 0)
-        NB_WARN(LOG_COND, ctx, uuid, "could not record the start of event %s: %s", event,
-                nb_ctx_message(&sub));
+    unrecorded(nb_event_start(c->db, &sub, uuid, event, host), ctx, &sub, uuid,
+               "the start of event ", event);
 }
 
 void cond_event_finish(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *event,
@@ -53,10 +61,9 @@ void cond_event_finish(struct conductor *c, struct nb_ctx *ctx, const char *uuid
 {
     struct nb_ctx sub;
     nb_ctx_child(&sub, ctx);
-    if (nb_event_finish(c->db, &sub, uuid, event, ok ? "Success" : "Error", ok ? NULL : details,
-                        details) < 0)
-        NB_WARN(LOG_COND, ctx, uuid, "could not record the end of event %s: %s", event,
-                nb_ctx_message(&sub));
+    unrecorded(nb_event_finish(c->db, &sub, uuid, event, ok ? "Success" : "Error",
+                               ok ? NULL : details, details),
+               ctx, &sub, uuid, "the end of event ", event);
 }
 
 void cond_fault(struct conductor *c, struct nb_ctx *ctx, const char *uuid, int code,
@@ -74,9 +81,8 @@ void cond_action_start(struct conductor *c, struct nb_ctx *ctx, const char *uuid
 {
     struct nb_ctx sub;
     nb_ctx_child(&sub, ctx);
-    if (nb_action_start(c->db, &sub, uuid, action) < 0)
-        NB_WARN(LOG_COND, ctx, uuid, "could not record the start of action %s: %s", action,
-                nb_ctx_message(&sub));
+    unrecorded(nb_action_start(c->db, &sub, uuid, action), ctx, &sub, uuid, "the start of action ",
+               action);
 }
 
 void cond_action_finish(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
@@ -84,9 +90,8 @@ void cond_action_finish(struct conductor *c, struct nb_ctx *ctx, const char *uui
 {
     struct nb_ctx sub;
     nb_ctx_child(&sub, ctx);
-    if (nb_action_finish(c->db, &sub, uuid, result) < 0)
-        NB_WARN(LOG_COND, ctx, uuid, "could not record the end of the action: %s",
-                nb_ctx_message(&sub));
+    unrecorded(nb_action_finish(c->db, &sub, uuid, result), ctx, &sub, uuid,
+               "the end of the action", "");
 }
 
 void cond_release_allocations(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
