@@ -9,6 +9,7 @@
 
 #include "common/json.h"
 #include "compute/api/resources.h"
+#include "compute/api/validate.h"
 #include "image/image_priv.h"
 
 #include <stdlib.h>

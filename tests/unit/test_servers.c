@@ -13,7 +13,12 @@
 #include "common/json.h"
 #include "common/util.h"
 #include "compute/api/api.h"
-#include "compute/api/servers_priv.h"
+#include "compute/api/block_devices.h"
+#include "compute/api/instances.h"
+#include "compute/api/quotas.h"
+#include "compute/api/server_create.h"
+#include "compute/api/server_views.h"
+#include "compute/api/validate.h"
 #include "db/db.h"
 #include "image/image.h"
 

@@ -15,6 +15,7 @@
 #include "compute/api/api.h"
 #include "placement/placement.h"
 #include "compute/api/resources.h"
+#include "compute/api/validate.h"
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "common/log.h"

@@ -1,8 +1,5 @@
-/* api.c - registers every Compute API resource, and the shared
- * schema-style input error (see api.h). */
+/* api.c - registers every Compute API resource (see api.h). */
 #include "compute/api/api.h"
-#include "common/json.h"
-#include "compute/api/resources.h"
 
 #include <stdlib.h>
 
@@ -31,10 +28,4 @@ int nb_compute_api_init(struct nb_env *env)
         if (inits[i](env) < 0)
             return -1;
     return 0;
-}
-
-int nb_compute_bad_field(struct nb_ctx *ctx, const char *field, const json_t *value,
-                         const char *why)
-{
-    return nb_res_bad_field(ctx, field, value, why);
 }

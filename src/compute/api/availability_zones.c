@@ -11,6 +11,7 @@
  * services. */
 #include "compute/api/api.h"
 #include "compute/api/resources.h"
+#include "compute/api/validate.h"
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"

@@ -8,7 +8,9 @@
  * Deletion is a hard delete of the flavor with its specs and access rows, as
  * Nova does in its API database. */
 #include "compute/api/api.h"
+#include "compute/api/links.h"
 #include "compute/api/resources.h"
+#include "compute/api/validate.h"
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "common/util.h"

@@ -14,7 +14,9 @@
  * agent that does not answer it is treated like a Nova driver without
  * uptime support (501 on the old route, null in the 2.88 view). */
 #include "compute/api/api.h"
+#include "compute/api/links.h"
 #include "compute/api/resources.h"
+#include "compute/api/validate.h"
 #include "bus/bus.h"
 #include "common/cleanup.h"
 #include "common/json.h"

@@ -19,8 +19,9 @@
 #include "common/json.h"
 #include "common/util.h"
 #include "compute/api/api.h"
-#include "compute/api/resources.h"
-#include "compute/api/servers_priv.h"
+#include "compute/api/links.h"
+#include "compute/api/quotas.h"
+#include "compute/api/validate.h"
 #include "image/image.h"
 
 #include <ctype.h>

@@ -11,7 +11,10 @@
 #include "common/json.h"
 #include "common/util.h"
 #include "compute/api/api.h"
-#include "compute/api/servers_priv.h"
+#include "compute/api/instances.h"
+#include "compute/api/links.h"
+#include "compute/api/server_views.h"
+#include "compute/api/validate.h"
 #include "db/db.h"
 
 #include <stdio.h>

@@ -10,7 +10,9 @@
  * client certificate and a PKCS#12 bundle for x509, and returns the private
  * part once. Rows are deleted for good, as in Nova's API database. */
 #include "compute/api/api.h"
+#include "compute/api/links.h"
 #include "compute/api/resources.h"
+#include "compute/api/validate.h"
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"

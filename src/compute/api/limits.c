@@ -3,7 +3,8 @@
  * Nova's LimitsController does; rate limits are always an empty list. */
 #include "common/json.h"
 #include "compute/api/api.h"
-#include "compute/api/servers_priv.h"
+#include "compute/api/quotas.h"
+#include "compute/api/validate.h"
 
 #include <string.h>
 

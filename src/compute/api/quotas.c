@@ -12,7 +12,9 @@
 #include "common/json.h"
 #include "common/util.h"
 #include "compute/api/api.h"
-#include "compute/api/servers_priv.h"
+#include "compute/api/instances.h"
+#include "compute/api/quotas.h"
+#include "compute/api/validate.h"
 #include "db/db.h"
 
 #include <limits.h>

@@ -18,7 +18,9 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "compute/api/api.h"
-#include "compute/api/servers_priv.h"
+#include "compute/api/instances.h"
+#include "compute/api/server_snapshot.h"
+#include "compute/api/validate.h"
 #include "compute/compute.h"
 #include "db/db.h"
 

@@ -9,7 +9,9 @@
  * server_group_members per user and group ([quota], default 10 each, or a
  * quotas row). Groups are deleted for good, as in Nova's API database. */
 #include "compute/api/api.h"
+#include "compute/api/links.h"
 #include "compute/api/resources.h"
+#include "compute/api/validate.h"
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"

@@ -12,7 +12,10 @@
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "compute/api/api.h"
-#include "compute/api/servers_priv.h"
+#include "compute/api/instances.h"
+#include "compute/api/jsonbuf.h"
+#include "compute/api/server_views.h"
+#include "compute/api/validate.h"
 
 #include <stdlib.h>
 #include <string.h>

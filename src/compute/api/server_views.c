@@ -1,24 +1,24 @@
 /* server_views.c - the server representations of the Compute API, as Nova's
- * views/servers.py builds them at each microversion, plus links, time
- * formats and hostId.
+ * views/servers.py builds them at each microversion, plus time formats and
+ * hostId.
  *
  * A detailed view of a page of servers needs data from other tables
  * (metadata, faults, volumes, tags, group membership, compute services,
  * availability zones). Those are loaded for the whole page at once, with one
  * statement per table for every NB_SRV_IDS_PER_QUERY servers, keyed by
  * instance UUID, and then joined in memory; the per-server work is only
- * shaping JSON.
- *
- * "addresses" comes from instance_info_caches.network_info (the network_info
- * model the conductor's networking step writes), shaped as Nova's
- * views/addresses.py; GET /servers/{id}/ips and the ip/ip6 list filters
- * read the same cache (nb_srv_addresses, nb_srv_uuids_by_ip). */
+ * shaping JSON. "addresses" is written by server_addresses.c. */
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
 #include "common/util.h"
 #include "compute/api/api.h"
-#include "compute/api/servers_priv.h"
+#include "compute/api/instances.h"
+#include "compute/api/jsonbuf.h"
+#include "compute/api/links.h"
+#include "compute/api/server_addresses.h"
+#include "compute/api/server_views.h"
+#include "compute/api/sql.h"
 #include "compute/compute.h"
 #include "db/db.h"
 
@@ -106,121 +106,6 @@ void nb_srv_host_id(const char *project_id, const char *host, char out[57])
             snprintf(out + 2 * i, 3, "%02x", md[i]);
     }
     free(data);
-}
-
-/* ---- links ------------------------------------------------------------------ */
-
-char *nb_srv_url_v21(void)
-{
-    const char *prefix = nb_conf_str("api", "compute_link_prefix", NULL);
-    return nb_strdup_printf("%s/compute/v2.1", prefix && *prefix ? prefix : nb_http_base_url());
-}
-
-char *nb_srv_url_bookmark(void)
-{
-    const char *prefix = nb_conf_str("api", "compute_link_prefix", NULL);
-    return nb_strdup_printf("%s/compute", prefix && *prefix ? prefix : nb_http_base_url());
-}
-
-/* The links of one resource given both URL prefixes. */
-static json_t *links_with(const char *v21, const char *bm, const char *collection, const char *id)
-{
-    char self[512], book[512];
-    snprintf(self, sizeof(self), "%s/%s/%s", v21, collection, id);
-    snprintf(book, sizeof(book), "%s/%s/%s", bm, collection, id);
-    json_t *a = json_object(), *b = json_object();
-    json_object_set_new_nocheck(a, "rel", json_string_nocheck("self"));
-    json_object_set_new(a, "href", json_string(self));
-    json_object_set_new_nocheck(b, "rel", json_string_nocheck("bookmark"));
-    json_object_set_new(b, "href", json_string(book));
-    json_t *links = json_array();
-    json_array_append_new(links, a);
-    json_array_append_new(links, b);
-    return links;
-}
-
-json_t *nb_srv_links(const char *collection, const char *id)
-{
-    char *v21 = nb_srv_url_v21(), *bm = nb_srv_url_bookmark();
-    json_t *links = links_with(v21, bm, collection, id);
-    free(v21);
-    free(bm);
-    return links;
-}
-
-static json_t *bookmark_only(const char *collection, const char *id)
-{
-    char *bm = nb_srv_url_bookmark();
-    char *book = nb_strdup_printf("%s/%s/%s", bm, collection, id);
-    json_t *links = json_pack("[{s:s, s:s}]", "rel", "bookmark", "href", book);
-    free(bm);
-    free(book);
-    return links;
-}
-
-/* Appends s to *buf percent-encoded as Python's urlencode (quote_plus). */
-static void url_encode_append(char **buf, size_t *len, const char *s)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    size_t n = strlen(s);
-    *buf = realloc(*buf, *len + 3 * n + 1);
-    char *o = *buf + *len;
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-            *p == '-' || *p == '_' || *p == '.' || *p == '~') {
-            *o++ = (char)*p;
-        } else if (*p == ' ') {
-            *o++ = '+';
-        } else {
-            *o++ = '%';
-            *o++ = hex[*p >> 4];
-            *o++ = hex[*p & 15];
-        }
-    }
-    *o = '\0';
-    *len = (size_t)(o - *buf);
-}
-
-static int cmp_keys(const void *a, const void *b)
-{
-    return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
-json_t *nb_srv_next_link(struct nb_req *req, const char *collection, const char *marker)
-{
-    /* Nova: the request's parameters (last value per key), sorted by key,
-     * with marker set to the last item shown. */
-    json_t *q = nb_srv_query_all(req);
-    json_object_set_new(q, "marker", json_pack("[s]", marker));
-    size_t nkeys = json_object_size(q);
-    const char **keys = calloc(nkeys ? nkeys : 1, sizeof(*keys));
-    size_t k = 0;
-    const char *key;
-    json_t *val;
-    json_object_foreach (q, key, val)
-        keys[k++] = key;
-    qsort(keys, nkeys, sizeof(*keys), cmp_keys);
-    char *v21 = nb_srv_url_v21();
-    char *buf = nb_strdup_printf("%s/%s?", v21, collection);
-    size_t len = strlen(buf);
-    for (size_t i = 0; i < nkeys; i++) {
-        if (i) {
-            buf = realloc(buf, len + 2);
-            buf[len++] = '&';
-            buf[len] = '\0';
-        }
-        url_encode_append(&buf, &len, keys[i]);
-        buf = realloc(buf, len + 2);
-        buf[len++] = '=';
-        buf[len] = '\0';
-        url_encode_append(&buf, &len, nb_srv_query_last(q, keys[i]));
-    }
-    json_t *links = json_pack("[{s:s, s:s}]", "rel", "next", "href", buf);
-    free(buf);
-    free(v21);
-    free(keys);
-    json_decref(q);
-    return links;
 }
 
 /* ---- view options ----------------------------------------------------------- */
@@ -357,8 +242,61 @@ static void group_rows(json_t *obj, json_t *rows, const char *key)
     }
 }
 
-static int load_page_data(struct nb_ctx *ctx, json_t *rows, const struct nb_srv_view_opts *o,
-                          bool ext_attr, bool host_status, struct page_data *d)
+/* obj[key], a list created on first use, gets value appended. */
+static void append_to(json_t *obj, const char *key, json_t *value)
+{
+    json_t *list = json_object_get(obj, key);
+    if (!list) {
+        list = json_array();
+        json_object_set_new(obj, key, list);
+    }
+    json_array_append(list, value);
+}
+
+/* The keys a page's lookups go by: all UUIDs, those that may have a fault
+ * (ERROR or DELETED), those past building (they may show addresses), and
+ * the distinct hosts. */
+struct page_keys {
+    json_t *uuids, *faulted, *built, *hosts;
+};
+
+static void page_keys_collect(json_t *rows, struct page_keys *k)
+{
+    k->uuids = json_array();
+    k->faulted = json_array();
+    k->built = json_array();
+    k->hosts = json_array();
+    json_t *seen_hosts = json_object();
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        const char *u = row_str(r, "uuid");
+        json_array_append_new(k->uuids, json_string(u));
+        const char *st = row_status(r);
+        if (!strcmp(st, "ERROR") || !strcmp(st, "DELETED"))
+            json_array_append_new(k->faulted, json_string(u));
+        const char *vm = row_str(r, "vm_state");
+        if (!vm || strcmp(vm, NB_VM_BUILDING))
+            json_array_append_new(k->built, json_string(u));
+        const char *h = row_str(r, "host");
+        if (h && *h && !json_object_get(seen_hosts, h)) {
+            json_object_set_new(seen_hosts, h, json_true());
+            json_array_append_new(k->hosts, json_string(h));
+        }
+    }
+    json_decref(seen_hosts);
+}
+
+static void page_keys_free(struct page_keys *k)
+{
+    json_decref(k->uuids);
+    json_decref(k->faulted);
+    json_decref(k->built);
+    json_decref(k->hosts);
+}
+
+/* The empty maps of a page and its base URLs. */
+static void page_data_init(struct page_data *d)
 {
     memset(d, 0, sizeof(*d));
     d->metadata = json_object();
@@ -375,35 +313,20 @@ static int load_page_data(struct nb_ctx *ctx, json_t *rows, const struct nb_srv_
     d->nw_info = json_object();
     d->url_v21 = nb_srv_url_v21();
     d->url_bookmark = nb_srv_url_bookmark();
-    json_t *uuids = json_array(), *faulted = json_array(), *hosts = json_array();
-    json_t *built = json_array(); /* not building: may show addresses */
-    json_t *seen_hosts = json_object();
+}
+
+/* The steps of load_page_data: each fills its map of d for the given keys.
+ * 0, or -1 after a database error. */
+static int load_metadata(struct nb_ctx *ctx, struct page_data *d, json_t *uuids)
+{
+    json_t *res = rows_for_ids(ctx,
+                               "SELECT instance_uuid, key, value FROM instance_metadata "
+                               "WHERE deleted = 0 AND instance_uuid",
+                               " ORDER BY id", uuids);
+    if (!res)
+        return -1;
     size_t i;
     json_t *r;
-    json_array_foreach (rows, i, r) {
-        const char *u = row_str(r, "uuid");
-        json_array_append_new(uuids, json_string(u));
-        const char *st = row_status(r);
-        if (!strcmp(st, "ERROR") || !strcmp(st, "DELETED"))
-            json_array_append_new(faulted, json_string(u));
-        const char *vm = row_str(r, "vm_state");
-        if (!vm || strcmp(vm, NB_VM_BUILDING))
-            json_array_append_new(built, json_string(u));
-        const char *h = row_str(r, "host");
-        if (h && *h && !json_object_get(seen_hosts, h)) {
-            json_object_set_new(seen_hosts, h, json_true());
-            json_array_append_new(hosts, json_string(h));
-        }
-    }
-    int rc = -1;
-    json_t *res = NULL;
-
-    res = rows_for_ids(ctx,
-                       "SELECT instance_uuid, key, value FROM instance_metadata "
-                       "WHERE deleted = 0 AND instance_uuid",
-                       " ORDER BY id", uuids);
-    if (!res)
-        goto out;
     json_array_foreach (res, i, r) {
         const char *u = row_str(r, "instance_uuid");
         json_t *m = json_object_get(d->metadata, u);
@@ -416,134 +339,176 @@ static int load_page_data(struct nb_ctx *ctx, json_t *rows, const struct nb_srv_
                             json_is_string(v) ? json_incref(v) : json_string(""));
     }
     json_decref(res);
+    return 0;
+}
 
-    if (json_array_size(faulted)) {
-        res = rows_for_ids(ctx,
-                           "SELECT instance_uuid, code, message, details, host, created_at "
-                           "FROM instance_faults WHERE instance_uuid",
-                           " ORDER BY created_at DESC, id DESC", faulted);
-        if (!res)
-            goto out;
-        json_array_foreach (res, i, r) {
-            const char *u = row_str(r, "instance_uuid");
-            if (!json_object_get(d->faults, u))
-                json_object_set(d->faults, u, r);
-        }
-        json_decref(res);
-        if (!ctx->is_admin && json_object_size(d->faults)) {
-            json_t *hn =
-                nb_db_rows(nb_srv_db(), ctx,
-                           "SELECT DISTINCT host AS h FROM compute_nodes WHERE deleted = 0 "
-                           "UNION SELECT DISTINCT hypervisor_hostname FROM compute_nodes "
-                           "WHERE deleted = 0 UNION SELECT DISTINCT host FROM services "
-                           "WHERE deleted = 0",
-                           "");
-            if (!hn)
-                goto out;
-            json_array_foreach (hn, i, r) {
-                json_t *h = json_object_get(r, "h");
-                if (json_is_string(h) && json_string_length(h) >= 3)
-                    json_array_append(d->hidden_hosts, h);
-            }
-            json_decref(hn);
-        }
+/* The host names a non-admin must not see in fault details. */
+static int load_hidden_hosts(struct nb_ctx *ctx, struct page_data *d)
+{
+    json_t *hn = nb_db_rows(nb_srv_db(), ctx,
+                            "SELECT DISTINCT host AS h FROM compute_nodes WHERE deleted = 0 "
+                            "UNION SELECT DISTINCT hypervisor_hostname FROM compute_nodes "
+                            "WHERE deleted = 0 UNION SELECT DISTINCT host FROM services "
+                            "WHERE deleted = 0",
+                            "");
+    if (!hn)
+        return -1;
+    size_t i;
+    json_t *r;
+    json_array_foreach (hn, i, r) {
+        json_t *h = json_object_get(r, "h");
+        if (json_is_string(h) && json_string_length(h) >= 3)
+            json_array_append(d->hidden_hosts, h);
     }
+    json_decref(hn);
+    return 0;
+}
 
-    if (json_array_size(built)) {
-        res = rows_for_ids(ctx,
-                           "SELECT instance_uuid, network_info FROM instance_info_caches "
-                           "WHERE network_info IS NOT NULL AND network_info != '[]' AND "
-                           "instance_uuid",
-                           "", built);
-        if (!res)
-            goto out;
-        json_array_foreach (res, i, r) {
-            json_t *nw = nb_json_parse(row_str(r, "network_info"));
-            if (json_is_array(nw))
-                json_object_set_new(d->nw_info, row_str(r, "instance_uuid"), nw);
-            else
-                json_decref(nw);
-        }
-        json_decref(res);
+static int load_faults(struct nb_ctx *ctx, struct page_data *d, json_t *faulted)
+{
+    if (!json_array_size(faulted))
+        return 0;
+    json_t *res = rows_for_ids(ctx,
+                               "SELECT instance_uuid, code, message, details, host, created_at "
+                               "FROM instance_faults WHERE instance_uuid",
+                               " ORDER BY created_at DESC, id DESC", faulted);
+    if (!res)
+        return -1;
+    size_t i;
+    json_t *r;
+    json_array_foreach (res, i, r) {
+        const char *u = row_str(r, "instance_uuid");
+        if (!json_object_get(d->faults, u))
+            json_object_set(d->faults, u, r);
     }
+    json_decref(res);
+    if (!ctx->is_admin && json_object_size(d->faults))
+        return load_hidden_hosts(ctx, d);
+    return 0;
+}
 
-    if (o->show_extended_volumes) {
-        res = rows_for_ids(ctx,
-                           "SELECT instance_uuid, volume_id, delete_on_termination FROM "
-                           "block_device_mapping WHERE deleted = 0 AND volume_id IS NOT NULL "
-                           "AND volume_id != '' AND instance_uuid",
-                           " ORDER BY id", uuids);
-        if (!res)
-            goto out;
-        group_rows(d->volumes, res, "instance_uuid");
-        json_decref(res);
+static int load_network_info(struct nb_ctx *ctx, struct page_data *d, json_t *built)
+{
+    if (!json_array_size(built))
+        return 0;
+    json_t *res = rows_for_ids(ctx,
+                               "SELECT instance_uuid, network_info FROM instance_info_caches "
+                               "WHERE network_info IS NOT NULL AND network_info != '[]' AND "
+                               "instance_uuid",
+                               "", built);
+    if (!res)
+        return -1;
+    size_t i;
+    json_t *r;
+    json_array_foreach (res, i, r) {
+        json_t *nw = nb_json_parse(row_str(r, "network_info"));
+        if (json_is_array(nw))
+            json_object_set_new(d->nw_info, row_str(r, "instance_uuid"), nw);
+        else
+            json_decref(nw);
     }
+    json_decref(res);
+    return 0;
+}
 
-    if (nb_ctx_mv_ge(ctx, 2, 26)) {
-        res = rows_for_ids(ctx, "SELECT resource_id, tag FROM tags WHERE resource_id",
-                           " ORDER BY tag", uuids);
-        if (!res)
-            goto out;
-        json_array_foreach (res, i, r) {
-            const char *u = row_str(r, "resource_id");
-            json_t *list = json_object_get(d->tags, u);
-            if (!list) {
-                list = json_array();
-                json_object_set_new(d->tags, u, list);
-            }
-            json_array_append(list, json_object_get(r, "tag"));
-        }
-        json_decref(res);
-    }
+static int load_volumes(struct nb_ctx *ctx, struct page_data *d, json_t *uuids)
+{
+    json_t *res = rows_for_ids(ctx,
+                               "SELECT instance_uuid, volume_id, delete_on_termination FROM "
+                               "block_device_mapping WHERE deleted = 0 AND volume_id IS NOT NULL "
+                               "AND volume_id != '' AND instance_uuid",
+                               " ORDER BY id", uuids);
+    if (!res)
+        return -1;
+    group_rows(d->volumes, res, "instance_uuid");
+    json_decref(res);
+    return 0;
+}
 
-    if (o->show_server_groups) {
-        res = rows_for_ids(ctx,
-                           "SELECT m.instance_uuid, g.uuid FROM instance_group_member m JOIN "
-                           "instance_groups g ON g.id = m.group_id WHERE g.deleted = 0 AND "
-                           "m.instance_uuid",
-                           "", uuids);
-        if (!res)
-            goto out;
-        json_array_foreach (res, i, r) {
-            const char *u = row_str(r, "instance_uuid");
-            json_t *list = json_object_get(d->groups, u);
-            if (!list) {
-                list = json_array();
-                json_object_set_new(d->groups, u, list);
-            }
-            json_array_append(list, json_object_get(r, "uuid"));
-        }
-        json_decref(res);
-    }
+static int load_tags(struct nb_ctx *ctx, struct page_data *d, json_t *uuids)
+{
+    json_t *res = rows_for_ids(ctx, "SELECT resource_id, tag FROM tags WHERE resource_id",
+                               " ORDER BY tag", uuids);
+    if (!res)
+        return -1;
+    size_t i;
+    json_t *r;
+    json_array_foreach (res, i, r)
+        append_to(d->tags, row_str(r, "resource_id"), json_object_get(r, "tag"));
+    json_decref(res);
+    return 0;
+}
 
-    if (host_status && json_array_size(hosts)) {
-        res = rows_for_ids(ctx,
-                           "SELECT host, disabled, forced_down, last_seen_up, updated_at, "
-                           "created_at FROM services WHERE deleted = 0 AND binary = 'nova-compute' "
-                           "AND host",
-                           "", hosts);
-        if (!res)
-            goto out;
-        json_array_foreach (res, i, r)
-            json_object_set(d->services, row_str(r, "host"), r);
-        json_decref(res);
-    }
+static int load_groups(struct nb_ctx *ctx, struct page_data *d, json_t *uuids)
+{
+    json_t *res = rows_for_ids(ctx,
+                               "SELECT m.instance_uuid, g.uuid FROM instance_group_member m JOIN "
+                               "instance_groups g ON g.id = m.group_id WHERE g.deleted = 0 AND "
+                               "m.instance_uuid",
+                               "", uuids);
+    if (!res)
+        return -1;
+    size_t i;
+    json_t *r;
+    json_array_foreach (res, i, r)
+        append_to(d->groups, row_str(r, "instance_uuid"), json_object_get(r, "uuid"));
+    json_decref(res);
+    return 0;
+}
 
-    if (o->show_az) {
-        json_array_foreach (hosts, i, r) {
-            char *az = nb_host_availability_zone(ctx, json_string_value(r));
-            json_object_set_new(d->zones, json_string_value(r), json_string(az ? az : ""));
-            free(az);
-        }
+static int load_services(struct nb_ctx *ctx, struct page_data *d, json_t *hosts)
+{
+    if (!json_array_size(hosts))
+        return 0;
+    json_t *res = rows_for_ids(ctx,
+                               "SELECT host, disabled, forced_down, last_seen_up, updated_at, "
+                               "created_at FROM services WHERE deleted = 0 AND binary = "
+                               "'nova-compute' AND host",
+                               "", hosts);
+    if (!res)
+        return -1;
+    size_t i;
+    json_t *r;
+    json_array_foreach (res, i, r)
+        json_object_set(d->services, row_str(r, "host"), r);
+    json_decref(res);
+    return 0;
+}
+
+static void load_zones(struct nb_ctx *ctx, struct page_data *d, json_t *hosts)
+{
+    size_t i;
+    json_t *r;
+    json_array_foreach (hosts, i, r) {
+        char *az = nb_host_availability_zone(ctx, json_string_value(r));
+        json_object_set_new(d->zones, json_string_value(r), json_string(az ? az : ""));
+        free(az);
     }
+}
+
+/* Loads what the views of rows need from other tables into d (which the
+ * caller frees with page_data_free on success; freed here on failure):
+ * only the tables the options and microversion show. 0/-1. */
+static int load_page_data(struct nb_ctx *ctx, json_t *rows, const struct nb_srv_view_opts *o,
+                          bool ext_attr, bool host_status, struct page_data *d)
+{
     (void)ext_attr;
+    page_data_init(d);
+    struct page_keys k;
+    page_keys_collect(rows, &k);
+    int rc = -1;
+    if (load_metadata(ctx, d, k.uuids) < 0 || load_faults(ctx, d, k.faulted) < 0 ||
+        load_network_info(ctx, d, k.built) < 0 ||
+        (o->show_extended_volumes && load_volumes(ctx, d, k.uuids) < 0) ||
+        (nb_ctx_mv_ge(ctx, 2, 26) && load_tags(ctx, d, k.uuids) < 0) ||
+        (o->show_server_groups && load_groups(ctx, d, k.uuids) < 0) ||
+        (host_status && load_services(ctx, d, k.hosts) < 0))
+        goto out;
+    if (o->show_az)
+        load_zones(ctx, d, k.hosts);
     rc = 0;
 out:
-    json_decref(uuids);
-    json_decref(faulted);
-    json_decref(built);
-    json_decref(hosts);
-    json_decref(seen_hosts);
+    page_keys_free(&k);
     if (rc < 0)
         page_data_free(d);
     return rc;
@@ -637,7 +602,7 @@ static json_t *flavor_view(struct nb_ctx *ctx, const char *flavor_text, bool ext
             id = idbuf;
         }
         v = json_pack("{s:s, s:o}", "id", id ? id : "", "links",
-                      bookmark_only("flavors", id ? id : ""));
+                      nb_srv_bookmark_links("flavors", id ? id : ""));
     }
     json_decref(fl);
     return v;
@@ -659,157 +624,6 @@ static bool is_progress_status(const char *st)
         if (!strcmp(st, list[i]))
             return true;
     return false;
-}
-
-/* ---- JSON text ------------------------------------------------------------------------ */
-
-void nb_srv_buf_init(struct nb_srv_buf *b)
-{
-    b->cap = 4096;
-    b->len = 0;
-    b->s = malloc(b->cap);
-    if (!b->s)
-        abort();
-    b->s[0] = '\0';
-}
-
-void nb_srv_buf_free(struct nb_srv_buf *b)
-{
-    free(b->s);
-    b->s = NULL;
-    b->len = b->cap = 0;
-}
-
-static void buf_reserve(struct nb_srv_buf *b, size_t n)
-{
-    if (b->len + n + 1 <= b->cap)
-        return;
-    while (b->len + n + 1 > b->cap)
-        b->cap *= 2;
-    b->s = realloc(b->s, b->cap);
-    if (!b->s)
-        abort();
-}
-
-void nb_srv_buf_raw(struct nb_srv_buf *b, const char *s, size_t n)
-{
-    buf_reserve(b, n);
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-void nb_srv_buf_lit(struct nb_srv_buf *b, const char *s)
-{
-    nb_srv_buf_raw(b, s, strlen(s));
-}
-
-void nb_srv_buf_str(struct nb_srv_buf *b, const char *s)
-{
-    if (!s) {
-        nb_srv_buf_raw(b, "null", 4);
-        return;
-    }
-    static const char hex[] = "0123456789abcdef";
-    size_t n = strlen(s);
-    buf_reserve(b, 6 * n + 2);
-    char *o = b->s + b->len;
-    *o++ = '"';
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        unsigned char c = *p;
-        if (c == '"' || c == '\\') {
-            *o++ = '\\';
-            *o++ = (char)c;
-        } else if (c >= 0x20) {
-            *o++ = (char)c;
-        } else if (c == '\n') {
-            *o++ = '\\';
-            *o++ = 'n';
-        } else if (c == '\t') {
-            *o++ = '\\';
-            *o++ = 't';
-        } else if (c == '\r') {
-            *o++ = '\\';
-            *o++ = 'r';
-        } else {
-            memcpy(o, "\\u00", 4);
-            o += 4;
-            *o++ = hex[c >> 4];
-            *o++ = hex[c & 15];
-        }
-    }
-    *o++ = '"';
-    *o = '\0';
-    b->len = (size_t)(o - b->s);
-}
-
-void nb_srv_buf_int(struct nb_srv_buf *b, long long v)
-{
-    char tmp[32];
-    int n = snprintf(tmp, sizeof(tmp), "%lld", v);
-    nb_srv_buf_raw(b, tmp, (size_t)n);
-}
-
-/* Writes "key": (with a leading comma unless first). */
-static void buf_key(struct nb_srv_buf *b, const char *key, bool *first)
-{
-    if (!*first)
-        nb_srv_buf_raw(b, ",", 1);
-    *first = false;
-    nb_srv_buf_str(b, key);
-    nb_srv_buf_raw(b, ":", 1);
-}
-
-void nb_srv_buf_json(struct nb_srv_buf *b, const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: {
-        bool first = true;
-        const char *k;
-        json_t *x;
-        nb_srv_buf_raw(b, "{", 1);
-        json_object_foreach ((json_t *)v, k, x) {
-            buf_key(b, k, &first);
-            nb_srv_buf_json(b, x);
-        }
-        nb_srv_buf_raw(b, "}", 1);
-        break;
-    }
-    case JSON_ARRAY: {
-        size_t i;
-        json_t *x;
-        nb_srv_buf_raw(b, "[", 1);
-        json_array_foreach ((json_t *)v, i, x) {
-            if (i)
-                nb_srv_buf_raw(b, ",", 1);
-            nb_srv_buf_json(b, x);
-        }
-        nb_srv_buf_raw(b, "]", 1);
-        break;
-    }
-    case JSON_STRING: nb_srv_buf_str(b, json_string_value(v)); break;
-    case JSON_INTEGER: nb_srv_buf_int(b, (long long)json_integer_value(v)); break;
-    case JSON_REAL: {
-        char *t = json_dumps(v, JSON_ENCODE_ANY);
-        nb_srv_buf_lit(b, t ? t : "null");
-        free(t);
-        break;
-    }
-    case JSON_TRUE: nb_srv_buf_raw(b, "true", 4); break;
-    case JSON_FALSE: nb_srv_buf_raw(b, "false", 5); break;
-    default: nb_srv_buf_raw(b, "null", 4);
-    }
-}
-
-int nb_srv_buf_respond(struct nb_resp *resp, int status, struct nb_srv_buf *b)
-{
-    resp->status = status;
-    resp->raw = b->s;
-    resp->raw_len = b->len;
-    resp->content_type = "application/json";
-    b->s = NULL;
-    b->len = b->cap = 0;
-    return 0;
 }
 
 /* ---- one server ----------------------------------------------------------------------- */
@@ -867,41 +681,18 @@ static json_t *make_host_id(void *opaque, const char *key)
     return json_string(hostid);
 }
 
-static void put_str(struct nb_srv_buf *b, bool *first, const char *key, const char *v)
-{
-    buf_key(b, key, first);
-    nb_srv_buf_str(b, v);
-}
-
-static void put_raw(struct nb_srv_buf *b, bool *first, const char *key, const char *json_text)
-{
-    buf_key(b, key, first);
-    nb_srv_buf_lit(b, json_text);
-}
-
-static void put_int(struct nb_srv_buf *b, bool *first, const char *key, long long v)
-{
-    buf_key(b, key, first);
-    nb_srv_buf_int(b, v);
-}
-
-static void put_json(struct nb_srv_buf *b, bool *first, const char *key, const json_t *v)
-{
-    buf_key(b, key, first);
-    nb_srv_buf_json(b, v);
-}
-
 static void put_time(struct nb_srv_buf *b, bool *first, const char *key, const char *stored,
                      bool iso)
 {
     char buf[32];
-    put_str(b, first, key, iso ? nb_srv_isotime(stored, buf) : nb_srv_dbtime(stored, buf));
+    nb_srv_buf_put_str(b, first, key,
+                       iso ? nb_srv_isotime(stored, buf) : nb_srv_dbtime(stored, buf));
 }
 
 static void put_links(struct nb_srv_buf *b, bool *first, const struct page_data *d,
                       const char *uuid)
 {
-    buf_key(b, "links", first);
+    nb_srv_buf_key(b, "links", first);
     nb_srv_buf_lit(b, "[{\"rel\":\"self\",\"href\":");
     char url[512];
     snprintf(url, sizeof(url), "%s/servers/%s", d->url_v21, uuid);
@@ -912,101 +703,157 @@ static void put_links(struct nb_srv_buf *b, bool *first, const struct page_data 
     nb_srv_buf_lit(b, "}]");
 }
 
-static void write_addresses(struct nb_srv_buf *b, const json_t *nw, bool extend);
+/* One server being written: the row, the page's data, the options. */
+struct server_out {
+    struct nb_srv_buf *b;
+    bool first; /* no key written yet */
+    struct nb_ctx *ctx;
+    const json_t *inst;
+    const struct nb_srv_view_opts *o;
+    struct page_data *d;
+    bool ext_attr, host_status;
+    const char *uuid, *host, *status;
+};
 
-static void write_server(struct nb_srv_buf *b, struct nb_ctx *ctx, const json_t *inst,
-                         const struct nb_srv_view_opts *o, bool ext_attr, bool host_status,
-                         struct page_data *d)
+/* The keys every view has, from "id" to "progress". */
+static void write_base(struct server_out *w)
 {
+    struct nb_srv_buf *b = w->b;
+    bool *first = &w->first;
+    struct nb_ctx *ctx = w->ctx;
+    const json_t *inst = w->inst;
+    const char *uuid = w->uuid, *host = w->host, *status = w->status;
+    struct page_data *d = w->d;
+    const struct nb_srv_view_opts *o = w->o;
     struct view_env env = {ctx, d};
-    const char *uuid = row_str(inst, "uuid");
     const char *project = row_str(inst, "project_id");
-    const char *host = row_str(inst, "host");
-    const char *status = row_status(inst);
     const char *ip4 = row_str(inst, "access_ip_v4"), *ip6 = row_str(inst, "access_ip_v6");
     const char *image_ref = row_str(inst, "image_ref");
     const char *flavor = row_str(inst, "flavor");
     char hkey[512];
     snprintf(hkey, sizeof(hkey), "%s/%s", project ? project : "", host ? host : "");
-    bool first = true;
-    nb_srv_buf_raw(b, "{", 1);
-    put_str(b, &first, "id", uuid);
-    put_str(b, &first, "name", row_str(inst, "display_name") ?: "");
-    put_str(b, &first, "status", status);
-    put_str(b, &first, "tenant_id", project ?: "");
-    put_str(b, &first, "user_id", row_str(inst, "user_id") ?: "");
+    nb_srv_buf_put_str(b, first, "id", uuid);
+    nb_srv_buf_put_str(b, first, "name", row_str(inst, "display_name") ?: "");
+    nb_srv_buf_put_str(b, first, "status", status);
+    nb_srv_buf_put_str(b, first, "tenant_id", project ?: "");
+    nb_srv_buf_put_str(b, first, "user_id", row_str(inst, "user_id") ?: "");
     json_t *meta = json_object_get(d->metadata, uuid);
     if (meta)
-        put_json(b, &first, "metadata", meta);
+        nb_srv_buf_put_json(b, first, "metadata", meta);
     else
-        put_raw(b, &first, "metadata", "{}");
-    put_raw(b, &first, "hostId", cached_text(d->host_ids, hkey, make_host_id, &env));
-    put_raw(b, &first, "image",
-            cached_text(d->image_views, image_ref ? image_ref : "", make_image, &env));
-    put_raw(b, &first, "flavor",
-            cached_text(d->flavor_views, flavor ? flavor : "", make_flavor, &env));
+        nb_srv_buf_put_raw(b, first, "metadata", "{}");
+    nb_srv_buf_put_raw(b, first, "hostId", cached_text(d->host_ids, hkey, make_host_id, &env));
+    nb_srv_buf_put_raw(b, first, "image",
+                       cached_text(d->image_views, image_ref ? image_ref : "", make_image, &env));
+    nb_srv_buf_put_raw(b, first, "flavor",
+                       cached_text(d->flavor_views, flavor ? flavor : "", make_flavor, &env));
     const char *upd = row_str(inst, "updated_at");
-    put_time(b, &first, "created", row_str(inst, "created_at"), true);
-    put_time(b, &first, "updated", upd ? upd : row_str(inst, "created_at"), true);
+    put_time(b, first, "created", row_str(inst, "created_at"), true);
+    put_time(b, first, "updated", upd ? upd : row_str(inst, "created_at"), true);
     /* Nova hides the addresses of a building server; the extended keys are
      * shown wherever the extended status is (GET always, PUT from 2.75) */
-    buf_key(b, "addresses", &first);
-    write_addresses(b, json_object_get(d->nw_info, uuid), o->show_extended_status);
-    put_str(b, &first, "accessIPv4", ip4 ? ip4 : "");
-    put_str(b, &first, "accessIPv6", ip6 ? ip6 : "");
-    put_links(b, &first, d, uuid);
-    put_str(b, &first, "OS-DCF:diskConfig",
-            nb_json_int(inst, "auto_disk_config", 0) ? "AUTO" : "MANUAL");
+    nb_srv_buf_key(b, "addresses", first);
+    nb_srv_write_addresses(b, json_object_get(d->nw_info, uuid), o->show_extended_status);
+    nb_srv_buf_put_str(b, first, "accessIPv4", ip4 ? ip4 : "");
+    nb_srv_buf_put_str(b, first, "accessIPv6", ip6 ? ip6 : "");
+    put_links(b, first, d, uuid);
+    nb_srv_buf_put_str(b, first, "OS-DCF:diskConfig",
+                       nb_json_int(inst, "auto_disk_config", 0) ? "AUTO" : "MANUAL");
     if (!strcmp(status, "ERROR") || !strcmp(status, "DELETED")) {
         json_t *f = json_object_get(d->faults, uuid);
         if (f) {
             json_t *fv = fault_view(ctx, f, d->hidden_hosts);
-            put_json(b, &first, "fault", fv);
+            nb_srv_buf_put_json(b, first, "fault", fv);
             json_decref(fv);
         }
     }
     if (is_progress_status(status))
-        put_int(b, &first, "progress", nb_json_int(inst, "progress", 0));
+        nb_srv_buf_put_int(b, first, "progress", nb_json_int(inst, "progress", 0));
+}
+
+/* Zone, config drive, key name and usage times (as the options say). */
+static void write_optional(struct server_out *w)
+{
+    struct nb_srv_buf *b = w->b;
+    bool *first = &w->first;
+    const json_t *inst = w->inst;
+    const char *host = w->host;
+    struct page_data *d = w->d;
+    const struct nb_srv_view_opts *o = w->o;
     if (o->show_az) {
         const char *az = NULL;
         if (host && *host)
             az = json_string_value(json_object_get(d->zones, host));
         else
             az = row_str(inst, "availability_zone");
-        put_str(b, &first, "OS-EXT-AZ:availability_zone", az ? az : "");
+        nb_srv_buf_put_str(b, first, "OS-EXT-AZ:availability_zone", az ? az : "");
     }
     if (o->show_config_drive)
-        put_str(b, &first, "config_drive", row_str(inst, "config_drive") ?: "");
+        nb_srv_buf_put_str(b, first, "config_drive", row_str(inst, "config_drive") ?: "");
     if (o->show_keypair)
-        put_str(b, &first, "key_name", row_str(inst, "key_name"));
+        nb_srv_buf_put_str(b, first, "key_name", row_str(inst, "key_name"));
     if (o->show_srv_usg) {
-        put_time(b, &first, "OS-SRV-USG:launched_at", row_str(inst, "launched_at"), false);
-        put_time(b, &first, "OS-SRV-USG:terminated_at", row_str(inst, "terminated_at"), false);
+        put_time(b, first, "OS-SRV-USG:launched_at", row_str(inst, "launched_at"), false);
+        put_time(b, first, "OS-SRV-USG:terminated_at", row_str(inst, "terminated_at"), false);
     }
-    if (ext_attr) {
-        put_str(b, &first, "OS-EXT-SRV-ATTR:host", host);
-        put_str(b, &first, "OS-EXT-SRV-ATTR:instance_name", uuid);
-        put_str(b, &first, "OS-EXT-SRV-ATTR:hypervisor_hostname", row_str(inst, "node"));
+}
+
+/* The OS-EXT-SRV-ATTR keys (admins by default). */
+static void write_ext_attrs(struct server_out *w)
+{
+    struct nb_srv_buf *b = w->b;
+    bool *first = &w->first;
+    struct nb_ctx *ctx = w->ctx;
+    const json_t *inst = w->inst;
+    const char *uuid = w->uuid;
+    const char *host = w->host;
+    const struct nb_srv_view_opts *o = w->o;
+    if (w->ext_attr) {
+        nb_srv_buf_put_str(b, first, "OS-EXT-SRV-ATTR:host", host);
+        nb_srv_buf_put_str(b, first, "OS-EXT-SRV-ATTR:instance_name", uuid);
+        nb_srv_buf_put_str(b, first, "OS-EXT-SRV-ATTR:hypervisor_hostname", row_str(inst, "node"));
         if (nb_ctx_mv_ge(ctx, 2, 3)) {
-            put_str(b, &first, "OS-EXT-SRV-ATTR:reservation_id", row_str(inst, "reservation_id"));
-            put_int(b, &first, "OS-EXT-SRV-ATTR:launch_index",
-                    nb_json_int(inst, "launch_index", 0));
-            put_str(b, &first, "OS-EXT-SRV-ATTR:hostname", row_str(inst, "hostname"));
-            put_str(b, &first, "OS-EXT-SRV-ATTR:kernel_id", row_str(inst, "kernel_id"));
-            put_str(b, &first, "OS-EXT-SRV-ATTR:ramdisk_id", row_str(inst, "ramdisk_id"));
-            put_str(b, &first, "OS-EXT-SRV-ATTR:root_device_name",
-                    row_str(inst, "root_device_name"));
+            nb_srv_buf_put_str(b, first, "OS-EXT-SRV-ATTR:reservation_id",
+                               row_str(inst, "reservation_id"));
+            nb_srv_buf_put_int(b, first, "OS-EXT-SRV-ATTR:launch_index",
+                               nb_json_int(inst, "launch_index", 0));
+            nb_srv_buf_put_str(b, first, "OS-EXT-SRV-ATTR:hostname", row_str(inst, "hostname"));
+            nb_srv_buf_put_str(b, first, "OS-EXT-SRV-ATTR:kernel_id", row_str(inst, "kernel_id"));
+            nb_srv_buf_put_str(b, first, "OS-EXT-SRV-ATTR:ramdisk_id", row_str(inst, "ramdisk_id"));
+            nb_srv_buf_put_str(b, first, "OS-EXT-SRV-ATTR:root_device_name",
+                               row_str(inst, "root_device_name"));
             if (o->show_user_data)
-                put_str(b, &first, "OS-EXT-SRV-ATTR:user_data", row_str(inst, "user_data"));
+                nb_srv_buf_put_str(b, first, "OS-EXT-SRV-ATTR:user_data",
+                                   row_str(inst, "user_data"));
         }
     }
+}
+
+/* The OS-EXT-STS keys. */
+static void write_ext_status(struct server_out *w)
+{
+    struct nb_srv_buf *b = w->b;
+    bool *first = &w->first;
+    const json_t *inst = w->inst;
+    const struct nb_srv_view_opts *o = w->o;
     if (o->show_extended_status) {
-        put_str(b, &first, "OS-EXT-STS:task_state", row_str(inst, "task_state"));
-        put_str(b, &first, "OS-EXT-STS:vm_state", row_str(inst, "vm_state"));
-        put_int(b, &first, "OS-EXT-STS:power_state", nb_json_int(inst, "power_state", 0));
+        nb_srv_buf_put_str(b, first, "OS-EXT-STS:task_state", row_str(inst, "task_state"));
+        nb_srv_buf_put_str(b, first, "OS-EXT-STS:vm_state", row_str(inst, "vm_state"));
+        nb_srv_buf_put_int(b, first, "OS-EXT-STS:power_state", nb_json_int(inst, "power_state", 0));
     }
+}
+
+/* "os-extended-volumes:volumes_attached". */
+static void write_volumes(struct server_out *w)
+{
+    struct nb_srv_buf *b = w->b;
+    bool *first = &w->first;
+    struct nb_ctx *ctx = w->ctx;
+    const char *uuid = w->uuid;
+    struct page_data *d = w->d;
+    const struct nb_srv_view_opts *o = w->o;
     if (o->show_extended_volumes) {
-        buf_key(b, "os-extended-volumes:volumes_attached", &first);
+        nb_srv_buf_key(b, "os-extended-volumes:volumes_attached", first);
         nb_srv_buf_raw(b, "[", 1);
         json_t *bdms = json_object_get(d->volumes, uuid);
         size_t i;
@@ -1016,52 +863,89 @@ static void write_server(struct nb_srv_buf *b, struct nb_ctx *ctx, const json_t 
                 nb_srv_buf_raw(b, ",", 1);
             bool f2 = true;
             nb_srv_buf_raw(b, "{", 1);
-            put_str(b, &f2, "id", row_str(v, "volume_id"));
+            nb_srv_buf_put_str(b, &f2, "id", row_str(v, "volume_id"));
             if (nb_ctx_mv_ge(ctx, 2, 3))
-                put_raw(b, &f2, "delete_on_termination",
-                        nb_json_int(v, "delete_on_termination", 0) ? "true" : "false");
+                nb_srv_buf_put_raw(b, &f2, "delete_on_termination",
+                                   nb_json_int(v, "delete_on_termination", 0) ? "true" : "false");
             nb_srv_buf_raw(b, "}", 1);
         }
         nb_srv_buf_raw(b, "]", 1);
     }
-    if (nb_ctx_mv_ge(ctx, 2, 16) && host_status) {
+}
+
+/* The keys later microversions add (2.16 to 2.90, and server groups). */
+static void write_later_keys(struct server_out *w)
+{
+    struct nb_srv_buf *b = w->b;
+    bool *first = &w->first;
+    struct nb_ctx *ctx = w->ctx;
+    const json_t *inst = w->inst;
+    const char *uuid = w->uuid;
+    const char *host = w->host;
+    struct page_data *d = w->d;
+    const struct nb_srv_view_opts *o = w->o;
+    if (nb_ctx_mv_ge(ctx, 2, 16) && w->host_status) {
         const char *hs = "";
         if (host && *host)
             hs = host_status_of(json_object_get(d->services, host));
-        put_str(b, &first, "host_status", hs);
+        nb_srv_buf_put_str(b, first, "host_status", hs);
     }
     if (nb_ctx_mv_ge(ctx, 2, 9)) {
         const char *lb = row_str(inst, "locked_by");
-        put_raw(b, &first, "locked", lb && *lb ? "true" : "false");
+        nb_srv_buf_put_raw(b, first, "locked", lb && *lb ? "true" : "false");
     }
     if (nb_ctx_mv_ge(ctx, 2, 73))
-        put_str(b, &first, "locked_reason", row_str(inst, "locked_reason"));
+        nb_srv_buf_put_str(b, first, "locked_reason", row_str(inst, "locked_reason"));
     if (nb_ctx_mv_ge(ctx, 2, 19))
-        put_str(b, &first, "description", row_str(inst, "display_description"));
+        nb_srv_buf_put_str(b, first, "description", row_str(inst, "display_description"));
     if (nb_ctx_mv_ge(ctx, 2, 26)) {
         json_t *tags = json_object_get(d->tags, uuid);
         if (tags)
-            put_json(b, &first, "tags", tags);
+            nb_srv_buf_put_json(b, first, "tags", tags);
         else
-            put_raw(b, &first, "tags", "[]");
+            nb_srv_buf_put_raw(b, first, "tags", "[]");
     }
     if (nb_ctx_mv_ge(ctx, 2, 63)) {
         json_t *tc = nb_json_parse(row_str(inst, "trusted_certs"));
         if (json_is_array(tc) && json_array_size(tc))
-            put_json(b, &first, "trusted_image_certificates", tc);
+            nb_srv_buf_put_json(b, first, "trusted_image_certificates", tc);
         else
-            put_raw(b, &first, "trusted_image_certificates", "null");
+            nb_srv_buf_put_raw(b, first, "trusted_image_certificates", "null");
         json_decref(tc);
     }
-    if (nb_ctx_mv_ge(ctx, 2, 90) && !ext_attr)
-        put_str(b, &first, "OS-EXT-SRV-ATTR:hostname", row_str(inst, "hostname"));
+    if (nb_ctx_mv_ge(ctx, 2, 90) && !w->ext_attr)
+        nb_srv_buf_put_str(b, first, "OS-EXT-SRV-ATTR:hostname", row_str(inst, "hostname"));
     if (o->show_server_groups) {
         json_t *g = json_object_get(d->groups, uuid);
         if (g)
-            put_json(b, &first, "server_groups", g);
+            nb_srv_buf_put_json(b, first, "server_groups", g);
         else
-            put_raw(b, &first, "server_groups", "[]");
+            nb_srv_buf_put_raw(b, first, "server_groups", "[]");
     }
+}
+
+static void write_server(struct nb_srv_buf *b, struct nb_ctx *ctx, const json_t *inst,
+                         const struct nb_srv_view_opts *o, bool ext_attr, bool host_status,
+                         struct page_data *d)
+{
+    struct server_out w = {.b = b,
+                           .first = true,
+                           .ctx = ctx,
+                           .inst = inst,
+                           .o = o,
+                           .d = d,
+                           .ext_attr = ext_attr,
+                           .host_status = host_status,
+                           .uuid = row_str(inst, "uuid"),
+                           .host = row_str(inst, "host"),
+                           .status = row_status(inst)};
+    nb_srv_buf_raw(b, "{", 1);
+    write_base(&w);
+    write_optional(&w);
+    write_ext_attrs(&w);
+    write_ext_status(&w);
+    write_volumes(&w);
+    write_later_keys(&w);
     nb_srv_buf_raw(b, "}", 1);
 }
 
@@ -1085,192 +969,4 @@ int nb_srv_view_write(struct nb_ctx *ctx, json_t *rows, const struct nb_srv_view
     }
     page_data_free(&d);
     return 0;
-}
-
-/* ---- addresses ------------------------------------------------------------ */
-
-static const char *vif_label(const json_t *vif)
-{
-    return nb_json_str(json_object_get(vif, "network"), "label");
-}
-
-/* One address of Nova's views/addresses.py basic(). */
-static void write_address(struct nb_srv_buf *b, bool *first, const json_t *ip, const char *type,
-                          const char *mac, bool extend)
-{
-    nb_srv_buf_raw(b, *first ? "{" : ",{", *first ? 1 : 2);
-    *first = false;
-    bool f = true;
-    json_t *version = json_object_get(ip, "version");
-    if (version)
-        put_json(b, &f, "version", version);
-    else
-        put_raw(b, &f, "version", "null");
-    put_str(b, &f, "addr", nb_json_str(ip, "address"));
-    if (extend) {
-        put_str(b, &f, "OS-EXT-IPS:type", type);
-        put_str(b, &f, "OS-EXT-IPS-MAC:mac_addr", mac);
-    }
-    nb_srv_buf_raw(b, "}", 1);
-}
-
-/* The fixed (floating false) or floating addresses of one VIF. */
-static void write_vif_addresses(struct nb_srv_buf *b, bool *first, const json_t *vif, bool floating,
-                                bool extend)
-{
-    const char *mac = nb_json_str(vif, "address");
-    size_t k, m, f;
-    json_t *sub, *ip, *fip;
-    json_array_foreach (json_object_get(json_object_get(vif, "network"), "subnets"), k, sub) {
-        json_array_foreach (json_object_get(sub, "ips"), m, ip) {
-            if (!floating)
-                write_address(b, first, ip, "fixed", mac, extend);
-            else
-                json_array_foreach (json_object_get(ip, "floating_ips"), f, fip)
-                    write_address(b, first, fip, "floating", mac, extend);
-        }
-    }
-}
-
-/* Nova's get_networks_for_instance_from_nw_info + addresses index(): per
- * network label (in VIF order), the fixed IPs of its VIFs, then their
- * floating IPs. Written straight into b: a page of 1,000 servers has
- * 1,000 of these. */
-static void write_addresses(struct nb_srv_buf *b, const json_t *nw, bool extend)
-{
-    size_t n = json_array_size(nw);
-    bool first_label = true;
-    nb_srv_buf_raw(b, "{", 1);
-    for (size_t i = 0; i < n; i++) {
-        const char *label = vif_label(json_array_get(nw, i));
-        bool seen = !label;
-        for (size_t j = 0; j < i && !seen; j++)
-            seen = vif_label(json_array_get(nw, j)) &&
-                   !strcmp(vif_label(json_array_get(nw, j)), label);
-        if (seen)
-            continue;
-        buf_key(b, label, &first_label);
-        nb_srv_buf_raw(b, "[", 1);
-        bool first = true;
-        for (int floating = 0; floating < 2; floating++)
-            for (size_t j = i; j < n; j++) {
-                const char *l = vif_label(json_array_get(nw, j));
-                if (l && !strcmp(l, label))
-                    write_vif_addresses(b, &first, json_array_get(nw, j), floating, extend);
-            }
-        nb_srv_buf_raw(b, "]", 1);
-    }
-    nb_srv_buf_raw(b, "}", 1);
-}
-
-json_t *nb_srv_addresses(const json_t *network_info, bool extend)
-{
-    struct nb_srv_buf b;
-    nb_srv_buf_init(&b);
-    write_addresses(&b, network_info, extend);
-    json_t *out = json_loadb(b.s, b.len, JSON_DECODE_ANY, NULL);
-    nb_srv_buf_free(&b);
-    return out ? out : json_object();
-}
-
-json_t *nb_srv_network_info(struct nb_ctx *ctx, const char *instance_uuid)
-{
-    json_t *row = nb_db_row(nb_srv_db(), ctx,
-                            "SELECT network_info FROM instance_info_caches WHERE instance_uuid = ?",
-                            "s", instance_uuid);
-    if (!row && ctx->err_status)
-        return NULL;
-    json_t *nw = nb_json_parse(row_str(row, "network_info"));
-    json_decref(row);
-    if (!json_is_array(nw)) {
-        json_decref(nw);
-        nw = json_array();
-    }
-    return nw;
-}
-
-/* Compiles a filter of Python's re syntax as POSIX extended (\d is
- * rewritten as [0-9]). 0, or -1 after 400 naming the filter. */
-static int compile_ip_filter(struct nb_ctx *ctx, const char *name, const char *pattern, regex_t *re)
-{
-    size_t n = strlen(pattern);
-    _cleanup_free_ char *ere = malloc(n * 5 / 2 + 1);
-    size_t o = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (pattern[i] == '\\' && pattern[i + 1] == 'd') {
-            memcpy(ere + o, "[0-9]", 5);
-            o += 5;
-            i++;
-        } else if (pattern[i] == '\\' && pattern[i + 1]) {
-            ere[o++] = pattern[i++];
-            ere[o++] = pattern[i];
-        } else {
-            ere[o++] = pattern[i];
-        }
-    }
-    ere[o] = '\0';
-    if (regcomp(re, ere, REG_EXTENDED) != 0)
-        return nb_error(ctx, 400, NULL,
-                        "Invalid filter %s: '%s' is not a valid regular expression.", name,
-                        pattern);
-    return 0;
-}
-
-/* Python's re.match: a match that starts at the beginning. */
-static bool re_match_start(const regex_t *re, const char *s)
-{
-    regmatch_t m;
-    return regexec(re, s, 1, &m, 0) == 0 && m.rm_so == 0;
-}
-
-/* Whether a fixed IP of network_info matches (Nova's _ip_filter). */
-static bool nw_info_matches(const json_t *nw, const regex_t *re4, const regex_t *re6)
-{
-    size_t i, k, m;
-    json_t *vif, *sub, *ip;
-    json_array_foreach ((json_t *)nw, i, vif) {
-        json_array_foreach (json_object_get(json_object_get(vif, "network"), "subnets"), k, sub) {
-            json_array_foreach (json_object_get(sub, "ips"), m, ip) {
-                const char *addr = nb_json_str(ip, "address");
-                long long v = nb_json_int(ip, "version", 0);
-                if (addr && ((v == 4 && re4 && re_match_start(re4, addr)) ||
-                             (v == 6 && re6 && re_match_start(re6, addr))))
-                    return true;
-            }
-        }
-    }
-    return false;
-}
-
-json_t *nb_srv_uuids_by_ip(struct nb_ctx *ctx, const char *ip, const char *ip6)
-{
-    regex_t re4, re6;
-    if (ip && compile_ip_filter(ctx, "ip", ip, &re4) < 0)
-        return NULL;
-    if (ip6 && compile_ip_filter(ctx, "ip6", ip6, &re6) < 0) {
-        if (ip)
-            regfree(&re4);
-        return NULL;
-    }
-    json_t *out = NULL;
-    _cleanup_json_ json_t *rows = nb_db_rows(nb_srv_db(), ctx,
-                                             "SELECT instance_uuid, network_info FROM "
-                                             "instance_info_caches WHERE network_info IS NOT "
-                                             "NULL AND network_info != '[]'",
-                                             "");
-    if (rows) {
-        out = json_array();
-        size_t i;
-        json_t *r;
-        json_array_foreach (rows, i, r) {
-            _cleanup_json_ json_t *nw = nb_json_parse(row_str(r, "network_info"));
-            if (json_is_array(nw) && nw_info_matches(nw, ip ? &re4 : NULL, ip6 ? &re6 : NULL))
-                json_array_append(out, json_object_get(r, "instance_uuid"));
-        }
-    }
-    if (ip)
-        regfree(&re4);
-    if (ip6)
-        regfree(&re6);
-    return out;
 }
