@@ -47,7 +47,7 @@ json_t *nb_srv_instance_get(struct nb_ctx *ctx, const char *uuid, bool with_dele
                                        "ORDER BY deleted ASC, id DESC"
                                      : "SELECT * FROM instances WHERE uuid = ? AND deleted = 0",
                         "s", uuid);
-        if (!row && ctx->err_status)
+        if (!row && nb_ctx_failed(ctx))
             return NULL;
     }
     if (row && !ctx->is_admin && strcmp(nb_json_str(row, "project_id"), ctx->project_id) != 0) {
