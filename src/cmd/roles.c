@@ -139,6 +139,23 @@ static bool module_here(const char *name)
     return false;
 }
 
+/* Registers the HTTP layer's own routes and every service's description,
+ * before the modules register their routes. A module registers its own at
+ * init too; registering them all here lets a process serve each service's
+ * prefix in that service's dialect (errors, request ID header, access line)
+ * even without its module (a placement-only process answering a /compute
+ * URL). Compute answers what names no service. */
+static void register_http_services(void)
+{
+    nb_http_init_routes();
+    nb_http_service_register(&nb_compute_http_service, true);
+    nb_http_service_register(&nb_identity_http_service, false);
+    nb_http_service_register(&nb_image_http_service, false);
+    nb_http_service_register(&nb_placement_http_service, false);
+    nb_http_service_register(&nb_volume_http_service, false);
+    nb_http_service_register(&nb_network_http_service, false);
+}
+
 /* Installs the policy guard once the modules registered their routes; a
  * route without a policy entry (or, in a process with every service, an
  * entry without a route) stops the start, naming each one in the log and on
@@ -375,7 +392,7 @@ int nb_run_roles(const struct nb_run_opts *opts)
     if (nb_bus_init() < 0)
         goto cleanup;
     if (http)
-        nb_http_init_routes();
+        register_http_services();
     if (init_modules(&env) < 0)
         goto cleanup;
     if (http && start_policy() < 0)

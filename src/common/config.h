@@ -1,4 +1,4 @@
-/* config.h - nova.conf-style INI configuration (parsed with inih).
+/* config.h - oslo.config-style INI configuration (parsed with inih).
  *
  * One process-wide table of section.key = value strings. Lookups take the
  * default to use when the option is unset, so every option's default lives

@@ -24,21 +24,27 @@ void nb_ctx_init_system(struct nb_ctx *ctx, const char *request_id)
     ctx->is_admin = ctx->is_member = ctx->is_reader = true;
 }
 
-static const char *default_name(int status)
+enum nb_err_code nb_err_code_of(int status)
 {
     switch (status) {
-    case 400: return "badRequest";
-    case 401: return "unauthorized";
-    case 403: return "forbidden";
-    case 404: return "itemNotFound";
-    case 405: return "badMethod";
-    case 406: return "notAcceptable";
-    case 409: return "conflictingRequest";
-    case 413: return "overLimit";
-    case 415: return "badMediaType";
-    case 501: return "notImplemented";
-    case 503: return "serviceUnavailable";
-    default: return "computeFault";
+    case 0: return NB_ERR_NONE;
+    case 400: return NB_ERR_BAD_REQUEST;
+    case 401: return NB_ERR_UNAUTHORIZED;
+    case 403: return NB_ERR_FORBIDDEN;
+    case 404: return NB_ERR_NOT_FOUND;
+    case 405: return NB_ERR_BAD_METHOD;
+    case 406: return NB_ERR_NOT_ACCEPTABLE;
+    case 408: return NB_ERR_TIMEOUT;
+    case 409: return NB_ERR_CONFLICT;
+    case 413: return NB_ERR_TOO_LARGE;
+    case 414: return NB_ERR_URI_TOO_LONG;
+    case 415: return NB_ERR_BAD_MEDIA_TYPE;
+    case 431: return NB_ERR_HEADERS_TOO_LARGE;
+    case 499: return NB_ERR_CLIENT_GONE;
+    case 501: return NB_ERR_NOT_IMPLEMENTED;
+    case 503: return NB_ERR_UNAVAILABLE;
+    case 505: return NB_ERR_BAD_VERSION;
+    default: return NB_ERR_INTERNAL;
     }
 }
 
@@ -47,7 +53,8 @@ int nb_error(struct nb_ctx *ctx, int status, const char *name, const char *fmt, 
     if (!ctx || ctx->err_status)
         return -1;
     ctx->err_status = status;
-    nb_strlcpy(ctx->err_name, name ? name : default_name(status), sizeof(ctx->err_name));
+    ctx->err_code = nb_err_code_of(status);
+    nb_strlcpy(ctx->err_name, name ? name : "", sizeof(ctx->err_name));
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(ctx->err_msg, sizeof(ctx->err_msg), fmt, ap);
@@ -65,6 +72,7 @@ void nb_ctx_child(struct nb_ctx *child, const struct nb_ctx *parent)
 void nb_ctx_clear_error(struct nb_ctx *ctx)
 {
     ctx->err_status = 0;
+    ctx->err_code = NB_ERR_NONE;
     ctx->err_name[0] = '\0';
     ctx->err_msg[0] = '\0';
 }
@@ -84,6 +92,11 @@ bool nb_ctx_failed(const struct nb_ctx *ctx)
 int nb_ctx_status(const struct nb_ctx *ctx)
 {
     return ctx->err_status;
+}
+
+enum nb_err_code nb_ctx_code(const struct nb_ctx *ctx)
+{
+    return ctx->err_code;
 }
 
 const char *nb_ctx_message(const struct nb_ctx *ctx)

@@ -7,6 +7,13 @@
  * nb_error(); callers then just return -1 and the HTTP layer turns the
  * recorded error into a status and an OpenStack error body.
  *
+ * The recorded error is neutral: an HTTP status, its class (enum
+ * nb_err_code), the message, and optionally the service's own name for it
+ * (an exception type such as "NetworkNotFound", or a dotted error code
+ * such as "<service>.concurrent_update"), which rides along for the
+ * service's error renderer; "" when the caller gave none, and the renderer
+ * then names the class in its own dialect.
+ *
  * The error slot has an explicit scope. The first error recorded wins, so a
  * context whose error was handled must say so (nb_ctx_clear_error) before the
  * work goes on, and best-effort work whose failure must neither mask nor
@@ -23,6 +30,29 @@
 
 #define NB_ID_LEN 64
 
+/* The class of a recorded error, from its status; each service's renderer
+ * names it in its dialect (http.h). */
+enum nb_err_code {
+    NB_ERR_NONE,
+    NB_ERR_BAD_REQUEST,       /* 400 */
+    NB_ERR_UNAUTHORIZED,      /* 401 */
+    NB_ERR_FORBIDDEN,         /* 403 */
+    NB_ERR_NOT_FOUND,         /* 404 */
+    NB_ERR_BAD_METHOD,        /* 405 */
+    NB_ERR_NOT_ACCEPTABLE,    /* 406 */
+    NB_ERR_TIMEOUT,           /* 408 */
+    NB_ERR_CONFLICT,          /* 409 */
+    NB_ERR_TOO_LARGE,         /* 413 */
+    NB_ERR_URI_TOO_LONG,      /* 414 */
+    NB_ERR_BAD_MEDIA_TYPE,    /* 415 */
+    NB_ERR_HEADERS_TOO_LARGE, /* 431 */
+    NB_ERR_CLIENT_GONE,       /* 499: the client closed the connection */
+    NB_ERR_NOT_IMPLEMENTED,   /* 501 */
+    NB_ERR_UNAVAILABLE,       /* 503 */
+    NB_ERR_BAD_VERSION,       /* 505: HTTP version not supported */
+    NB_ERR_INTERNAL,          /* 500, and any other status */
+};
+
 struct nb_ctx {
     char request_id[48];        /* "req-<uuid>" */
     char global_request_id[48]; /* from X-OpenStack-Request-ID, or "" */
@@ -38,8 +68,10 @@ struct nb_ctx {
     char token_expires[40]; /* ISO time of token expiry, "" if none */
     int mv_major, mv_minor; /* negotiated microversion, 0.0 if none */
 
-    /* The recorded error: HTTP status, OpenStack error name, message. */
+    /* The recorded error (see above): HTTP status (0: none), its class, the
+     * service's own name for it ("" for none) and the message. */
     int err_status;
+    enum nb_err_code err_code;
     char err_name[64];
     char err_msg[1024];
 };
@@ -51,12 +83,16 @@ void nb_ctx_init(struct nb_ctx *ctx);
  * it is non-NULL and non-empty, else makes a new one. */
 void nb_ctx_init_system(struct nb_ctx *ctx, const char *request_id);
 
-/* Records an error: status (400, 404, …), name (e.g. "badRequest",
- * "itemNotFound"; NULL picks the default for the status) and a printf-style
- * message naming the offending value. The first error wins. Returns -1, so
+/* Records an error: status (400, 404, …; its class follows from it), the
+ * service's own name for it (e.g. "NetworkNotFound"; NULL or "": none, the
+ * renderer names the class) and a printf-style message naming the
+ * offending value. The first error wins. Returns -1, so
  * `return nb_error(ctx, 404, NULL, "Flavor %s could not be found.", id);`. */
 int nb_error(struct nb_ctx *ctx, int status, const char *name, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* The class of an error with HTTP status status. */
+enum nb_err_code nb_err_code_of(int status);
 
 /* Initializes child for best-effort work on behalf of parent: a copy of
  * parent's identity, request ID and microversion with an empty error slot.
@@ -67,7 +103,7 @@ void nb_ctx_child(struct nb_ctx *child, const struct nb_ctx *parent);
  * goes on, so the next error is recorded rather than hidden. */
 void nb_ctx_clear_error(struct nb_ctx *ctx);
 
-/* Makes child's error parent's (status, name and message; parent's own error
+/* Makes child's error parent's (status, class, name and message; parent's own error
  * wins if it has one, as with nb_error). A child with no error forwards a
  * 500, so a caller that forwards on failure never returns -1 with an empty
  * slot. Returns -1, so `return nb_ctx_forward_error(ctx, &sub);`. */
@@ -77,11 +113,14 @@ int nb_ctx_forward_error(struct nb_ctx *parent, const struct nb_ctx *child);
 bool nb_ctx_failed(const struct nb_ctx *ctx);
 /* The recorded error's HTTP status, 0 when none. */
 int nb_ctx_status(const struct nb_ctx *ctx);
+/* The recorded error's class, NB_ERR_NONE when none. */
+enum nb_err_code nb_ctx_code(const struct nb_ctx *ctx);
 /* The recorded error's message, "" when none. Borrowed from ctx: valid until
  * ctx's error changes. */
 const char *nb_ctx_message(const struct nb_ctx *ctx);
-/* The recorded error's OpenStack name ("itemNotFound", …), "" when none.
- * Borrowed like nb_ctx_message(). */
+/* The service's own name for the recorded error ("NetworkNotFound", …), ""
+ * when none was given or no error is recorded. Borrowed like
+ * nb_ctx_message(). */
 const char *nb_ctx_error_name(const struct nb_ctx *ctx);
 
 /* True when ctx's microversion is >= major.minor. */

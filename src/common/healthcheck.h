@@ -1,6 +1,6 @@
 /* healthcheck.h - oslo.middleware's /healthcheck, for every listener.
  *
- * As Nova's api-paste configures it (backend disable_by_file): 200 "OK",
+ * As an api-paste pipeline configures it (backend disable_by_file): 200 "OK",
  * or 503 "DISABLED BY FILE" while [healthcheck] disable_by_file_path names
  * a file that exists. GET answers text/plain (default), text/html or
  * application/json ({"detailed": false, "reasons": ["OK"]}) by Accept, as

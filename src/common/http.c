@@ -36,17 +36,63 @@ struct route {
     int nexact;
     nb_handler_fn fn;
     int flags;
+    void *opaque; /* handed to the handler as req->route_opaque */
 };
 
 static struct route routes[MAX_ROUTES];
 static int nroutes;
 static nb_auth_fn auth_fn;
+static nb_auth_reject_fn auth_reject;
 static nb_guard_fn guard_fn;
 static struct nb_http_guard *guard_;
 static char base_url[256];
 static size_t max_body;
 
+#define MAX_SERVICES 16
+static const struct nb_http_service *services[MAX_SERVICES];
+static int nservices;
+static const struct nb_http_service *fallback_;
+
+void nb_http_service_register(const struct nb_http_service *svc, bool fallback)
+{
+    for (int i = 0; i < nservices; i++)
+        if (services[i] == svc)
+            return;
+    if (nservices == MAX_SERVICES)
+        abort();
+    services[nservices++] = svc;
+    if (fallback && !fallback_)
+        fallback_ = svc;
+}
+
+const struct nb_http_service *nb_http_service_of(const char *path)
+{
+    for (int i = 0; i < nservices; i++)
+        if (nb_startswith(path, services[i]->prefix))
+            return services[i];
+    return NULL;
+}
+
+const struct nb_http_service *nb_http_fallback_service(void)
+{
+    return fallback_;
+}
+
+/* The logger of svc's requests (the fallback's for none). */
+static const char *svc_logger(const struct nb_http_service *svc)
+{
+    if (!svc)
+        svc = fallback_;
+    return svc ? svc->logger : "nubo.http";
+}
+
 void nb_http_route(const char *method, const char *pattern, nb_handler_fn fn, int flags)
+{
+    nb_http_route_opaque(method, pattern, fn, flags, NULL);
+}
+
+void nb_http_route_opaque(const char *method, const char *pattern, nb_handler_fn fn, int flags,
+                          void *opaque)
 {
     if (nroutes == MAX_ROUTES)
         abort();
@@ -54,6 +100,7 @@ void nb_http_route(const char *method, const char *pattern, nb_handler_fn fn, in
     r->method = method;
     r->fn = fn;
     r->flags = flags;
+    r->opaque = opaque;
     r->pattern = strdup(pattern);
     char *copy = strdup(pattern), *save = NULL;
     for (char *tok = strtok_r(copy, "/", &save); tok; tok = strtok_r(NULL, "/", &save)) {
@@ -66,9 +113,10 @@ void nb_http_route(const char *method, const char *pattern, nb_handler_fn fn, in
     free(copy);
 }
 
-void nb_http_set_auth(nb_auth_fn fn)
+void nb_http_set_auth(nb_auth_fn fn, nb_auth_reject_fn reject)
 {
     auth_fn = fn;
+    auth_reject = reject;
 }
 void nb_http_set_guard(nb_guard_fn fn)
 {
@@ -90,35 +138,6 @@ void nb_http_set_base_url(const char *url)
     nb_strlcpy(base_url, url, sizeof(base_url));
 }
 
-static enum nb_service service_of(const char *path)
-{
-    if (nb_startswith(path, "/identity"))
-        return NB_SVC_IDENTITY;
-    if (nb_startswith(path, "/compute"))
-        return NB_SVC_COMPUTE;
-    if (nb_startswith(path, "/image"))
-        return NB_SVC_IMAGE;
-    if (nb_startswith(path, "/placement"))
-        return NB_SVC_PLACEMENT;
-    if (nb_startswith(path, "/volume"))
-        return NB_SVC_VOLUME;
-    if (nb_startswith(path, "/networking"))
-        return NB_SVC_NETWORK;
-    return NB_SVC_OTHER;
-}
-
-static const char *svc_logger(enum nb_service s)
-{
-    switch (s) {
-    case NB_SVC_IDENTITY: return "nubo.identity.wsgi";
-    case NB_SVC_COMPUTE: return "nubo.api.wsgi";
-    case NB_SVC_IMAGE: return "nubo.image.wsgi";
-    case NB_SVC_PLACEMENT: return "nubo.placement.wsgi";
-    case NB_SVC_VOLUME: return "nubo.volume.wsgi";
-    default: return "nubo.api.wsgi";
-    }
-}
-
 static void url_decode(char *s)
 {
     char *o = s;
@@ -138,24 +157,12 @@ static void url_decode(char *s)
     *o = '\0';
 }
 
-/* Whether a trailing slash is significant for the routes of a service.
- * Nova, Glance, Cinder and Placement route with Routes mappers that match
- * "/servers" but not "/servers/" (404), except their version documents,
- * which answer with and without the slash. Keystone strips a trailing slash
- * from every path (its URLNormalizingMiddleware) and Neutron's pecan
- * routing ignores it, so for them (and anything else) it never matters. */
-static bool slash_is_significant(enum nb_service svc)
-{
-    return svc == NB_SVC_COMPUTE || svc == NB_SVC_IMAGE || svc == NB_SVC_VOLUME ||
-           svc == NB_SVC_PLACEMENT;
-}
-
 /* True if route r may answer req: a path with a trailing slash only reaches
  * a version document (the unauthenticated routes) where the slash is
  * significant. */
 static bool slash_ok(const struct nb_req *req, const struct route *r)
 {
-    return !req->trailing_slash || !slash_is_significant(req->service) ||
+    return !req->trailing_slash || !req->service || !req->service->slash_significant ||
            (r->flags & NB_ROUTE_NO_AUTH);
 }
 
@@ -172,8 +179,10 @@ static const struct route *match(struct nb_req *req, const char *method, bool *m
     const struct route *best = NULL;
     *method_mismatch = false;
     for (int pass = 0; pass < 2 && !best; pass++) {
-        /* pass 1: HEAD falls back to GET */
-        const char *m = pass == 0 ? method : (strcmp(method, "HEAD") == 0 ? "GET" : NULL);
+        /* pass 1: HEAD falls back to GET, where the service allows it */
+        bool head_get = !req->service || !req->service->head_not_get;
+        const char *m =
+            pass == 0 ? method : (head_get && strcmp(method, "HEAD") == 0 ? "GET" : NULL);
         if (!m)
             break;
         for (int i = 0; i < nroutes; i++) {
@@ -196,6 +205,7 @@ static const struct route *match(struct nb_req *req, const char *method, bool *m
     }
     if (best) {
         *method_mismatch = false;
+        req->route_opaque = best->opaque;
         for (int k = 0; k < nsegs && req->nparams < 8; k++) {
             if (best->segs[k][0] != '{')
                 continue;
@@ -227,7 +237,7 @@ static int parse_version(const char *s, int *maj, int *min)
 }
 
 /* Finds the version requested for service in an OpenStack-API-Version
- * header ("compute 2.53, placement 1.10"). Copies it into out. */
+ * header ("<name> 2.53, <other> 1.10"). Copies it into out. */
 static bool header_version(const char *hdr, const char *service, char *out, size_t n)
 {
     if (!hdr)
@@ -254,87 +264,66 @@ static bool header_version(const char *hdr, const char *service, char *out, size
     return found;
 }
 
-/* Negotiates the microversion for compute/placement. 0, or -1 with the
- * error recorded (400 for a malformed value, 406 out of range). */
+/* Negotiates the microversion of req's service, if it has one. 0, or -1
+ * with the error recorded (400 for a malformed value, 406 out of range). */
 static int negotiate(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    char v[32] = "", hdr[64];
-    int maj, min, lo_maj, lo_min, hi_maj, hi_min;
-    const char *svc;
-    if (req->service == NB_SVC_COMPUTE && nb_startswith(req->path, "/compute/v2.1/")) {
-        svc = "compute";
-        lo_maj = NB_COMPUTE_MV_MIN_MAJOR, lo_min = NB_COMPUTE_MV_MIN_MINOR;
-        hi_maj = NB_COMPUTE_MV_MAX_MAJOR, hi_min = NB_COMPUTE_MV_MAX_MINOR;
-        if (!header_version(nb_req_header(req, "OpenStack-API-Version"), svc, v, sizeof(v))) {
-            const char *legacy = nb_req_header(req, "X-OpenStack-Nova-API-Version");
-            if (legacy)
-                nb_strlcpy(v, legacy, sizeof(v));
-        }
-    } else if (req->service == NB_SVC_PLACEMENT && strcmp(req->path, "/placement") != 0 &&
-               strcmp(req->path, "/placement/") != 0) {
-        svc = "placement";
-        lo_maj = 1, lo_min = 0, hi_maj = 1, hi_min = NB_PLACEMENT_MV_MAX_MINOR;
-        header_version(nb_req_header(req, "OpenStack-API-Version"), svc, v, sizeof(v));
-    } else {
+    const struct nb_http_microversions *mv = req->service ? req->service->microversions : NULL;
+    if (!mv || !nb_startswith(req->path, mv->under))
         return 0;
+    char v[32] = "", hdr[64];
+    int maj, min;
+    if (!header_version(nb_req_header(req, "OpenStack-API-Version"), mv->name, v, sizeof(v)) &&
+        mv->legacy_header) {
+        const char *legacy = nb_req_header(req, mv->legacy_header);
+        if (legacy)
+            nb_strlcpy(v, legacy, sizeof(v));
     }
     if (!v[0]) {
-        maj = lo_maj, min = lo_min;
+        maj = mv->min_major, min = mv->min_minor;
     } else if (strcasecmp(v, "latest") == 0) {
-        maj = hi_maj, min = hi_min;
+        maj = mv->max_major, min = mv->max_minor;
     } else if (parse_version(v, &maj, &min) < 0) {
         return nb_error(
             ctx, 400, NULL,
             "API Version String %s is of invalid format. Must be of format MajorNum.MinorNum.", v);
-    } else if (maj < lo_maj || (maj == lo_maj && min < lo_min) || maj > hi_maj ||
-               (maj == hi_maj && min > hi_min)) {
-        if (req->service == NB_SVC_PLACEMENT)
-            return nb_error(ctx, 406, "placement.undefined_code", "Unacceptable version header: %s",
-                            v);
-        return nb_error(
-            ctx, 406, "notAcceptable",
-            "Version %s is not supported by the API. Minimum is %d.%d and maximum is %d.%d.", v,
-            lo_maj, lo_min, hi_maj, hi_min);
+    } else if (maj < mv->min_major || (maj == mv->min_major && min < mv->min_minor) ||
+               maj > mv->max_major || (maj == mv->max_major && min > mv->max_minor)) {
+        return mv->unacceptable(ctx, v, mv);
     }
     ctx->mv_major = maj;
     ctx->mv_minor = min;
-    snprintf(hdr, sizeof(hdr), "%s %d.%d", svc, maj, min);
+    snprintf(hdr, sizeof(hdr), "%s %d.%d", mv->name, maj, min);
     nb_resp_header(resp, "OpenStack-API-Version", hdr);
-    if (req->service == NB_SVC_COMPUTE) {
+    if (mv->legacy_header) {
         snprintf(hdr, sizeof(hdr), "%d.%d", maj, min);
-        nb_resp_header(resp, "X-OpenStack-Nova-API-Version", hdr);
-        nb_resp_header(resp, "Vary", "OpenStack-API-Version, X-OpenStack-Nova-API-Version");
-    } else {
-        nb_resp_header(resp, "Vary", "openstack-api-version");
+        nb_resp_header(resp, mv->legacy_header, hdr);
     }
+    nb_resp_header(resp, "Vary", mv->vary);
     return 0;
 }
 
-/* Answers a request without a valid token as keystonemiddleware does on
- * every service: the identity error shape plus WWW-Authenticate. */
-static void reject_unauthenticated(struct nb_ctx *ctx, struct nb_resp *resp)
+/* Answers a request without a valid token through the auth hook's reject
+ * (without one: the recorded error, or a plain 401). */
+static void reject_unauthenticated(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (!nb_ctx_failed(ctx) || nb_ctx_status(ctx) == 401) {
-        nb_ctx_clear_error(ctx); /* answered with keystonemiddleware's own 401 */
-        nb_error(ctx, 401, "Unauthorized", "The request you have made requires authentication.");
-        nb_http_render_error(ctx, NB_SVC_IDENTITY, NULL, resp);
-        char hdr[320];
-        snprintf(hdr, sizeof(hdr), "Keystone uri=\"%s/identity\"", base_url);
-        nb_resp_header(resp, "WWW-Authenticate", hdr);
+    if (auth_reject) {
+        auth_reject(ctx, resp);
         return;
     }
-    nb_http_render_error(ctx, NB_SVC_IDENTITY, NULL, resp);
+    nb_error(ctx, 401, NULL, "The request you have made requires authentication.");
+    nb_http_render_error(ctx, req->service, NULL, resp);
 }
 
-/* Nova's legacy URLs name the project: /compute/v2.1/{project_id}/servers
- * is /compute/v2.1/servers (nova's ProjectMapper, the project ID being hex
- * and dashes). When req's path is one, removes that segment from it (the
- * path is the server's per-request buffer), copies it into project and
- * returns true. */
+/* A service's URLs may name the project after project_url_prefix:
+ * <prefix>{project_id}/servers is <prefix>servers (the project ID being
+ * hex and dashes). When req's path is one, removes that segment from it
+ * (the path is the server's per-request buffer), copies it into project
+ * and returns true. */
 static bool strip_url_project(struct nb_req *req, char *project, size_t n)
 {
-    static const char prefix[] = "/compute/v2.1/";
-    if (req->service != NB_SVC_COMPUTE || !nb_startswith(req->path, prefix))
+    const char *prefix = req->service ? req->service->project_url_prefix : NULL;
+    if (!prefix || !nb_startswith(req->path, prefix))
         return false;
     char *seg = (char *)req->path + strlen(prefix);
     size_t len = strspn(seg, "0123456789abcdef-");
@@ -380,16 +369,14 @@ static const struct route *prepare(struct nb_ctx *ctx, struct nb_req *req, struc
     if (!(r->flags & NB_ROUTE_NO_AUTH)) {
         const char *tok = nb_req_header(req, "X-Auth-Token");
         if (!tok || !*tok || !auth_fn || auth_fn(ctx, tok) < 0) {
-            reject_unauthenticated(ctx, resp);
+            reject_unauthenticated(ctx, req, resp);
             return NULL;
         }
     }
-    if (url_project[0] && ctx->project_id[0] && strcmp(url_project, ctx->project_id) != 0)
-        nb_error(ctx, 400, NULL,
-                 "Malformed request URL: URL's project_id '%s' doesn't match Context's "
-                 "project_id '%s'",
-                 url_project, ctx->project_id);
-    if (ctx->err_status || negotiate(ctx, req, resp) < 0 ||
+    if (url_project[0] && ctx->project_id[0] && strcmp(url_project, ctx->project_id) != 0 &&
+        req->service->project_mismatch)
+        req->service->project_mismatch(ctx, url_project);
+    if (nb_ctx_failed(ctx) || negotiate(ctx, req, resp) < 0 ||
         (guard_fn && guard_fn(ctx, req, r->pattern) < 0)) {
         nb_http_render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
         return NULL;
@@ -400,9 +387,15 @@ static const struct route *prepare(struct nb_ctx *ctx, struct nb_req *req, struc
 /* Calls the handler (or a stream callback) and renders its error, if any. */
 static void run_handler(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp, int rc)
 {
-    if (rc < 0 || (ctx->err_status && resp->status < 400)) {
-        if (!ctx->err_status)
-            nb_error(ctx, 500, NULL, "An unexpected error occurred.");
+    if (rc < 0 || (nb_ctx_failed(ctx) && resp->status < 400)) {
+        const struct nb_http_service *svc = req->service;
+        if (!nb_ctx_failed(ctx))
+            nb_error(ctx, 500, NULL, "%s",
+                     svc && svc->unexpected_error ? svc->unexpected_error
+                                                  : "An unexpected error occurred.");
+        if (nb_ctx_status(ctx) >= 500 && svc && svc->error_logger)
+            nb_log(NB_LOG_ERROR, svc->error_logger, ctx, NULL, "%s %s failed: %s", req->method,
+                   req->path, nb_ctx_message(ctx));
         if (resp->has_file) {
             close(resp->file_fd);
             resp->has_file = false;
@@ -411,17 +404,17 @@ static void run_handler(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
     }
 }
 
-/* The 413 of a streamed body above [image] image_size_cap, in Glance's words. */
-static uint64_t stream_cap(void)
+/* The body limit of svc's streamed routes, and the 413 over it. */
+static uint64_t stream_cap(const struct nb_http_service *svc)
 {
-    long long cap = nb_conf_int("image", "image_size_cap", 1099511627776LL);
-    return cap > 0 ? (uint64_t)cap : 0;
+    return svc && svc->stream_cap ? svc->stream_cap() : UINT64_MAX;
 }
 
-static int stream_too_big(struct nb_ctx *ctx)
+static int stream_too_big(const struct nb_http_service *svc, struct nb_ctx *ctx)
 {
-    return nb_error(ctx, 413, NULL,
-                    "The incoming image is too large: The provided image is too large.");
+    if (svc && svc->stream_too_big)
+        return svc->stream_too_big(ctx);
+    return nb_error(ctx, 413, NULL, "Request is too large.");
 }
 
 /* Runs one parsed request through routing, auth, negotiation and the
@@ -438,9 +431,9 @@ static void handle(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
         req->body = "";
         req->body_len = 0;
         int rc = r->fn(ctx, req, resp);
-        if (rc == 0 && !ctx->err_status && req->body_end) {
-            if (len > stream_cap()) {
-                stream_too_big(ctx);
+        if (rc == 0 && !nb_ctx_failed(ctx) && req->body_end) {
+            if (len > stream_cap(req->service)) {
+                stream_too_big(req->service, ctx);
                 rc = -1;
             } else if (len && req->body_chunk(ctx, req, body, len) < 0) {
                 rc = -1;
@@ -538,14 +531,14 @@ struct conn_state {
     bool trailing_slash; /* the URL ended in '/' (stripped from path) */
 };
 
-/* The logger and the access line's shape of a service: placement writes
- * its own requestlog line, the others eventlet's wsgi line. */
-static void log_access(struct nb_ctx *ctx, enum nb_service svc, const char *peer,
+/* The logger and the access line's shape of a service: the requestlog line
+ * or eventlet's wsgi line. */
+static void log_access(struct nb_ctx *ctx, const struct nb_http_service *svc, const char *peer,
                        const char *method, const char *uri, const char *version, int status,
                        long long len, double t0)
 {
     nb_log_access_line(svc_logger(svc), ctx, peer, method, uri,
-                       svc == NB_SVC_PLACEMENT ? NULL : (version && *version ? version : "-"),
+                       svc && svc->requestlog_access ? NULL : (version && *version ? version : "-"),
                        status, len, nb_time_mono() - t0);
 }
 
@@ -557,15 +550,27 @@ static void log_request(struct MHD_Connection *conn, struct conn_state *st, stru
                st->uri ? st->uri : req->path, st->version, status, (long long)len, t0);
 }
 
+/* The service whose root_alias url starts with (a whole segment), or NULL. */
+static const struct nb_http_service *aliased(const char *url)
+{
+    for (int i = 0; i < nservices; i++) {
+        const char *alias = services[i]->root_alias;
+        size_t len = alias ? strlen(alias) : 0;
+        if (len && !strncmp(url, alias, len) && (url[len] == '/' || !url[len]))
+            return services[i];
+    }
+    return NULL;
+}
+
 /* Copies url into path without its trailing slashes; returns true if
- * there were any (the router decides whether they matter). Nova's own
- * layout, the compute API at the root (/v2.1/{project_id}/servers, as on
- * nova-api's port 8774), is served as /compute/v2.1/...; the access line
- * still shows the URL as sent. */
+ * there were any (the router decides whether they matter). A URL under a
+ * service's root_alias (its own port layout at the root) is served under
+ * the service's prefix; the access line still shows the URL as sent. */
 static bool set_path(char *path, size_t n, const char *url)
 {
-    if (nb_startswith(url, "/v2.1") && (url[5] == '/' || !url[5]))
-        snprintf(path, n, "/compute%s", url);
+    const struct nb_http_service *svc = aliased(url);
+    if (svc)
+        snprintf(path, n, "%s%s", svc->prefix, url);
     else
         nb_strlcpy(path, url, n);
     size_t pl = strlen(path);
@@ -580,7 +585,7 @@ static const struct route *route_of(const char *method, const char *path, bool t
 {
     struct nb_req probe = {0};
     probe.path = path;
-    probe.service = service_of(path);
+    probe.service = nb_http_service_of(path);
     probe.trailing_slash = trailing_slash;
     bool mismatch;
     const struct route *r = match(&probe, method, &mismatch);
@@ -596,31 +601,39 @@ static bool is_stream_route(const char *method, const char *path, bool trailing_
     return r && (r->flags & NB_ROUTE_STREAM_BODY);
 }
 
+/* The path of a request target (path and query, as on the request line). */
+static void target_path(const char *target, char *path, size_t n)
+{
+    nb_strlcpy(path, target, n);
+    path[strcspn(path, "?")] = '\0';
+}
+
 /* True if a request for target (path and query, percent-encoded, as on
  * the request line) goes to a NB_ROUTE_STREAM_BODY route. */
 static bool target_streams(const char *method, const char *target)
 {
     char path[2048];
-    nb_strlcpy(path, target, sizeof(path));
-    path[strcspn(path, "?")] = '\0';
+    target_path(target, path, sizeof(path));
     url_decode(path);
     char clean[2048];
     bool slash = set_path(clean, sizeof(clean), path);
     return is_stream_route(method, clean, slash);
 }
 
-/* The guard's body limit: [image] image_size_cap on a streamed route,
+/* The guard's body limit: the service's stream_cap on a streamed route,
  * else [api] max_request_body_size. */
 static uint64_t body_limit(void *opaque, const char *method, const char *target)
 {
     (void)opaque;
-    return target_streams(method, target) ? stream_cap() : max_body;
+    char path[2048];
+    target_path(target, path, sizeof(path));
+    return target_streams(method, target) ? stream_cap(nb_http_service_of(path)) : max_body;
 }
 
 /* The whole HTTP/1.1 response text of resp (a memory body), closing the
  * connection: what the guard and answer_now() write on the socket. */
-static char *raw_response(struct nb_ctx *ctx, enum nb_service svc, struct nb_resp *resp,
-                          size_t *len)
+static char *raw_response(struct nb_ctx *ctx, const struct nb_http_service *svc,
+                          struct nb_resp *resp, size_t *len)
 {
     size_t blen;
     char *body = resp_text(resp, &blen);
@@ -637,8 +650,9 @@ static char *raw_response(struct nb_ctx *ctx, enum nb_service svc, struct nb_res
     }
     nb_sbuf_str(&h, head);
     free(head);
-    if (svc == NB_SVC_COMPUTE) {
-        nb_sbuf_str(&h, "x-compute-request-id: ");
+    if (svc && svc->request_id_header) {
+        nb_sbuf_str(&h, svc->request_id_header);
+        nb_sbuf_str(&h, ": ");
         nb_sbuf_str(&h, ctx->request_id);
         nb_sbuf_str(&h, "\r\n");
     }
@@ -663,15 +677,13 @@ static char *reject(void *opaque, const struct nb_http_head *head, int status, c
     (void)opaque;
     double t0 = nb_time_mono();
     char path[2048] = "";
-    if (head->target) {
-        nb_strlcpy(path, head->target, sizeof(path));
-        path[strcspn(path, "?")] = '\0';
-    }
-    enum nb_service svc = service_of(path);
+    if (head->target)
+        target_path(head->target, path, sizeof(path));
+    const struct nb_http_service *svc = nb_http_service_of(path);
     struct nb_ctx ctx;
     nb_ctx_init(&ctx);
     if (status == 413 && head->method && head->target && target_streams(head->method, head->target))
-        stream_too_big(&ctx); /* an image upload: Glance's words */
+        stream_too_big(svc, &ctx); /* an upload: the service's words */
     else
         nb_error(&ctx, status, NULL, "%s", msg);
     struct nb_resp resp = {0};
@@ -734,8 +746,8 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
                                     resp->content_type ? resp->content_type : "application/json");
     }
     MHD_add_response_header(r, "x-openstack-request-id", ctx->request_id);
-    if (req->service == NB_SVC_COMPUTE)
-        MHD_add_response_header(r, "x-compute-request-id", ctx->request_id);
+    if (req->service && req->service->request_id_header)
+        MHD_add_response_header(r, req->service->request_id_header, ctx->request_id);
     for (int i = 0; i < resp->nheaders; i++)
         MHD_add_response_header(r, resp->header_names[i], resp->header_values[i]);
     nb_http_guard_answering(conn);
@@ -761,23 +773,23 @@ static void stream_begin(struct conn_state *st, struct MHD_Connection *conn, con
     st->req.method = method;
     st->req.path = st->path;
     st->req.trailing_slash = st->trailing_slash;
-    st->req.service = service_of(st->path);
+    st->req.service = nb_http_service_of(st->path);
     st->req.conn = conn;
     st->req.body = "";
-    st->cap_bytes = stream_cap();
+    st->cap_bytes = stream_cap(st->req.service);
     const struct route *r = prepare(&st->ctx, &st->req, &st->resp);
     if (!r) {
         st->rendered = true;
         return;
     }
     if (declared_too_big(conn, st->cap_bytes)) {
-        stream_too_big(&st->ctx);
+        stream_too_big(st->req.service, &st->ctx);
         run_handler(&st->ctx, &st->req, &st->resp, -1);
         st->rendered = true;
         return;
     }
     int rc = r->fn(&st->ctx, &st->req, &st->resp);
-    if (rc < 0 || st->ctx.err_status || !st->req.body_end) {
+    if (rc < 0 || nb_ctx_failed(&st->ctx) || !st->req.body_end) {
         run_handler(&st->ctx, &st->req, &st->resp, rc);
         st->rendered = true;
         return;
@@ -795,7 +807,7 @@ static void stream_chunk(struct MHD_Connection *conn, struct conn_state *st, con
     bool over = st->received > st->cap_bytes;
     int rc = 0;
     if (over) {
-        rc = stream_too_big(&st->ctx);
+        rc = stream_too_big(st->req.service, &st->ctx);
     } else if (st->req.body_chunk(&st->ctx, &st->req, data, len) < 0) {
         rc = -1;
     }
@@ -856,7 +868,7 @@ static void buffered_413(struct conn_state *st, struct MHD_Connection *conn, con
     nb_ctx_init(ctx);
     req->method = method;
     req->path = st->path;
-    req->service = service_of(st->path);
+    req->service = nb_http_service_of(st->path);
     req->conn = conn;
     req->body = "";
     nb_error(ctx, 413, NULL, "Request is too large.");
@@ -934,7 +946,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
     req.method = method;
     req.path = st->path;
     req.trailing_slash = st->trailing_slash;
-    req.service = service_of(st->path);
+    req.service = nb_http_service_of(st->path);
     req.conn = conn;
     req.body = st->buf ? st->buf : "";
     if (st->buf)
@@ -1045,7 +1057,7 @@ char *nb_http_dispatch(const char *method, const char *path, const char *query,
     req.trailing_slash = set_path(p, sizeof(p), path);
     req.method = method;
     req.path = p;
-    req.service = service_of(p);
+    req.service = nb_http_service_of(p);
     req.dispatch_headers = headers;
     req.body = body ? body : "";
     req.body_len = strlen(req.body);

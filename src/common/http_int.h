@@ -5,13 +5,9 @@
 
 #include "common/http.h"
 
-/* The reason phrase of an HTTP status ("Not Found"). */
-const char *nb_http_status_title(int status);
-
-/* Renders the error recorded in ctx (500 if none) into resp in svc's
- * OpenStack shape (accept picks Glance's variant). Replaces resp's body. */
-void nb_http_render_error(struct nb_ctx *ctx, enum nb_service svc, const char *accept,
-                          struct nb_resp *resp);
+/* The service registered as the fallback (answers requests under no
+ * prefix), or NULL. */
+const struct nb_http_service *nb_http_fallback_service(void);
 
 /* The GET /healthcheck handler (oslo.middleware's answer). */
 int nb_http_healthcheck(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp);

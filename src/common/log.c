@@ -94,8 +94,8 @@ void nb_log(enum nb_log_level lvl, const char *logger, const struct nb_ctx *ctx,
     const char *user = ctx && ctx->user_id[0] ? ctx->user_id : "-",
                *project = ctx && ctx->project_id[0] ? ctx->project_id : "-";
     /* oslo.log's [global_request_id request_id user project] when the
-     * caller sent its own ID (X-OpenStack-Request-ID: a compute agent's
-     * calls to placement and the image service), else [request_id ...] */
+     * caller sent its own ID (X-OpenStack-Request-ID: an agent's calls
+     * to another service's API), else [request_id ...] */
     if (ctx && ctx->request_id[0] && ctx->global_request_id[0] &&
         strcmp(ctx->global_request_id, ctx->request_id) != 0)
         snprintf(reqs, sizeof(reqs), "[%s %s %s %s]", ctx->global_request_id, ctx->request_id, user,

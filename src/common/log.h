@@ -1,9 +1,9 @@
 /* log.h - oslo.log-shaped logging, one file per role.
  *
- * Lines look like nova's:
- *   2026-11-29 18:00:00.123 4242 INFO nubo.compute.manager [req-… user project] [instance: …] msg
- * The logger name's second component picks the file: "nubo.compute.*" goes to
- * nubo-compute.log, "nubo.scheduler.*" to nubo-scheduler.log, etc. (log_dir set
+ * Lines look like oslo.log's:
+ *   2026-11-29 18:00:00.123 4242 INFO nubo.conductor.manager [req-… user project] [instance: …] msg
+ * The logger name's second component picks the file: "nubo.conductor.*" goes to
+ * nubo-conductor.log, "nubo.scheduler.*" to nubo-scheduler.log, etc. (log_dir set
  * with nb_log_open). Without a log_dir, lines go to stderr. Thread-safe. */
 #ifndef NB_LOG_H
 #define NB_LOG_H
@@ -23,13 +23,13 @@ void nb_log(enum nb_log_level lvl, const char *logger, const struct nb_ctx *ctx,
 
 /* Logs one API access line at INFO under ctx's request ID, as the OpenStack
  * service writes it:
- *   protocol set (eventlet's wsgi, nova-api):
- *     127.0.0.1 "GET /compute/v2.1/servers?limit=1 HTTP/1.1" status: 200 len: 1234 time: 0.0123456
- *   protocol NULL (placement's requestlog; microversion from ctx, "-" if none):
- *     127.0.0.1 "PUT /placement/allocations/<uuid>" status: 204 len: 0 microversion: 1.36
+ *   protocol set (eventlet's wsgi):
+ *     127.0.0.1 "GET /things/v1/things?limit=1 HTTP/1.1" status: 200 len: 1234 time: 0.0123456
+ *   protocol NULL (the requestlog shape; microversion from ctx, "-" if none):
+ *     127.0.0.1 "PUT /things/v1/things/<uuid>" status: 204 len: 0 microversion: 1.36
  * client is the numeric peer address ("-" if unknown), uri the path and
  * query as the client sent them, len the body length (negative: "-"),
- * seconds the wall time spent (ignored for the placement shape). */
+ * seconds the wall time spent (ignored for the requestlog shape). */
 void nb_log_access_line(const char *logger, const struct nb_ctx *ctx, const char *client,
                         const char *method, const char *uri, const char *protocol, int status,
                         long long len, double seconds);

@@ -1,5 +1,5 @@
 /* proc.h - running the host tools nubo relies on (qemu-img, genisoimage),
- * as Nova's processutils.execute: no shell, arguments as given, output
+ * as oslo.concurrency's processutils.execute: no shell, arguments as given, output
  * captured for the error message, a time limit. */
 #ifndef NB_PROC_H
 #define NB_PROC_H

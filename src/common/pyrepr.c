@@ -11,7 +11,7 @@
 
 /* --- links ------------------------------------------------------------------ */
 
-/* Applies Nova's _update_link_prefix(orig, prefix): the prefix's scheme and
+/* Applies the API's _update_link_prefix(orig, prefix) (view builders): the prefix's scheme and
  * host replace the original ones and its path is put in front. malloc'd. */
 
 /* repr() of a str: single quotes unless it holds ' and no ". */

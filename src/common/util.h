@@ -10,14 +10,14 @@
 
 /* Writes a random (v4) lower-case UUID into out[NB_UUID_LEN]. */
 void nb_uuid(char out[NB_UUID_LEN]);
-/* True if s is a UUID, with or without dashes (as Nova accepts). */
+/* True if s is a UUID, with or without dashes (as oslo.utils' uuidutils accepts). */
 bool nb_is_uuid(const char *s);
 /* Writes n random bytes as 2n lower-case hex chars + NUL into out. */
 void nb_random_hex(char *out, size_t n);
 
 /* Current UTC time: ISO 8601 "2026-11-29T18:00:00Z" (fmt_iso) and with
- * microseconds "2026-11-29T18:00:00.123456" (fmt_iso_us, no zone, as Nova's
- * DB timestamps). buf must hold 32 bytes. Return buf. */
+ * microseconds "2026-11-29T18:00:00.123456" (fmt_iso_us, no zone, as the
+ * services' DB timestamps). buf must hold 32 bytes. Return buf. */
 char *nb_now_iso(char *buf);
 char *nb_now_iso_us(char *buf);
 /* Formats t (seconds since epoch) as ISO 8601 with Z into buf[32]. */
@@ -34,8 +34,8 @@ char *nb_strlcpy(char *dst, const char *src, size_t n);
 char *nb_strdup_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* True if s starts with prefix. */
 bool nb_startswith(const char *s, const char *prefix);
-/* oslo.utils' strutils.bool_from_string(strict=True), which Nova, Cinder,
- * Neutron and Glance parse their boolean strings with: surrounding
+/* oslo.utils' strutils.bool_from_string(strict=True), which the OpenStack
+ * services parse their boolean strings with: surrounding
  * whitespace stripped, case ignored, "1 t true on y yes" → 1, "0 f false
  * off n no" → 0, anything else (and NULL) → -1. */
 int nb_bool_from_string(const char *s);

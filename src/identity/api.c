@@ -1,7 +1,7 @@
-/* api.c - the identity service's entry point: module state, version
+/* api.c - the identity service's entry point: version
  * discovery and route registration.
  *
- * nb_identity_init keeps the environment it is given (the module's only
+ * nb_identity_init keeps the environment it is given (state.c: the only
  * state, set once at start-up, read-only afterwards), registers every
  * /identity route and installs the token check that all services' requests
  * pass through. Version discovery answers as Keystone does: GET /identity is
@@ -13,25 +13,6 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/util.h"
-
-static struct nb_env *idn_env;
-
-void nb_idn_set_env(struct nb_env *env)
-{
-    idn_env = env;
-}
-
-struct nb_db *nb_idn_db(void)
-{
-    return idn_env ? idn_env->db : NULL;
-}
-
-const char *nb_idn_region(void)
-{
-    if (idn_env && idn_env->region && *idn_env->region)
-        return idn_env->region;
-    return nb_conf_str("DEFAULT", "region_name", "RegionOne");
-}
 
 /* Keystone's v3 version document (Zed: v3.14). New reference. */
 static json_t *v3_version(void)
@@ -62,6 +43,7 @@ int nb_identity_init(struct nb_env *env)
         return -1;
     }
     nb_idn_set_env(env);
+    nb_http_service_register(&nb_identity_http_service, false);
     nb_http_route("GET", "/identity", list_versions, NB_ROUTE_NO_AUTH);
     nb_http_route("GET", "/identity/", list_versions, NB_ROUTE_NO_AUTH);
     nb_http_route("GET", "/identity/v3", show_v3, NB_ROUTE_NO_AUTH);
@@ -73,6 +55,6 @@ int nb_identity_init(struct nb_env *env)
     nb_idn_user_routes();
     nb_idn_role_routes();
     nb_idn_assignment_routes();
-    nb_http_set_auth(nb_idn_authenticate);
+    nb_http_set_auth(nb_idn_authenticate, nb_idn_reject);
     return 0;
 }

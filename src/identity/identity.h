@@ -12,6 +12,11 @@
 #include "common/env.h"
 
 int nb_identity_init(struct nb_env *env);
+
+/* The Identity API as the HTTP layer serves it (http_service.c); its init
+ * registers it with its routes. */
+struct nb_http_service;
+extern const struct nb_http_service nb_identity_http_service;
 int nb_identity_bootstrap(struct nb_env *env, const char *admin_password,
                           const char *demo_password);
 

@@ -15,6 +15,7 @@
 #include "common/ctx.h"
 #include "common/env.h"
 #include "common/http.h"
+#include "identity/state.h"
 #include <jansson.h>
 #include <stdbool.h>
 
@@ -27,7 +28,8 @@ struct nb_db;
 #define NB_IDN_TYPE_DOMAIN "UserDomain"
 
 /* Keystone error titles: the identity error body is
- * {"error": {"code", "title", "message"}} with title = err_name. */
+ * {"error": {"code", "title", "message"}} with title = the status's reason
+ * phrase (http_service.c); they name the error nb_error records. */
 #define NB_IDN_E400 "Bad Request"
 #define NB_IDN_E401 "Unauthorized"
 #define NB_IDN_E403 "Forbidden"
@@ -37,16 +39,6 @@ struct nb_db;
 
 /* Keystone caps passwords at 4096 characters ([identity] max_password_length). */
 #define NB_IDN_MAX_PASSWORD 4096
-
-/* ---- module state (api.c) ---------------------------------------------- */
-
-/* The environment given to nb_identity_init/bootstrap (borrowed, lives for
- * the process). nb_idn_db() is NULL before either was called. */
-void nb_idn_set_env(struct nb_env *env);
-struct nb_db *nb_idn_db(void);
-/* The region of every catalog endpoint: env->region, else [DEFAULT]
- * region_name, else "RegionOne". Borrowed. */
-const char *nb_idn_region(void);
 
 /* ---- password.c --------------------------------------------------------- */
 
@@ -118,6 +110,11 @@ void nb_idn_token_to_ctx(struct nb_ctx *ctx, const json_t *tok);
 
 /* The auth hook: 0 and ctx filled, or -1 after a 401 on ctx. */
 int nb_idn_authenticate(struct nb_ctx *ctx, const char *token);
+/* The HTTP layer's reject hook (http_service.c): answers a request whose
+ * token is missing or failed the check as keystonemiddleware does on every
+ * service: 401 in the identity shape plus WWW-Authenticate (another error
+ * the check recorded, a 500, is answered as recorded). */
+void nb_idn_reject(struct nb_ctx *ctx, struct nb_resp *resp);
 
 /* Deletes the token. 1 if it existed, 0 if not, -1 on database error. */
 int nb_idn_token_revoke(struct nb_ctx *ctx, const char *token);

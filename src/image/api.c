@@ -994,6 +994,7 @@ static int tags_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
 int nb_image_init(struct nb_env *env)
 {
     nb_image_env = env;
+    nb_http_service_register(&nb_image_http_service, false);
     nb_http_route("GET", "/image", versions_choices, NB_ROUTE_NO_AUTH);
     nb_http_route("GET", "/image/versions", versions_explicit, NB_ROUTE_NO_AUTH);
     nb_http_route("GET", "/image/v2", versions_explicit, NB_ROUTE_NO_AUTH);

@@ -14,6 +14,11 @@
 #include <stdbool.h>
 
 int nb_image_init(struct nb_env *env);
+
+/* The Image API as the HTTP layer serves it (http_service.c); its init
+ * registers it with its routes. */
+struct nb_http_service;
+extern const struct nb_http_service nb_image_http_service;
 json_t *nb_image_lookup(struct nb_ctx *ctx, const char *image_id);
 /* Creates an image record (bootstrap): name, disk/container format, public.
  * Returns 0 and writes its id into id_out[37], or -1. Reuses an existing

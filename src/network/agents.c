@@ -26,6 +26,6 @@ static int agent_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *re
 
 void nb_net_agents_init(void)
 {
-    nb_net_route("GET", "/networking/v2.0/agents", agents_list);
-    nb_net_route("GET", "/networking/v2.0/agents/{agent_id}", agent_show);
+    nb_http_route("GET", "/networking/v2.0/agents", agents_list, 0);
+    nb_http_route("GET", "/networking/v2.0/agents/{agent_id}", agent_show, 0);
 }

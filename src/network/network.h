@@ -20,6 +20,11 @@
 /* Registers the /networking routes; keeps env->db. 0/-1. */
 int nb_network_init(struct nb_env *env);
 
+/* The Networking API as the HTTP layer serves it (http_service.c); its init
+ * registers it with its routes. */
+struct nb_http_service;
+extern const struct nb_http_service nb_network_http_service;
+
 /* Seeds the network an all-in-one starts with (devstack's): a shared
  * "private" network with subnet "private-subnet" 10.0.0.0/26 ([network]
  * seed_private_cidr), owned by the admin project, and, only when [network]

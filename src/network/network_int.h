@@ -1,11 +1,12 @@
 /* network_int.h - what the files of the network module share (not for other
  * modules: they use network.h).
  *
- * Routing: every /networking route is registered with nb_net_route(), which
- * hands it to the HTTP layer behind one dispatcher that renders a recorded
- * error in Neutron's shape {"NeutronError": {"type", "message", "detail"}}.
- * The "type" is the name given to nb_error (Neutron's exception class name,
- * e.g. "NetworkNotFound"); NULL names map to HTTPBadRequest, HTTPNotFound, …
+ * Routing: every /networking route is registered with nb_http_route(), as
+ * every service's; the HTTP layer renders a recorded error with the
+ * service's renderer (http_service.c) in Neutron's shape {"NeutronError":
+ * {"type", "message", "detail"}}. The "type" is the name given to nb_error
+ * (Neutron's exception class name, e.g. "NetworkNotFound"); NULL names map
+ * to HTTPBadRequest, HTTPNotFound, …
  *
  * Collections: a resource's handler builds the full views it may show
  * (policy already applied) and nb_net_list_respond() applies Neutron's
@@ -27,13 +28,11 @@
 /* The module's environment (set by nb_network_init). */
 extern struct nb_env *nb_net_env;
 
-/* Registers method pattern (e.g. "/networking/v2.0/routers/{router_id}") with
- * Neutron error rendering. Call at init only. */
-void nb_net_route(const char *method, const char *pattern, nb_handler_fn fn);
-
 /* Adds an extension to GET /networking/v2.0/extensions. Strings are borrowed
  * (static). Call at init only. */
 void nb_net_extension(const char *alias, const char *name, const char *description);
+/* Registers GET /networking/v2.0/extensions[/{alias}] (extensions.c). */
+void nb_net_extensions_routes(void);
 
 /* Hooks other network files may fill at init. */
 struct nb_net_hooks {

@@ -864,10 +864,10 @@ static int delete (struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 
 int nb_net_ports_init(void)
 {
-    nb_net_route("POST", "/networking/v2.0/ports", create);
-    nb_net_route("GET", "/networking/v2.0/ports", list);
-    nb_net_route("GET", "/networking/v2.0/ports/{port_id}", show);
-    nb_net_route("PUT", "/networking/v2.0/ports/{port_id}", update);
-    nb_net_route("DELETE", "/networking/v2.0/ports/{port_id}", delete);
+    nb_http_route("POST", "/networking/v2.0/ports", create, 0);
+    nb_http_route("GET", "/networking/v2.0/ports", list, 0);
+    nb_http_route("GET", "/networking/v2.0/ports/{port_id}", show, 0);
+    nb_http_route("PUT", "/networking/v2.0/ports/{port_id}", update, 0);
+    nb_http_route("DELETE", "/networking/v2.0/ports/{port_id}", delete, 0);
     return 0;
 }

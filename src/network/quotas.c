@@ -110,12 +110,12 @@ static int quota_write(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
 int nb_net_quotas_init(struct nb_env *env)
 {
     (void)env;
-    nb_net_route("GET", "/networking/v2.0/quotas", quota_list);
-    nb_net_route("GET", "/networking/v2.0/quotas/{project_id}", quota_show);
-    nb_net_route("GET", "/networking/v2.0/quotas/{project_id}/default", quota_show);
-    nb_net_route("GET", "/networking/v2.0/quotas/{project_id}/details", quota_details);
-    nb_net_route("PUT", "/networking/v2.0/quotas/{project_id}", quota_write);
-    nb_net_route("DELETE", "/networking/v2.0/quotas/{project_id}", quota_write);
+    nb_http_route("GET", "/networking/v2.0/quotas", quota_list, 0);
+    nb_http_route("GET", "/networking/v2.0/quotas/{project_id}", quota_show, 0);
+    nb_http_route("GET", "/networking/v2.0/quotas/{project_id}/default", quota_show, 0);
+    nb_http_route("GET", "/networking/v2.0/quotas/{project_id}/details", quota_details, 0);
+    nb_http_route("PUT", "/networking/v2.0/quotas/{project_id}", quota_write, 0);
+    nb_http_route("DELETE", "/networking/v2.0/quotas/{project_id}", quota_write, 0);
     nb_net_extension("quotas", "Quota management support",
                      "Expose functions for quotas management");
     nb_net_extension("quota_details", "Quota details management support",

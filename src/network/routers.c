@@ -957,14 +957,15 @@ static int port_delete_check(struct nb_ctx *ctx, const json_t *port)
 int nb_net_routers_init(struct nb_env *env)
 {
     (void)env;
-    nb_net_route("GET", "/networking/v2.0/routers", router_list);
-    nb_net_route("POST", "/networking/v2.0/routers", router_create);
-    nb_net_route("GET", "/networking/v2.0/routers/{router_id}", router_show);
-    nb_net_route("PUT", "/networking/v2.0/routers/{router_id}", router_update);
-    nb_net_route("DELETE", "/networking/v2.0/routers/{router_id}", router_delete);
-    nb_net_route("PUT", "/networking/v2.0/routers/{router_id}/add_router_interface", add_interface);
-    nb_net_route("PUT", "/networking/v2.0/routers/{router_id}/remove_router_interface",
-                 remove_interface);
+    nb_http_route("GET", "/networking/v2.0/routers", router_list, 0);
+    nb_http_route("POST", "/networking/v2.0/routers", router_create, 0);
+    nb_http_route("GET", "/networking/v2.0/routers/{router_id}", router_show, 0);
+    nb_http_route("PUT", "/networking/v2.0/routers/{router_id}", router_update, 0);
+    nb_http_route("DELETE", "/networking/v2.0/routers/{router_id}", router_delete, 0);
+    nb_http_route("PUT", "/networking/v2.0/routers/{router_id}/add_router_interface", add_interface,
+                  0);
+    nb_http_route("PUT", "/networking/v2.0/routers/{router_id}/remove_router_interface",
+                  remove_interface, 0);
     nb_net_extension("router", "Neutron L3 Router",
                      "Router abstraction for basic L3 forwarding between L2 Neutron networks and "
                      "access to external networks via a NAT gateway.");

@@ -978,17 +978,17 @@ static int rule_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
 int nb_net_security_groups_init(struct nb_env *env)
 {
     (void)env;
-    nb_net_route("GET", "/networking/v2.0/security-groups", sg_list);
-    nb_net_route("POST", "/networking/v2.0/security-groups", sg_create);
-    nb_net_route("GET", "/networking/v2.0/security-groups/{security_group_id}", sg_show);
-    nb_net_route("PUT", "/networking/v2.0/security-groups/{security_group_id}", sg_update);
-    nb_net_route("DELETE", "/networking/v2.0/security-groups/{security_group_id}", sg_delete);
-    nb_net_route("GET", "/networking/v2.0/security-group-rules", rule_list);
-    nb_net_route("POST", "/networking/v2.0/security-group-rules", rule_create);
-    nb_net_route("GET", "/networking/v2.0/security-group-rules/{security_group_rule_id}",
-                 rule_show);
-    nb_net_route("DELETE", "/networking/v2.0/security-group-rules/{security_group_rule_id}",
-                 rule_delete);
+    nb_http_route("GET", "/networking/v2.0/security-groups", sg_list, 0);
+    nb_http_route("POST", "/networking/v2.0/security-groups", sg_create, 0);
+    nb_http_route("GET", "/networking/v2.0/security-groups/{security_group_id}", sg_show, 0);
+    nb_http_route("PUT", "/networking/v2.0/security-groups/{security_group_id}", sg_update, 0);
+    nb_http_route("DELETE", "/networking/v2.0/security-groups/{security_group_id}", sg_delete, 0);
+    nb_http_route("GET", "/networking/v2.0/security-group-rules", rule_list, 0);
+    nb_http_route("POST", "/networking/v2.0/security-group-rules", rule_create, 0);
+    nb_http_route("GET", "/networking/v2.0/security-group-rules/{security_group_rule_id}",
+                  rule_show, 0);
+    nb_http_route("DELETE", "/networking/v2.0/security-group-rules/{security_group_rule_id}",
+                  rule_delete, 0);
     nb_net_extension("security-group", "security-group", "The security groups extension.");
     nb_net_extension("security-groups-normalized-cidr", "Security Group Rule normalized CIDR",
                      "Add new field with normalized remote_ip_prefix cidr in SG rule");

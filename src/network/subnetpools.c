@@ -718,11 +718,11 @@ static int subnet_from_pool(struct nb_ctx *ctx, const char *project_id, json_t *
 int nb_net_subnetpools_init(struct nb_env *env)
 {
     (void)env;
-    nb_net_route("GET", "/networking/v2.0/subnetpools", pool_list);
-    nb_net_route("POST", "/networking/v2.0/subnetpools", pool_create);
-    nb_net_route("GET", "/networking/v2.0/subnetpools/{subnetpool_id}", pool_show);
-    nb_net_route("PUT", "/networking/v2.0/subnetpools/{subnetpool_id}", pool_update);
-    nb_net_route("DELETE", "/networking/v2.0/subnetpools/{subnetpool_id}", pool_delete);
+    nb_http_route("GET", "/networking/v2.0/subnetpools", pool_list, 0);
+    nb_http_route("POST", "/networking/v2.0/subnetpools", pool_create, 0);
+    nb_http_route("GET", "/networking/v2.0/subnetpools/{subnetpool_id}", pool_show, 0);
+    nb_http_route("PUT", "/networking/v2.0/subnetpools/{subnetpool_id}", pool_update, 0);
+    nb_http_route("DELETE", "/networking/v2.0/subnetpools/{subnetpool_id}", pool_delete, 0);
     nb_net_extension("subnet_allocation", "Subnet Allocation",
                      "Enables allocation of subnets "
                      "from a subnet pool");

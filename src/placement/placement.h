@@ -14,6 +14,11 @@
 
 int nb_placement_init(struct nb_env *env);
 
+/* The Placement API as the HTTP layer serves it (http_service.c); its init
+ * registers it with its routes. */
+struct nb_http_service;
+extern const struct nb_http_service nb_placement_http_service;
+
 /* Creates the provider if missing (by uuid), else renames it. 0/-1. */
 int nb_placement_ensure_provider(struct nb_ctx *ctx, const char *rp_uuid, const char *name);
 /* Replaces the provider's inventories: {"VCPU": {"total":…, "reserved":…,

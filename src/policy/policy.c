@@ -47,22 +47,13 @@ bool nb_policy_allows(const struct nb_ctx *ctx, enum nb_policy_rule rule)
 }
 
 /* Records the refusal of rule name in the words of the service req is for
- * (each one's policy enforcer or fault wrapper). Returns -1. */
+ * (its policy_refused: each one's policy enforcer or fault wrapper), else
+ * oslo.policy's as Nova and Cinder word it. Returns -1. */
 static int refuse(struct nb_ctx *ctx, const struct nb_req *req, const char *name)
 {
-    switch (req->service) {
-    case NB_SVC_IDENTITY:
-        return nb_error(ctx, 403, "Forbidden",
-                        "You are not authorized to perform the requested action: %s.", name);
-    case NB_SVC_IMAGE:
-        return nb_error(ctx, 403, NULL, "You are not authorized to complete %s action.", name);
-    case NB_SVC_PLACEMENT:
-        return nb_error(ctx, 403, "placement.undefined_code",
-                        "Policy does not allow %s to be performed.", name);
-    case NB_SVC_NETWORK:
-        return nb_error(ctx, 403, "PolicyNotAuthorized", "rule:%s is disallowed by policy", name);
-    default: return nb_error(ctx, 403, NULL, "Policy doesn't allow %s to be performed.", name);
-    }
+    if (req->service && req->service->policy_refused)
+        return req->service->policy_refused(ctx, name);
+    return nb_error(ctx, 403, NULL, "Policy doesn't allow %s to be performed.", name);
 }
 
 int nb_policy_guard(struct nb_ctx *ctx, struct nb_req *req, const char *pattern)

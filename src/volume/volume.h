@@ -29,6 +29,11 @@
 #include <stdbool.h>
 
 int nb_volume_init(struct nb_env *env);
+
+/* The Block Storage API as the HTTP layer serves it (http_service.c); its init
+ * registers it with its routes. */
+struct nb_http_service;
+extern const struct nb_http_service nb_volume_http_service;
 /* Stops the heartbeats of the volume service records (before the database
  * closes). Idempotent. */
 void nb_volume_shutdown(void);

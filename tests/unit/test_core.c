@@ -12,7 +12,13 @@
 #include "common/http.h"
 #include "common/json.h"
 #include "common/util.h"
+#include "compute/api/api.h"
 #include "compute/compute.h"
+#include "identity/identity.h"
+#include "image/image.h"
+#include "network/network.h"
+#include "placement/placement.h"
+#include "volume/volume.h"
 #include "db/db.h"
 
 #include <stdio.h>
@@ -112,10 +118,10 @@ static void test_ctx_child_clear_forward(void **state)
     assert_string_equal(nb_ctx_error_name(&child), "");
 
     /* the child's error stays the child's */
-    assert_int_equal(nb_error(&child, 500, NULL, "cleanup failed"), -1);
+    assert_int_equal(nb_error(&child, 500, "CleanupFailed", "cleanup failed"), -1);
     assert_int_equal(nb_ctx_status(&parent), 409);
     assert_string_equal(nb_ctx_message(&parent), "main failure");
-    assert_string_equal(nb_ctx_error_name(&parent), "conflictingRequest");
+    assert_int_equal(nb_ctx_code(&parent), NB_ERR_CONFLICT);
 
     /* forward: the parent's own error wins, as with nb_error */
     assert_int_equal(nb_ctx_forward_error(&parent, &child), -1);
@@ -125,11 +131,13 @@ static void test_ctx_child_clear_forward(void **state)
     assert_false(nb_ctx_failed(&parent));
     assert_string_equal(nb_ctx_message(&parent), "");
     assert_string_equal(nb_ctx_error_name(&parent), "");
+    assert_int_equal(nb_ctx_code(&parent), NB_ERR_NONE);
     assert_string_equal(parent.request_id, "req-parent"); /* only the error goes */
     nb_error(&child, 404, NULL, "ignored: first error wins on the child too");
     assert_int_equal(nb_ctx_forward_error(&parent, &child), -1);
     assert_int_equal(nb_ctx_status(&parent), 500);
-    assert_string_equal(nb_ctx_error_name(&parent), "computeFault");
+    assert_int_equal(nb_ctx_code(&parent), NB_ERR_INTERNAL);
+    assert_string_equal(nb_ctx_error_name(&parent), "CleanupFailed");
     assert_string_equal(nb_ctx_message(&parent), "cleanup failed");
 
     /* forwarding a child that recorded nothing still leaves an error */
@@ -405,6 +413,8 @@ static int h_body(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 static void test_router(void **state)
 {
     (void)state;
+    nb_http_service_register(&nb_compute_http_service, true);
+    nb_http_service_register(&nb_network_http_service, false);
     nb_http_route("GET", "/compute/v2.1/things/{id}", h_hello, NB_ROUTE_NO_AUTH);
     nb_http_route("GET", "/compute/v2.1/things/detail", h_fail, NB_ROUTE_NO_AUTH);
     nb_http_route("POST", "/compute/v2.1/things", h_body, NB_ROUTE_NO_AUTH);
@@ -461,6 +471,18 @@ static void test_router(void **state)
     b = nb_http_dispatch("GET", "/compute/v2.1/zzz/things/abc", NULL, NULL, NULL, &st);
     assert_int_equal(st, 404);
     free(b);
+    /* HEAD answers as GET, except where the service refuses it (Neutron: 405) */
+    b = nb_http_dispatch("HEAD", "/compute/v2.1/things/abc", NULL, NULL, NULL, &st);
+    assert_int_equal(st, 200);
+    free(b);
+    nb_http_route("GET", "/networking/v2.0/things", h_hello, NB_ROUTE_NO_AUTH);
+    b = nb_http_dispatch("HEAD", "/networking/v2.0/things", NULL, NULL, NULL, &st);
+    assert_int_equal(st, 405);
+    j = nb_json_parse(b);
+    assert_string_equal(nb_json_str(json_object_get(j, "NeutronError"), "type"),
+                        "HTTPMethodNotAllowed");
+    json_decref(j);
+    free(b);
     /* the HTTP layer's own errors in the service's shape */
     b = nb_http_dispatch("GET", "/networking/v2.0/no/such/thing/here", NULL, NULL, NULL, &st);
     assert_int_equal(st, 404);
@@ -504,6 +526,238 @@ static void test_status(void **state)
     assert_string_equal(nb_server_status("bogus", NULL), "UNKNOWN");
 }
 
+/* --- a service registering itself ------------------------------------------ */
+
+static int h_widget(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    const char *tag = req->route_opaque;
+    if (!strcmp(tag, "missing"))
+        return nb_error(ctx, 404, NULL, "No widget %s.", nb_req_param(req, "id"));
+    if (!strcmp(tag, "named"))
+        return nb_error(ctx, 409, "WidgetBusy", "Widget %s is busy.", nb_req_param(req, "id"));
+    if (!strcmp(tag, "silent"))
+        return -1;
+    return nb_resp_json(resp, 200,
+                        json_pack("{s:s, s:s?, s:i, s:i}", "route", tag, "id",
+                                  nb_req_param(req, "id"), "major", ctx->mv_major, "minor",
+                                  ctx->mv_minor));
+}
+
+/* {"oops": {"class": <code>, "name": <name>, "status", "message"}}: shows what
+ * the HTTP layer hands a renderer. */
+static void render_widget(const struct nb_ctx *ctx, const struct nb_http_error *err,
+                          const char *accept, struct nb_resp *resp)
+{
+    (void)ctx;
+    resp->body =
+        json_pack("{s:{s:i, s:s, s:i, s:s, s:s?}}", "oops", "class", (int)err->code, "name",
+                  err->name, "status", err->status, "message", err->message, "accept", accept);
+}
+
+static int widget_unacceptable(struct nb_ctx *ctx, const char *requested,
+                               const struct nb_http_microversions *mv)
+{
+    return nb_error(ctx, 406, "TooNew", "%s is past %d.%d", requested, mv->max_major,
+                    mv->max_minor);
+}
+
+static int widget_policy(struct nb_ctx *ctx, const char *rule)
+{
+    return nb_error(ctx, 403, NULL, "no %s for you", rule);
+}
+
+static const struct nb_http_microversions widget_mv = {
+    .name = "widget",
+    .under = "/widgets/v1/",
+    .vary = "openstack-api-version",
+    .min_major = 1,
+    .min_minor = 2,
+    .max_major = 1,
+    .max_minor = 7,
+    .unacceptable = widget_unacceptable,
+};
+
+static const struct nb_http_service widget_service = {
+    .prefix = "/widgets",
+    .logger = "nubo.widgets.wsgi",
+    .slash_significant = true,
+    .root_alias = "/v1",
+    .request_id_header = "x-widget-request-id",
+    .microversions = &widget_mv,
+    .unexpected_error = "the widget broke",
+    .policy_refused = widget_policy,
+    .render_error = render_widget,
+};
+
+static json_t *widget_call(const char *method, const char *path, const char *const *hdr, int *st)
+{
+    char *b = nb_http_dispatch(method, path, NULL, hdr, NULL, st);
+    json_t *j = nb_json_parse(b);
+    free(b);
+    assert_non_null(j);
+    return j;
+}
+
+static void test_service_registers(void **state)
+{
+    (void)state;
+    nb_http_service_register(&widget_service, false);
+    nb_http_service_register(&widget_service, false); /* again: a no-op */
+    nb_http_route_opaque("GET", "/widgets/v1/w/{id}", h_widget, NB_ROUTE_NO_AUTH, "show");
+    nb_http_route_opaque("GET", "/widgets/v1/w/{id}/gone", h_widget, NB_ROUTE_NO_AUTH, "missing");
+    nb_http_route_opaque("GET", "/widgets/v1/w/{id}/busy", h_widget, NB_ROUTE_NO_AUTH, "named");
+    nb_http_route_opaque("GET", "/widgets/v1/w/{id}/silent", h_widget, NB_ROUTE_NO_AUTH, "silent");
+    nb_http_route_opaque("GET", "/widgets/v1/w/{id}/secret", h_widget, 0, "show");
+    assert_ptr_equal(nb_http_service_of("/widgets/v1/w/1"), &widget_service);
+    assert_null(nb_http_service_of("/gadgets"));
+
+    /* the route's opaque pointer reaches the handler; no header: the minimum */
+    int st;
+    json_t *j = widget_call("GET", "/widgets/v1/w/a1", NULL, &st);
+    assert_int_equal(st, 200);
+    assert_string_equal(nb_json_str(j, "route"), "show");
+    assert_string_equal(nb_json_str(j, "id"), "a1");
+    assert_int_equal(nb_json_int(j, "minor", 0), 2);
+    json_decref(j);
+    /* the service's microversion header, its root alias */
+    const char *v5[] = {"OpenStack-API-Version", "widget 1.5", NULL};
+    j = widget_call("GET", "/v1/w/a2", v5, &st);
+    assert_int_equal(st, 200);
+    assert_int_equal(nb_json_int(j, "minor", 0), 5);
+    json_decref(j);
+    const char *latest[] = {"OpenStack-API-Version", "compute 2.9, widget latest", NULL};
+    j = widget_call("GET", "/widgets/v1/w/a3", latest, &st);
+    assert_int_equal(nb_json_int(j, "minor", 0), 7);
+    json_decref(j);
+    /* out of range: the service's 406 */
+    const char *v9[] = {"OpenStack-API-Version", "widget 1.9", "Accept", "text/plain", NULL};
+    j = widget_call("GET", "/widgets/v1/w/a4", v9, &st);
+    assert_int_equal(st, 406);
+    json_t *e = json_object_get(j, "oops");
+    assert_string_equal(nb_json_str(e, "name"), "TooNew");
+    assert_string_equal(nb_json_str(e, "message"), "1.9 is past 1.7");
+    assert_string_equal(nb_json_str(e, "accept"), "text/plain");
+    json_decref(j);
+    /* errors reach the renderer neutral: class, no name, message */
+    j = widget_call("GET", "/widgets/v1/w/a5/gone", NULL, &st);
+    assert_int_equal(st, 404);
+    e = json_object_get(j, "oops");
+    assert_int_equal(nb_json_int(e, "class", -1), NB_ERR_NOT_FOUND);
+    assert_string_equal(nb_json_str(e, "name"), "");
+    assert_string_equal(nb_json_str(e, "message"), "No widget a5.");
+    json_decref(j);
+    /* a service-specific name rides along */
+    j = widget_call("GET", "/widgets/v1/w/a6/busy", NULL, &st);
+    assert_int_equal(st, 409);
+    e = json_object_get(j, "oops");
+    assert_int_equal(nb_json_int(e, "class", -1), NB_ERR_CONFLICT);
+    assert_string_equal(nb_json_str(e, "name"), "WidgetBusy");
+    json_decref(j);
+    /* a handler failing without an error: the service's words */
+    j = widget_call("GET", "/widgets/v1/w/a7/silent", NULL, &st);
+    assert_int_equal(st, 500);
+    e = json_object_get(j, "oops");
+    assert_int_equal(nb_json_int(e, "class", -1), NB_ERR_INTERNAL);
+    assert_string_equal(nb_json_str(e, "message"), "the widget broke");
+    json_decref(j);
+    /* the router's own 404 and 405, and a significant trailing slash */
+    j = widget_call("GET", "/widgets/v1/nothing", NULL, &st);
+    assert_int_equal(st, 404);
+    assert_int_equal(nb_json_int(json_object_get(j, "oops"), "class", -1), NB_ERR_NOT_FOUND);
+    json_decref(j);
+    j = widget_call("GET", "/widgets/v1/w/a1/secret", NULL, &st);
+    assert_int_equal(st, 401); /* no token */
+    json_decref(j);
+    j = widget_call("GET", "/widgets/v1/w/a1/secret/", NULL, &st);
+    assert_int_equal(st, 404);
+    json_decref(j);
+    j = widget_call("DELETE", "/widgets/v1/w/a8", NULL, &st);
+    assert_int_equal(st, 405);
+    assert_int_equal(nb_json_int(json_object_get(j, "oops"), "class", -1), NB_ERR_BAD_METHOD);
+    json_decref(j);
+}
+
+/* --- each service's dialect --------------------------------------------------- */
+
+/* Renders an error recorded as (status, name, msg) with svc's renderer at
+ * microversion mv_minor (major 1). Returns resp (caller frees its parts). */
+static struct nb_resp render(const struct nb_http_service *svc, int status, const char *name,
+                             const char *accept, int mv_minor)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init(&ctx);
+    nb_strlcpy(ctx.request_id, "req-1", sizeof(ctx.request_id));
+    ctx.mv_major = 1;
+    ctx.mv_minor = mv_minor;
+    nb_error(&ctx, status, name, "It went %s.", "wrong");
+    struct nb_resp resp = {0};
+    nb_http_render_error(&ctx, svc, accept, &resp);
+    assert_int_equal(resp.status, status);
+    return resp;
+}
+
+static char *render_text(const struct nb_http_service *svc, int status, const char *name,
+                         const char *accept, int mv_minor)
+{
+    struct nb_resp r = render(svc, status, name, accept, mv_minor);
+    char *s = r.raw ? r.raw : json_dumps(r.body, JSON_COMPACT | JSON_SORT_KEYS);
+    json_decref(r.body);
+    return s;
+}
+
+static void expect(const struct nb_http_service *svc, int status, const char *name,
+                   const char *accept, int mv_minor, const char *want)
+{
+    char *got = render_text(svc, status, name, accept, mv_minor);
+    assert_string_equal(got, want);
+    free(got);
+}
+
+static void test_service_renderers(void **state)
+{
+    (void)state;
+    /* Nova and Cinder: the class's fault name, or the handler's */
+    expect(&nb_compute_http_service, 404, NULL, NULL, 0,
+           "{\"itemNotFound\":{\"code\":404,\"message\":\"It went wrong.\"}}");
+    expect(&nb_compute_http_service, 403, "overLimit", NULL, 0,
+           "{\"overLimit\":{\"code\":403,\"message\":\"It went wrong.\"}}");
+    expect(&nb_compute_http_service, 502, NULL, NULL, 0,
+           "{\"computeFault\":{\"code\":502,\"message\":\"It went wrong.\"}}");
+    expect(&nb_volume_http_service, 409, NULL, NULL, 0,
+           "{\"conflictingRequest\":{\"code\":409,\"message\":\"It went wrong.\"}}");
+    /* Keystone */
+    expect(&nb_identity_http_service, 404, NULL, NULL, 0,
+           "{\"error\":{\"code\":404,\"message\":\"It went wrong.\",\"title\":\"Not Found\"}}");
+    /* placement: its code from 1.23 only */
+    expect(&nb_placement_http_service, 409, "placement.concurrent_update", NULL, 22,
+           "{\"errors\":[{\"detail\":\"It went wrong.\",\"request_id\":\"req-1\",\"status\":409,"
+           "\"title\":\"Conflict\"}]}");
+    expect(&nb_placement_http_service, 409, "placement.concurrent_update", NULL, 23,
+           "{\"errors\":[{\"code\":\"placement.concurrent_update\",\"detail\":\"It went wrong.\","
+           "\"request_id\":\"req-1\",\"status\":409,\"title\":\"Conflict\"}]}");
+    expect(&nb_placement_http_service, 400, NULL, NULL, 39,
+           "{\"errors\":[{\"code\":\"placement.undefined_code\",\"detail\":\"It went wrong.\","
+           "\"request_id\":\"req-1\",\"status\":400,\"title\":\"Bad Request\"}]}");
+    /* Neutron: the exception type, else webob's class name */
+    expect(&nb_network_http_service, 404, "NetworkNotFound", NULL, 0,
+           "{\"NeutronError\":{\"detail\":\"\",\"message\":\"It went wrong.\",\"type\":"
+           "\"NetworkNotFound\"}}");
+    expect(&nb_network_http_service, 409, NULL, NULL, 0,
+           "{\"NeutronError\":{\"detail\":\"\",\"message\":\"It went wrong.\",\"type\":"
+           "\"HTTPConflict\"}}");
+    /* Glance: webob's pages by Accept */
+    expect(&nb_image_http_service, 404, NULL, NULL, 0, "404 Not Found\n\nIt went wrong.\n\n   ");
+    expect(&nb_image_http_service, 404, NULL, "application/json", 0,
+           "{\"code\":\"404 Not Found\",\"message\":\"It went wrong.<br /><br />\\n\\n\\n\","
+           "\"title\":\"Not Found\"}");
+    expect(&nb_image_http_service, 403, NULL, "text/html", 0,
+           "<html>\n <head>\n  <title>403 Forbidden</title>\n </head>\n <body>\n  <h1>403 "
+           "Forbidden</h1>\n  It went wrong.<br /><br />\n\n\n\n </body>\n</html>");
+    struct nb_resp r = render(&nb_image_http_service, 400, NULL, "text/plain", 0);
+    assert_string_equal(r.content_type, "text/plain; charset=UTF-8");
+    free(r.raw);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -517,6 +771,8 @@ int main(void)
         cmocka_unit_test(test_db_sync_concurrent_processes),
         cmocka_unit_test(test_bus),
         cmocka_unit_test(test_router),
+        cmocka_unit_test(test_service_registers),
+        cmocka_unit_test(test_service_renderers),
         cmocka_unit_test(test_status),
         cmocka_unit_test(test_resp_headers),
     };

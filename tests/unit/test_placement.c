@@ -439,7 +439,7 @@ static int setup(void **state)
     g_env.db = g_db;
     g_env.state_path = dir;
     assert_int_equal(nb_placement_init(&g_env), 0);
-    nb_http_set_auth(fake_auth);
+    nb_http_set_auth(fake_auth, NULL);
     return 0;
 }
 

@@ -87,12 +87,7 @@ static void persona(struct nb_ctx *ctx, bool reader, bool member, bool admin)
 static int guard(struct nb_ctx *ctx, const char *method, const char *path, const char *pattern)
 {
     struct nb_req req = {.method = method, .path = path};
-    req.service = nb_startswith(path, "/networking")  ? NB_SVC_NETWORK
-                  : nb_startswith(path, "/compute")   ? NB_SVC_COMPUTE
-                  : nb_startswith(path, "/placement") ? NB_SVC_PLACEMENT
-                  : nb_startswith(path, "/identity")  ? NB_SVC_IDENTITY
-                  : nb_startswith(path, "/image")     ? NB_SVC_IMAGE
-                                                      : NB_SVC_VOLUME;
+    req.service = nb_http_service_of(path);
     return nb_policy_guard(ctx, &req, pattern);
 }
 

@@ -147,7 +147,8 @@ static int setup_db(void **state)
     env.region = "RegionOne";
     env.my_host = "api-host";
     nb_http_set_base_url("http://127.0.0.1:1");
-    nb_http_set_auth(fake_auth);
+    nb_http_set_auth(fake_auth, NULL);
+    nb_http_service_register(&nb_compute_http_service, true);
     nb_compute_servers_init(&env);
     nb_compute_quotas_init(&env);
     nb_compute_limits_init(&env);

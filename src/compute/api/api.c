@@ -5,6 +5,7 @@
 
 int nb_compute_api_init(struct nb_env *env)
 {
+    nb_http_service_register(&nb_compute_http_service, true);
     int (*inits[])(struct nb_env *) = {
         nb_compute_versions_init,
         nb_compute_flavors_init,

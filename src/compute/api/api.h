@@ -13,7 +13,17 @@
 #include <jansson.h>
 #include <stdbool.h>
 
-/* Registers every compute route (calls all the inits below). */
+/* Nova's microversion range (Zed). */
+#define NB_COMPUTE_MV_MIN_MAJOR 2
+#define NB_COMPUTE_MV_MIN_MINOR 1
+#define NB_COMPUTE_MV_MAX_MAJOR 2
+#define NB_COMPUTE_MV_MAX_MINOR 93
+
+/* The Compute API as the HTTP layer serves it (http_service.c). */
+extern const struct nb_http_service nb_compute_http_service;
+
+/* Registers the compute service and every compute route (calls all the
+ * inits below). */
 int nb_compute_api_init(struct nb_env *env);
 
 int nb_compute_versions_init(struct nb_env *env);
