@@ -39,4 +39,29 @@ int nb_bus_cast(const struct nb_ctx *ctx, const char *topic, const char *method,
 json_t *nb_bus_call(struct nb_ctx *ctx, const char *topic, const char *method, json_t *args,
                     int timeout_ms);
 
+/* The handler side of a topic as a method table (dispatch.c), as Nova's
+ * managers expose their RPC methods: each entry names a method, says
+ * whether callers cast or call it, and gives its function (an
+ * nb_bus_handler_fn; a cast's function returns NULL). */
+enum nb_bus_kind { NB_BUS_CAST, NB_BUS_CALL };
+struct nb_bus_method {
+    const char *name;
+    enum nb_bus_kind kind;
+    nb_bus_handler_fn fn;
+};
+/* What a topic serves: its role's name for the log ("conductor",
+ * "compute"), the logger, and the methods (ended by an entry whose name is
+ * NULL). */
+struct nb_bus_service {
+    const char *role;
+    const char *logger;
+    const struct nb_bus_method *methods;
+};
+/* Runs method of svc on args for opaque (the topic's state). A cast's
+ * reply is NULL whatever its function returned; a call's is what its
+ * function returned (new ref). An unknown method is logged (ERROR, naming
+ * the role and the method) and answered {"error": "unknown method"}. */
+json_t *nb_bus_dispatch(const struct nb_bus_service *svc, void *opaque, struct nb_ctx *ctx,
+                        const char *method, json_t *args);
+
 #endif

@@ -393,27 +393,15 @@ static void check_volume_file(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr
 static int check_volume_record(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report *r,
                                const char *vid)
 {
-    _cleanup_json_ json_t *v =
-        nb_db_row(db, ctx,
-                  "SELECT status, attach_status, size, bootable FROM volumes WHERE id = ? AND "
-                  "deleted = 0",
-                  "s", vid);
+    _cleanup_json_ json_t *v = NULL, *a = NULL;
+    if (nb_volume_attachment_state(db, ctx, vid, r->uuid, &v, &a) < 0)
+        return -1;
     if (!v) {
-        if (nb_ctx_failed(ctx))
-            return -1;
         nb_dr_check(r, NB_DR_PROBLEM, "volume record", "volume %s does not exist (or is deleted)",
                     vid);
         r->unfixable++;
         return 0;
     }
-    _cleanup_json_ json_t *a = nb_db_row(db, ctx,
-                                         "SELECT id, attached_host, mountpoint, attach_status "
-                                         "FROM volume_attachment WHERE volume_id = ? AND "
-                                         "instance_uuid = ? AND deleted = 0 ORDER BY "
-                                         "created_at DESC LIMIT 1",
-                                         "ss", vid, r->uuid);
-    if (!a && nb_ctx_failed(ctx))
-        return -1;
     const char *status = or_none(nb_json_str(v, "status"));
     char att[400];
     if (a)

@@ -13,6 +13,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "compute/compute.h"
 #include "db/db.h"
 #include "image/format.h"
 #include "image/image.h"
@@ -103,14 +104,9 @@ int nb_seed_defaults(struct nb_env *env)
 {
     struct nb_ctx ctx;
     nb_ctx_init_system(&ctx, NULL);
-    char now[32];
-    nb_now_iso_us(now);
     for (size_t i = 0; i < sizeof(flavors) / sizeof(flavors[0]); i++) {
-        if (nb_db_exec(env->db, &ctx,
-                       "INSERT OR IGNORE INTO flavors (flavorid, name, memory_mb, vcpus, root_gb, "
-                       "created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                       "ssiiis", flavors[i].id, flavors[i].name, (long long)flavors[i].ram,
-                       (long long)flavors[i].vcpus, (long long)flavors[i].disk, now) < 0)
+        if (nb_flavor_seed(env->db, &ctx, flavors[i].id, flavors[i].name, flavors[i].ram,
+                           flavors[i].vcpus, flavors[i].disk) < 0)
             return -1;
     }
     return nb_seed_demo_image(env);

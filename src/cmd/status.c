@@ -23,6 +23,7 @@
 #include "common/config.h"
 #include "common/json.h"
 #include "common/util.h"
+#include "compute/compute.h"
 #include "db/db.h"
 
 #include <curl/curl.h>
@@ -272,13 +273,7 @@ static json_t *service_rows(struct status *s)
     struct nb_db *db = nb_db_open(path);
     struct nb_ctx ctx;
     nb_ctx_init_system(&ctx, NULL);
-    json_t *rows = db ? nb_db_rows(db, &ctx,
-                                   "SELECT host, binary, topic, report_count, disabled, "
-                                   "disabled_reason, forced_down, last_seen_up, version, "
-                                   "created_at, updated_at FROM services WHERE deleted = 0 "
-                                   "ORDER BY binary, host",
-                                   "")
-                      : NULL;
+    json_t *rows = db ? nb_service_list(db, &ctx) : NULL;
     if (!rows) {
         fprintf(stderr, "nubo status: cannot read the services of %s: %s\n", path,
                 nb_ctx_failed(&ctx) ? nb_ctx_message(&ctx) : "cannot open it");

@@ -51,3 +51,18 @@ json_t *nb_json_pack_text(const char *fmt, ...)
     free(s);
     return j;
 }
+
+json_t *nb_json_strings(const json_t *rows, const char *key)
+{
+    if (!rows)
+        return NULL;
+    json_t *out = json_array();
+    size_t i;
+    json_t *r;
+    json_array_foreach ((json_t *)rows, i, r) {
+        const char *v = nb_json_str(r, key);
+        if (v)
+            json_array_append_new(out, json_string(v));
+    }
+    return out;
+}

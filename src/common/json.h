@@ -13,6 +13,10 @@ long long nb_json_int(const json_t *obj, const char *key, long long def);
 json_t *nb_json_parse(const char *text);
 /* Compact dump, caller frees; "null" for NULL. */
 char *nb_json_dump(const json_t *j);
+/* The string values of key in the objects of rows (rows of nb_db_rows, say
+ * a column), in order, as a new array; an object without a string there
+ * is skipped. rows NULL gives NULL. */
+json_t *nb_json_strings(const json_t *rows, const char *key);
 /* Builds a JSON object from printf-formatted text; aborts on bad format
  * (programming error). New reference. */
 json_t *nb_json_pack_text(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -11,6 +11,8 @@
 #include "common/ctx.h"
 #include "common/env.h"
 
+struct nb_db;
+
 int nb_identity_init(struct nb_env *env);
 
 /* The Identity API as the HTTP layer serves it (http_service.c); its init
@@ -31,5 +33,22 @@ int nb_identity_bootstrap(struct nb_env *env, const char *admin_password,
  * (404 when the admin user or project is missing, 400 for a bad ttl). */
 int nb_identity_issue_admin_token(struct nb_env *env, struct nb_ctx *ctx, int ttl,
                                   char token_out[65]);
+
+/* --- for the other services, which never read identity's tables (see
+ * src/db/owners.tsv). Each runs on db, the caller's own connection to the
+ * shared database: the identity module need not be initialised in the
+ * caller's process. */
+
+/* Whether project_id names a row of Keystone's project table, as Nova's
+ * identity.verify_project_id asks Keystone (GET /v3/projects/{id}, which
+ * finds a domain too: a domain is a project row with is_domain). 1 yes,
+ * 0 no, -1 after a database error recorded on ctx. */
+int nb_identity_project_exists(struct nb_db *db, struct nb_ctx *ctx, const char *project_id);
+/* The id of the admin project nb_identity_bootstrap creates ("admin" in the
+ * default domain), the owner devstack gives the records a cloud starts
+ * with. A new string (caller frees), or NULL when there is none (not yet
+ * bootstrapped; nb_ctx_status(ctx) stays 0) or after a database error
+ * recorded on ctx. */
+char *nb_identity_admin_project_id(struct nb_db *db, struct nb_ctx *ctx);
 
 #endif

@@ -1,10 +1,14 @@
-/* lookup.c - fetching identity rows by id or name.
+/* lookup.c - fetching identity rows by id or name, for the identity
+ * module and (nb_identity_project_exists, nb_identity_admin_project_id)
+ * for the services that need to know of a project.
  *
  * Domains and projects share table project (is_domain tells them apart), so
  * every lookup states which kind it wants: a project id never finds a domain
  * and a domain id never finds a project. */
+#include "identity/identity.h"
 #include "identity/identity_int.h"
 
+#include "common/cleanup.h"
 #include "common/json.h"
 #include "db/db.h"
 
@@ -15,6 +19,22 @@ json_t *nb_idn_get_project(struct nb_ctx *ctx, const char *id)
 {
     return nb_db_row(nb_idn_db(), ctx, "SELECT * FROM project WHERE id = ? AND is_domain = 0", "s",
                      id);
+}
+
+int nb_identity_project_exists(struct nb_db *db, struct nb_ctx *ctx, const char *project_id)
+{
+    long long n =
+        nb_db_int(db, ctx, -1, "SELECT COUNT(*) FROM project WHERE id = ?", "s", project_id);
+    return n < 0 ? -1 : n > 0;
+}
+
+char *nb_identity_admin_project_id(struct nb_db *db, struct nb_ctx *ctx)
+{
+    _cleanup_json_ json_t *row = nb_db_row(
+        db, ctx, "SELECT id FROM project WHERE name = 'admin' AND domain_id = ? AND is_domain = 0",
+        "s", NB_IDN_DEFAULT_DOMAIN);
+    const char *id = nb_json_str(row, "id");
+    return id ? strdup(id) : NULL;
 }
 
 json_t *nb_idn_get_domain(struct nb_ctx *ctx, const char *id)

@@ -101,17 +101,13 @@ static int issue_admin_token(struct nb_env *env, struct nb_ctx *ctx, int ttl,
                                   : nb_error(ctx, 404, NULL,
                                              "Could not find user: admin (domain default); was "
                                              "the cloud bootstrapped?");
-    _cleanup_json_ json_t *project =
-        nb_db_row(env->db, ctx,
-                  "SELECT id FROM project WHERE name = 'admin' AND domain_id = ? AND is_domain = 0",
-                  "s", NB_IDN_DEFAULT_DOMAIN);
+    _cleanup_free_ char *project = nb_identity_admin_project_id(env->db, ctx);
     if (!project)
         return nb_ctx_failed(ctx) ? -1
                                   : nb_error(ctx, 404, NULL,
                                              "Could not find project: admin (domain default); "
                                              "was the cloud bootstrapped?");
-    const struct nb_idn_scope scope = {.user_id = nb_json_str(user, "id"),
-                                       .project_id = nb_json_str(project, "id")};
+    const struct nb_idn_scope scope = {.user_id = nb_json_str(user, "id"), .project_id = project};
     _cleanup_json_ json_t *methods = json_pack("[s]", "external");
     char token[NB_IDN_HEX_LEN];
     if (nb_idn_token_issue(ctx, &scope, floor(nb_time_now()) + ttl, methods, NULL, token) < 0)

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "db/db.h"
+#include "identity/identity.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -284,10 +285,10 @@ int nb_image_create_record(struct nb_ctx *ctx, const char *name, const char *dis
         return -1;
     /* Owned by the caller's project, else by the admin project as in
      * devstack (bootstrap runs with a system context). */
-    _cleanup_json_ json_t *admin = NULL;
+    _cleanup_free_ char *admin = NULL;
     const char *owner = ctx->project_id[0] ? ctx->project_id : NULL;
-    if (!owner && (admin = nb_db_row(db, ctx, "SELECT id FROM project WHERE name = 'admin'", "")))
-        owner = nb_json_str(admin, "id");
+    if (!owner)
+        owner = admin = nb_identity_admin_project_id(db, ctx);
     if (nb_ctx_failed(ctx))
         return -1;
     char id[NB_UUID_LEN], now[32], md5[33], sha[129];

@@ -17,7 +17,6 @@
 #include "network/network_int.h"
 
 #include <assert.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -201,16 +200,16 @@ static int cmp_values(const json_t *a, const json_t *b)
     return (a != NULL && !json_is_null(a)) - (b != NULL && !json_is_null(b));
 }
 
-static const struct query *sort_q; /* qsort has no opaque; guarded by sort_lock */
-static pthread_mutex_t sort_lock = PTHREAD_MUTEX_INITIALIZER;
-
-static int cmp_views(const void *pa, const void *pb)
+/* qsort_r order of two views by the query's sort keys and directions
+ * (opaque: the struct query), then by id. */
+static int cmp_views(const void *pa, const void *pb, void *opaque)
 {
+    const struct query *q = opaque;
     const json_t *a = *(json_t *const *)pa, *b = *(json_t *const *)pb;
     size_t i;
     json_t *k;
-    json_array_foreach (sort_q->sort_keys, i, k) {
-        const char *dir = json_string_value(json_array_get(sort_q->sort_dirs, i));
+    json_array_foreach (q->sort_keys, i, k) {
+        const char *dir = json_string_value(json_array_get(q->sort_dirs, i));
         int c = cmp_values(json_object_get(a, json_string_value(k)),
                            json_object_get(b, json_string_value(k)));
         if (c)
@@ -318,10 +317,7 @@ int nb_net_list_respond(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
     json_array_foreach (all, i, v)
         if (matches(q.filters, v))
             sel[n++] = v;
-    pthread_mutex_lock(&sort_lock);
-    sort_q = &q;
-    qsort(sel, n, sizeof(*sel), cmp_views);
-    pthread_mutex_unlock(&sort_lock);
+    qsort_r(sel, n, sizeof(*sel), cmp_views, &q);
 
     bool reverse = false;
     if (q.page_reverse) {

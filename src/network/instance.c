@@ -2,7 +2,8 @@
  * way Nova's nova/network/neutron.py asks Neutron: check a server create's
  * requested networks, allocate or bind one port per network when the build
  * reaches its networking step, describe the instance's ports as Nova's
- * network_info model, and release them on delete.
+ * network_info model, release them on delete, and name the instances that
+ * own ports (for the conductor's recovery of leaked ones).
  *
  * Checks run with the caller's rights (its project's networks, shared ones,
  * or any for an admin); ports are then made with an admin copy of the
@@ -362,4 +363,14 @@ int nb_network_deallocate_for_instance(struct nb_ctx *ctx, const char *instance_
     if (json_array_size(rows))
         NB_INFO(LOG, ctx, instance_uuid, "released %zu port(s)", json_array_size(rows));
     return 0;
+}
+
+json_t *nb_network_port_devices(struct nb_ctx *ctx)
+{
+    _cleanup_json_ json_t *rows =
+        nb_db_rows(nb_net_env->db, ctx,
+                   "SELECT DISTINCT device_id FROM ports WHERE device_owner LIKE 'compute:%' AND "
+                   "device_id IS NOT NULL ORDER BY device_id",
+                   "");
+    return nb_json_strings(rows, "device_id");
 }

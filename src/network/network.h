@@ -72,6 +72,12 @@ int nb_network_allocate_for_instance(struct nb_ctx *ctx, const char *instance_uu
  * device_id/device_owner/binding:host_id cleared). Idempotent; 0/-1. */
 int nb_network_deallocate_for_instance(struct nb_ctx *ctx, const char *instance_uuid);
 
+/* The instances that own ports: the distinct device_id of the ports whose
+ * device_owner is "compute:<az>" (Neutron's GET /ports?device_owner=
+ * compute:...), as a new JSON array of strings, or NULL after nb_error.
+ * The conductor's start-up recovery asks which of them are gone. */
+json_t *nb_network_port_devices(struct nb_ctx *ctx);
+
 /* The instance's current network_info built from its ports (same shape as
  * above; [] when it has none). New reference, or NULL after nb_error. */
 json_t *nb_network_info_for_instance(struct nb_ctx *ctx, const char *instance_uuid);

@@ -290,14 +290,7 @@ static json_t *used_ips(struct nb_ctx *ctx, const char *subnet_id)
     _cleanup_json_ json_t *rows =
         nb_db_rows(nb_net_env->db, ctx, "SELECT ip_address FROM ipallocations WHERE subnet_id = ?",
                    "s", subnet_id);
-    if (!rows)
-        return NULL;
-    json_t *out = json_array();
-    size_t i;
-    json_t *r;
-    json_array_foreach (rows, i, r)
-        json_array_append_new(out, json_string(nb_json_str(r, "ip_address")));
-    return out;
+    return nb_json_strings(rows, "ip_address");
 }
 
 static int insert_ip(struct nb_ctx *ctx, const char *port_id, const json_t *subnet, const char *ip)

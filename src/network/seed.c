@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "db/db.h"
+#include "identity/identity.h"
 #include "network/network.h"
 #include "network/network_int.h"
 
@@ -57,13 +58,12 @@ int nb_network_seed_defaults(struct nb_env *env)
     nb_net_env = env;
     struct nb_ctx ctx;
     nb_ctx_init_system(&ctx, NULL);
-    _cleanup_json_ json_t *admin = nb_db_row(
-        env->db, &ctx, "SELECT id FROM project WHERE name = 'admin' AND is_domain = 0", "");
+    _cleanup_free_ char *admin = nb_identity_admin_project_id(env->db, &ctx);
     if (!admin) {
         NB_ERROR(LOG, &ctx, NULL, "no admin project: networks not seeded");
         return -1;
     }
-    nb_strlcpy(ctx.project_id, nb_json_str(admin, "id"), sizeof(ctx.project_id));
+    nb_strlcpy(ctx.project_id, admin, sizeof(ctx.project_id));
     if (seed_one(&ctx, nb_conf_str("network", "seed_private_name", "private"), "private-subnet",
                  nb_conf_str("network", "seed_private_cidr", "10.0.0.0/26"), true, false) < 0)
         return -1;

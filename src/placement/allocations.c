@@ -987,6 +987,13 @@ char *nb_placement_consumer_provider(struct nb_ctx *ctx, const char *consumer_uu
     return nb_strdup_printf("%s", nb_json_str(row, "uuid"));
 }
 
+json_t *nb_placement_list_consumers(struct nb_ctx *ctx)
+{
+    _cleanup_json_ json_t *rows = nb_db_rows(
+        plc_db(), ctx, "SELECT DISTINCT consumer_id FROM allocations ORDER BY consumer_id", "");
+    return nb_json_strings(rows, "consumer_id");
+}
+
 void plc_routes_allocations(void)
 {
     nb_http_route("GET", "/placement/allocations/{consumer_uuid}", alloc_get, 0);

@@ -56,6 +56,12 @@ int nb_placement_delete_allocations(struct nb_ctx *ctx, const char *consumer_uui
 /* Provider UUID holding the consumer's allocations, or NULL. Caller frees. */
 char *nb_placement_consumer_provider(struct nb_ctx *ctx, const char *consumer_uuid);
 
+/* The consumers that hold allocations (what GET /allocations/{consumer}
+ * answers non-empty for), as a new JSON array of their UUIDs, or NULL after
+ * an error recorded on ctx. The conductor's start-up recovery asks which
+ * of them are instances that are gone. */
+json_t *nb_placement_list_consumers(struct nb_ctx *ctx);
+
 /* Calls for the compute API, which keeps Nova's view of a host in step
  * with placement. Unlike the calls above they open no transaction of their
  * own (the database has no nested ones): each runs its statements inside

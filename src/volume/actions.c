@@ -119,7 +119,7 @@ static int do_set_bootable(struct nb_ctx *ctx, const char *id, json_t *arg, stru
 {
     json_t *b = json_is_object(arg) ? json_object_get(arg, "bootable") : NULL;
     int v = json_is_boolean(b)  ? json_is_true(b)
-            : json_is_string(b) ? nb_vol_bool(json_string_value(b))
+            : json_is_string(b) ? nb_bool_from_string(json_string_value(b))
                                 : -1;
     if (v < 0) {
         _cleanup_free_ char *d = b ? nb_json_dump(b) : strdup("None");
@@ -148,7 +148,7 @@ static int do_update_readonly(struct nb_ctx *ctx, const char *id, json_t *arg, s
                         d);
     }
     int v = json_is_boolean(b)  ? json_is_true(b)
-            : json_is_string(b) ? nb_vol_bool(json_string_value(b))
+            : json_is_string(b) ? nb_bool_from_string(json_string_value(b))
                                 : -1;
     if (v < 0) {
         _cleanup_free_ char *d = nb_json_dump(b);

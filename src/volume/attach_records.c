@@ -11,7 +11,9 @@
  * connected one "attaching", an attached one "in-use". The checks Cinder
  * makes before reserving (error statuses, the statuses a volume may be
  * reserved from, the same-instance exception) are made inside that
- * transaction, so two racing reservations cannot both pass them. */
+ * transaction, so two racing reservations cannot both pass them.
+ * nb_volume_attachment_state reads a volume and its attachment to a server
+ * for `nubo doctor`. */
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -149,5 +151,28 @@ int nb_vol_attachment_complete(struct nb_ctx *ctx, const char *volume_id, const 
     if (nb_db_commit(db, ctx) < 0)
         return -1;
     NB_INFO(NB_VOL_LOG, ctx, NULL, "Volume %s: attachment %s attached", volume_id, attachment_id);
+    return 0;
+}
+
+int nb_volume_attachment_state(struct nb_db *db, struct nb_ctx *ctx, const char *volume_id,
+                               const char *instance_uuid, json_t **volume, json_t **attachment)
+{
+    *attachment = NULL;
+    *volume = nb_db_row(db, ctx,
+                        "SELECT status, attach_status, size, bootable FROM volumes WHERE id = ? "
+                        "AND deleted = 0",
+                        "s", volume_id);
+    if (!*volume)
+        return nb_ctx_failed(ctx) ? -1 : 0;
+    *attachment = nb_db_row(db, ctx,
+                            "SELECT id, attached_host, mountpoint, attach_status FROM "
+                            "volume_attachment WHERE volume_id = ? AND instance_uuid = ? AND "
+                            "deleted = 0 ORDER BY created_at DESC LIMIT 1",
+                            "ss", volume_id, instance_uuid);
+    if (!*attachment && nb_ctx_failed(ctx)) {
+        json_decref(*volume);
+        *volume = NULL;
+        return -1;
+    }
     return 0;
 }

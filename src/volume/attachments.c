@@ -19,6 +19,7 @@
 #include "common/json.h"
 #include "common/pyrepr.h"
 #include "common/util.h"
+#include "compute/compute.h"
 #include "db/db.h"
 #include "volume/volume.h"
 #include "volume/volume_int.h"
@@ -479,12 +480,9 @@ static int check_not_in_nova(struct nb_ctx *ctx, const json_t *row)
     const char *ci = nb_json_str(row, "connection_info");
     if (!instance || !ci || strcmp(ci, "{}") == 0 || ctx->system)
         return 0;
-    long long mapped =
-        nb_db_int(nb_vol_env->db, ctx, 0,
-                  "SELECT COUNT(*) FROM block_device_mapping WHERE instance_uuid = "
-                  "? AND volume_id = ? AND attachment_id = ? AND deleted = 0",
-                  "sss", instance, nb_json_str(row, "volume_id"), nb_json_str(row, "id"));
-    if (nb_ctx_failed(ctx))
+    int mapped = nb_compute_volume_mapped(nb_vol_env->db, ctx, instance,
+                                          nb_json_str(row, "volume_id"), nb_json_str(row, "id"));
+    if (mapped < 0)
         return -1;
     if (mapped > 0)
         return nb_error(ctx, 409, NULL, "Detach volume from instance %s using the Compute API",

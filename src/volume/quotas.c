@@ -188,7 +188,7 @@ static int quotas_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
     const char *target = nb_req_param(req, "target_project_id");
     if (may_show(ctx, target) < 0)
         return -1;
-    bool usage = nb_vol_bool(nb_req_query(req, "usage")) == 1;
+    bool usage = nb_bool_from_string(nb_req_query(req, "usage")) == 1;
     json_t *qs = quota_set(ctx, target, usage, false);
     if (!qs)
         return -1;

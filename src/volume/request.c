@@ -179,11 +179,6 @@ int nb_vol_check_name_desc(struct nb_ctx *ctx, const json_t *body, bool volume)
     return 0;
 }
 
-int nb_vol_bool(const char *s)
-{
-    return nb_bool_from_string(s);
-}
-
 const char *nb_vol_az(void)
 {
     return nb_conf_str("volume", "storage_availability_zone", "nova");
@@ -336,8 +331,9 @@ int nb_vol_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
     if (nb_vol_begin(ctx, req, resp) < 0 || nb_vol_require_mv(ctx, lister->min_mv) < 0 ||
         nb_vol_page_parse(ctx, req, lister->sort_keys, &page) < 0)
         return -1;
-    bool every_project = ctx->is_admin && (lister->admin_sees_all ||
-                                           nb_vol_bool(nb_req_query(req, "all_tenants")) == 1);
+    bool every_project =
+        ctx->is_admin &&
+        (lister->admin_sees_all || nb_bool_from_string(nb_req_query(req, "all_tenants")) == 1);
     _cleanup_json_ json_t *filter = NULL;
     if (lister->filters && lister->filters(ctx, req, &filter) < 0)
         return -1;

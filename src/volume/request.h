@@ -25,9 +25,6 @@ json_t *nb_vol_body(struct nb_ctx *ctx, struct nb_req *req, const char *key);
  * than 255."; snapshots (plain maxLength) answer jsonschema's "… is too
  * long". 0, or -1 after a 400. */
 int nb_vol_check_name_desc(struct nb_ctx *ctx, const json_t *body, bool volume);
-/* Parses a query/body boolean as oslo's strutils (true/yes/1/on...). -1 when
- * it is neither true nor false. */
-int nb_vol_bool(const char *s);
 /* The configured availability zone ([volume] storage_availability_zone). */
 const char *nb_vol_az(void);
 /* self/bookmark links of a resource ("volumes", id). New reference. */

@@ -61,6 +61,11 @@ json_t *nb_vol_snapshot_load(struct nb_ctx *ctx, const char *id)
     return row;
 }
 
+json_t *nb_volume_snapshot_lookup(struct nb_ctx *ctx, const char *snapshot_id)
+{
+    return nb_vol_snapshot_load(ctx, snapshot_id);
+}
+
 static json_t *field(const json_t *row, const char *key)
 {
     json_t *v = json_object_get(row, key);
@@ -328,7 +333,7 @@ static int snapshots_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
     json_t *fj = json_object_get(body, "force");
     int force = !fj || json_is_null(fj) ? 0
                 : json_is_boolean(fj)   ? json_is_true(fj)
-                : json_is_string(fj)    ? nb_vol_bool(json_string_value(fj))
+                : json_is_string(fj)    ? nb_bool_from_string(json_string_value(fj))
                                         : -1;
     if (force < 0)
         return nb_error(ctx, 400, NULL, "Invalid value for 'force'");

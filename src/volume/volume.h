@@ -120,6 +120,24 @@ const char *nb_volume_op_name(enum nb_volume_op op);
  * 404 "Volume <id> could not be found." (or a 500 from the database). */
 json_t *nb_volume_lookup(struct nb_ctx *ctx, const char *volume_id);
 
+/* Finds a live snapshot the context may see, as GET /snapshots/{id} does
+ * (its project, or any for admins and system contexts). Returns a new
+ * reference to the snapshot's row ({"id", "volume_id", "volume_size",
+ * "status", "project_id", ...}), or NULL after recording 404 "Snapshot <id>
+ * could not be found." (or a 500 from the database). */
+json_t *nb_volume_snapshot_lookup(struct nb_ctx *ctx, const char *snapshot_id);
+
+/* For an operator's diagnosis of a server (`nubo doctor`), on db (the
+ * caller's own connection: the volume module need not be initialised in
+ * its process): the live volume's record, *volume = {"status",
+ * "attach_status", "size", "bootable"} or NULL when there is no live volume
+ * volume_id, and its newest live attachment record to instance_uuid,
+ * *attachment = {"id", "attached_host", "mountpoint", "attach_status"} or
+ * NULL when there is none (new references, caller frees). 0, or -1 after a
+ * database error recorded on ctx (both NULL). */
+int nb_volume_attachment_state(struct nb_db *db, struct nb_ctx *ctx, const char *volume_id,
+                               const char *instance_uuid, json_t **volume, json_t **attachment);
+
 /* Applies op to the volume: a conditional update from the statuses op is
  * allowed from. 0, or -1 after 404 (no such volume) or 400 "Invalid volume:
  * Volume <id> status must be <allowed>, but current status is: <status>."

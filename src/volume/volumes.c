@@ -295,7 +295,8 @@ static bool matches(struct nb_ctx *ctx, struct nb_req *req, const json_t *row, c
             return false;
     }
     const char *b = nb_req_query(req, "bootable");
-    if (b && nb_vol_bool(b) >= 0 && nb_vol_bool(b) != (int)nb_json_int(row, "bootable", 0))
+    if (b && nb_bool_from_string(b) >= 0 &&
+        nb_bool_from_string(b) != (int)nb_json_int(row, "bootable", 0))
         return false;
     const char *size = nb_req_query(req, "size");
     if (size && atoll(size) != nb_json_int(row, "size", -1))
@@ -337,7 +338,7 @@ static json_t *volume_list_view(struct nb_ctx *ctx, const json_t *row, bool deta
 /* The count of the page (with_count, 3.45). */
 static void list_finish(struct nb_ctx *ctx, struct nb_req *req, json_t *body)
 {
-    if (nb_vol_mv(ctx, 45) && nb_vol_bool(nb_req_query(req, "with_count")) == 1)
+    if (nb_vol_mv(ctx, 45) && nb_bool_from_string(nb_req_query(req, "with_count")) == 1)
         json_object_set_new(
             body, "count",
             json_integer((json_int_t)json_array_size(json_object_get(body, "volumes"))));
@@ -1063,7 +1064,7 @@ static int volumes_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
         nb_vol_begin_load(ctx, req, resp, "volume_id", nb_vol_load, "volume:delete");
     if (!row)
         return -1;
-    bool cascade = nb_vol_bool(nb_req_query(req, "cascade")) == 1;
+    bool cascade = nb_bool_from_string(nb_req_query(req, "cascade")) == 1;
     struct nb_ctx failed;
     /* a failure to remove the files shows as status error_deleting */
     if (delete_volume(ctx, row, cascade, &failed) < 0)

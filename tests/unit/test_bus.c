@@ -8,7 +8,8 @@
  *   (and the late reply dropped), a listener in another process (fork +
  *   exec of this binary), concurrent callers from several threads, handler
  *   error replies and a malformed message, a broker that drops every
- *   connection (reconnect), and unreachable URLs / vhosts.
+ *   connection (reconnect), and unreachable URLs / vhosts; and the method
+ *   tables of bus.h (nb_bus_dispatch), directly and on the in-process bus.
  *
  * `test_bus --bench N [URL]` prints the round-trip latency of N sequential
  * calls over AMQP and in-process (bench/bench_bus.sh runs it). */
@@ -87,6 +88,73 @@ static void test_url_parse(void **state)
     assert_int_equal(nb_bus_url_parse("rabbit:///", &u, err, 256), -1);
     assert_int_equal(nb_bus_url_parse("rabbit://h/%zz", &u, err, 256), -1);
     assert_int_equal(nb_bus_url_parse("rabbit://h/?ssl=1", &u, err, 256), -1);
+}
+
+/* ---- method tables (no broker) ------------------------------------------------------------- */
+
+static json_t *m_note(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)ctx;
+    json_array_append_new(opaque, json_pack("{s:s, s:O?}", "method", method, "args", args));
+    return json_pack("{s:b}", "dropped", 1); /* a cast's reply: dropped by the dispatcher */
+}
+
+static json_t *m_echo(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)opaque, (void)ctx, (void)method;
+    return json_pack("{s:O?}", "echo", args);
+}
+
+static const struct nb_bus_method test_methods[] = {
+    {"note", NB_BUS_CAST, m_note},
+    {"echo", NB_BUS_CALL, m_echo},
+    {NULL, 0, NULL},
+};
+static const struct nb_bus_service test_service = {"test", "nubo.test.bus", test_methods};
+
+/* One lookup per message: a cast runs its function and answers NULL, a
+ * call answers its function's reply, an unknown method is an error reply
+ * and runs nothing. */
+static void test_dispatch_table(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *notes = json_array();
+    json_t *args = json_pack("{s:i}", "n", 1);
+    assert_null(nb_bus_dispatch(&test_service, notes, &ctx, "note", args));
+    assert_int_equal(json_array_size(notes), 1);
+    assert_string_equal(nb_json_str(json_array_get(notes, 0), "method"), "note");
+    json_t *r = nb_bus_dispatch(&test_service, notes, &ctx, "echo", args);
+    assert_int_equal(nb_json_int(json_object_get(r, "echo"), "n", 0), 1);
+    json_decref(r);
+    r = nb_bus_dispatch(&test_service, notes, &ctx, "ech", args);
+    assert_string_equal(nb_json_str(r, "error"), "unknown method");
+    json_decref(r);
+    assert_int_equal(json_array_size(notes), 1);
+    json_decref(args);
+    json_decref(notes);
+}
+
+/* The table as a topic's handler on the in-process bus. */
+static json_t *table_handler(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    return nb_bus_dispatch(&test_service, opaque, ctx, method, args);
+}
+
+static void test_dispatch_inproc(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(nb_bus_listen("test-dispatch", table_handler, NULL, 1), 0);
+    json_t *r = nb_bus_call(&ctx, "test-dispatch", "echo", json_pack("{s:s}", "x", "y"), 5000);
+    assert_string_equal(nb_json_str(json_object_get(r, "echo"), "x"), "y");
+    json_decref(r);
+    r = nb_bus_call(&ctx, "test-dispatch", "nope", json_object(), 5000);
+    assert_string_equal(nb_json_str(r, "error"), "unknown method");
+    json_decref(r);
+    nb_bus_shutdown();
 }
 
 /* ---- broker helpers ------------------------------------------------------------------------ */
@@ -667,6 +735,8 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest no_broker[] = {
         cmocka_unit_test(test_url_parse),
+        cmocka_unit_test(test_dispatch_table),
+        cmocka_unit_test(test_dispatch_inproc),
     };
     if (cmocka_run_group_tests_name("bus_url", no_broker, NULL, NULL) != 0)
         return 1;

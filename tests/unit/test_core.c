@@ -52,6 +52,19 @@ static void test_time_parse(void **state)
     assert_string_equal(nb_time_iso(86400, buf), "1970-01-02T00:00:00Z");
 }
 
+static void test_json_strings(void **state)
+{
+    (void)state;
+    assert_null(nb_json_strings(NULL, "id"));
+    json_t *rows = json_pack("[{s:s}, {s:i}, {}, {s:s}]", "id", "a", "id", 1, "id", "b");
+    json_t *ids = nb_json_strings(rows, "id");
+    assert_int_equal(json_array_size(ids), 2);
+    assert_string_equal(json_string_value(json_array_get(ids, 0)), "a");
+    assert_string_equal(json_string_value(json_array_get(ids, 1)), "b");
+    json_decref(ids);
+    json_decref(rows);
+}
+
 static void test_config(void **state)
 {
     (void)state;
@@ -763,6 +776,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_uuid),
         cmocka_unit_test(test_time_parse),
+        cmocka_unit_test(test_json_strings),
         cmocka_unit_test(test_config),
         cmocka_unit_test(test_ctx_child_clear_forward),
         cmocka_unit_test(test_ctx_best_effort_cannot_mask),

@@ -468,12 +468,40 @@ static void test_api(void **state)
     free(member);
 }
 
+/* What the other services ask of identity (they never read its tables):
+ * whether a project exists, and the bootstrap's admin project. */
+static void test_exports(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    char *admin = PROJECT_ID("admin");
+    char *got = nb_identity_admin_project_id(db, &ctx);
+    assert_non_null(got);
+    assert_string_equal(got, admin);
+    assert_int_equal(nb_identity_project_exists(db, &ctx, admin), 1);
+    /* a domain is a project row too (Keystone's GET /v3/projects/{id}) */
+    assert_int_equal(nb_identity_project_exists(db, &ctx, NB_IDN_DEFAULT_DOMAIN), 1);
+    assert_int_equal(nb_identity_project_exists(db, &ctx, "0123456789abcdef0123456789abcdef"), 0);
+    assert_int_equal(ctx.err_status, 0);
+    /* an "admin" project of another domain is not the bootstrap's */
+    assert_true(nb_db_exec(db, &ctx, "UPDATE project SET domain_id = 'other' WHERE id = ?", "s",
+                           admin) == 1);
+    free(got);
+    got = nb_identity_admin_project_id(db, &ctx);
+    assert_null(got);
+    assert_int_equal(ctx.err_status, 0);
+    assert_true(nb_db_exec(db, &ctx, "UPDATE project SET domain_id = ? WHERE id = ?", "ss",
+                           NB_IDN_DEFAULT_DOMAIN, admin) == 1);
+    free(admin);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_password),   cmocka_unit_test(test_role_closure),
         cmocka_unit_test(test_token_hash), cmocka_unit_test(test_token_validation),
-        cmocka_unit_test(test_api),
+        cmocka_unit_test(test_api),        cmocka_unit_test(test_exports),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

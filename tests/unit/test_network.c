@@ -498,6 +498,12 @@ static void test_instance_contract(void **state)
     assert_string_equal(nb_json_str(row, "project_id"), P4);
     json_decref(row);
     json_decref(nw);
+    /* the instance is named among those that own ports (once) */
+    json_t *devices = nb_network_port_devices(&ctx);
+    assert_non_null(devices);
+    assert_int_equal(json_array_size(devices), 1);
+    assert_string_equal(json_string_value(json_array_get(devices, 0)), inst);
+    json_decref(devices);
 
     /* the same fixed IP for a second instance fails and leaves no port */
     const char *inst2 = "11111111-2222-3333-4444-666666666666";
@@ -518,6 +524,9 @@ static void test_instance_contract(void **state)
     nw = nb_network_info_for_instance(&ctx, inst);
     assert_int_equal(json_array_size(nw), 0);
     json_decref(nw);
+    devices = nb_network_port_devices(&ctx);
+    assert_int_equal(json_array_size(devices), 0);
+    json_decref(devices);
 }
 
 static int setup(void **state)

@@ -152,6 +152,13 @@ static void test_claim_capacity(void **state)
     assert_non_null(who);
     assert_string_equal(who, RP1);
     free(who);
+    /* the one consumer with allocations (the refused one has none) */
+    json_t *consumers = nb_placement_list_consumers(&ctx);
+    assert_non_null(consumers);
+    assert_int_equal(json_array_size(consumers), 1);
+    assert_string_equal(json_string_value(json_array_get(consumers, 0)),
+                        "aaaaaaaa-0000-4000-8000-000000000001");
+    json_decref(consumers);
 
     /* explanation names the largest free amount and where */
     json_t *want = json_pack("{s:i, s:i}", "VCPU", 2, "MEMORY_MB", 512);
@@ -168,6 +175,9 @@ static void test_claim_capacity(void **state)
     /* freeing makes room again */
     assert_int_equal(nb_placement_delete_allocations(&ctx, "aaaaaaaa-0000-4000-8000-000000000001"),
                      0);
+    consumers = nb_placement_list_consumers(&ctx);
+    assert_int_equal(json_array_size(consumers), 0);
+    json_decref(consumers);
     want = json_pack("{s:i}", "VCPU", 4);
     why = nb_placement_explain_shortage(&ctx, want);
     assert_string_equal(why, "");

@@ -5,26 +5,14 @@
  * the database: it registers its service and compute node, heartbeats and
  * reports usage through the conductor, and reports inventory and traits to
  * placement (directly in an all-in-one, else over HTTP as the service user:
- * svc_client.h, which also fetches and uploads image data). Methods it serves (casts unless marked
- * call): build_and_run_instance {"instance", "node"} -> conductor build_result start_instance /
- * stop_instance / reboot_instance {"instance", "reboot_type"} / terminate_instance / pause_instance
- * / unpause_instance / suspend_instance / resume_instance {"instance"}
- *     -> conductor op_result ("unsupported": the driver lacks the op)
- *   attach_volume / detach_volume {"instance", "bdm"} -> conductor
- *     attach_result / detach_result {"uuid", "host", "bdm_uuid", "volume_id",
- *     "ok", "message"} (501 message for a driver without the op)
- *   snapshot_instance {"instance", "image_id"} -> conductor snapshot_result
- *     {"uuid", "host", "image_id", "ok", "message"}
- *   destroy_guest {"uuid"}          (cleanup after a lost race, no reply)
- * Spawn, start, hard reboot, resume and attach first check the formats of
- * the volume files (disk_format.c; may call conductor
- * reconcile_disk_format).
- *   get_console_output (call) {"uuid", "length"} -> {"output"} | {"error", "code"}
- *     (the last `length` newline-separated pieces, as Nova's _tail_log;
- *     null or negative: all; code 501 for a driver without console logs)
- *   guest_info (call) {"uuid"} -> {"found", "power_state"}
- *   get_host_uptime (call) -> " 18:00:00 up 2 days, …  load average: …" (string)
- *   ping (call) -> {"ok", "host"}
+ * svc_client.h, which also fetches and uploads image data). The methods it
+ * serves are the messages of compute/rpc/compute_api.h (the method table of
+ * manager.c); it reports every outcome to the conductor through
+ * compute/rpc/conductor_api.h (build_result, op_result, attach_result,
+ * detach_result, snapshot_result). Spawn, start, hard reboot, resume and
+ * attach first check the formats of the volume files (disk_format.c; may
+ * call conductor reconcile_disk_format).
+ *
  * Periodic work for all agents of the process runs in one thread: service
  * heartbeats every [DEFAULT] report_interval (10 s), usage every
  * [DEFAULT] update_resources_interval (60 s, and soon after each build or

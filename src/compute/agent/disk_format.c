@@ -17,7 +17,6 @@
  *   - formats differ, reconcile off: a WARNING, and the guest is started as
  *     declared, so QEMU's own error reaches the fault.
  * nb_disk_check is the core (files only, no bus), for unit tests. */
-#include "bus/bus.h"
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
@@ -25,6 +24,7 @@
 #include "common/util.h"
 #include "compute/agent/internal.h"
 #include "compute/bdm.h"
+#include "compute/rpc/conductor_api.h"
 #include "image/format.h"
 
 #include <errno.h>
@@ -104,14 +104,12 @@ static int reconcile(struct agent *a, struct nb_ctx *ctx, const char *uuid, json
                      const struct nb_disk_check *chk)
 {
     const char *vid = nb_json_str(bdm, "volume_id");
-    struct nb_ctx cctx; /* the call's error goes into the message of ctx's */
+    struct nb_ctx cctx;
     nb_ctx_child(&cctx, ctx);
-    _cleanup_json_ json_t *reply = nb_bus_call(
-        &cctx, "conductor", "reconcile_disk_format",
-        json_pack("{s:s, s:s?, s:s?, s:s, s:s, s:s, s:s}", "uuid", uuid, "bdm_uuid",
-                  nb_json_str(bdm, "uuid"), "volume_id", vid, "path", chk->path, "old_format",
-                  chk->declared, "new_format", chk->actual, "host", a->host),
-        (int)nb_conf_int("DEFAULT", "rpc_response_timeout", 60) * 1000);
+    const struct nb_disk_reconcile req = {
+        uuid, nb_json_str(bdm, "uuid"), vid, chk->path, chk->declared, chk->actual, a->host};
+    _cleanup_json_ json_t *reply = nb_conductor_reconcile_disk_format(
+        &cctx, &req, (int)nb_conf_int("DEFAULT", "rpc_response_timeout", 60) * 1000);
     if (!reply || !json_is_true(json_object_get(reply, "ok")))
         return nb_error(ctx, 500, NULL,
                         "Disk format of volume %s of instance %s is %s in the database but %s on "

@@ -17,6 +17,8 @@
 #include "compute/agent/agent.h"
 #include "compute/agent/internal.h"
 #include "compute/agent/svc_client.h"
+#include "compute/rpc/compute_api.h"
+#include "compute/rpc/conductor_api.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,9 +89,7 @@ static void build_and_run(struct agent *a, struct nb_ctx *ctx, json_t *args)
     __atomic_store_n(&a->dirty, true, __ATOMIC_RELAXED);
     if (rc == 0)
         NB_INFO(LOG_AGENT, ctx, uuid, "Took %.2f seconds to build instance.", nb_time_mono() - t0);
-    nb_bus_cast(ctx, "conductor", "build_result",
-                json_pack("{s:s, s:s, s:b, s:s?}", "uuid", uuid, "host", a->host, "ok", rc == 0,
-                          "message", rc == 0 ? NULL : nb_ctx_message(&dctx)));
+    nb_conductor_build_result(ctx, uuid, a->host, rc == 0, rc == 0 ? NULL : nb_ctx_message(&dctx));
 }
 
 /* The driver entry point of a pause/unpause/suspend/resume op (NULL when
@@ -178,11 +178,9 @@ static void power_op(struct agent *a, struct nb_ctx *ctx, const char *op, json_t
     else
         NB_ERROR(LOG_AGENT, ctx, uuid, "%s of the instance failed on %s: %s", op, a->host,
                  nb_ctx_message(&dctx));
-    nb_bus_cast(ctx, "conductor", "op_result",
-                json_pack("{s:s, s:s, s:s, s:b, s:s?, s:i, s:b}", "uuid", uuid, "host", a->host,
-                          "op", op, "ok", rc == 0, "message",
-                          rc == 0 ? NULL : nb_ctx_message(&dctx), "power_state", power,
-                          "unsupported", unsupported));
+    const struct nb_op_result res = {
+        uuid, a->host, op, rc == 0, rc == 0 ? NULL : nb_ctx_message(&dctx), power, unsupported};
+    nb_conductor_op_result(ctx, &res);
 }
 
 /* attach_volume / detach_volume {"instance", "bdm"}: the driver hot-plugs
@@ -219,10 +217,9 @@ static void volume_op(struct agent *a, struct nb_ctx *ctx, json_t *args, bool at
     else
         NB_ERROR(LOG_AGENT, ctx, uuid, "Failed to %s volume %s: %s", attach ? "attach" : "detach",
                  vid ? vid : "?", nb_ctx_message(&dctx));
-    nb_bus_cast(ctx, "conductor", attach ? "attach_result" : "detach_result",
-                json_pack("{s:s, s:s, s:s?, s:s?, s:b, s:s?}", "uuid", uuid, "host", a->host,
-                          "bdm_uuid", nb_json_str(bdm, "uuid"), "volume_id", vid, "ok", rc == 0,
-                          "message", rc == 0 ? NULL : nb_ctx_message(&dctx)));
+    (attach ? nb_conductor_attach_result
+            : nb_conductor_detach_result)(ctx, uuid, a->host, nb_json_str(bdm, "uuid"), vid,
+                                          rc == 0, rc == 0 ? NULL : nb_ctx_message(&dctx));
 }
 
 /* Where snapshots are written before the upload: Nova's
@@ -279,10 +276,8 @@ static void snapshot_instance(struct agent *a, struct nb_ctx *ctx, json_t *args)
     else
         NB_ERROR(LOG_AGENT, ctx, uuid, "Snapshot to image %s failed: %s", image_id,
                  nb_ctx_message(&dctx));
-    nb_bus_cast(ctx, "conductor", "snapshot_result",
-                json_pack("{s:s, s:s, s:s, s:b, s:s?}", "uuid", uuid, "host", a->host, "image_id",
-                          image_id, "ok", rc == 0, "message",
-                          rc == 0 ? NULL : nb_ctx_message(&dctx)));
+    nb_conductor_snapshot_result(ctx, uuid, a->host, image_id, rc == 0,
+                                 rc == 0 ? NULL : nb_ctx_message(&dctx));
 }
 
 static void destroy_guest(struct agent *a, struct nb_ctx *ctx, json_t *args)
@@ -380,52 +375,119 @@ static json_t *host_uptime(void)
     return json_string(line);
 }
 
+/* The methods as bus handlers (the bus passes the agent as opaque). */
+static json_t *rpc_build_and_run(void *a, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)method;
+    build_and_run(a, ctx, args);
+    return NULL;
+}
+
+/* start_instance … resume_instance and terminate_instance: power_op with
+ * the method's op. */
+#define POWER_OP(name, op)                                                                         \
+    static json_t *name(void *a, struct nb_ctx *ctx, const char *method, json_t *args)             \
+    {                                                                                              \
+        (void)method;                                                                              \
+        power_op(a, ctx, op, args);                                                                \
+        return NULL;                                                                               \
+    }
+POWER_OP(rpc_start, "start")
+POWER_OP(rpc_stop, "stop")
+POWER_OP(rpc_reboot, "reboot")
+POWER_OP(rpc_terminate, "terminate")
+POWER_OP(rpc_pause, "pause")
+POWER_OP(rpc_unpause, "unpause")
+POWER_OP(rpc_suspend, "suspend")
+POWER_OP(rpc_resume, "resume")
+
+static json_t *rpc_attach_volume(void *a, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)method;
+    volume_op(a, ctx, args, true);
+    return NULL;
+}
+
+static json_t *rpc_detach_volume(void *a, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)method;
+    volume_op(a, ctx, args, false);
+    return NULL;
+}
+
+static json_t *rpc_snapshot(void *a, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)method;
+    snapshot_instance(a, ctx, args);
+    return NULL;
+}
+
+static json_t *rpc_destroy_guest(void *a, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)method;
+    destroy_guest(a, ctx, args);
+    return NULL;
+}
+
+static json_t *rpc_console_output(void *a, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)method;
+    return console_output(a, ctx, args);
+}
+
+static json_t *rpc_guest_info(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)method;
+    struct agent *a = opaque;
+    struct nb_ctx dctx;
+    nb_ctx_child(&dctx, ctx);
+    struct nb_guest_info gi = {0};
+    const char *uuid = nb_json_str(args, "uuid");
+    bool found = uuid && a->drv->ops->get_info(a->drv, &dctx, a->host, uuid, &gi) == 0;
+    return json_pack("{s:b, s:i}", "found", found, "power_state",
+                     found ? gi.power_state : NB_POWER_NOSTATE);
+}
+
+static json_t *rpc_host_uptime(void *a, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)a, (void)ctx, (void)method, (void)args;
+    return host_uptime();
+}
+
+static json_t *rpc_ping(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)ctx, (void)method, (void)args;
+    struct agent *a = opaque;
+    return json_pack("{s:b, s:s}", "ok", 1, "host", a->host);
+}
+
+/* The methods of topic "compute.<host>" (the messages: compute_api.h). */
+static const struct nb_bus_method methods[] = {
+    {NB_COMPUTE_BUILD_AND_RUN_INSTANCE, NB_BUS_CAST, rpc_build_and_run},
+    {NB_COMPUTE_START_INSTANCE, NB_BUS_CAST, rpc_start},
+    {NB_COMPUTE_STOP_INSTANCE, NB_BUS_CAST, rpc_stop},
+    {NB_COMPUTE_REBOOT_INSTANCE, NB_BUS_CAST, rpc_reboot},
+    {NB_COMPUTE_TERMINATE_INSTANCE, NB_BUS_CAST, rpc_terminate},
+    {NB_COMPUTE_PAUSE_INSTANCE, NB_BUS_CAST, rpc_pause},
+    {NB_COMPUTE_UNPAUSE_INSTANCE, NB_BUS_CAST, rpc_unpause},
+    {NB_COMPUTE_SUSPEND_INSTANCE, NB_BUS_CAST, rpc_suspend},
+    {NB_COMPUTE_RESUME_INSTANCE, NB_BUS_CAST, rpc_resume},
+    {NB_COMPUTE_ATTACH_VOLUME, NB_BUS_CAST, rpc_attach_volume},
+    {NB_COMPUTE_DETACH_VOLUME, NB_BUS_CAST, rpc_detach_volume},
+    {NB_COMPUTE_SNAPSHOT_INSTANCE, NB_BUS_CAST, rpc_snapshot},
+    {NB_COMPUTE_DESTROY_GUEST, NB_BUS_CAST, rpc_destroy_guest},
+    {NB_COMPUTE_GET_CONSOLE_OUTPUT, NB_BUS_CALL, rpc_console_output},
+    {NB_COMPUTE_GUEST_INFO, NB_BUS_CALL, rpc_guest_info},
+    {NB_COMPUTE_GET_HOST_UPTIME, NB_BUS_CALL, rpc_host_uptime},
+    {NB_COMPUTE_PING, NB_BUS_CALL, rpc_ping},
+    {NULL, 0, NULL},
+};
+
+static const struct nb_bus_service service = {"compute", LOG_AGENT, methods};
+
 json_t *nb_agent_handle(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
 {
-    struct agent *a = opaque;
-    if (!strcmp(method, "build_and_run_instance"))
-        build_and_run(a, ctx, args);
-    else if (!strcmp(method, "start_instance"))
-        power_op(a, ctx, "start", args);
-    else if (!strcmp(method, "stop_instance"))
-        power_op(a, ctx, "stop", args);
-    else if (!strcmp(method, "reboot_instance"))
-        power_op(a, ctx, "reboot", args);
-    else if (!strcmp(method, "terminate_instance"))
-        power_op(a, ctx, "terminate", args);
-    else if (!strcmp(method, "pause_instance"))
-        power_op(a, ctx, "pause", args);
-    else if (!strcmp(method, "unpause_instance"))
-        power_op(a, ctx, "unpause", args);
-    else if (!strcmp(method, "suspend_instance"))
-        power_op(a, ctx, "suspend", args);
-    else if (!strcmp(method, "resume_instance"))
-        power_op(a, ctx, "resume", args);
-    else if (!strcmp(method, "attach_volume"))
-        volume_op(a, ctx, args, true);
-    else if (!strcmp(method, "detach_volume"))
-        volume_op(a, ctx, args, false);
-    else if (!strcmp(method, "snapshot_instance"))
-        snapshot_instance(a, ctx, args);
-    else if (!strcmp(method, "destroy_guest"))
-        destroy_guest(a, ctx, args);
-    else if (!strcmp(method, "get_console_output"))
-        return console_output(a, ctx, args);
-    else if (!strcmp(method, "guest_info")) {
-        struct nb_ctx dctx;
-        nb_ctx_child(&dctx, ctx);
-        struct nb_guest_info gi = {0};
-        const char *uuid = nb_json_str(args, "uuid");
-        bool found = uuid && a->drv->ops->get_info(a->drv, &dctx, a->host, uuid, &gi) == 0;
-        return json_pack("{s:b, s:i}", "found", found, "power_state",
-                         found ? gi.power_state : NB_POWER_NOSTATE);
-    } else if (!strcmp(method, "get_host_uptime"))
-        return host_uptime();
-    else if (!strcmp(method, "ping"))
-        return json_pack("{s:b, s:s}", "ok", 1, "host", a->host);
-    else
-        NB_ERROR(LOG_AGENT, ctx, NULL, "unknown compute method %s", method);
-    return NULL;
+    return nb_bus_dispatch(&service, opaque, ctx, method, args);
 }
 
 /* One pass of periodic work over all agents; returns seconds until the
@@ -489,8 +551,7 @@ static double periodic_pass(void)
             wait = due - now;
     }
     if (json_array_size(beats))
-        nb_bus_cast(&ctx, "conductor", "service_heartbeat",
-                    json_pack("{s:s, s:O}", "binary", "nova-compute", "hosts", beats));
+        nb_conductor_service_heartbeat(&ctx, "nova-compute", beats);
     json_decref(beats);
     return wait < 0.05 ? 0.05 : wait;
 }
@@ -544,7 +605,7 @@ int nb_compute_agent_start(struct nb_env *env, struct nb_virt_driver *drv, const
     a->env = env;
     a->drv = drv;
     nb_strlcpy(a->host, host, sizeof(a->host));
-    snprintf(a->topic, sizeof(a->topic), "compute.%s", host);
+    snprintf(a->topic, sizeof(a->topic), NB_COMPUTE_TOPIC_PREFIX "%s", host);
     for (int i = 0; i < AGENT_LOCKS; i++)
         pthread_mutex_init(&a->locks[i], NULL);
 

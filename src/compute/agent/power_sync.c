@@ -9,11 +9,11 @@
  * re-checks each report against the database before acting. An ACTIVE
  * server whose guest is missing on its host is logged as a WARNING naming
  * both. */
-#include "bus/bus.h"
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "compute/agent/internal.h"
+#include "compute/rpc/conductor_api.h"
 
 #include <string.h>
 
@@ -21,16 +21,13 @@
 
 static void report(struct agent *a, struct nb_ctx *ctx, const char *uuid, int power, bool found)
 {
-    nb_bus_cast(ctx, "conductor", "power_sync",
-                json_pack("{s:s, s:s, s:i, s:b}", "uuid", uuid, "host", a->host, "power_state",
-                          power, "found", found));
+    nb_conductor_power_sync(ctx, uuid, a->host, power, found);
 }
 
 void nb_power_sync(struct agent *a, struct nb_ctx *ctx)
 {
-    _cleanup_json_ json_t *rows = nb_bus_call(ctx, "conductor", "instances_on_host",
-                                              json_pack("{s:s}", "host", a->host), 30000);
-    if (!json_is_array(rows)) {
+    _cleanup_json_ json_t *rows = nb_conductor_instances_on_host(ctx, a->host, 30000);
+    if (!rows) {
         NB_WARN(LOG_SYNC, ctx, NULL, "power sync of %s skipped: %s", a->host, nb_ctx_message(ctx));
         nb_ctx_clear_error(ctx); /* handled: the next sync tries again */
         return;

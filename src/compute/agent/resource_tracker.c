@@ -15,7 +15,6 @@
  * Nova does) plus the COMPUTE_* capabilities of the driver.
  * Usage: summed from the flavors of the instances on the host, written to
  * the compute node row (hypervisor views read it). */
-#include "bus/bus.h"
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
@@ -23,6 +22,7 @@
 #include "common/util.h"
 #include "compute/agent/internal.h"
 #include "compute/agent/svc_client.h"
+#include "compute/rpc/conductor_api.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -193,13 +193,7 @@ static int host_info(struct agent *a, struct nb_ctx *ctx, struct nb_host_info *i
 
 static json_t *instances_on_host(struct agent *a, struct nb_ctx *ctx)
 {
-    json_t *rows = nb_bus_call(ctx, "conductor", "instances_on_host",
-                               json_pack("{s:s}", "host", a->host), RPC_TIMEOUT_MS);
-    if (!json_is_array(rows)) {
-        json_decref(rows);
-        return NULL;
-    }
-    return rows;
+    return nb_conductor_instances_on_host(ctx, a->host, RPC_TIMEOUT_MS);
 }
 
 /* Gives placement the provider, its inventory (when changed) and traits. */
@@ -231,18 +225,15 @@ int nb_rt_register(struct agent *a, struct nb_ctx *ctx)
     _cleanup_json_ json_t *empty = json_array();
     if (host_info(a, ctx, &info) < 0)
         goto out;
-    svc = nb_bus_call(
-        ctx, "conductor", "service_update",
-        json_pack("{s:s, s:s, s:s}", "host", a->host, "binary", "nova-compute", "topic", "compute"),
-        RPC_TIMEOUT_MS);
+    svc = nb_conductor_service_update(ctx, a->host, "nova-compute", "compute", RPC_TIMEOUT_MS);
     if (!svc || nb_json_str(svc, "error")) {
         NB_WARN(LOG_RT, ctx, NULL, "cannot register the service of %s yet: %s", a->host,
                 svc ? nb_json_str(svc, "error") : nb_ctx_message(ctx));
         goto out;
     }
     instances = instances_on_host(a, ctx);
-    node = nb_bus_call(ctx, "conductor", "compute_node_update",
-                       node_record(a, &info, instances ? instances : empty), RPC_TIMEOUT_MS);
+    node = nb_conductor_compute_node_update(
+        ctx, node_record(a, &info, instances ? instances : empty), RPC_TIMEOUT_MS);
     if (!nb_json_str(node, "uuid")) {
         NB_WARN(LOG_RT, ctx, NULL, "cannot record the compute node of %s yet: %s", a->host,
                 node ? nb_json_str(node, "error") : nb_ctx_message(ctx));
@@ -274,7 +265,7 @@ void nb_rt_update_usage(struct agent *a, struct nb_ctx *ctx)
     _cleanup_json_ json_t *instances = NULL;
     if (host_info(a, ctx, &info) < 0 || !(instances = instances_on_host(a, ctx)))
         goto out;
-    nb_bus_cast(ctx, "conductor", "compute_node_update", node_record(a, &info, instances));
+    nb_conductor_compute_node_report(ctx, node_record(a, &info, instances));
     report_to_placement(a, ctx, &info);
 out:
     json_decref(info.cpu_features);

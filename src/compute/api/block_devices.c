@@ -282,21 +282,6 @@ static int replace_error(struct nb_ctx *ctx, const char *fmt, const char *id)
     return nb_error(ctx, 400, NULL, fmt, id);
 }
 
-/* A live snapshot the context may see (its project, or any for admins), as
- * Cinder's snapshot GET: a new ref to its row, or NULL after 404 "Snapshot
- * <id> could not be found." (or a database error). The volume service has
- * no public lookup of snapshots, so this reads Cinder's snapshots table. */
-static json_t *snapshot_lookup(struct nb_ctx *ctx, const char *id)
-{
-    json_t *row = nb_db_row(nb_srv_db(), ctx,
-                            "SELECT id, volume_id, volume_size, status, project_id FROM "
-                            "snapshots WHERE id = ? AND deleted = 0 AND (? OR project_id = ?)",
-                            "sbs", id, (int)(ctx->is_admin || ctx->system), ctx->project_id);
-    if (!row && !nb_ctx_failed(ctx))
-        nb_error(ctx, 404, NULL, "Snapshot %s could not be found.", id);
-    return row;
-}
-
 /* Nova's _validate_bdm boot sequence: boot indexes >= 0 must be 0, 1, 2, …
  * and at least one; image_root counts the image root disk Nova maps for
  * imageRef when no mapping has boot index 0. 0/-1. */
@@ -351,7 +336,7 @@ static int check_root_volume(struct nb_ctx *ctx, const json_t *bdms)
         const char *snap = nb_json_str(b, "snapshot_id");
         json_t *sv = NULL;
         if (snap && !nb_json_str(b, "image_id")) {
-            json_t *s = snapshot_lookup(ctx, snap);
+            json_t *s = nb_volume_snapshot_lookup(ctx, snap);
             if (!s)
                 return nb_ctx_status(ctx) == 404 ? nb_srv_error_as(ctx, 400, NULL) : -1;
             sv = json_string(nb_json_str(s, "volume_id"));
@@ -462,7 +447,7 @@ int nb_srv_check_bdms(struct nb_ctx *ctx, json_t *bdms, const char *image_ref, l
             json_object_set_new(b, "volume_size", json_integer(nb_json_int(v, "size", 0)));
             json_decref(v);
         } else if (nb_json_str(b, "snapshot_id")) {
-            json_t *s = snapshot_lookup(ctx, nb_json_str(b, "snapshot_id"));
+            json_t *s = nb_volume_snapshot_lookup(ctx, nb_json_str(b, "snapshot_id"));
             if (!s)
                 return nb_ctx_status(ctx) == 404
                            ? replace_error(ctx,

@@ -15,6 +15,7 @@
 #include "common/json.h"
 #include "common/util.h"
 #include "db/db.h"
+#include "identity/identity.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -609,8 +610,7 @@ static const char *parse_tenant(struct nb_ctx *ctx, struct nb_req *req, const ch
 /* identity.verify_project_id: the project must exist in Keystone. */
 static int verify_project(struct nb_ctx *ctx, const char *project)
 {
-    long long n =
-        nb_db_int(env->db, ctx, -1, "SELECT COUNT(*) FROM project WHERE id = ?", "s", project);
+    int n = nb_identity_project_exists(env->db, ctx, project);
     if (n < 0)
         return -1;
     if (n == 0)

@@ -17,7 +17,7 @@
 #include "compute/api/links.h"
 #include "compute/api/resources.h"
 #include "compute/api/validate.h"
-#include "bus/bus.h"
+#include "compute/rpc/compute_api.h"
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "common/util.h"
@@ -44,8 +44,7 @@ static json_t *host_uptime(struct nb_ctx *ctx, const char *host)
 {
     struct nb_ctx sub;
     nb_ctx_init_system(&sub, ctx->request_id);
-    _cleanup_free_ char *topic = nb_strdup_printf("compute.%s", host);
-    json_t *r = nb_bus_call(&sub, topic, "get_host_uptime", json_object(), 5000);
+    json_t *r = nb_compute_get_host_uptime(&sub, host, 5000);
     if (r && json_is_string(r))
         return r;
     json_decref(r);

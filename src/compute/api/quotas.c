@@ -16,6 +16,7 @@
 #include "compute/api/quotas.h"
 #include "compute/api/validate.h"
 #include "db/db.h"
+#include "identity/identity.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -256,8 +257,7 @@ static int check_query(struct nb_ctx *ctx, struct nb_req *req, const char **user
 /* identity.verify_project_id: the project must exist. */
 static int verify_project(struct nb_ctx *ctx, const char *project_id)
 {
-    long long n = nb_db_int(nb_srv_db(), ctx, 0, "SELECT COUNT(*) FROM project WHERE id = ?", "s",
-                            project_id);
+    int n = nb_identity_project_exists(nb_srv_db(), ctx, project_id);
     if (n < 0)
         return -1;
     if (n == 0)

@@ -7,11 +7,10 @@
  * Each accepted action sets the instance's task state in the API (so that
  * clients polling for it see the change at once), records an instance
  * action under the request ID in the same transaction, and then casts the
- * work to the conductor (compute.h's bus contract). os-getConsoleOutput
+ * work to the conductor (compute/rpc/conductor_api.h). os-getConsoleOutput
  * instead asks the instance's host and answers 200 with the text. Nova
  * actions nubo does not implement yet are refused with 400 rather than
  * pretended. */
-#include "bus/bus.h"
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
@@ -22,6 +21,8 @@
 #include "compute/api/server_snapshot.h"
 #include "compute/api/validate.h"
 #include "compute/compute.h"
+#include "compute/rpc/compute_api.h"
+#include "compute/rpc/conductor_api.h"
 #include "db/db.h"
 
 #include <stdio.h>
@@ -103,12 +104,13 @@ static int begin_task(struct nb_ctx *ctx, const json_t *inst, const char *action
     return nb_db_commit(db, ctx);
 }
 
-/* Casts method {"uuid", extra…} to the conductor. */
-static int cast_conductor(struct nb_ctx *ctx, const char *method, const char *uuid, json_t *args)
+/* Casts the power action op ("start", "stop", "reboot" with reboot_type,
+ * "pause", …) of the instance to the conductor; 503 when none listens. */
+static int cast_conductor(struct nb_ctx *ctx, const char *op, const char *uuid,
+                          const char *reboot_type)
 {
-    json_object_set_new(args, "uuid", json_string(uuid));
-    if (nb_bus_cast(ctx, "conductor", method, args) < 0) {
-        NB_ERROR("nubo.compute.api", ctx, uuid, "no conductor listening for %s", method);
+    if (nb_conductor_power_action(ctx, uuid, op, reboot_type) < 0) {
+        NB_ERROR("nubo.compute.api", ctx, uuid, "no conductor listening for %s_instance", op);
         return nb_error(ctx, 503, NULL, "The compute conductor is not available.");
     }
     return 0;
@@ -127,7 +129,7 @@ static int do_start(struct nb_ctx *ctx, json_t *inst, json_t *args)
         check_state(ctx, inst, "start", &rule) < 0 ||
         begin_task(ctx, inst, "start", "start", NB_TASK_POWERING_ON, none_only, false) < 0)
         return -1;
-    return cast_conductor(ctx, "start_instance", nb_json_str(inst, "uuid"), json_object());
+    return cast_conductor(ctx, "start", nb_json_str(inst, "uuid"), NULL);
 }
 
 static int do_stop(struct nb_ctx *ctx, json_t *inst, json_t *args)
@@ -141,7 +143,7 @@ static int do_stop(struct nb_ctx *ctx, json_t *inst, json_t *args)
         check_state(ctx, inst, "stop", &rule) < 0 ||
         begin_task(ctx, inst, "stop", "stop", NB_TASK_POWERING_OFF, none_only, true) < 0)
         return -1;
-    return cast_conductor(ctx, "stop_instance", nb_json_str(inst, "uuid"), json_object());
+    return cast_conductor(ctx, "stop", nb_json_str(inst, "uuid"), NULL);
 }
 
 static int validate_reboot(struct nb_ctx *ctx, json_t *args, const char **type)
@@ -197,8 +199,7 @@ static int do_reboot(struct nb_ctx *ctx, json_t *inst, json_t *args)
         begin_task(ctx, inst, "reboot", "reboot", hard ? NB_TASK_REBOOTING_HARD : NB_TASK_REBOOTING,
                    rule.task, false) < 0)
         return -1;
-    return cast_conductor(ctx, "reboot_instance", nb_json_str(inst, "uuid"),
-                          json_pack("{s:s}", "reboot_type", type));
+    return cast_conductor(ctx, "reboot", nb_json_str(inst, "uuid"), type);
 }
 
 /* pause, unpause, suspend, resume: Nova's pause_server.py and
@@ -206,24 +207,20 @@ static int do_reboot(struct nb_ctx *ctx, json_t *inst, json_t *args)
  * None, launched; the task state set here and the rest cast to the
  * conductor. */
 struct simple_action {
-    const char *name;   /* action and message name, e.g. "pause" */
+    const char *name;   /* action, message and conductor power action, e.g. "pause" */
     const char *policy; /* rule name */
     const char *vm;     /* the one vm_state allowed */
     const char *task;   /* task state while it runs */
-    const char *method; /* conductor method */
 };
 
 static const struct simple_action pause_action = {"pause", "os_compute_api:os-pause-server:pause",
-                                                  NB_VM_ACTIVE, NB_TASK_PAUSING, "pause_instance"};
+                                                  NB_VM_ACTIVE, NB_TASK_PAUSING};
 static const struct simple_action unpause_action = {
-    "unpause", "os_compute_api:os-pause-server:unpause", NB_VM_PAUSED, NB_TASK_UNPAUSING,
-    "unpause_instance"};
+    "unpause", "os_compute_api:os-pause-server:unpause", NB_VM_PAUSED, NB_TASK_UNPAUSING};
 static const struct simple_action suspend_action = {
-    "suspend", "os_compute_api:os-suspend-server:suspend", NB_VM_ACTIVE, NB_TASK_SUSPENDING,
-    "suspend_instance"};
+    "suspend", "os_compute_api:os-suspend-server:suspend", NB_VM_ACTIVE, NB_TASK_SUSPENDING};
 static const struct simple_action resume_action = {
-    "resume", "os_compute_api:os-suspend-server:resume", NB_VM_SUSPENDED, NB_TASK_RESUMING,
-    "resume_instance"};
+    "resume", "os_compute_api:os-suspend-server:resume", NB_VM_SUSPENDED, NB_TASK_RESUMING};
 
 static int simple(struct nb_ctx *ctx, json_t *inst, const struct simple_action *a)
 {
@@ -234,7 +231,7 @@ static int simple(struct nb_ctx *ctx, json_t *inst, const struct simple_action *
         nb_srv_check_lock(ctx, inst) < 0 || check_state(ctx, inst, a->name, &rule) < 0 ||
         begin_task(ctx, inst, a->name, a->name, a->task, none_only, false) < 0)
         return -1;
-    return cast_conductor(ctx, a->method, nb_json_str(inst, "uuid"), json_object());
+    return cast_conductor(ctx, a->name, nb_json_str(inst, "uuid"), NULL);
 }
 
 static int do_pause(struct nb_ctx *ctx, json_t *inst, json_t *args)
@@ -340,14 +337,10 @@ static json_t *do_console_output(struct nb_ctx *ctx, json_t *inst, json_t *args)
         return NULL;
     const char *host = nb_json_str(inst, "host");
     long long length = console_length(args);
-    struct nb_ctx sub; /* the agent's error is mapped below, not passed on */
+    struct nb_ctx sub; /* same identity and request ID, own error slot */
     nb_ctx_child(&sub, ctx);
-    char topic[300];
-    snprintf(topic, sizeof(topic), "compute.%s", host);
-    json_t *args_out = json_pack("{s:s, s:o}", "uuid", uuid, "length",
-                                 length < 0 ? json_null() : json_integer(length));
     int timeout_ms = (int)nb_conf_int("DEFAULT", "rpc_response_timeout", 60) * 1000;
-    _cleanup_json_ json_t *r = nb_bus_call(&sub, topic, "get_console_output", args_out, timeout_ms);
+    _cleanup_json_ json_t *r = nb_compute_get_console_output(&sub, host, uuid, length, timeout_ms);
     const char *output = nb_json_str(r, "output");
     if (output) {
         _cleanup_free_ char *clean = console_clean(output);

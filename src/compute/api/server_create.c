@@ -16,7 +16,7 @@
 #include "compute/api/server_create.h"
 #include "compute/api/validate.h"
 #include "compute/compute.h"
-#include "bus/bus.h"
+#include "compute/rpc/conductor_api.h"
 #include "db/db.h"
 #include "image/image.h"
 #include "network/network.h"
@@ -969,8 +969,7 @@ int nb_srv_h_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp
     NB_INFO("nubo.compute.api", ctx, json_string_value(json_array_get(uuids, 0)),
             "Accepted create of %zu instance(s) %s (reservation %s)", json_array_size(uuids),
             c.name, resv);
-    json_t *args = json_pack("{s:O, s:s}", "instance_uuids", uuids, "admin_password", c.admin_pass);
-    if (nb_bus_cast(ctx, "conductor", "build_instances", args) < 0)
+    if (nb_conductor_build_instances(ctx, uuids, c.admin_pass) < 0)
         NB_ERROR("nubo.compute.api", ctx, NULL,
                  "no conductor listening: instances stay in BUILD until one is started");
     if (nb_srv_json_truthy(json_object_get(server, "return_reservation_id"))) {

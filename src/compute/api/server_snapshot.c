@@ -8,12 +8,11 @@
  * ones), sets task_state image_snapshot if the server is still idle,
  * records action createImage and casts snapshot_instance to the conductor;
  * the compute agent copies the guest's disk and uploads it into the record
- * (compute.h). A volume-backed server: the API snapshots each volume of the
+ * (compute/rpc/conductor_api.h). A volume-backed server: the API snapshots each volume of the
  * server (forced: they are in use), and creates an image without data,
  * active with size 0, whose block_device_mapping property lists the
  * snapshots as the mappings a new server boots from; the action is finished
  * at once. */
-#include "bus/bus.h"
 #include "common/cleanup.h"
 #include "common/http.h"
 #include "common/json.h"
@@ -26,6 +25,7 @@
 #include "compute/api/server_snapshot.h"
 #include "compute/api/validate.h"
 #include "compute/compute.h"
+#include "compute/rpc/conductor_api.h"
 #include "db/db.h"
 #include "image/image.h"
 #include "volume/volume.h"
@@ -292,8 +292,7 @@ static int snapshot_image_backed(struct nb_ctx *ctx, const json_t *inst, json_t 
     }
     if (nb_db_commit(db, ctx) < 0)
         goto drop_image;
-    json_t *args = json_pack("{s:s, s:s}", "uuid", uuid, "image_id", image_id);
-    if (nb_bus_cast(ctx, "conductor", "snapshot_instance", args) < 0) {
+    if (nb_conductor_snapshot_instance(ctx, uuid, image_id) < 0) {
         NB_ERROR("nubo.compute.api", ctx, uuid, "no conductor listening for snapshot_instance");
         struct nb_ctx sub; /* best-effort undo; the 503 is the answer */
         nb_ctx_child(&sub, ctx);

@@ -24,7 +24,7 @@
 #include "compute/api/sql.h"
 #include "compute/api/validate.h"
 #include "compute/compute.h"
-#include "bus/bus.h"
+#include "compute/rpc/conductor_api.h"
 #include "db/db.h"
 #include "image/image.h"
 #include "network/network.h"
@@ -1159,7 +1159,7 @@ static int h_server_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
     }
     if (nb_db_commit(db, ctx) < 0)
         goto out;
-    if (nb_bus_cast(ctx, "conductor", "delete_instance", json_pack("{s:s}", "uuid", uuid)) < 0) {
+    if (nb_conductor_delete_instance(ctx, uuid) < 0) {
         nb_error(ctx, 503, NULL, "The compute conductor is not available.");
         goto out;
     }

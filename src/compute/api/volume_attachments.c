@@ -8,12 +8,11 @@
  * -> reserved), inserts the mapping (source and destination volume, no
  * boot index, no connection_info) and the instance action "attach_volume"
  * in one transaction, then casts attach_volume to the conductor, which
- * connects the volume and hot-plugs it (compute.h). Detach moves the
+ * connects the volume and hot-plugs it (compute/rpc/conductor_api.h). Detach moves the
  * volume to detaching, records "detach_volume" and casts detach_volume.
  * Both answer at once; the volume's status tells the progress. Swapping
  * volumes (PUT with another volume) is checked as Nova does and then
  * refused: nubo cannot migrate volume data. */
-#include "bus/bus.h"
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -25,6 +24,7 @@
 #include "compute/api/resources.h"
 #include "compute/api/validate.h"
 #include "compute/compute.h"
+#include "compute/rpc/conductor_api.h"
 #include "db/db.h"
 #include "volume/volume.h"
 
@@ -366,9 +366,7 @@ static int h_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp
         nb_volume_transition(&sub, volume_id, NB_VOLUME_UNRESERVE);
         return -1;
     }
-    json_t *args =
-        json_pack("{s:s, s:s, s:s}", "uuid", uuid, "bdm_uuid", bdm_uuid, "volume_id", volume_id);
-    if (nb_bus_cast(ctx, "conductor", "attach_volume", args) < 0) {
+    if (nb_conductor_attach_volume(ctx, uuid, bdm_uuid, volume_id) < 0) {
         undo_attachment(ctx, uuid, bdm_uuid, volume_id);
         return nb_error(ctx, 503, NULL, "The compute conductor is not available.");
     }
@@ -515,9 +513,7 @@ static int h_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp
         nb_volume_transition(&sub, volume_id, NB_VOLUME_ROLL_DETACHING);
         return -1;
     }
-    json_t *args = json_pack("{s:s, s:s, s:s}", "uuid", uuid, "bdm_uuid", nb_json_str(bdm, "uuid"),
-                             "volume_id", volume_id);
-    if (nb_bus_cast(ctx, "conductor", "detach_volume", args) < 0) {
+    if (nb_conductor_detach_volume(ctx, uuid, nb_json_str(bdm, "uuid"), volume_id) < 0) {
         struct nb_ctx sub;
         nb_ctx_child(&sub, ctx);
         nb_volume_transition(&sub, volume_id, NB_VOLUME_ROLL_DETACHING);

@@ -11,13 +11,13 @@
  * failed pause or unpause leaves it as it was, a failed suspend or resume
  * sets ERROR (unless the guest was never touched: driver without the op,
  * agent unreachable), a failed terminate sets ERROR. */
-#include "bus/bus.h"
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "compute/compute.h"
 #include "compute/conductor/internal.h"
+#include "compute/rpc/compute_api.h"
 #include "compute/virt/driver.h"
 #include "db/db.h"
 
@@ -133,9 +133,7 @@ void cond_power_action(struct conductor *c, struct nb_ctx *ctx, const char *meth
     NB_INFO(LOG_COND, ctx, uuid, "%s%s of the instance on host %s (task_state %s)",
             !strcmp(op->op, "reboot") ? (hard ? "Hard " : "Soft ") : "", op->op, host, task);
     json_t *inst = cond_instance_for_agent(c, ctx, row);
-    if (cond_cast_compute(
-            c, ctx, host, op->method,
-            json_pack("{s:o, s:s}", "instance", inst, "reboot_type", hard ? "HARD" : "SOFT")) < 0) {
+    if (nb_compute_power_action(ctx, host, op->op, inst, hard) < 0) {
         char msg[512];
         snprintf(msg, sizeof(msg), "The compute service of host %s is not reachable.", host);
         finish_power_op(c, ctx, uuid, host, op, false, true, msg,
@@ -214,8 +212,7 @@ void cond_delete_instance(struct conductor *c, struct nb_ctx *ctx, const char *u
     }
     cond_event_start(c, ctx, uuid, EV_TERMINATE, host);
     json_t *inst = cond_instance_for_agent(c, ctx, row);
-    if (cond_cast_compute(c, ctx, host, "terminate_instance",
-                          json_pack("{s:o}", "instance", inst)) < 0) {
+    if (nb_compute_terminate_instance(ctx, host, inst) < 0) {
         NB_WARN(LOG_COND, ctx, uuid,
                 "The compute service of host %s is not reachable: deleting the instance record "
                 "only; a guest may remain on %s",

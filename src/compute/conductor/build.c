@@ -19,7 +19,6 @@
  * whose network_info is written to instance_info_caches in the transaction
  * that moves the build on. Every way out of a build attempt (abort, retry,
  * lost race) releases the instance's ports. */
-#include "bus/bus.h"
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
@@ -27,6 +26,8 @@
 #include "common/util.h"
 #include "compute/compute.h"
 #include "compute/conductor/internal.h"
+#include "compute/rpc/compute_api.h"
+#include "compute/rpc/scheduler_api.h"
 #include "db/db.h"
 #include "image/image.h"
 #include "placement/placement.h"
@@ -294,8 +295,7 @@ static int cast_build(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
     if (!row)
         return -1;
     json_t *inst = cond_instance_for_agent(c, ctx, row);
-    return cond_cast_compute(c, ctx, host, "build_and_run_instance",
-                             json_pack("{s:o, s:s}", "instance", inst, "node", node));
+    return nb_compute_build_and_run_instance(ctx, host, inst, node);
 }
 
 static void build_failed(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
@@ -469,9 +469,8 @@ void cond_build_instance(struct conductor *c, struct nb_ctx *ctx, const char *uu
         return;
     }
     json_t *spec = spec_for(c, ctx, row, rspec);
-    _cleanup_json_ json_t *sel = nb_bus_call(
-        ctx, "scheduler", "select_destinations",
-        json_pack("{s:s, s:o}", "instance_uuid", uuid, "spec", spec), c->call_timeout_ms);
+    _cleanup_json_ json_t *sel =
+        nb_scheduler_select_destinations(ctx, uuid, spec, c->call_timeout_ms);
     if (!sel || !json_is_object(sel)) {
         char msg[1100];
         snprintf(msg, sizeof(msg), "%s",
@@ -627,7 +626,7 @@ void cond_build_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
         build_aborted(c, ctx, uuid, EV_SPAWN);
         /* the guest may have been created after the delete destroyed
          * nothing: destroy it now (absent guest is not an error) */
-        cond_cast_compute(c, ctx, host, "destroy_guest", json_pack("{s:s}", "uuid", uuid));
+        nb_compute_destroy_guest(ctx, host, uuid);
         cond_deallocate_networks(c, ctx, uuid);
         return;
     }

@@ -2,26 +2,12 @@
  * "conductor": the only writer of instance state after create, and the
  * agents' door to the database.
  *
- * Methods (all casts unless marked call):
- *  from the API:   build_instances {"instance_uuids"}, start_instance {"uuid"},
- *                  stop_instance {"uuid"}, reboot_instance {"uuid",
- *                  "reboot_type"}, pause_instance / unpause_instance /
- *                  suspend_instance / resume_instance {"uuid"},
- *                  delete_instance {"uuid"}, attach_volume / detach_volume
- *                  {"uuid", "bdm_uuid", "volume_id"}, snapshot_instance
- *                  {"uuid", "image_id"} (see compute.h, step 3)
- *  from agents:    build_result {"uuid","host","ok","message"},
- *                  op_result {"uuid","host","op","ok","message","power_state",
- *                  "unsupported"},
- *                  service_update (call) {"host","binary","topic"} -> {"id","uuid",
- *                  "disabled"}, compute_node_update (call) {compute node
- *                  columns…} -> {"uuid","id"}, service_heartbeat {"hosts":[…],
- *                  "binary"}, instances_on_host (call) {"host"} -> [{"uuid",
- *                  "vm_state","task_state","power_state","flavor"}…],
- *                  power_sync {"uuid","host","power_state","found"},
- *                  attach_result / detach_result / snapshot_result,
- *                  reconcile_disk_format (call) -> {"ok", "connection_info"}
- *  anyone:         ping (call) -> {"ok": true}
+ * Methods: the messages of compute/rpc/conductor_api.h (one function per
+ * message, casts unless marked call), served by the method table of
+ * manager.c: from the API build_instances, the power actions, delete,
+ * attach/detach_volume and snapshot_instance; from the agents their
+ * outcomes, reconcile_disk_format, power_sync and their service and
+ * compute node records; ping from anyone.
  *
  * Instance state in the request_spec column, beyond what the API writes:
  *   "retry": {"num_attempts": n, "hosts": [host…], "failures": ["host: why"…]} */

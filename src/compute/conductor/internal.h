@@ -1,5 +1,6 @@
-/* internal.h - what the conductor's files share: the role's state and the
- * instance helpers every workflow uses.
+/* internal.h - what the conductor's files share: the role's state, the
+ * instance helpers every workflow uses (helpers.h) and what each workflow
+ * file provides to the others and to the dispatcher (manager.c).
  *
  * Concurrency rule: every state transition is one conditional UPDATE
  * ("… WHERE task_state = <expected> AND deleted = 0") committed before the
@@ -11,6 +12,7 @@
 
 #include "common/ctx.h"
 #include "common/env.h"
+#include "compute/conductor/helpers.h"
 #include <jansson.h>
 #include <stdbool.h>
 
@@ -45,42 +47,6 @@ struct conductor {
                                  * workers handling their requests */
 };
 
-/* The instance row (deleted or not), or NULL (also when the lookup failed:
- * it runs on a child context, ctx's error slot is left alone). New ref. */
-json_t *cond_instance_get(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
-
-/* The instance as the agent gets it: row fields, flavor, metadata, BDMs.
- * New ref. */
-json_t *cond_instance_for_agent(struct conductor *c, struct nb_ctx *ctx, json_t *row);
-
-/* Event, fault and action helpers that log instead of failing: the record
- * of an event must never stop the work it records. Each runs on a child of
- * ctx, so its failure neither masks nor replaces an error on ctx. */
-void cond_event_start(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *event,
-                      const char *host);
-void cond_event_finish(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *event,
-                       bool ok, const char *details);
-void cond_fault(struct conductor *c, struct nb_ctx *ctx, const char *uuid, int code,
-                const char *message, const char *details, const char *host);
-void cond_action_start(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                       const char *action);
-void cond_action_finish(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                        const char *result);
-/* Releases the instance's allocations (host only names it in the log);
- * best-effort like the helpers above: recovery releases what is left. */
-void cond_release_allocations(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                              const char *host);
-
-/* Soft-deletes the instance (deleted = id, vm_state deleted, timestamps),
- * its metadata, faults and BDMs, drops its tags and server group
- * membership (as the API's local delete does), then releases its
- * allocations. Idempotent. 0/-1. */
-int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
-
-/* Casts method to "compute.<host>". 0, or -1 (logged) if no agent listens. */
-int cond_cast_compute(struct conductor *c, struct nb_ctx *ctx, const char *host, const char *method,
-                      json_t *args);
-
 /* build.c */
 void cond_build_instance(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
 void cond_build_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);
@@ -113,7 +79,7 @@ void cond_attach_volume(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 void cond_attach_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 void cond_detach_volume(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 void cond_detach_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);
-/* reconcile_disk_format (call): see compute.h. Reply, new ref. */
+/* reconcile_disk_format (call): see conductor_api.h. Reply, new ref. */
 json_t *cond_reconcile_disk_format(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 
 /* networking.c: ports of the Networking service (Nova's allocate_for_instance,

@@ -1,5 +1,6 @@
-/* manager.c - the conductor role: bus dispatch and the instance helpers the
- * workflows share (see internal.h for the concurrency rule they follow).
+/* manager.c - the conductor role: the "conductor" topic's dispatcher and
+ * the role's start. The instance helpers the workflows share are in
+ * helpers.c (helpers.h).
  *
  * Workflows live next door: build.c (schedule, the build steps, reschedule),
  * actions.c (start/stop/reboot/pause/unpause/suspend/resume/delete and power
@@ -8,247 +9,114 @@
  * (service and compute node records for the agents), recovery.c (after a
  * restart). */
 #include "bus/bus.h"
-#include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
 #include "common/log.h"
-#include "common/util.h"
-#include "compute/compute.h"
 #include "compute/conductor/conductor.h"
 #include "compute/conductor/internal.h"
+#include "compute/rpc/conductor_api.h"
 #include "db/db.h"
-#include "placement/placement.h"
 
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-json_t *cond_instance_get(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
-{
-    struct nb_ctx sub;
-    nb_ctx_child(&sub, ctx);
-    return uuid ? nb_db_row(c->db, &sub, "SELECT * FROM instances WHERE uuid = ?", "s", uuid)
-                : NULL;
-}
-
-json_t *cond_instance_for_agent(struct conductor *c, struct nb_ctx *ctx, json_t *row)
-{
-    struct nb_ctx sub;
-    nb_ctx_child(&sub, ctx);
-    return nb_instance_agent_view(c->db, &sub, row);
-}
-
-/* Logs (WARNING) that a record kept on sub, a child of ctx, failed (rc < 0):
- * "could not record <what><name>: <sub's message>". */
-static void unrecorded(int rc, const struct nb_ctx *ctx, const struct nb_ctx *sub, const char *uuid,
-                       const char *what, const char *name)
-{
-    if (rc < 0)
-        NB_WARN(LOG_COND, ctx, uuid, "could not record %s%s: %s", what, name, nb_ctx_message(sub));
-}
-
-void cond_event_start(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *event,
-                      const char *host)
-{
-    struct nb_ctx sub;
-    nb_ctx_child(&sub, ctx);
-    unrecorded(nb_event_start(c->db, &sub, uuid, event, host), ctx, &sub, uuid,
-               "the start of event ", event);
-}
-
-void cond_event_finish(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *event,
-                       bool ok, const char *details)
-{
-    struct nb_ctx sub;
-    nb_ctx_child(&sub, ctx);
-    unrecorded(nb_event_finish(c->db, &sub, uuid, event, ok ? "Success" : "Error",
-                               ok ? NULL : details, details),
-               ctx, &sub, uuid, "the end of event ", event);
-}
-
-void cond_fault(struct conductor *c, struct nb_ctx *ctx, const char *uuid, int code,
-                const char *message, const char *details, const char *host)
-{
-    struct nb_ctx sub;
-    nb_ctx_child(&sub, ctx);
-    if (nb_fault_add(c->db, &sub, uuid, code, message, details, host) < 0)
-        NB_ERROR(LOG_COND, ctx, uuid, "could not record fault '%s': %s", message,
-                 nb_ctx_message(&sub));
-}
-
-void cond_action_start(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                       const char *action)
-{
-    struct nb_ctx sub;
-    nb_ctx_child(&sub, ctx);
-    unrecorded(nb_action_start(c->db, &sub, uuid, action), ctx, &sub, uuid, "the start of action ",
-               action);
-}
-
-void cond_action_finish(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                        const char *result)
-{
-    struct nb_ctx sub;
-    nb_ctx_child(&sub, ctx);
-    unrecorded(nb_action_finish(c->db, &sub, uuid, result), ctx, &sub, uuid,
-               "the end of the action", "");
-}
-
-void cond_release_allocations(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                              const char *host)
-{
-    (void)c;
-    struct nb_ctx sub;
-    nb_ctx_child(&sub, ctx);
-    if (nb_placement_delete_allocations(&sub, uuid) < 0)
-        NB_ERROR(LOG_COND, ctx, uuid, "could not release the allocation%s%s: %s",
-                 host ? " on " : "s", host ? host : "", nb_ctx_message(&sub));
-}
-
-int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
-{
-    /* The guest is gone (or never was): its volumes are let go first, as
-     * Nova's _shutdown_instance / _cleanup_volumes, while the mappings still
-     * say which they are. */
-    cond_cleanup_volumes(c, ctx, uuid);
-    /* Its ports too (Nova's _try_deallocate_network), before the row is
-     * deleted: a crash in between leaves a delete that is run again. */
-    cond_deallocate_networks(c, ctx, uuid);
-    char now[32];
-    nb_now_iso_us(now);
-    if (nb_db_begin(c->db, ctx) < 0)
-        return -1;
-    int n =
-        nb_db_exec(c->db, ctx,
-                   "UPDATE instances SET deleted = id, vm_state = 'deleted', task_state = NULL, "
-                   "power_state = 0, deleted_at = ?, terminated_at = ?, updated_at = ? "
-                   "WHERE uuid = ? AND deleted = 0",
-                   "ssss", now, now, now, uuid);
-    if (n < 0 ||
-        nb_db_exec(c->db, ctx,
-                   "UPDATE block_device_mapping SET deleted = id, deleted_at = ? "
-                   "WHERE instance_uuid = ? AND deleted = 0",
-                   "ss", now, uuid) < 0 ||
-        nb_db_exec(
-            c->db, ctx,
-            "UPDATE instance_metadata SET deleted = id WHERE instance_uuid = ? AND deleted = 0",
-            "s", uuid) < 0 ||
-        nb_db_exec(
-            c->db, ctx,
-            "UPDATE instance_faults SET deleted = id WHERE instance_uuid = ? AND deleted = 0", "s",
-            uuid) < 0 ||
-        nb_db_exec(c->db, ctx, "DELETE FROM tags WHERE resource_id = ?", "s", uuid) < 0 ||
-        nb_db_exec(c->db, ctx,
-                   "UPDATE instance_system_metadata SET deleted = id WHERE instance_uuid = ? AND "
-                   "deleted = 0",
-                   "s", uuid) < 0 ||
-        nb_db_exec(c->db, ctx, "DELETE FROM instance_group_member WHERE instance_uuid = ?", "s",
-                   uuid) < 0 ||
-        nb_db_exec(c->db, ctx,
-                   "UPDATE instance_info_caches SET deleted = id, deleted_at = ? WHERE "
-                   "instance_uuid = ? AND deleted = 0",
-                   "ss", now, uuid) < 0) {
-        nb_db_rollback(c->db);
-        NB_ERROR(LOG_COND, ctx, uuid, "could not delete the instance record: %s",
-                 nb_ctx_message(ctx));
-        return -1;
+/* The workflows' entry points as bus handlers (the bus passes the
+ * conductor as opaque). */
+#define CAST_TO(name, fn)                                                                          \
+    static json_t *name(void *c, struct nb_ctx *ctx, const char *method, json_t *args)             \
+    {                                                                                              \
+        (void)method;                                                                              \
+        fn(c, ctx, args);                                                                          \
+        return NULL;                                                                               \
     }
-    if (nb_db_commit(c->db, ctx) < 0)
-        return -1;
-    /* After the commit: a crash in between leaves an allocation of a deleted
-     * instance, which recovery releases. */
-    cond_release_allocations(c, ctx, uuid, NULL);
-    if (n > 0) {
-        cond_action_finish(c, ctx, uuid, NULL);
-        NB_INFO(LOG_COND, ctx, uuid, "Instance deleted and its allocations released");
+#define CALL_TO(name, fn)                                                                          \
+    static json_t *name(void *c, struct nb_ctx *ctx, const char *method, json_t *args)             \
+    {                                                                                              \
+        (void)method;                                                                              \
+        return fn(c, ctx, args);                                                                   \
     }
-    return 0;
+
+static json_t *build_instances(void *c, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)method;
+    size_t i;
+    json_t *u;
+    json_array_foreach (json_object_get(args, "instance_uuids"), i, u) {
+        if (json_is_string(u))
+            cond_build_instance(c, ctx, json_string_value(u));
+    }
+    return NULL;
 }
 
-int cond_cast_compute(struct conductor *c, struct nb_ctx *ctx, const char *host, const char *method,
-                      json_t *args)
+static json_t *power_action(void *c, struct nb_ctx *ctx, const char *method, json_t *args)
 {
-    (void)c;
-    char topic[300];
-    snprintf(topic, sizeof(topic), "compute.%s", host);
-    return nb_bus_cast(ctx, topic, method, args);
+    cond_power_action(c, ctx, method, args);
+    return NULL;
 }
+
+static json_t *delete_instance(void *c, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)method;
+    cond_delete_instance(c, ctx, nb_json_str(args, "uuid"));
+    return NULL;
+}
+
+static json_t *ping(void *c, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)c, (void)ctx, (void)method, (void)args;
+    return json_pack("{s:b}", "ok", 1);
+}
+
+CAST_TO(build_result, cond_build_result)
+CAST_TO(op_result, cond_op_result)
+CAST_TO(attach_volume, cond_attach_volume)
+CAST_TO(attach_result, cond_attach_result)
+CAST_TO(detach_volume, cond_detach_volume)
+CAST_TO(detach_result, cond_detach_result)
+CAST_TO(snapshot_instance, cond_snapshot_instance)
+CAST_TO(snapshot_result, cond_snapshot_result)
+CAST_TO(power_sync, cond_power_sync)
+CAST_TO(service_heartbeat, cond_service_heartbeat)
+CALL_TO(reconcile_disk_format, cond_reconcile_disk_format)
+CALL_TO(service_update, cond_service_update)
+CALL_TO(compute_node_update, cond_compute_node_update)
+CALL_TO(instances_on_host, cond_instances_on_host)
+
+/* The methods of topic "conductor" (the messages: conductor_api.h).
+ * compute_node_update is a call at registration and a cast for usage
+ * reports: as a call its reply goes back, a cast's is dropped by the bus. */
+static const struct nb_bus_method methods[] = {
+    {NB_CONDUCTOR_BUILD_INSTANCES, NB_BUS_CAST, build_instances},
+    {NB_CONDUCTOR_START_INSTANCE, NB_BUS_CAST, power_action},
+    {NB_CONDUCTOR_STOP_INSTANCE, NB_BUS_CAST, power_action},
+    {NB_CONDUCTOR_REBOOT_INSTANCE, NB_BUS_CAST, power_action},
+    {NB_CONDUCTOR_PAUSE_INSTANCE, NB_BUS_CAST, power_action},
+    {NB_CONDUCTOR_UNPAUSE_INSTANCE, NB_BUS_CAST, power_action},
+    {NB_CONDUCTOR_SUSPEND_INSTANCE, NB_BUS_CAST, power_action},
+    {NB_CONDUCTOR_RESUME_INSTANCE, NB_BUS_CAST, power_action},
+    {NB_CONDUCTOR_DELETE_INSTANCE, NB_BUS_CAST, delete_instance},
+    {NB_CONDUCTOR_ATTACH_VOLUME, NB_BUS_CAST, attach_volume},
+    {NB_CONDUCTOR_DETACH_VOLUME, NB_BUS_CAST, detach_volume},
+    {NB_CONDUCTOR_SNAPSHOT_INSTANCE, NB_BUS_CAST, snapshot_instance},
+    {NB_CONDUCTOR_BUILD_RESULT, NB_BUS_CAST, build_result},
+    {NB_CONDUCTOR_OP_RESULT, NB_BUS_CAST, op_result},
+    {NB_CONDUCTOR_ATTACH_RESULT, NB_BUS_CAST, attach_result},
+    {NB_CONDUCTOR_DETACH_RESULT, NB_BUS_CAST, detach_result},
+    {NB_CONDUCTOR_SNAPSHOT_RESULT, NB_BUS_CAST, snapshot_result},
+    {NB_CONDUCTOR_RECONCILE_DISK_FORMAT, NB_BUS_CALL, reconcile_disk_format},
+    {NB_CONDUCTOR_POWER_SYNC, NB_BUS_CAST, power_sync},
+    {NB_CONDUCTOR_SERVICE_UPDATE, NB_BUS_CALL, service_update},
+    {NB_CONDUCTOR_COMPUTE_NODE_UPDATE, NB_BUS_CALL, compute_node_update},
+    {NB_CONDUCTOR_SERVICE_HEARTBEAT, NB_BUS_CAST, service_heartbeat},
+    {NB_CONDUCTOR_INSTANCES_ON_HOST, NB_BUS_CALL, instances_on_host},
+    {NB_CONDUCTOR_PING, NB_BUS_CALL, ping},
+    {NULL, 0, NULL},
+};
+
+static const struct nb_bus_service service = {"conductor", LOG_COND, methods};
 
 static json_t *handle(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
 {
-    struct conductor *c = opaque;
-    if (!strcmp(method, "build_instances")) {
-        size_t i;
-        json_t *u;
-        json_array_foreach (json_object_get(args, "instance_uuids"), i, u) {
-            if (json_is_string(u))
-                cond_build_instance(c, ctx, json_string_value(u));
-        }
-        return NULL;
-    }
-    if (!strcmp(method, "build_result")) {
-        cond_build_result(c, ctx, args);
-        return NULL;
-    }
-    if (!strcmp(method, "start_instance") || !strcmp(method, "stop_instance") ||
-        !strcmp(method, "reboot_instance") || !strcmp(method, "pause_instance") ||
-        !strcmp(method, "unpause_instance") || !strcmp(method, "suspend_instance") ||
-        !strcmp(method, "resume_instance")) {
-        cond_power_action(c, ctx, method, args);
-        return NULL;
-    }
-    if (!strcmp(method, "delete_instance")) {
-        cond_delete_instance(c, ctx, nb_json_str(args, "uuid"));
-        return NULL;
-    }
-    if (!strcmp(method, "op_result")) {
-        cond_op_result(c, ctx, args);
-        return NULL;
-    }
-    if (!strcmp(method, "attach_volume")) {
-        cond_attach_volume(c, ctx, args);
-        return NULL;
-    }
-    if (!strcmp(method, "attach_result")) {
-        cond_attach_result(c, ctx, args);
-        return NULL;
-    }
-    if (!strcmp(method, "detach_volume")) {
-        cond_detach_volume(c, ctx, args);
-        return NULL;
-    }
-    if (!strcmp(method, "detach_result")) {
-        cond_detach_result(c, ctx, args);
-        return NULL;
-    }
-    if (!strcmp(method, "snapshot_instance")) {
-        cond_snapshot_instance(c, ctx, args);
-        return NULL;
-    }
-    if (!strcmp(method, "snapshot_result")) {
-        cond_snapshot_result(c, ctx, args);
-        return NULL;
-    }
-    if (!strcmp(method, "reconcile_disk_format"))
-        return cond_reconcile_disk_format(c, ctx, args);
-    if (!strcmp(method, "power_sync")) {
-        cond_power_sync(c, ctx, args);
-        return NULL;
-    }
-    if (!strcmp(method, "service_update"))
-        return cond_service_update(c, ctx, args);
-    if (!strcmp(method, "compute_node_update"))
-        return cond_compute_node_update(c, ctx, args);
-    if (!strcmp(method, "service_heartbeat")) {
-        cond_service_heartbeat(c, ctx, args);
-        return NULL;
-    }
-    if (!strcmp(method, "instances_on_host"))
-        return cond_instances_on_host(c, ctx, args);
-    if (!strcmp(method, "ping"))
-        return json_pack("{s:b}", "ok", 1);
-    NB_ERROR(LOG_COND, ctx, NULL, "unknown conductor method %s", method);
-    return json_pack("{s:s}", "error", "unknown method");
+    return nb_bus_dispatch(&service, opaque, ctx, method, args);
 }
 
 int nb_conductor_start(struct nb_env *env)
@@ -267,7 +135,8 @@ int nb_conductor_start(struct nb_env *env)
     struct nb_ctx ctx;
     nb_ctx_init_system(&ctx, NULL);
     c->last_id_at_start = nb_db_int(c->db, &ctx, 0, "SELECT MAX(id) FROM instances", "");
-    if (nb_bus_listen("conductor", handle, c, (int)nb_conf_int("conductor", "workers", 8)) < 0) {
+    if (nb_bus_listen(NB_CONDUCTOR_TOPIC, handle, c, (int)nb_conf_int("conductor", "workers", 8)) <
+        0) {
         NB_ERROR(LOG_COND, NULL, NULL, "cannot listen on topic conductor");
         free(c);
         return -1;

@@ -133,12 +133,16 @@ void cond_deallocate_networks(struct conductor *c, struct nb_ctx *ctx, const cha
 
 void cond_release_leaked_ports(struct conductor *c, struct nb_ctx *ctx)
 {
+    /* the network service names the instances with ports, and of those
+     * (one query for them all) the gone ones are released */
+    _cleanup_json_ json_t *devices = nb_network_port_devices(ctx);
     _cleanup_json_ json_t *rows =
-        nb_db_rows(c->db, ctx,
-                   "SELECT DISTINCT p.device_id AS uuid FROM ports p JOIN instances i ON i.uuid = "
-                   "p.device_id WHERE p.device_owner LIKE 'compute:%' AND (i.deleted != 0 OR "
-                   "(i.vm_state = 'error' AND i.host IS NULL)) AND i.id <= ?",
-                   "i", c->last_id_at_start);
+        !devices ? NULL
+                 : nb_db_rows(c->db, ctx,
+                              "SELECT DISTINCT uuid FROM instances WHERE uuid IN (SELECT value "
+                              "FROM json_each(?)) AND (deleted != 0 OR (vm_state = 'error' AND "
+                              "host IS NULL)) AND id <= ?",
+                              "ji", devices, c->last_id_at_start);
     if (!rows) {
         NB_ERROR(LOG_COND, ctx, NULL, "could not look for leaked ports: %s", nb_ctx_message(ctx));
         nb_ctx_clear_error(ctx);

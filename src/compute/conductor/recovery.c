@@ -26,7 +26,6 @@
  *  4. deletes and power actions left in a task state are run again;
  *     snapshots (image_* task states) are not: their task state is cleared.
  * Events the crash left open are closed with result Error. */
-#include "bus/bus.h"
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
@@ -34,6 +33,8 @@
 #include "common/util.h"
 #include "compute/compute.h"
 #include "compute/conductor/internal.h"
+#include "compute/rpc/compute_api.h"
+#include "compute/rpc/scheduler_api.h"
 #include "compute/virt/driver.h"
 #include "db/db.h"
 #include "placement/placement.h"
@@ -44,9 +45,9 @@
 #include <string.h>
 #include <unistd.h>
 
-static bool wait_for(const char *topic, double max_s);
+static bool wait_for(const char *host, double max_s);
 static bool agent_up(json_t *waited, const char *host);
-static bool ping(const char *topic, int timeout_ms);
+static bool ping(const char *host, int timeout_ms);
 
 #define INTERRUPTED "Interrupted: nubo stopped before this event finished."
 
@@ -142,7 +143,7 @@ static void finish_spawned_build(struct conductor *c, struct nb_ctx *actx, const
 static void reschedule_interrupted_build(struct conductor *c, struct nb_ctx *actx, const char *uuid,
                                          const char *host, const char *task)
 {
-    cond_cast_compute(c, actx, host, "destroy_guest", json_pack("{s:s}", "uuid", uuid));
+    nb_compute_destroy_guest(actx, host, uuid);
     _cleanup_json_ json_t *row = cond_instance_get(c, actx, uuid);
     _cleanup_json_ json_t *rspec = nb_json_parse(row ? nb_json_str(row, "request_spec") : NULL);
     json_t *retry = json_object_get(rspec, "retry");
@@ -192,15 +193,13 @@ static void resume_interrupted_builds(struct conductor *c, struct nb_ctx *ctx, j
             fail_interrupted_build(c, &actx, uuid, host, task);
             continue;
         }
-        char topic[300];
-        snprintf(topic, sizeof(topic), "compute.%s", host);
-        _cleanup_json_ json_t *info =
-            nb_bus_call(&actx, topic, "guest_info", json_pack("{s:s}", "uuid", uuid), 10000);
+        bool found = false;
+        int power = NB_POWER_NOSTATE;
+        int answered = nb_compute_guest_info(&actx, host, uuid, 10000, &found, &power);
         nb_ctx_clear_error(&actx); /* handled: no answer fails the build */
-        if (!info)
+        if (answered < 0)
             fail_interrupted_build(c, &actx, uuid, host, task);
-        else if (json_is_true(json_object_get(info, "found")) &&
-                 nb_json_int(info, "power_state", 0) == NB_POWER_RUNNING)
+        else if (found && power == NB_POWER_RUNNING)
             finish_spawned_build(c, &actx, uuid, host, task);
         else
             reschedule_interrupted_build(c, &actx, uuid, host, task);
@@ -210,13 +209,18 @@ static void resume_interrupted_builds(struct conductor *c, struct nb_ctx *ctx, j
 /* Releases allocations whose instance is gone or never got a host. */
 static void release_leaked_allocations(struct conductor *c, struct nb_ctx *ctx)
 {
-    _cleanup_json_ json_t *rows = nb_db_rows(
-        c->db, ctx,
-        "SELECT DISTINCT a.consumer_id AS uuid FROM allocations a JOIN instances i ON "
-        "i.uuid = a.consumer_id WHERE i.deleted != 0 OR (i.vm_state = 'error' AND i.host IS "
-        "NULL) OR (i.vm_state = 'building' AND i.task_state = 'scheduling' AND i.host IS NULL "
-        "AND i.id <= ?)",
-        "i", c->last_id_at_start);
+    /* placement names its consumers, and of those (one query for them all)
+     * the instances that are gone or never got a host are released */
+    _cleanup_json_ json_t *consumers = nb_placement_list_consumers(ctx);
+    _cleanup_json_ json_t *rows =
+        !consumers
+            ? NULL
+            : nb_db_rows(c->db, ctx,
+                         "SELECT DISTINCT uuid FROM instances WHERE uuid IN (SELECT value FROM "
+                         "json_each(?)) AND (deleted != 0 OR (vm_state = 'error' AND host IS "
+                         "NULL) OR (vm_state = 'building' AND task_state = 'scheduling' AND host "
+                         "IS NULL AND id <= ?))",
+                         "ji", consumers, c->last_id_at_start);
     nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     size_t i;
     json_t *r;
@@ -238,29 +242,27 @@ static bool agent_up(json_t *waited, const char *host)
     json_t *known = json_object_get(waited, host);
     if (known)
         return json_is_true(known);
-    char topic[300];
-    snprintf(topic, sizeof(topic), "compute.%s", host);
-    bool up = wait_for(topic, 15);
+    bool up = wait_for(host, 15);
     json_object_set_new(waited, host, json_boolean(up));
     return up;
 }
 
-/* Whether topic answers one ping within timeout_ms. */
-static bool ping(const char *topic, int timeout_ms)
+/* Whether host's agent (host NULL: the scheduler) answers one ping within
+ * timeout_ms. */
+static bool ping(const char *host, int timeout_ms)
 {
     struct nb_ctx ctx;
     nb_ctx_init_system(&ctx, NULL);
-    json_t *r = nb_bus_call(&ctx, topic, "ping", json_object(), timeout_ms);
-    json_decref(r);
-    return r != NULL;
+    return host ? nb_compute_ping(&ctx, host, timeout_ms) : nb_scheduler_ping(&ctx, timeout_ms);
 }
 
-/* Waits until topic answers a ping, up to max_s seconds. */
-static bool wait_for(const char *topic, double max_s)
+/* Waits until host's agent (host NULL: the scheduler) answers a ping, up
+ * to max_s seconds. */
+static bool wait_for(const char *host, double max_s)
 {
     double deadline = nb_time_mono() + max_s;
     do {
-        if (ping(topic, 2000))
+        if (ping(host, 2000))
             return true;
         usleep(250 * 1000);
     } while (nb_time_mono() < deadline);
@@ -314,9 +316,7 @@ static void wait_for_computes(struct conductor *c, struct nb_ctx *ctx, json_t *w
             const char *host = json_string_value(h);
             if (json_is_true(json_object_get(waited, host)))
                 continue;
-            char topic[300];
-            snprintf(topic, sizeof(topic), "compute.%s", host);
-            bool up = ping(topic, 2000);
+            bool up = ping(host, 2000);
             json_object_set_new(waited, host, json_boolean(up));
             missing += !up;
         }
@@ -367,7 +367,7 @@ static void resume_builds(struct conductor *c, struct nb_ctx *ctx)
         "(task_state IS NULL OR task_state = 'scheduling') AND id <= ? ORDER BY id",
         "i", c->last_id_at_start);
     nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
-    if (json_array_size(rows) && !wait_for("scheduler", 30))
+    if (json_array_size(rows) && !wait_for(NULL, 30))
         NB_ERROR(LOG_COND, ctx, NULL, "the scheduler does not answer; scheduling anyway");
     size_t i;
     json_t *r;

@@ -12,6 +12,7 @@
 #include "common/util.h"
 #include "compute/compute.h"
 #include "compute/conductor/internal.h"
+#include "compute/rpc/compute_api.h"
 #include "db/db.h"
 #include "image/image.h"
 
@@ -77,8 +78,7 @@ void cond_snapshot_instance(struct conductor *c, struct nb_ctx *ctx, json_t *arg
     }
     NB_INFO(LOG_COND, ctx, uuid, "instance snapshotting to image %s on host %s", image_id, host);
     json_t *inst = cond_instance_for_agent(c, ctx, row);
-    if (cond_cast_compute(c, ctx, host, "snapshot_instance",
-                          json_pack("{s:o, s:s}", "instance", inst, "image_id", image_id)) < 0) {
+    if (nb_compute_snapshot_instance(ctx, host, inst, image_id) < 0) {
         char msg[512];
         snprintf(msg, sizeof(msg), "The compute service of host %s is not reachable.", host);
         snapshot_failed(c, ctx, uuid, image_id, host, msg);

@@ -17,6 +17,7 @@
 #include "compute/bdm.h"
 #include "compute/compute.h"
 #include "compute/conductor/internal.h"
+#include "compute/rpc/compute_api.h"
 #include "db/db.h"
 #include "volume/volume.h"
 
@@ -416,8 +417,7 @@ void cond_attach_volume(struct conductor *c, struct nb_ctx *ctx, json_t *args)
     NB_INFO(LOG_COND, ctx, uuid, "Attaching volume %s to %s on host %s", vid,
             str_or(nb_json_str(bdm, "device_name"), "?"), host);
     json_t *inst = cond_instance_for_agent(c, ctx, row);
-    if (cond_cast_compute(c, ctx, host, "attach_volume",
-                          json_pack("{s:o, s:O}", "instance", inst, "bdm", bdm)) < 0) {
+    if (nb_compute_attach_volume(ctx, host, inst, bdm) < 0) {
         snprintf(msg, sizeof(msg), "The compute service of host %s is not reachable.", host);
         attach_failed(c, ctx, uuid, bdm_uuid, vid, host, msg);
     }
@@ -527,8 +527,7 @@ void cond_detach_volume(struct conductor *c, struct nb_ctx *ctx, json_t *args)
     NB_INFO(LOG_COND, ctx, uuid, "Detaching volume %s from %s on host %s", vid,
             str_or(nb_json_str(bdm, "device_name"), "?"), host);
     json_t *inst = cond_instance_for_agent(c, ctx, row);
-    if (cond_cast_compute(c, ctx, host, "detach_volume",
-                          json_pack("{s:o, s:O}", "instance", inst, "bdm", bdm)) < 0) {
+    if (nb_compute_detach_volume(ctx, host, inst, bdm) < 0) {
         char msg[512];
         snprintf(msg, sizeof(msg), "The compute service of host %s is not reachable.", host);
         detach_failed(c, ctx, uuid, vid, host, msg);

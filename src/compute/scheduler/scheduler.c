@@ -19,6 +19,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "compute/rpc/scheduler_api.h"
 #include "compute/scheduler/host_state.h"
 #include "compute/scheduler/scheduler.h"
 #include "bus/bus.h"
@@ -696,15 +697,31 @@ out:
     return reply;
 }
 
+static json_t *rpc_select_destinations(void *s, struct nb_ctx *ctx, const char *method,
+                                       json_t *args)
+{
+    (void)method;
+    return select_destinations(s, ctx, args);
+}
+
+static json_t *rpc_ping(void *s, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)s, (void)ctx, (void)method, (void)args;
+    return json_pack("{s:b}", "ok", 1);
+}
+
+/* The methods of topic "scheduler" (the messages: scheduler_api.h). */
+static const struct nb_bus_method methods[] = {
+    {NB_SCHEDULER_SELECT_DESTINATIONS, NB_BUS_CALL, rpc_select_destinations},
+    {NB_SCHEDULER_PING, NB_BUS_CALL, rpc_ping},
+    {NULL, 0, NULL},
+};
+
+static const struct nb_bus_service service = {"scheduler", LOG_MGR, methods};
+
 static json_t *handle(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
 {
-    struct scheduler *s = opaque;
-    if (!strcmp(method, "select_destinations"))
-        return select_destinations(s, ctx, args);
-    if (!strcmp(method, "ping"))
-        return json_pack("{s:b}", "ok", 1);
-    NB_ERROR(LOG_MGR, ctx, NULL, "unknown scheduler method %s", method);
-    return json_pack("{s:s}", "error", "unknown method");
+    return nb_bus_dispatch(&service, opaque, ctx, method, args);
 }
 
 /* The last dotted component: "nova.scheduler.weights.ram.RAMWeigher" ->
@@ -770,7 +787,8 @@ int nb_scheduler_start(struct nb_env *env)
         free(s);
         return -1;
     }
-    if (nb_bus_listen("scheduler", handle, s, (int)nb_conf_int("scheduler", "workers", 4)) < 0) {
+    if (nb_bus_listen(NB_SCHEDULER_TOPIC, handle, s, (int)nb_conf_int("scheduler", "workers", 4)) <
+        0) {
         NB_ERROR(LOG_MGR, NULL, NULL, "cannot listen on topic scheduler");
         free(s);
         return -1;

@@ -57,12 +57,6 @@ int lv_dom_state(virDomainPtr dom)
     return state;
 }
 
-static bool truthy(const char *s)
-{
-    return s && *s && strcasecmp(s, "false") != 0 && strcmp(s, "0") != 0 &&
-           strcasecmp(s, "no") != 0;
-}
-
 json_t *lv_read_disk_info(const char *dir)
 {
     char p[LV_PATH_MAX + 16];
@@ -247,7 +241,8 @@ int lv_spawn(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
     }
 
     /* config drive */
-    if (truthy(nb_json_str(inst, "config_drive")) ||
+    /* the API stores "True" or "" (Nova's instance.config_drive) */
+    if (nb_bool_from_string(nb_json_str(inst, "config_drive")) == 1 ||
         nb_conf_bool("compute", "force_config_drive", false) ||
         nb_conf_bool("DEFAULT", "force_config_drive", false)) {
         char mac[18];

@@ -1,0 +1,116 @@
+/* compute_api.c - the client of topic "compute.<host>" (see
+ * compute_api.h). */
+#include "compute/rpc/compute_api.h"
+#include "compute/rpc/power_methods.h"
+#include "bus/bus.h"
+#include "common/cleanup.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "compute/virt/driver.h"
+
+#include <stdio.h>
+
+#define LOG_RPC "nubo.compute.rpcapi"
+
+/* The topic of host's agent, in buf. */
+static const char *topic_of(char *buf, size_t n, const char *host)
+{
+    snprintf(buf, n, NB_COMPUTE_TOPIC_PREFIX "%s", host ? host : "");
+    return buf;
+}
+
+static int cast(struct nb_ctx *ctx, const char *host, const char *method, json_t *args)
+{
+    char topic[300];
+    return nb_bus_cast(ctx, topic_of(topic, sizeof(topic), host), method, args);
+}
+
+static json_t *call(struct nb_ctx *ctx, const char *host, const char *method, json_t *args,
+                    int timeout_ms)
+{
+    char topic[300];
+    return nb_bus_call(ctx, topic_of(topic, sizeof(topic), host), method, args, timeout_ms);
+}
+
+int nb_compute_build_and_run_instance(struct nb_ctx *ctx, const char *host, json_t *instance,
+                                      const char *node)
+{
+    return cast(ctx, host, NB_COMPUTE_BUILD_AND_RUN_INSTANCE,
+                json_pack("{s:o, s:s}", "instance", instance, "node", node));
+}
+
+int nb_compute_power_action(struct nb_ctx *ctx, const char *host, const char *op, json_t *instance,
+                            bool hard)
+{
+    const char *method = nb_rpc_power_method(op);
+    if (!method) {
+        json_decref(instance);
+        NB_ERROR(LOG_RPC, ctx, NULL, "no compute method for the power action %s", op);
+        return -1;
+    }
+    return cast(
+        ctx, host, method,
+        json_pack("{s:o, s:s}", "instance", instance, "reboot_type", hard ? "HARD" : "SOFT"));
+}
+
+int nb_compute_terminate_instance(struct nb_ctx *ctx, const char *host, json_t *instance)
+{
+    return cast(ctx, host, NB_COMPUTE_TERMINATE_INSTANCE, json_pack("{s:o}", "instance", instance));
+}
+
+int nb_compute_attach_volume(struct nb_ctx *ctx, const char *host, json_t *instance, json_t *bdm)
+{
+    return cast(ctx, host, NB_COMPUTE_ATTACH_VOLUME,
+                json_pack("{s:o, s:O}", "instance", instance, "bdm", bdm));
+}
+
+int nb_compute_detach_volume(struct nb_ctx *ctx, const char *host, json_t *instance, json_t *bdm)
+{
+    return cast(ctx, host, NB_COMPUTE_DETACH_VOLUME,
+                json_pack("{s:o, s:O}", "instance", instance, "bdm", bdm));
+}
+
+int nb_compute_snapshot_instance(struct nb_ctx *ctx, const char *host, json_t *instance,
+                                 const char *image_id)
+{
+    return cast(ctx, host, NB_COMPUTE_SNAPSHOT_INSTANCE,
+                json_pack("{s:o, s:s}", "instance", instance, "image_id", image_id));
+}
+
+int nb_compute_destroy_guest(struct nb_ctx *ctx, const char *host, const char *uuid)
+{
+    return cast(ctx, host, NB_COMPUTE_DESTROY_GUEST, json_pack("{s:s}", "uuid", uuid));
+}
+
+json_t *nb_compute_get_console_output(struct nb_ctx *ctx, const char *host, const char *uuid,
+                                      long long length, int timeout_ms)
+{
+    return call(ctx, host, NB_COMPUTE_GET_CONSOLE_OUTPUT,
+                json_pack("{s:s, s:o}", "uuid", uuid, "length",
+                          length < 0 ? json_null() : json_integer(length)),
+                timeout_ms);
+}
+
+int nb_compute_guest_info(struct nb_ctx *ctx, const char *host, const char *uuid, int timeout_ms,
+                          bool *found, int *power_state)
+{
+    _cleanup_json_ json_t *r =
+        call(ctx, host, NB_COMPUTE_GUEST_INFO, json_pack("{s:s}", "uuid", uuid), timeout_ms);
+    if (!r)
+        return -1;
+    *found = json_is_true(json_object_get(r, "found"));
+    *power_state = (int)nb_json_int(r, "power_state", NB_POWER_NOSTATE);
+    return 0;
+}
+
+json_t *nb_compute_get_host_uptime(struct nb_ctx *ctx, const char *host, int timeout_ms)
+{
+    return call(ctx, host, NB_COMPUTE_GET_HOST_UPTIME, json_object(), timeout_ms);
+}
+
+bool nb_compute_ping(struct nb_ctx *ctx, const char *host, int timeout_ms)
+{
+    json_t *r = call(ctx, host, NB_COMPUTE_PING, json_object(), timeout_ms);
+    json_decref(r);
+    return r != NULL;
+}

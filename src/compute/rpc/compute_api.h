@@ -1,0 +1,106 @@
+/* compute_api.h - the client of topic "compute.<host>", the compute agent of
+ * one host (Nova's compute/rpcapi.py): one function per message, each
+ * packing its arguments in one place. The agent's dispatcher
+ * (agent/manager.c) serves the same method names. All messages carry the
+ * caller's context.
+ *
+ * Casts come from the conductor, which has already claimed the task state
+ * and started the event; the agent answers each with a cast back to the
+ * conductor (conductor_api.h: build_result, op_result, attach_result,
+ * detach_result, snapshot_result). "instance" is the agent view of the
+ * instance (nb_instance_agent_view) and is stolen. Casts return 0, or -1
+ * when no agent listens on the host's topic (nothing recorded on ctx).
+ * Calls return the reply (new ref), or NULL on timeout / no agent (error
+ * on ctx).
+ *
+ * Before a domain starts (spawn, start, hard reboot, resume, attach) the
+ * agent checks the formats of the volume files and may call the
+ * conductor's reconcile_disk_format. */
+#ifndef NB_RPC_COMPUTE_API_H
+#define NB_RPC_COMPUTE_API_H
+
+#include "common/ctx.h"
+#include <jansson.h>
+#include <stdbool.h>
+
+/* The topic of host's agent: "compute.<host>". */
+#define NB_COMPUTE_TOPIC_PREFIX "compute."
+
+#define NB_COMPUTE_BUILD_AND_RUN_INSTANCE "build_and_run_instance"
+#define NB_COMPUTE_START_INSTANCE "start_instance"
+#define NB_COMPUTE_STOP_INSTANCE "stop_instance"
+#define NB_COMPUTE_REBOOT_INSTANCE "reboot_instance"
+#define NB_COMPUTE_PAUSE_INSTANCE "pause_instance"
+#define NB_COMPUTE_UNPAUSE_INSTANCE "unpause_instance"
+#define NB_COMPUTE_SUSPEND_INSTANCE "suspend_instance"
+#define NB_COMPUTE_RESUME_INSTANCE "resume_instance"
+#define NB_COMPUTE_TERMINATE_INSTANCE "terminate_instance"
+#define NB_COMPUTE_ATTACH_VOLUME "attach_volume"
+#define NB_COMPUTE_DETACH_VOLUME "detach_volume"
+#define NB_COMPUTE_SNAPSHOT_INSTANCE "snapshot_instance"
+#define NB_COMPUTE_DESTROY_GUEST "destroy_guest"
+#define NB_COMPUTE_GET_CONSOLE_OUTPUT "get_console_output"
+#define NB_COMPUTE_GUEST_INFO "guest_info"
+#define NB_COMPUTE_GET_HOST_UPTIME "get_host_uptime"
+#define NB_COMPUTE_PING "ping"
+
+/* build_and_run_instance (cast) {"instance", "node"}: spawn on node (the
+ * scheduler's claim); the agent answers build_result. */
+int nb_compute_build_and_run_instance(struct nb_ctx *ctx, const char *host, json_t *instance,
+                                      const char *node);
+
+/* start_instance / stop_instance / reboot_instance / pause_instance /
+ * unpause_instance / suspend_instance / resume_instance (cast)
+ * {"instance", "reboot_type": "HARD"|"SOFT"}: op is "start", "stop",
+ * "reboot", "pause", "unpause", "suspend" or "resume" (the method is
+ * "<op>_instance"); hard matters for reboot only. The agent answers
+ * op_result ("unsupported" when the driver lacks the op). -1 also for an
+ * unknown op (logged: a programming error). */
+int nb_compute_power_action(struct nb_ctx *ctx, const char *host, const char *op, json_t *instance,
+                            bool hard);
+
+/* terminate_instance (cast) {"instance"}: destroy the guest; the agent
+ * answers op_result with op "terminate". */
+int nb_compute_terminate_instance(struct nb_ctx *ctx, const char *host, json_t *instance);
+
+/* attach_volume / detach_volume (cast) {"instance", "bdm"}: hot-plug or
+ * unplug the mapping's volume (bdm borrowed: the mapping row with its
+ * connection_info); the agent answers attach_result / detach_result (a
+ * driver without the op: a 501 message). */
+int nb_compute_attach_volume(struct nb_ctx *ctx, const char *host, json_t *instance, json_t *bdm);
+int nb_compute_detach_volume(struct nb_ctx *ctx, const char *host, json_t *instance, json_t *bdm);
+
+/* snapshot_instance (cast) {"instance", "image_id"}: a qcow2 copy of the
+ * root disk uploaded as image_id's data; the agent answers
+ * snapshot_result. */
+int nb_compute_snapshot_instance(struct nb_ctx *ctx, const char *host, json_t *instance,
+                                 const char *image_id);
+
+/* destroy_guest (cast) {"uuid"}: cleanup after a lost race or an
+ * interrupted build; no answer (an absent guest is not an error). */
+int nb_compute_destroy_guest(struct nb_ctx *ctx, const char *host, const char *uuid);
+
+/* get_console_output (call, API -> agent, no conductor: Nova's API asks
+ * the host) {"uuid", "length": n|null}: the last length newline-separated
+ * pieces of the guest's console log (length < 0: all of it, sent as
+ * null). Reply {"output": "…"} or {"error": "…", "code": 404|501}; the
+ * API answers 409 when the instance has no host and 404/501 as the agent
+ * says. */
+json_t *nb_compute_get_console_output(struct nb_ctx *ctx, const char *host, const char *uuid,
+                                      long long length, int timeout_ms);
+
+/* guest_info (call) {"uuid"} -> {"found", "power_state"}: 0 with *found
+ * and *power_state (NB_POWER_NOSTATE when not found) set, or -1 when the
+ * agent did not answer (error on ctx). */
+int nb_compute_guest_info(struct nb_ctx *ctx, const char *host, const char *uuid, int timeout_ms,
+                          bool *found, int *power_state);
+
+/* get_host_uptime (call) {} -> " 18:00:00 up 2 days, …  load average: …"
+ * (a JSON string; null when the host's /proc cannot be read). */
+json_t *nb_compute_get_host_uptime(struct nb_ctx *ctx, const char *host, int timeout_ms);
+
+/* ping (call) {} -> {"ok": true, "host"}: whether host's agent answers
+ * within timeout_ms (a failure is left on ctx). */
+bool nb_compute_ping(struct nb_ctx *ctx, const char *host, int timeout_ms);
+
+#endif

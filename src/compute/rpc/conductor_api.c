@@ -1,0 +1,164 @@
+/* conductor_api.c - the client of topic "conductor" (see conductor_api.h). */
+#include "compute/rpc/conductor_api.h"
+#include "compute/rpc/power_methods.h"
+#include "bus/bus.h"
+#include "common/log.h"
+
+#define LOG_RPC "nubo.conductor.rpcapi"
+
+static int cast(struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    return nb_bus_cast(ctx, NB_CONDUCTOR_TOPIC, method, args);
+}
+
+int nb_conductor_build_instances(struct nb_ctx *ctx, json_t *instance_uuids,
+                                 const char *admin_password)
+{
+    return cast(ctx, NB_CONDUCTOR_BUILD_INSTANCES,
+                json_pack("{s:O, s:s?}", "instance_uuids", instance_uuids, "admin_password",
+                          admin_password));
+}
+
+int nb_conductor_power_action(struct nb_ctx *ctx, const char *uuid, const char *op,
+                              const char *reboot_type)
+{
+    /* the conductor's methods are the agent's names (power_methods.h) */
+    const char *method = nb_rpc_power_method(op);
+    if (!method) {
+        NB_ERROR(LOG_RPC, ctx, uuid, "no conductor method for the power action %s", op);
+        return -1;
+    }
+    json_t *args = json_pack("{s:s}", "uuid", uuid);
+    if (reboot_type)
+        json_object_set_new(args, "reboot_type", json_string(reboot_type));
+    return cast(ctx, method, args);
+}
+
+int nb_conductor_delete_instance(struct nb_ctx *ctx, const char *uuid)
+{
+    return cast(ctx, NB_CONDUCTOR_DELETE_INSTANCE, json_pack("{s:s}", "uuid", uuid));
+}
+
+static json_t *volume_args(const char *uuid, const char *bdm_uuid, const char *volume_id)
+{
+    return json_pack("{s:s, s:s, s:s}", "uuid", uuid, "bdm_uuid", bdm_uuid, "volume_id", volume_id);
+}
+
+int nb_conductor_attach_volume(struct nb_ctx *ctx, const char *uuid, const char *bdm_uuid,
+                               const char *volume_id)
+{
+    return cast(ctx, NB_CONDUCTOR_ATTACH_VOLUME, volume_args(uuid, bdm_uuid, volume_id));
+}
+
+int nb_conductor_detach_volume(struct nb_ctx *ctx, const char *uuid, const char *bdm_uuid,
+                               const char *volume_id)
+{
+    return cast(ctx, NB_CONDUCTOR_DETACH_VOLUME, volume_args(uuid, bdm_uuid, volume_id));
+}
+
+int nb_conductor_snapshot_instance(struct nb_ctx *ctx, const char *uuid, const char *image_id)
+{
+    return cast(ctx, NB_CONDUCTOR_SNAPSHOT_INSTANCE,
+                json_pack("{s:s, s:s}", "uuid", uuid, "image_id", image_id));
+}
+
+int nb_conductor_build_result(struct nb_ctx *ctx, const char *uuid, const char *host, bool ok,
+                              const char *message)
+{
+    return cast(ctx, NB_CONDUCTOR_BUILD_RESULT,
+                json_pack("{s:s, s:s, s:b, s:s?}", "uuid", uuid, "host", host, "ok", ok, "message",
+                          message));
+}
+
+int nb_conductor_op_result(struct nb_ctx *ctx, const struct nb_op_result *r)
+{
+    return cast(ctx, NB_CONDUCTOR_OP_RESULT,
+                json_pack("{s:s, s:s, s:s, s:b, s:s?, s:i, s:b}", "uuid", r->uuid, "host", r->host,
+                          "op", r->op, "ok", r->ok, "message", r->message, "power_state",
+                          r->power_state, "unsupported", r->unsupported));
+}
+
+static json_t *volume_result(const char *uuid, const char *host, const char *bdm_uuid,
+                             const char *volume_id, bool ok, const char *message)
+{
+    return json_pack("{s:s, s:s, s:s?, s:s?, s:b, s:s?}", "uuid", uuid, "host", host, "bdm_uuid",
+                     bdm_uuid, "volume_id", volume_id, "ok", ok, "message", message);
+}
+
+int nb_conductor_attach_result(struct nb_ctx *ctx, const char *uuid, const char *host,
+                               const char *bdm_uuid, const char *volume_id, bool ok,
+                               const char *message)
+{
+    return cast(ctx, NB_CONDUCTOR_ATTACH_RESULT,
+                volume_result(uuid, host, bdm_uuid, volume_id, ok, message));
+}
+
+int nb_conductor_detach_result(struct nb_ctx *ctx, const char *uuid, const char *host,
+                               const char *bdm_uuid, const char *volume_id, bool ok,
+                               const char *message)
+{
+    return cast(ctx, NB_CONDUCTOR_DETACH_RESULT,
+                volume_result(uuid, host, bdm_uuid, volume_id, ok, message));
+}
+
+int nb_conductor_snapshot_result(struct nb_ctx *ctx, const char *uuid, const char *host,
+                                 const char *image_id, bool ok, const char *message)
+{
+    return cast(ctx, NB_CONDUCTOR_SNAPSHOT_RESULT,
+                json_pack("{s:s, s:s, s:s, s:b, s:s?}", "uuid", uuid, "host", host, "image_id",
+                          image_id, "ok", ok, "message", message));
+}
+
+int nb_conductor_power_sync(struct nb_ctx *ctx, const char *uuid, const char *host, int power_state,
+                            bool found)
+{
+    return cast(ctx, NB_CONDUCTOR_POWER_SYNC,
+                json_pack("{s:s, s:s, s:i, s:b}", "uuid", uuid, "host", host, "power_state",
+                          power_state, "found", found));
+}
+
+json_t *nb_conductor_reconcile_disk_format(struct nb_ctx *ctx, const struct nb_disk_reconcile *r,
+                                           int timeout_ms)
+{
+    return nb_bus_call(ctx, NB_CONDUCTOR_TOPIC, NB_CONDUCTOR_RECONCILE_DISK_FORMAT,
+                       json_pack("{s:s, s:s?, s:s?, s:s, s:s, s:s, s:s}", "uuid", r->uuid,
+                                 "bdm_uuid", r->bdm_uuid, "volume_id", r->volume_id, "path",
+                                 r->path, "old_format", r->old_format, "new_format", r->new_format,
+                                 "host", r->host),
+                       timeout_ms);
+}
+
+json_t *nb_conductor_service_update(struct nb_ctx *ctx, const char *host, const char *binary,
+                                    const char *topic, int timeout_ms)
+{
+    return nb_bus_call(ctx, NB_CONDUCTOR_TOPIC, NB_CONDUCTOR_SERVICE_UPDATE,
+                       json_pack("{s:s, s:s, s:s}", "host", host, "binary", binary, "topic", topic),
+                       timeout_ms);
+}
+
+json_t *nb_conductor_compute_node_update(struct nb_ctx *ctx, json_t *node, int timeout_ms)
+{
+    return nb_bus_call(ctx, NB_CONDUCTOR_TOPIC, NB_CONDUCTOR_COMPUTE_NODE_UPDATE, node, timeout_ms);
+}
+
+int nb_conductor_compute_node_report(struct nb_ctx *ctx, json_t *node)
+{
+    return cast(ctx, NB_CONDUCTOR_COMPUTE_NODE_UPDATE, node);
+}
+
+int nb_conductor_service_heartbeat(struct nb_ctx *ctx, const char *binary, json_t *hosts)
+{
+    return cast(ctx, NB_CONDUCTOR_SERVICE_HEARTBEAT,
+                json_pack("{s:s, s:O}", "binary", binary, "hosts", hosts));
+}
+
+json_t *nb_conductor_instances_on_host(struct nb_ctx *ctx, const char *host, int timeout_ms)
+{
+    json_t *rows = nb_bus_call(ctx, NB_CONDUCTOR_TOPIC, NB_CONDUCTOR_INSTANCES_ON_HOST,
+                               json_pack("{s:s}", "host", host), timeout_ms);
+    if (!json_is_array(rows)) {
+        json_decref(rows);
+        return NULL;
+    }
+    return rows;
+}

@@ -1,0 +1,189 @@
+/* conductor_api.h - the client of topic "conductor" (Nova's
+ * conductor/rpcapi.py and the compute manager's calls back to it): one
+ * function per message, each packing its arguments in one place. The
+ * conductor's dispatcher (conductor/manager.c) serves the same method names.
+ * All messages carry the caller's context.
+ *
+ * Casts return 0, or -1 when no conductor listens (nothing recorded on
+ * ctx: the caller says what that means for its request). Calls return the
+ * reply (new ref), or NULL on timeout / no conductor (error on ctx).
+ *
+ * The conductor is the only writer of instance state after create; the
+ * API writes the initial row and the task state of an accepted action
+ * before it casts.
+ *
+ * Ends of pause / unpause / suspend / resume (Nova's compute manager):
+ * vm_state paused / active / suspended / active with the guest's power
+ * state (3 / 1 / 4 / 1); events compute_<op>_instance. On failure the task
+ * state is cleared and a fault recorded; a failed suspend or resume that
+ * touched the guest sets ERROR. Power sync: a paused server whose guest
+ * shut down is stopped; a suspended server's guest is shut down by design
+ * (no action).
+ *
+ * Volumes and snapshots (Nova's compute manager): a failed attach destroys
+ * the mapping (deleted = id), puts the volume back to available and records
+ * a fault and the event's Error; a failed detach rolls the volume back to
+ * in-use (fault, Error); a failed snapshot deletes the image and clears the
+ * task state (fault, Error). The build's block_device_mapping step creates
+ * the volumes of source image/snapshot/blank mappings and attaches every
+ * volume (connection_info, attachment_id, device names, root_device_name)
+ * before the spawn; a failure there aborts the build (ERROR, fault "Build
+ * of instance <uuid> aborted: <why>", no reschedule). Deleting a server
+ * detaches its volumes (reserved ones are unreserved) and deletes those
+ * marked delete_on_termination. Events: compute_attach_volume,
+ * compute_detach_volume, compute_snapshot_instance (Nova's names). */
+#ifndef NB_RPC_CONDUCTOR_API_H
+#define NB_RPC_CONDUCTOR_API_H
+
+#include "common/ctx.h"
+#include <jansson.h>
+#include <stdbool.h>
+
+#define NB_CONDUCTOR_TOPIC "conductor"
+
+/* from the API */
+#define NB_CONDUCTOR_BUILD_INSTANCES "build_instances"
+#define NB_CONDUCTOR_START_INSTANCE "start_instance"
+#define NB_CONDUCTOR_STOP_INSTANCE "stop_instance"
+#define NB_CONDUCTOR_REBOOT_INSTANCE "reboot_instance"
+#define NB_CONDUCTOR_PAUSE_INSTANCE "pause_instance"
+#define NB_CONDUCTOR_UNPAUSE_INSTANCE "unpause_instance"
+#define NB_CONDUCTOR_SUSPEND_INSTANCE "suspend_instance"
+#define NB_CONDUCTOR_RESUME_INSTANCE "resume_instance"
+#define NB_CONDUCTOR_DELETE_INSTANCE "delete_instance"
+#define NB_CONDUCTOR_ATTACH_VOLUME "attach_volume"
+#define NB_CONDUCTOR_DETACH_VOLUME "detach_volume"
+#define NB_CONDUCTOR_SNAPSHOT_INSTANCE "snapshot_instance"
+/* from the agents */
+#define NB_CONDUCTOR_BUILD_RESULT "build_result"
+#define NB_CONDUCTOR_OP_RESULT "op_result"
+#define NB_CONDUCTOR_ATTACH_RESULT "attach_result"
+#define NB_CONDUCTOR_DETACH_RESULT "detach_result"
+#define NB_CONDUCTOR_SNAPSHOT_RESULT "snapshot_result"
+#define NB_CONDUCTOR_RECONCILE_DISK_FORMAT "reconcile_disk_format"
+#define NB_CONDUCTOR_POWER_SYNC "power_sync"
+#define NB_CONDUCTOR_SERVICE_UPDATE "service_update"
+#define NB_CONDUCTOR_COMPUTE_NODE_UPDATE "compute_node_update"
+#define NB_CONDUCTOR_SERVICE_HEARTBEAT "service_heartbeat"
+#define NB_CONDUCTOR_INSTANCES_ON_HOST "instances_on_host"
+/* anyone */
+#define NB_CONDUCTOR_PING "ping"
+
+/* ---- API -> conductor (casts) ---- */
+
+/* build_instances {"instance_uuids": [...], "admin_password"}: the
+ * instances (uuids borrowed) are in the DB (building/scheduling) and their
+ * action "create" is started; the conductor schedules and builds each. */
+int nb_conductor_build_instances(struct nb_ctx *ctx, json_t *instance_uuids,
+                                 const char *admin_password);
+
+/* start_instance / stop_instance / reboot_instance / pause_instance /
+ * unpause_instance / suspend_instance / resume_instance {"uuid"} (reboot:
+ * {"uuid", "reboot_type": "SOFT"|"HARD"}): op is "start", "stop",
+ * "reboot", "pause", "unpause", "suspend" or "resume" (the method is
+ * "<op>_instance"); reboot_type is sent when not NULL. The API has set the
+ * task state (powering-on / powering-off / rebooting(_hard) / pausing /
+ * unpausing / suspending / resuming) and started the action. -1 also for
+ * an unknown op (logged: a programming error). */
+int nb_conductor_power_action(struct nb_ctx *ctx, const char *uuid, const char *op,
+                              const char *reboot_type);
+
+/* delete_instance {"uuid"}: the API has set task_state deleting. */
+int nb_conductor_delete_instance(struct nb_ctx *ctx, const char *uuid);
+
+/* attach_volume {"uuid", "bdm_uuid", "volume_id"}: the API inserted the
+ * mapping row (device_name chosen, connection_info NULL), reserved the
+ * volume and started action "attach_volume".
+ * detach_volume {"uuid", "bdm_uuid", "volume_id"}: the API moved the
+ * volume to detaching and started action "detach_volume". */
+int nb_conductor_attach_volume(struct nb_ctx *ctx, const char *uuid, const char *bdm_uuid,
+                               const char *volume_id);
+int nb_conductor_detach_volume(struct nb_ctx *ctx, const char *uuid, const char *bdm_uuid,
+                               const char *volume_id);
+
+/* snapshot_instance {"uuid", "image_id"}: image-backed createImage; the API
+ * created the image record (queued), set task_state image_snapshot and
+ * started action "createImage"; the conductor moves it to
+ * image_pending_upload. */
+int nb_conductor_snapshot_instance(struct nb_ctx *ctx, const char *uuid, const char *image_id);
+
+/* ---- agent -> conductor: outcomes (casts) ---- */
+
+/* build_result {"uuid", "host", "ok", "message"} (message on failure:
+ * the driver's, the fault's; NULL is sent as null). */
+int nb_conductor_build_result(struct nb_ctx *ctx, const char *uuid, const char *host, bool ok,
+                              const char *message);
+
+/* What an agent reports after a power op or terminate. */
+struct nb_op_result {
+    const char *uuid, *host;
+    const char *op; /* "start", "stop", "reboot", "terminate", "pause", … */
+    bool ok;
+    const char *message; /* on failure (NULL: sent as null) */
+    int power_state;     /* the guest's after the op */
+    bool unsupported;    /* the driver lacks the op (Nova's NotImplementedError) */
+};
+/* op_result {"uuid", "host", "op", "ok", "message", "power_state",
+ * "unsupported"}. */
+int nb_conductor_op_result(struct nb_ctx *ctx, const struct nb_op_result *r);
+
+/* attach_result / detach_result {"uuid", "host", "bdm_uuid", "volume_id",
+ * "ok", "message"} (bdm_uuid, volume_id and message null when NULL). */
+int nb_conductor_attach_result(struct nb_ctx *ctx, const char *uuid, const char *host,
+                               const char *bdm_uuid, const char *volume_id, bool ok,
+                               const char *message);
+int nb_conductor_detach_result(struct nb_ctx *ctx, const char *uuid, const char *host,
+                               const char *bdm_uuid, const char *volume_id, bool ok,
+                               const char *message);
+
+/* snapshot_result {"uuid", "host", "image_id", "ok", "message"}. */
+int nb_conductor_snapshot_result(struct nb_ctx *ctx, const char *uuid, const char *host,
+                                 const char *image_id, bool ok, const char *message);
+
+/* power_sync {"uuid", "host", "power_state", "found"}: what the host's
+ * hypervisor says about a guest whose instance has no task; the conductor
+ * re-checks the database and acts as Nova's _sync_instance_power_state. */
+int nb_conductor_power_sync(struct nb_ctx *ctx, const char *uuid, const char *host, int power_state,
+                            bool found);
+
+/* ---- agent -> conductor: the disk-format check (call) ---- */
+
+/* A volume whose file's real format differs from its mapping's
+ * connection_info.data.format, found before a domain start (spawn, start,
+ * hard reboot, resume, attach) with [compute] reconcile_disk_format true. */
+struct nb_disk_reconcile {
+    const char *uuid, *bdm_uuid, *volume_id; /* bdm_uuid, volume_id: NULL sent as null */
+    const char *path, *old_format, *new_format, *host;
+};
+/* reconcile_disk_format {"uuid", "bdm_uuid", "volume_id", "path",
+ * "old_format", "new_format", "host"} -> {"ok": true, "connection_info":
+ * "<new JSON text>"} | {"ok": false, "message"}: the conductor corrects the
+ * mapping and the volume's record in one transaction, logs the WARNING and
+ * records event "reconcile_disk_format" on the current action. */
+json_t *nb_conductor_reconcile_disk_format(struct nb_ctx *ctx, const struct nb_disk_reconcile *r,
+                                           int timeout_ms);
+
+/* ---- agent -> conductor: the host's records ---- */
+
+/* service_update (call) {"host", "binary", "topic"} -> {"id", "uuid",
+ * "disabled"} | {"error"}: registers (or refreshes) the service row. */
+json_t *nb_conductor_service_update(struct nb_ctx *ctx, const char *host, const char *binary,
+                                    const char *topic, int timeout_ms);
+
+/* compute_node_update {compute node columns…} (node stolen): as a call
+ * -> {"uuid", "id"} | {"error"} (registration), as a cast the periodic
+ * usage report. */
+json_t *nb_conductor_compute_node_update(struct nb_ctx *ctx, json_t *node, int timeout_ms);
+int nb_conductor_compute_node_report(struct nb_ctx *ctx, json_t *node);
+
+/* service_heartbeat (cast) {"binary", "hosts": [host…]} (hosts borrowed):
+ * one heartbeat for each host's service. */
+int nb_conductor_service_heartbeat(struct nb_ctx *ctx, const char *binary, json_t *hosts);
+
+/* instances_on_host (call) {"host"} -> [{"uuid", "vm_state", "task_state",
+ * "power_state", "flavor"}…]: the host's instances as the database has
+ * them; NULL also when the reply is not an array (then nothing is
+ * recorded on ctx). */
+json_t *nb_conductor_instances_on_host(struct nb_ctx *ctx, const char *host, int timeout_ms);
+
+#endif

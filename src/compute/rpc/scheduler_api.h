@@ -1,0 +1,31 @@
+/* scheduler_api.h - the client of topic "scheduler" (Nova's
+ * scheduler/rpcapi.py): one function per message, each packing its
+ * arguments in one place. The scheduler's dispatcher
+ * (scheduler/scheduler.c) serves the same method names. All messages
+ * carry the caller's context. */
+#ifndef NB_RPC_SCHEDULER_API_H
+#define NB_RPC_SCHEDULER_API_H
+
+#include "common/ctx.h"
+#include <jansson.h>
+#include <stdbool.h>
+
+#define NB_SCHEDULER_TOPIC "scheduler"
+
+#define NB_SCHEDULER_SELECT_DESTINATIONS "select_destinations"
+#define NB_SCHEDULER_PING "ping"
+
+/* select_destinations (call, conductor -> scheduler) {"instance_uuid",
+ * "spec"}: a host for the instance under spec (the request spec, see
+ * scheduler.h; stolen), claimed in placement. Returns the reply (new ref):
+ * {"host", "node", "rp_uuid", "availability_zone", "details"}, or
+ * {"error": "No valid host was found. …", "details": "…"}; NULL on timeout
+ * or when no scheduler listens (error on ctx). */
+json_t *nb_scheduler_select_destinations(struct nb_ctx *ctx, const char *instance_uuid,
+                                         json_t *spec, int timeout_ms);
+
+/* ping (call) {} -> {"ok": true}: whether a scheduler answers within
+ * timeout_ms (a failure is left on ctx). */
+bool nb_scheduler_ping(struct nb_ctx *ctx, int timeout_ms);
+
+#endif

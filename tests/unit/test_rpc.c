@@ -1,0 +1,281 @@
+/* test_rpc.c - the typed bus clients (src/compute/rpc) put on the wire
+ * exactly the messages the roles' dispatchers read: for every client
+ * function, the topic, the method and the JSON arguments, compared with
+ * the shape each message had when callers packed it by hand (so the
+ * in-process bus, AMQP and split processes keep talking to each other);
+ * and the calls hand back the replies (typed where the client types them).
+ * A recorder listens on "conductor", "scheduler" and "compute.h1" on the
+ * in-process bus. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "bus/bus.h"
+#include "common/config.h"
+#include "common/json.h"
+#include "compute/rpc/compute_api.h"
+#include "compute/rpc/conductor_api.h"
+#include "compute/rpc/scheduler_api.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static json_t *seen; /* [{"topic", "method", "args"}…] */
+
+/* Records the message; calls get {"method": …} back, guest_info a typed
+ * answer, instances_on_host a list. */
+static json_t *recorder(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)ctx;
+    pthread_mutex_lock(&lock);
+    json_array_append_new(seen, json_pack("{s:s, s:s, s:O?}", "topic", (const char *)opaque,
+                                          "method", method, "args", args));
+    pthread_mutex_unlock(&lock);
+    if (!strcmp(method, "guest_info"))
+        return json_pack("{s:b, s:i}", "found", 1, "power_state", 4);
+    if (!strcmp(method, "instances_on_host"))
+        return json_pack("[{s:s}]", "uuid", "u1");
+    return json_pack("{s:s}", "method", method);
+}
+
+/* Waits for the next recorded message and checks it: topic, method and
+ * args (JSON text) equal. */
+static void expect(const char *topic, const char *method, const char *args_json)
+{
+    json_t *m = NULL;
+    for (int i = 0; i < 500 && !m; i++) {
+        pthread_mutex_lock(&lock);
+        if (json_array_size(seen)) {
+            m = json_incref(json_array_get(seen, 0));
+            json_array_remove(seen, 0);
+        }
+        pthread_mutex_unlock(&lock);
+        if (!m)
+            usleep(10000);
+    }
+    assert_non_null(m);
+    assert_string_equal(nb_json_str(m, "topic"), topic);
+    assert_string_equal(nb_json_str(m, "method"), method);
+    json_t *want = json_loads(args_json, 0, NULL);
+    assert_non_null(want);
+    if (!json_equal(json_object_get(m, "args"), want)) {
+        char *got = json_dumps(json_object_get(m, "args"), JSON_SORT_KEYS);
+        fail_msg("%s %s: got %s, want %s", topic, method, got, args_json);
+    }
+    json_decref(want);
+    json_decref(m);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    nb_conf_reset();
+    seen = json_array();
+    assert_int_equal(nb_bus_init(), 0);
+    assert_int_equal(nb_bus_listen("conductor", recorder, "conductor", 1), 0);
+    assert_int_equal(nb_bus_listen("scheduler", recorder, "scheduler", 1), 0);
+    assert_int_equal(nb_bus_listen("compute.h1", recorder, "compute.h1", 1), 0);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    nb_bus_shutdown();
+    json_decref(seen);
+    return 0;
+}
+
+static void test_api_to_conductor(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *uuids = json_pack("[s, s]", "u1", "u2");
+    assert_int_equal(nb_conductor_build_instances(&ctx, uuids, "pw"), 0);
+    json_decref(uuids);
+    expect("conductor", "build_instances",
+           "{\"instance_uuids\": [\"u1\", \"u2\"], "
+           "\"admin_password\": \"pw\"}");
+    static const char *const ops[] = {"start", "stop", "pause", "unpause", "suspend", "resume"};
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        char method[64];
+        snprintf(method, sizeof(method), "%s_instance", ops[i]);
+        assert_int_equal(nb_conductor_power_action(&ctx, "u1", ops[i], NULL), 0);
+        expect("conductor", method, "{\"uuid\": \"u1\"}");
+    }
+    assert_int_equal(nb_conductor_power_action(&ctx, "u1", "reboot", "HARD"), 0);
+    expect("conductor", "reboot_instance", "{\"uuid\": \"u1\", \"reboot_type\": \"HARD\"}");
+    assert_int_equal(nb_conductor_power_action(&ctx, "u1", "shelve", NULL), -1);
+    assert_int_equal(nb_conductor_delete_instance(&ctx, "u1"), 0);
+    expect("conductor", "delete_instance", "{\"uuid\": \"u1\"}");
+    assert_int_equal(nb_conductor_attach_volume(&ctx, "u1", "b1", "v1"), 0);
+    expect("conductor", "attach_volume",
+           "{\"uuid\": \"u1\", \"bdm_uuid\": \"b1\", \"volume_id\": \"v1\"}");
+    assert_int_equal(nb_conductor_detach_volume(&ctx, "u1", "b1", "v1"), 0);
+    expect("conductor", "detach_volume",
+           "{\"uuid\": \"u1\", \"bdm_uuid\": \"b1\", \"volume_id\": \"v1\"}");
+    assert_int_equal(nb_conductor_snapshot_instance(&ctx, "u1", "i1"), 0);
+    expect("conductor", "snapshot_instance", "{\"uuid\": \"u1\", \"image_id\": \"i1\"}");
+}
+
+static void test_agent_to_conductor(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    nb_conductor_build_result(&ctx, "u1", "h1", false, "boom");
+    expect("conductor", "build_result",
+           "{\"uuid\": \"u1\", \"host\": \"h1\", \"ok\": false, \"message\": \"boom\"}");
+    nb_conductor_build_result(&ctx, "u1", "h1", true, NULL);
+    expect("conductor", "build_result",
+           "{\"uuid\": \"u1\", \"host\": \"h1\", \"ok\": true, \"message\": null}");
+    const struct nb_op_result r = {"u1", "h1", "pause", false, "no", 1, true};
+    nb_conductor_op_result(&ctx, &r);
+    expect("conductor", "op_result",
+           "{\"uuid\": \"u1\", \"host\": \"h1\", \"op\": \"pause\", \"ok\": false, \"message\": "
+           "\"no\", \"power_state\": 1, \"unsupported\": true}");
+    nb_conductor_attach_result(&ctx, "u1", "h1", "b1", "v1", true, NULL);
+    expect("conductor", "attach_result",
+           "{\"uuid\": \"u1\", \"host\": \"h1\", \"bdm_uuid\": \"b1\", \"volume_id\": \"v1\", "
+           "\"ok\": true, \"message\": null}");
+    nb_conductor_detach_result(&ctx, "u1", "h1", NULL, "v1", false, "busy");
+    expect("conductor", "detach_result",
+           "{\"uuid\": \"u1\", \"host\": \"h1\", \"bdm_uuid\": null, \"volume_id\": \"v1\", "
+           "\"ok\": false, \"message\": \"busy\"}");
+    nb_conductor_snapshot_result(&ctx, "u1", "h1", "i1", true, NULL);
+    expect("conductor", "snapshot_result",
+           "{\"uuid\": \"u1\", \"host\": \"h1\", \"image_id\": \"i1\", \"ok\": true, "
+           "\"message\": null}");
+    nb_conductor_power_sync(&ctx, "u1", "h1", 4, true);
+    expect("conductor", "power_sync",
+           "{\"uuid\": \"u1\", \"host\": \"h1\", \"power_state\": 4, \"found\": true}");
+    json_t *hosts = json_pack("[s]", "h1");
+    nb_conductor_service_heartbeat(&ctx, "nova-compute", hosts);
+    json_decref(hosts);
+    expect("conductor", "service_heartbeat", "{\"binary\": \"nova-compute\", \"hosts\": [\"h1\"]}");
+    nb_conductor_compute_node_report(&ctx, json_pack("{s:s}", "host", "h1"));
+    expect("conductor", "compute_node_update", "{\"host\": \"h1\"}");
+}
+
+static void test_agent_calls_conductor(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    const struct nb_disk_reconcile req = {"u1", "b1", "v1", "/p", "raw", "qcow2", "h1"};
+    json_t *reply = nb_conductor_reconcile_disk_format(&ctx, &req, 5000);
+    assert_string_equal(nb_json_str(reply, "method"), "reconcile_disk_format");
+    json_decref(reply);
+    expect("conductor", "reconcile_disk_format",
+           "{\"uuid\": \"u1\", \"bdm_uuid\": \"b1\", \"volume_id\": \"v1\", \"path\": \"/p\", "
+           "\"old_format\": \"raw\", \"new_format\": \"qcow2\", \"host\": \"h1\"}");
+    reply = nb_conductor_service_update(&ctx, "h1", "nova-compute", "compute", 5000);
+    assert_non_null(reply);
+    json_decref(reply);
+    expect("conductor", "service_update",
+           "{\"host\": \"h1\", \"binary\": \"nova-compute\", \"topic\": \"compute\"}");
+    reply = nb_conductor_compute_node_update(&ctx, json_pack("{s:s}", "host", "h1"), 5000);
+    assert_string_equal(nb_json_str(reply, "method"), "compute_node_update");
+    json_decref(reply);
+    expect("conductor", "compute_node_update", "{\"host\": \"h1\"}");
+    json_t *rows = nb_conductor_instances_on_host(&ctx, "h1", 5000);
+    assert_int_equal(json_array_size(rows), 1);
+    json_decref(rows);
+    expect("conductor", "instances_on_host", "{\"host\": \"h1\"}");
+}
+
+static void test_conductor_to_compute(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(
+        nb_compute_build_and_run_instance(&ctx, "h1", json_pack("{s:s}", "uuid", "u1"), "n1"), 0);
+    expect("compute.h1", "build_and_run_instance",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"node\": \"n1\"}");
+    static const char *const ops[] = {"start",   "stop",    "reboot", "pause",
+                                      "unpause", "suspend", "resume"};
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
+        char method[64];
+        snprintf(method, sizeof(method), "%s_instance", ops[i]);
+        bool hard = !strcmp(ops[i], "reboot");
+        assert_int_equal(
+            nb_compute_power_action(&ctx, "h1", ops[i], json_pack("{s:s}", "uuid", "u1"), hard), 0);
+        expect("compute.h1", method,
+               hard ? "{\"instance\": {\"uuid\": \"u1\"}, \"reboot_type\": \"HARD\"}"
+                    : "{\"instance\": {\"uuid\": \"u1\"}, \"reboot_type\": \"SOFT\"}");
+    }
+    assert_int_equal(nb_compute_terminate_instance(&ctx, "h1", json_pack("{s:s}", "uuid", "u1")),
+                     0);
+    expect("compute.h1", "terminate_instance", "{\"instance\": {\"uuid\": \"u1\"}}");
+    json_t *bdm = json_pack("{s:s}", "uuid", "b1");
+    assert_int_equal(nb_compute_attach_volume(&ctx, "h1", json_pack("{s:s}", "uuid", "u1"), bdm),
+                     0);
+    expect("compute.h1", "attach_volume",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"bdm\": {\"uuid\": \"b1\"}}");
+    assert_int_equal(nb_compute_detach_volume(&ctx, "h1", json_pack("{s:s}", "uuid", "u1"), bdm),
+                     0);
+    expect("compute.h1", "detach_volume",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"bdm\": {\"uuid\": \"b1\"}}");
+    json_decref(bdm);
+    assert_int_equal(
+        nb_compute_snapshot_instance(&ctx, "h1", json_pack("{s:s}", "uuid", "u1"), "i1"), 0);
+    expect("compute.h1", "snapshot_instance",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"image_id\": \"i1\"}");
+    assert_int_equal(nb_compute_destroy_guest(&ctx, "h1", "u1"), 0);
+    expect("compute.h1", "destroy_guest", "{\"uuid\": \"u1\"}");
+    /* no agent on h2 */
+    assert_int_equal(nb_compute_destroy_guest(&ctx, "h2", "u1"), -1);
+}
+
+static void test_calls_to_compute_and_scheduler(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *r = nb_compute_get_console_output(&ctx, "h1", "u1", -1, 5000);
+    json_decref(r);
+    expect("compute.h1", "get_console_output", "{\"uuid\": \"u1\", \"length\": null}");
+    r = nb_compute_get_console_output(&ctx, "h1", "u1", 10, 5000);
+    json_decref(r);
+    expect("compute.h1", "get_console_output", "{\"uuid\": \"u1\", \"length\": 10}");
+    bool found = false;
+    int power = -1;
+    assert_int_equal(nb_compute_guest_info(&ctx, "h1", "u1", 5000, &found, &power), 0);
+    assert_true(found);
+    assert_int_equal(power, 4);
+    expect("compute.h1", "guest_info", "{\"uuid\": \"u1\"}");
+    r = nb_compute_get_host_uptime(&ctx, "h1", 5000);
+    json_decref(r);
+    expect("compute.h1", "get_host_uptime", "{}");
+    assert_true(nb_compute_ping(&ctx, "h1", 5000));
+    expect("compute.h1", "ping", "{}");
+    r = nb_scheduler_select_destinations(&ctx, "u1", json_pack("{s:s}", "project_id", "p"), 5000);
+    assert_string_equal(nb_json_str(r, "method"), "select_destinations");
+    json_decref(r);
+    expect("scheduler", "select_destinations",
+           "{\"instance_uuid\": \"u1\", \"spec\": {\"project_id\": \"p\"}}");
+    assert_true(nb_scheduler_ping(&ctx, 5000));
+    expect("scheduler", "ping", "{}");
+    /* no agent on h2: no answer, the error on ctx */
+    assert_int_equal(nb_compute_guest_info(&ctx, "h2", "u1", 500, &found, &power), -1);
+    assert_int_not_equal(ctx.err_status, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_api_to_conductor),
+        cmocka_unit_test(test_agent_to_conductor),
+        cmocka_unit_test(test_agent_calls_conductor),
+        cmocka_unit_test(test_conductor_to_compute),
+        cmocka_unit_test(test_calls_to_compute_and_scheduler),
+    };
+    return cmocka_run_group_tests_name("rpc", tests, setup, teardown);
+}
