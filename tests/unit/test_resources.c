@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "common/json.h"
+#include "common/pyrepr.h"
 #include "compute/api/resources.h"
 #include "compute/api/validate.h"
 #include "image/image_priv.h"
@@ -103,7 +104,7 @@ static void test_pyrepr(void **state)
     (void)state;
     json_t *v =
         nb_json_parse("{\"name\": \"it's\", \"n\": [1, 2.5, true, null, \"x\"], \"f\": 1.0}");
-    char *r = nb_res_pyrepr(v);
+    char *r = nb_pyrepr(v);
     assert_string_equal(r, "{'name': \"it's\", 'n': [1, 2.5, True, None, 'x'], 'f': 1.0}");
     free(r);
     json_decref(v);
@@ -125,9 +126,9 @@ static void test_pyrepr(void **state)
                                 "b"));
     assert_true(nb_res_name_ws_ok(" spaced "));
     assert_false(nb_res_name_ws_ok("   "));
-    assert_int_equal(nb_res_parse_bool(" Yes"), 1);
-    assert_int_equal(nb_res_parse_bool("off"), 0);
-    assert_int_equal(nb_res_parse_bool("maybe"), -1);
+    assert_int_equal(nb_srv_bool_from_string(" Yes", true), 1);
+    assert_int_equal(nb_srv_bool_from_string("off", true), 0);
+    assert_int_equal(nb_srv_bool_from_string("maybe", true), -1);
 }
 
 /* A queued image record owned by project p1. */

@@ -114,6 +114,28 @@ static void test_bool_and_times(void **state)
     assert_string_equal(id, "");
 }
 
+/* The servers' schema messages use the one Python repr (common/pyrepr.c)
+ * and list every unexpected key, as jsonschema does. */
+static void test_schema_messages(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *v = nb_json_parse("{\"a\": [1, true, null], \"b\": \"it's\"}");
+    assert_int_equal(nb_srv_check_string(&ctx, "name", v, 1, 255, false), -1);
+    assert_int_equal(ctx.err_status, 400);
+    assert_string_equal(ctx.err_msg,
+                        "Invalid input for field/attribute name. Value: {'a': [1, True, None], "
+                        "'b': \"it's\"}. {'a': [1, True, None], 'b': \"it's\"} is not of type "
+                        "'string'");
+    nb_ctx_init_system(&ctx, NULL);
+    static const char *const allowed[] = {"c", NULL};
+    assert_int_equal(nb_res_only_keys(&ctx, NULL, v, allowed), -1);
+    assert_string_equal(ctx.err_msg,
+                        "Additional properties are not allowed ('a', 'b' were unexpected)");
+    json_decref(v);
+}
+
 /* ---- on a database ------------------------------------------------------------ */
 
 static struct nb_env env;
@@ -744,6 +766,7 @@ int main(void)
         cmocka_unit_test(test_quota_message),     cmocka_unit_test(test_quota_multi_create),
         cmocka_unit_test(test_sanitize_hostname), cmocka_unit_test(test_bool_and_times),
         cmocka_unit_test(test_device_names),      cmocka_unit_test(test_image_bdms_merge),
+        cmocka_unit_test(test_schema_messages),
     };
     const struct CMUnitTest with_db[] = {
         cmocka_unit_test(test_list_filters_and_paging),

@@ -595,6 +595,13 @@ static void on_guest_event(void *opaque, const char *host, const char *uuid, int
     pthread_mutex_unlock(&agents_lock);
 }
 
+/* What the drivers fetch images with: the image service as this process
+ * reaches it (svc_client.h). */
+static const struct nb_virt_image_source agent_images = {
+    .show = nb_svc_image_show,
+    .download = nb_svc_image_download,
+};
+
 int nb_compute_agent_start(struct nb_env *env, struct nb_virt_driver *drv, const char *host)
 {
     if (!drv || !host || !*host) {
@@ -633,6 +640,8 @@ int nb_compute_agent_start(struct nb_env *env, struct nb_virt_driver *drv, const
 
     if (drv->ops->set_event_callback)
         drv->ops->set_event_callback(drv, on_guest_event, NULL);
+    if (drv->ops->set_image_source)
+        drv->ops->set_image_source(drv, &agent_images);
     pthread_mutex_lock(&agents_lock);
     a->next = agents;
     agents = a;

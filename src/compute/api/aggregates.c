@@ -19,6 +19,7 @@
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/pyrepr.h"
 #include "common/util.h"
 #include "db/db.h"
 
@@ -260,13 +261,13 @@ static int check_az_name(struct nb_ctx *ctx, const json_t *v)
     if (json_is_null(v))
         return 0;
     if (!json_is_string(v)) {
-        _cleanup_free_ char *r = nb_res_pyrepr(v);
+        _cleanup_free_ char *r = nb_pyrepr(v);
         _cleanup_free_ char *why =
             nb_strdup_printf("%s is not valid under any of the given schemas", r);
         return nb_res_bad_field(ctx, "availability_zone", v, why);
     }
     const char *s = json_string_value(v);
-    if (nb_res_check_string(ctx, "availability_zone", v, 1, 255) < 0)
+    if (nb_srv_check_string(ctx, "availability_zone", v, 1, 255, false) < 0)
         return -1;
     if (strchr(s, ':') || !nb_res_name_ok(s))
         return nb_error(ctx, 400, NULL,
@@ -278,12 +279,12 @@ static int check_az_name(struct nb_ctx *ctx, const json_t *v)
 /* parameter_types.fqdn. */
 static int check_host(struct nb_ctx *ctx, const json_t *v)
 {
-    if (nb_res_check_string(ctx, "host", v, 1, 255) < 0)
+    if (nb_srv_check_string(ctx, "host", v, 1, 255, false) < 0)
         return -1;
     const char *s = json_string_value(v);
     for (const char *p = s; *p; p++)
         if (!isalnum((unsigned char)*p) && *p != '-' && *p != '.' && *p != '_') {
-            _cleanup_free_ char *r = nb_res_pyrepr(v);
+            _cleanup_free_ char *r = nb_pyrepr(v);
             _cleanup_free_ char *why = nb_strdup_printf("%s does not match '^[a-zA-Z0-9-._]*$'", r);
             return nb_res_bad_field(ctx, "host", v, why);
         }
@@ -295,7 +296,7 @@ static int check_host(struct nb_ctx *ctx, const json_t *v)
 static int check_metadata(struct nb_ctx *ctx, const json_t *m)
 {
     if (!json_is_object(m)) {
-        _cleanup_free_ char *r = nb_res_pyrepr(m);
+        _cleanup_free_ char *r = nb_pyrepr(m);
         _cleanup_free_ char *why = nb_strdup_printf("%s is not of type 'object'", r);
         return nb_res_bad_field(ctx, "metadata", m, why);
     }
@@ -314,11 +315,11 @@ static int check_metadata(struct nb_ctx *ctx, const json_t *m)
         if (json_is_null(v))
             continue;
         if (!json_is_string(v)) {
-            _cleanup_free_ char *r = nb_res_pyrepr(v);
+            _cleanup_free_ char *r = nb_pyrepr(v);
             _cleanup_free_ char *why = nb_strdup_printf("%s is not of type 'string', 'null'", r);
             return nb_res_bad_field(ctx, k, v, why);
         }
-        if (nb_res_check_string(ctx, k, v, 0, 255) < 0)
+        if (nb_srv_check_string(ctx, k, v, 0, 255, false) < 0)
             return -1;
     }
     return 0;
@@ -368,7 +369,7 @@ static int agg_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *re
     if (!a)
         return -1;
     json_t *name = json_object_get(a, "name"), *az = json_object_get(a, "availability_zone");
-    if ((name && nb_res_check_name(ctx, "name", name) < 0) || (az && check_az_name(ctx, az) < 0) ||
+    if ((name && nb_srv_check_name(ctx, "name", name) < 0) || (az && check_az_name(ctx, az) < 0) ||
         !nb_res_required(ctx, "aggregate", a, "name") ||
         nb_res_only_keys(ctx, "aggregate", a, keys) < 0)
         return -1;
@@ -426,7 +427,7 @@ static int agg_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *re
     if (!a)
         return -1;
     json_t *name = json_object_get(a, "name"), *az = json_object_get(a, "availability_zone");
-    if (name && nb_res_check_string(ctx, "name", name, 1, 255) < 0)
+    if (name && nb_srv_check_string(ctx, "name", name, 1, 255, false) < 0)
         return -1;
     if (name && !nb_res_name_ws_ok(json_string_value(name)))
         return nb_error(ctx, 400, NULL,
@@ -435,7 +436,7 @@ static int agg_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *re
     if ((az && check_az_name(ctx, az) < 0) || nb_res_only_keys(ctx, "aggregate", a, keys) < 0)
         return -1;
     if (!name && !az) {
-        _cleanup_free_ char *r = nb_res_pyrepr(a);
+        _cleanup_free_ char *r = nb_pyrepr(a);
         _cleanup_free_ char *why =
             nb_strdup_printf("%s is not valid under any of the given schemas", r);
         return nb_res_bad_field(ctx, "aggregate", a, why);

@@ -13,6 +13,7 @@
 #include "compute/api/validate.h"
 #include "common/cleanup.h"
 #include "common/json.h"
+#include "common/pyrepr.h"
 #include "common/util.h"
 #include "db/db.h"
 #include "identity/identity.h"
@@ -194,7 +195,7 @@ static int list_flavors(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
         const char *ip = nb_req_query(req, "is_public");
         if (ip && nb_res_is_none_string(ip))
             is_public = -1;
-        else if (ip && (is_public = nb_res_parse_bool(ip)) < 0)
+        else if (ip && (is_public = nb_srv_bool_from_string(ip, true)) < 0)
             return nb_error(ctx, 400, NULL, "Invalid is_public filter [%s]", ip);
     }
     long long min_ram, min_disk;
@@ -282,14 +283,14 @@ static int check_description(struct nb_ctx *ctx, const json_t *v)
     if (json_is_null(v))
         return 0;
     if (!json_is_string(v)) {
-        _cleanup_free_ char *r = nb_res_pyrepr(v);
+        _cleanup_free_ char *r = nb_pyrepr(v);
         _cleanup_free_ char *why = nb_strdup_printf("%s is not of type 'string', 'null'", r);
         return nb_res_bad_field(ctx, "description", v, why);
     }
-    if (nb_res_check_string(ctx, "description", v, 0, 65535) < 0)
+    if (nb_srv_check_string(ctx, "description", v, 0, 65535, false) < 0)
         return -1;
     if (!description_ok(json_string_value(v))) {
-        _cleanup_free_ char *r = nb_res_pyrepr(v);
+        _cleanup_free_ char *r = nb_pyrepr(v);
         _cleanup_free_ char *why =
             nb_strdup_printf("%s does not match '^[printable characters]*$'", r);
         return nb_res_bad_field(ctx, "description", v, why);
@@ -306,16 +307,16 @@ static int check_flavor_id(struct nb_ctx *ctx, const json_t *v, char **out)
         return 0;
     if (json_is_integer(v) || json_is_real(v)) {
         if (json_number_value(v) != 0)
-            *out = nb_res_pyrepr(v);
+            *out = nb_pyrepr(v);
         return 0;
     }
     if (!json_is_string(v)) {
-        _cleanup_free_ char *r = nb_res_pyrepr(v);
+        _cleanup_free_ char *r = nb_pyrepr(v);
         _cleanup_free_ char *why =
             nb_strdup_printf("%s is not of type 'string', 'number', 'null'", r);
         return nb_res_bad_field(ctx, "id", v, why);
     }
-    if (nb_res_check_string(ctx, "id", v, 1, 255) < 0)
+    if (nb_srv_check_string(ctx, "id", v, 1, 255, false) < 0)
         return -1;
     const char *s = json_string_value(v);
     bool ok = s[0] != ' ' && s[strlen(s) - 1] != ' ';
@@ -323,7 +324,7 @@ static int check_flavor_id(struct nb_ctx *ctx, const json_t *v, char **out)
         ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
              *p == '.' || *p == ' ' || *p == '_' || *p == '-';
     if (!ok) {
-        _cleanup_free_ char *r = nb_res_pyrepr(v);
+        _cleanup_free_ char *r = nb_pyrepr(v);
         _cleanup_free_ char *why =
             nb_strdup_printf("%s does not match '^(?! )[a-zA-Z0-9. _-]+(?<! )$'", r);
         return nb_res_bad_field(ctx, "id", v, why);
@@ -336,7 +337,7 @@ static int check_flavor_id(struct nb_ctx *ctx, const json_t *v, char **out)
 static int check_rxtx(struct nb_ctx *ctx, const json_t *v, double *out)
 {
     double d;
-    _cleanup_free_ char *r = nb_res_pyrepr(v);
+    _cleanup_free_ char *r = nb_pyrepr(v);
     if (json_is_number(v)) {
         d = json_number_value(v);
     } else if (json_is_string(v)) {
@@ -396,7 +397,7 @@ static int parse_create_fields(struct nb_ctx *ctx, struct nb_req *req, struct fl
     if (!f)
         return -1;
     json_t *v;
-    if ((v = json_object_get(f, "name")) && nb_res_check_name(ctx, "name", v) < 0)
+    if ((v = json_object_get(f, "name")) && nb_srv_check_name(ctx, "name", v) < 0)
         return -1;
     if (check_flavor_id(ctx, json_object_get(f, "id"), &in->flavorid) < 0)
         return -1;
@@ -601,7 +602,7 @@ static const char *parse_tenant(struct nb_ctx *ctx, struct nb_req *req, const ch
     if (!a)
         return NULL;
     json_t *t = json_object_get(a, "tenant");
-    if ((t && nb_res_check_string(ctx, "tenant", t, 1, 255) < 0) ||
+    if ((t && nb_srv_check_string(ctx, "tenant", t, 1, 255, false) < 0) ||
         !nb_res_required(ctx, action, a, "tenant") || nb_res_only_keys(ctx, action, a, keys) < 0)
         return NULL;
     return json_string_value(t);
@@ -703,7 +704,7 @@ static bool spec_key_ok(const char *k)
 static int check_specs(struct nb_ctx *ctx, const char *field, const json_t *specs, json_t **out)
 {
     if (!json_is_object(specs)) {
-        _cleanup_free_ char *r = nb_res_pyrepr(specs);
+        _cleanup_free_ char *r = nb_pyrepr(specs);
         _cleanup_free_ char *why = nb_strdup_printf("%s is not of type 'object'", r);
         return nb_res_bad_field(ctx, field, specs, why);
     }
@@ -713,10 +714,10 @@ static int check_specs(struct nb_ctx *ctx, const char *field, const json_t *spec
         if (!spec_key_ok(k))
             continue; /* reported below as an additional property */
         if (json_is_string(v)) {
-            if (nb_res_check_string(ctx, k, v, 0, 255) < 0)
+            if (nb_srv_check_string(ctx, k, v, 0, 255, false) < 0)
                 return -1;
         } else if (!json_is_number(v)) {
-            _cleanup_free_ char *r = nb_res_pyrepr(v);
+            _cleanup_free_ char *r = nb_pyrepr(v);
             _cleanup_free_ char *why = nb_strdup_printf("%s is not of type 'string', 'number'", r);
             return nb_res_bad_field(ctx, k, v, why);
         }
@@ -818,7 +819,7 @@ static int specs_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
     if (check_specs(ctx, NULL, body, &stored) < 0)
         return -1;
     if (json_object_size(body) < 1 || json_object_size(body) > 1) {
-        _cleanup_free_ char *r = nb_res_pyrepr(body);
+        _cleanup_free_ char *r = nb_pyrepr(body);
         return nb_error(ctx, 400, NULL, "%s %s", r,
                         json_object_size(body) < 1 ? "does not have enough properties"
                                                    : "has too many properties");

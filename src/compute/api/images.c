@@ -73,7 +73,7 @@ static int nova_progress(const char *glance)
 /* self, bookmark and the Glance alternate link of an image. New array. */
 static json_t *image_links(const char *id)
 {
-    json_t *links = nb_srv_links("images", id);
+    json_t *links = nb_res_links("images", id);
     _cleanup_free_ char *alt = nb_strdup_printf("%s/image/images/%s", nb_http_base_url(), id);
     json_array_append_new(links, json_pack("{s:s, s:s, s:s}", "rel", "alternate", "type",
                                            "application/vnd.openstack.image", "href", alt));
@@ -132,7 +132,7 @@ static json_t *view_show(const json_t *glance)
     if (server)
         json_object_set_new(
             img, "server",
-            json_pack("{s:s, s:o}", "id", server, "links", nb_srv_links("servers", server)));
+            json_pack("{s:s, s:o}", "id", server, "links", nb_res_links("servers", server)));
     const char *adc = nb_json_str(props, "auto_disk_config");
     if (adc)
         json_object_set_new(

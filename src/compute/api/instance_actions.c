@@ -157,7 +157,7 @@ static int h_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
     json_t *body = json_pack("{s:o}", "instanceActions", list);
     if (paged && limit && (long long)json_array_size(list) == limit && last) {
         char *coll = nb_strdup_printf("servers/%s/os-instance-actions", uuid);
-        json_object_set_new(body, "links", nb_srv_next_link(req, coll, last));
+        json_object_set_new(body, "links", nb_res_next_links(req, coll, last));
         free(coll);
     }
     rc = nb_resp_json(resp, 200, body);

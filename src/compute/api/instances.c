@@ -1,24 +1,12 @@
 /* instances.c - the module's environment, instance lookup with Nova's
  * visibility rule, the lock and state refusals, and the soft delete of an
  * instance and what hangs off it (instances.h). */
-#include "common/cleanup.h"
-#include "common/config.h"
 #include "common/json.h"
-#include "common/log.h"
 #include "common/util.h"
 #include "compute/api/instances.h"
 #include "db/db.h"
 
-#include <arpa/inet.h>
-#include <ctype.h>
-#include <errno.h>
-#include <regex.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 
 static const struct nb_env *srv_env;
 

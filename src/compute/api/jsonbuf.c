@@ -1,23 +1,11 @@
 /* jsonbuf.c - JSON text written directly into a growing buffer (jsonbuf.h):
  * a page of 1,000 servers is about 1 MB, and building it as jansson values
  * and then dumping them costs several times the time of writing it. */
-#include "common/cleanup.h"
-#include "common/config.h"
-#include "common/json.h"
-#include "common/log.h"
-#include "common/util.h"
 #include "compute/api/jsonbuf.h"
 
-#include <arpa/inet.h>
-#include <ctype.h>
-#include <errno.h>
-#include <regex.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 
 /* ---- JSON text ------------------------------------------------------------------------ */
 

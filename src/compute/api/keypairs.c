@@ -16,6 +16,7 @@
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
+#include "common/pyrepr.h"
 #include "common/util.h"
 #include "db/db.h"
 
@@ -31,6 +32,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -595,7 +597,7 @@ static int keypairs_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
  * from 2.92 keypair_name_292 (adds "@."). */
 static int check_keypair_name(struct nb_ctx *ctx, const json_t *v)
 {
-    if (nb_res_check_name(ctx, "name", v) < 0)
+    if (nb_srv_check_name(ctx, "name", v) < 0)
         return -1;
     bool v292 = nb_ctx_mv_ge(ctx, 2, 92);
     const char *safe = v292 ? "@._- 0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
@@ -630,24 +632,24 @@ static int parse_create(struct nb_ctx *ctx, struct nb_req *req, struct keypair_i
     if (nb_ctx_mv_ge(ctx, 2, 2) && (v = json_object_get(k, "type"))) {
         const char *t = json_string_value(v);
         if (!json_is_string(v)) {
-            _cleanup_free_ char *r = nb_res_pyrepr(v);
+            _cleanup_free_ char *r = nb_pyrepr(v);
             _cleanup_free_ char *why = nb_strdup_printf("%s is not of type 'string'", r);
             return nb_res_bad_field(ctx, "type", v, why);
         }
         if (strcmp(t, "ssh") != 0 && strcmp(t, "x509") != 0) {
-            _cleanup_free_ char *r = nb_res_pyrepr(v);
+            _cleanup_free_ char *r = nb_pyrepr(v);
             _cleanup_free_ char *why = nb_strdup_printf("%s is not one of ['ssh', 'x509']", r);
             return nb_res_bad_field(ctx, "type", v, why);
         }
         in->type = t;
     }
     if ((v = json_object_get(k, "public_key"))) {
-        if (nb_res_check_string(ctx, "public_key", v, 0, -1) < 0)
+        if (nb_srv_check_string(ctx, "public_key", v, 0, SIZE_MAX, false) < 0)
             return -1;
         in->public_key = json_string_value(v);
     }
     if (nb_ctx_mv_ge(ctx, 2, 10) && (v = json_object_get(k, "user_id"))) {
-        if (nb_res_check_string(ctx, "user_id", v, 0, -1) < 0)
+        if (nb_srv_check_string(ctx, "user_id", v, 0, SIZE_MAX, false) < 0)
             return -1;
         in->user_id = json_string_value(v);
     }

@@ -11,18 +11,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-/* The self and bookmark links of a compute resource ("servers", "flavors",
- * "images", …). New array. */
-json_t *nb_srv_links(const char *collection, const char *id);
-/* Only the bookmark link of a compute resource. New array. */
-json_t *nb_srv_bookmark_links(const char *collection, const char *id);
-/* The compute base URLs: "<base>/compute/v2.1" and "<base>/compute". */
-char *nb_srv_url_v21(void);
-char *nb_srv_url_bookmark(void);
-/* A "next" link for a collection page: the request's query with marker
- * replaced; collection like "servers/detail". New array with one link. */
-json_t *nb_srv_next_link(struct nb_req *req, const char *collection, const char *marker);
-
 /* --- links and paging ------------------------------------------------------ */
 
 /* "<base>/compute/v2.1", or [api] compute_link_prefix applied as Nova does.
@@ -33,6 +21,8 @@ char *nb_res_bookmark_url(void);
 /* Nova's _get_links: [{"rel": "self", "href": <api>/<collection>/<id>},
  * {"rel": "bookmark", "href": <bookmark>/<collection>/<id>}]. New ref. */
 json_t *nb_res_links(const char *collection, const char *id);
+/* Only the bookmark link of a compute resource. New array. */
+json_t *nb_res_bookmark_links(const char *collection, const char *id);
 /* [api] max_limit (Nova's default 1000). */
 long long nb_res_max_limit(void);
 /* Nova's get_limit_and_marker: limit is min(query limit, max_limit) and must
@@ -45,5 +35,8 @@ int nb_res_limit_marker(struct nb_ctx *ctx, struct nb_req *req, long long *limit
  * <sorted query with marker=last_id>}]. */
 void nb_res_next_link(json_t *body, const char *key, struct nb_req *req, const char *collection,
                       size_t nitems, const char *last_id);
+/* The [{"rel": "next", "href"}] array itself, for callers that decide when
+ * a page has a next one. New ref. */
+json_t *nb_res_next_links(struct nb_req *req, const char *collection, const char *last_id);
 
 #endif

@@ -369,7 +369,7 @@ static int h_quota_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
     if (!nb_ctx_mv_ge(ctx, 2, 36))
         allowed[n++] = "networks";
     allowed[n] = NULL;
-    if (nb_srv_check_keys(ctx, "quota_set", qs, allowed) < 0)
+    if (nb_res_only_keys(ctx, "quota_set", qs, allowed) < 0)
         return -1;
     const char *key;
     json_t *v;
@@ -377,7 +377,7 @@ static int h_quota_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
     bool set[NB_Q_COUNT] = {false};
     json_object_foreach (qs, key, v) {
         if (!strcmp(key, "force")) {
-            if (nb_srv_check_bool(ctx, "force", v) < 0)
+            if (nb_res_check_bool(ctx, "force", v) < 0)
                 return -1;
             continue;
         }

@@ -1,22 +1,9 @@
 /* resources.c - database row helpers and the compute services' liveness,
  * shared by the resource files (resources.h). */
-#include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
-#include "common/log.h"
 #include "common/util.h"
 #include "compute/api/resources.h"
-
-#include <arpa/inet.h>
-#include <ctype.h>
-#include <errno.h>
-#include <regex.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 
 /* --- rows and services ---------------------------------------------------------- */
 

@@ -156,7 +156,7 @@ static int validate_reboot(struct nb_ctx *ctx, json_t *args, const char **type)
         return nb_error(ctx, 400, NULL,
                         "Invalid input for field/attribute reboot. Value: {...}. 'type' is a "
                         "required property");
-    if (nb_srv_check_keys(ctx, "reboot", args, keys) < 0)
+    if (nb_res_only_keys(ctx, "reboot", args, keys) < 0)
         return -1;
     static const char *const ok[] = {"HARD", "Hard", "hard", "SOFT", "Soft", "soft", NULL};
     if (!json_is_string(t) || !in_set(json_string_value(t), ok))
@@ -265,7 +265,7 @@ static int check_console_output(struct nb_ctx *ctx, json_t *args)
     static const char *const keys[] = {"length", NULL};
     if (!json_is_object(args))
         return nb_srv_bad(ctx, "os-getConsoleOutput", args, "is not of type 'object'");
-    if (nb_srv_check_keys(ctx, "os-getConsoleOutput", args, keys) < 0)
+    if (nb_res_only_keys(ctx, "os-getConsoleOutput", args, keys) < 0)
         return -1;
     json_t *l = json_object_get(args, "length");
     if (!l || json_is_null(l))
@@ -372,7 +372,7 @@ static int check_reset_state(struct nb_ctx *ctx, json_t *args)
         return nb_error(ctx, 400, NULL,
                         "Invalid input for field/attribute os-resetState. Value: {...}. 'state' "
                         "is a required property");
-    if (nb_srv_check_keys(ctx, "os-resetState", args, keys) < 0)
+    if (nb_res_only_keys(ctx, "os-resetState", args, keys) < 0)
         return -1;
     const char *state = json_string_value(st);
     if (!state || (strcmp(state, "active") && strcmp(state, "error")))
@@ -450,7 +450,7 @@ static int check_lock(struct nb_ctx *ctx, json_t *args)
         return nb_srv_bad(ctx, "lock", args, "is not of type 'object', 'null'");
     static const char *const keys[] = {"locked_reason", NULL};
     if (json_is_object(args)) {
-        if (nb_srv_check_keys(ctx, "lock", args, keys) < 0)
+        if (nb_res_only_keys(ctx, "lock", args, keys) < 0)
             return -1;
         json_t *r = json_object_get(args, "locked_reason");
         if (r && nb_srv_check_string(ctx, "locked_reason", r, 1, 255, false) < 0)

@@ -3,25 +3,15 @@
  * as Nova's views/addresses.py; GET /servers/{id}/ips and the ip/ip6 list
  * filters read the same cache (server_addresses.h). */
 #include "common/cleanup.h"
-#include "common/config.h"
 #include "common/json.h"
-#include "common/log.h"
-#include "common/util.h"
 #include "compute/api/instances.h"
 #include "compute/api/jsonbuf.h"
 #include "compute/api/server_addresses.h"
 #include "db/db.h"
 
-#include <arpa/inet.h>
-#include <ctype.h>
-#include <errno.h>
 #include <regex.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 
 /* ---- addresses ------------------------------------------------------------ */
 

@@ -3,7 +3,7 @@
  * networks, zones, key pairs and quotas, stored as instance rows with their
  * mappings and request spec in one transaction, and cast to the conductor
  * (server_create.h). */
-#include "common/cleanup.h"
+#include "bus/bus.h"
 #include "common/config.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -20,18 +20,11 @@
 #include "db/db.h"
 #include "image/image.h"
 #include "network/network.h"
-#include "placement/placement.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
-#include <errno.h>
-#include <regex.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 
 /* ---- create: the request's meaning ------------------------------------------------------ */
 
@@ -979,7 +972,7 @@ int nb_srv_h_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp
     const char *uuid = json_string_value(json_array_get(uuids, 0));
     json_t *sgs = json_object_get(server, "security_groups");
     json_t *view =
-        json_pack("{s:s, s:o, s:s, s:o}", "id", uuid, "links", nb_srv_links("servers", uuid),
+        json_pack("{s:s, s:o, s:s, s:o}", "id", uuid, "links", nb_res_links("servers", uuid),
                   "OS-DCF:diskConfig", c.auto_disk_config ? "AUTO" : "MANUAL", "security_groups",
                   sgs ? json_incref(sgs) : json_pack("[{s:s}]", "name", "default"));
     if (nb_conf_bool("api", "enable_instance_password", true))

@@ -2,25 +2,12 @@
  * servers create schema at each microversion words them: networks, block
  * device mappings, scheduler hints, personality, user data and the rest
  * (server_create.h). */
-#include "common/cleanup.h"
-#include "common/config.h"
-#include "common/json.h"
-#include "common/log.h"
 #include "common/util.h"
 #include "compute/api/server_create.h"
 #include "compute/api/validate.h"
-#include "compute/compute.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
-#include <errno.h>
-#include <regex.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 
 /* ---- create: request checks --------------------------------------------------------- */
 
@@ -107,7 +94,7 @@ static int validate_networks(struct nb_ctx *ctx, const json_t *nets)
     json_array_foreach ((json_t *)nets, i, n) {
         if (!json_is_object(n))
             return nb_srv_bad(ctx, "networks", n, "is not of type 'object'");
-        if (nb_srv_check_keys(ctx, "networks", n, allowed) < 0)
+        if (nb_res_only_keys(ctx, "networks", n, allowed) < 0)
             return -1;
         json_t *v;
         if ((v = json_object_get(n, "fixed_ip")) && nb_srv_check_ip(ctx, "fixed_ip", v, 0) < 0)
@@ -145,8 +132,8 @@ static int check_bdm_keys(struct nb_ctx *ctx, const json_t *b, bool v2)
             allowed[n++] = "volume_type";
     }
     allowed[n] = NULL;
-    if (nb_srv_check_keys(ctx, v2 ? "block_device_mapping_v2" : "block_device_mapping", b,
-                          allowed) < 0)
+    if (nb_res_only_keys(ctx, v2 ? "block_device_mapping_v2" : "block_device_mapping", b, allowed) <
+        0)
         return -1;
     return 0;
 }
@@ -165,7 +152,7 @@ static int check_bdm_values(struct nb_ctx *ctx, const json_t *b)
         nb_srv_check_int(ctx, "volume_size", v, 1, NULL) < 0)
         return -1;
     if ((v = json_object_get(b, "delete_on_termination")) &&
-        nb_srv_check_bool(ctx, "delete_on_termination", v) < 0)
+        nb_res_check_bool(ctx, "delete_on_termination", v) < 0)
         return -1;
     if ((v = json_object_get(b, "device_name"))) {
         if (nb_srv_check_string(ctx, "device_name", v, 1, 255, false) < 0)
@@ -297,7 +284,7 @@ static int check_create_keys(struct nb_ctx *ctx, const json_t *body, const json_
 {
     static const char *const top[] = {"server", "os:scheduler_hints", "OS-SCH-HNT:scheduler_hints",
                                       NULL};
-    if (nb_srv_check_keys(ctx, NULL, body, top) < 0)
+    if (nb_res_only_keys(ctx, NULL, body, top) < 0)
         return -1;
     const char *allowed[40] = {"name",
                                "imageRef",
@@ -341,7 +328,7 @@ static int check_create_keys(struct nb_ctx *ctx, const json_t *body, const json_
                             "Invalid input for field/attribute server. Value: {...}. '%s' is a "
                             "required property",
                             required[i]);
-    if (nb_srv_check_keys(ctx, "server", server, allowed) < 0)
+    if (nb_res_only_keys(ctx, "server", server, allowed) < 0)
         return -1;
     return 0;
 }
@@ -367,16 +354,9 @@ static int check_create_refs(struct nb_ctx *ctx, const json_t *server)
         return -1;
     if ((v = json_object_get(server, "networks")) && validate_networks(ctx, v) < 0)
         return -1;
-    if ((v = json_object_get(server, "OS-DCF:diskConfig"))) {
-        const char *s = json_string_value(v);
-        if (!s || (strcmp(s, "AUTO") && strcmp(s, "MANUAL")))
-            return nb_srv_bad(ctx, "OS-DCF:diskConfig", v, "is not one of ['AUTO', 'MANUAL']");
-    }
-    if ((v = json_object_get(server, "accessIPv4")) &&
-        nb_srv_check_ip(ctx, "accessIPv4", v, AF_INET) < 0)
+    if (nb_srv_check_disk_config(ctx, server) < 0)
         return -1;
-    if ((v = json_object_get(server, "accessIPv6")) &&
-        nb_srv_check_ip(ctx, "accessIPv6", v, AF_INET6) < 0)
+    if (nb_srv_check_access_ips(ctx, server) < 0)
         return -1;
     return 0;
 }
@@ -394,7 +374,7 @@ static int check_personality(struct nb_ctx *ctx, const json_t *server)
         json_array_foreach (v, i, f) {
             if (!json_is_object(f))
                 return nb_srv_bad(ctx, "personality", f, "is not of type 'object'");
-            if (nb_srv_check_keys(ctx, "personality", f, pk) < 0)
+            if (nb_res_only_keys(ctx, "personality", f, pk) < 0)
                 return -1;
             json_t *p = json_object_get(f, "path"), *c = json_object_get(f, "contents");
             if (p && !json_is_string(p))
@@ -433,7 +413,7 @@ static int check_create_flags(struct nb_ctx *ctx, const json_t *server)
 {
     json_t *v;
     if ((v = json_object_get(server, "config_drive")) &&
-        nb_srv_check_bool(ctx, "config_drive", v) < 0)
+        nb_res_check_bool(ctx, "config_drive", v) < 0)
         return -1;
     if ((v = json_object_get(server, "key_name")) && nb_srv_check_name(ctx, "key_name", v) < 0)
         return -1;
@@ -444,7 +424,7 @@ static int check_create_flags(struct nb_ctx *ctx, const json_t *server)
         nb_srv_check_int(ctx, "max_count", v, 1, NULL) < 0)
         return -1;
     if ((v = json_object_get(server, "return_reservation_id")) &&
-        nb_srv_check_bool(ctx, "return_reservation_id", v) < 0)
+        nb_res_check_bool(ctx, "return_reservation_id", v) < 0)
         return -1;
     return 0;
 }
@@ -462,7 +442,7 @@ static int check_security_groups(struct nb_ctx *ctx, const json_t *server)
         json_array_foreach (v, i, g) {
             if (!json_is_object(g))
                 return nb_srv_bad(ctx, "security_groups", g, "is not of type 'object'");
-            if (nb_srv_check_keys(ctx, "security_groups", g, sk) < 0)
+            if (nb_res_only_keys(ctx, "security_groups", g, sk) < 0)
                 return -1;
             json_t *nm = json_object_get(g, "name");
             if (nm && nb_srv_check_name(ctx, "name", nm) < 0)

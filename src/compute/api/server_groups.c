@@ -15,6 +15,7 @@
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
+#include "common/pyrepr.h"
 #include "common/util.h"
 #include "db/db.h"
 
@@ -257,14 +258,14 @@ static const char *policy_enum(bool soft)
 /* The pre-2.64 "policies": a list of exactly one known policy. */
 static int check_policies(struct nb_ctx *ctx, const json_t *v, bool soft)
 {
-    _cleanup_free_ char *r = nb_res_pyrepr(v);
+    _cleanup_free_ char *r = nb_pyrepr(v);
     if (!json_is_array(v)) {
         _cleanup_free_ char *why = nb_strdup_printf("%s is not of type 'array'", r);
         return nb_res_bad_field(ctx, "policies", v, why);
     }
     json_t *first = json_array_get(v, 0);
     if (first) {
-        _cleanup_free_ char *fr = nb_res_pyrepr(first);
+        _cleanup_free_ char *fr = nb_pyrepr(first);
         if (!json_is_string(first)) {
             _cleanup_free_ char *why = nb_strdup_printf("%s is not of type 'string'", fr);
             return nb_res_bad_field(ctx, "0", first, why);
@@ -293,7 +294,7 @@ static int check_rules(struct nb_ctx *ctx, const json_t *v, long long *max)
     static const char *const keys[] = {"max_server_per_host", NULL};
     *max = 0;
     if (!json_is_object(v)) {
-        _cleanup_free_ char *r = nb_res_pyrepr(v);
+        _cleanup_free_ char *r = nb_pyrepr(v);
         _cleanup_free_ char *why = nb_strdup_printf("%s is not of type 'object'", r);
         return nb_res_bad_field(ctx, "rules", v, why);
     }
@@ -320,7 +321,7 @@ static int sg_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
     const char *policy = NULL;
     long long max_per_host = 0;
     bool has_rules = false;
-    if (name && nb_res_check_name(ctx, "name", name) < 0)
+    if (name && nb_srv_check_name(ctx, "name", name) < 0)
         return -1;
     if (!v264 && (v = json_object_get(g, "policies"))) {
         if (check_policies(ctx, v, soft) < 0)
@@ -328,7 +329,7 @@ static int sg_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
         policy = json_string_value(json_array_get(v, 0));
     }
     if (v264 && (v = json_object_get(g, "policy"))) {
-        _cleanup_free_ char *r = nb_res_pyrepr(v);
+        _cleanup_free_ char *r = nb_pyrepr(v);
         if (!json_is_string(v)) {
             _cleanup_free_ char *why = nb_strdup_printf("%s is not of type 'string'", r);
             return nb_res_bad_field(ctx, "policy", v, why);

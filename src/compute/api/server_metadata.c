@@ -8,6 +8,7 @@
  * metadata_items quota. Tag changes need a server in a stable vm_state and
  * at most 50 tags. */
 #include "common/json.h"
+#include "common/pyrepr.h"
 #include "common/util.h"
 #include "compute/api/api.h"
 #include "compute/api/instances.h"
@@ -353,7 +354,7 @@ static int h_tags_update_all(struct nb_ctx *ctx, struct nb_req *req, struct nb_r
     json_t *tags = json_object_get(body, "tags");
     if (!tags)
         return nb_error(ctx, 400, NULL, "'tags' is a required property");
-    if (nb_srv_check_keys(ctx, NULL, body, top) < 0)
+    if (nb_res_only_keys(ctx, NULL, body, top) < 0)
         return -1;
     if (!json_is_array(tags))
         return nb_srv_bad(ctx, "tags", tags, "is not of type 'array'");
@@ -411,7 +412,7 @@ static int h_tag_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
         goto out;
     const char *why = tag_problem(tagv);
     if (why) {
-        char *r = nb_srv_py_repr(tagv);
+        char *r = nb_pyrepr(tagv);
         nb_error(ctx, 400, NULL,
                  "Tag '%s' is invalid. It must be a non empty string without characters '/' and "
                  "','. Validation error message: %s %s",
@@ -435,7 +436,7 @@ static int h_tag_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
     if (nb_db_exec(nb_srv_db(), ctx, "INSERT OR IGNORE INTO tags (resource_id, tag) VALUES (?, ?)",
                    "ss", uuid, tag) < 0)
         goto out;
-    char *v21 = nb_srv_url_v21();
+    char *v21 = nb_res_api_url();
     char *loc = nb_strdup_printf("%s/servers/%s/tags/%s", v21, uuid, tag);
     nb_resp_header(resp, "Location", loc);
     free(loc);

@@ -17,6 +17,7 @@
 #include "common/http.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/pyrepr.h"
 #include "common/util.h"
 #include "compute/api/block_devices.h"
 #include "compute/api/instances.h"
@@ -70,13 +71,13 @@ int nb_srv_check_create_image(struct nb_ctx *ctx, json_t *args)
         return nb_srv_bad(ctx, "createImage", args, "is not of type 'object'");
     json_t *name = json_object_get(args, "name");
     if (!name) {
-        _cleanup_free_ char *repr = nb_srv_py_repr(args);
+        _cleanup_free_ char *repr = nb_pyrepr(args);
         return nb_error(ctx, 400, NULL,
                         "Invalid input for field/attribute createImage. Value: %s. 'name' is a "
                         "required property",
                         repr);
     }
-    if (nb_srv_check_keys(ctx, "createImage", args, keys) < 0 ||
+    if (nb_res_only_keys(ctx, "createImage", args, keys) < 0 ||
         nb_srv_check_name(ctx, "name", name) < 0)
         return -1;
     json_t *md = json_object_get(args, "metadata");

@@ -311,8 +311,8 @@ static void page_data_init(struct page_data *d)
     d->image_views = json_object();
     d->host_ids = json_object();
     d->nw_info = json_object();
-    d->url_v21 = nb_srv_url_v21();
-    d->url_bookmark = nb_srv_url_bookmark();
+    d->url_v21 = nb_res_api_url();
+    d->url_bookmark = nb_res_bookmark_url();
 }
 
 /* The steps of load_page_data: each fills its map of d for the given keys.
@@ -425,35 +425,35 @@ static int load_volumes(struct nb_ctx *ctx, struct page_data *d, json_t *uuids)
     return 0;
 }
 
-static int load_tags(struct nb_ctx *ctx, struct page_data *d, json_t *uuids)
+/* map[row[key]] = [row[value]…] for the rows of sql_head IN (ids) sql_tail
+ * (tags, server groups). 0/-1. */
+static int load_lists(struct nb_ctx *ctx, json_t *map, const char *sql_head, const char *sql_tail,
+                      json_t *ids, const char *key, const char *value)
 {
-    json_t *res = rows_for_ids(ctx, "SELECT resource_id, tag FROM tags WHERE resource_id",
-                               " ORDER BY tag", uuids);
+    json_t *res = rows_for_ids(ctx, sql_head, sql_tail, ids);
     if (!res)
         return -1;
     size_t i;
     json_t *r;
     json_array_foreach (res, i, r)
-        append_to(d->tags, row_str(r, "resource_id"), json_object_get(r, "tag"));
+        append_to(map, row_str(r, key), json_object_get(r, value));
     json_decref(res);
     return 0;
 }
 
+static int load_tags(struct nb_ctx *ctx, struct page_data *d, json_t *uuids)
+{
+    return load_lists(ctx, d->tags, "SELECT resource_id, tag FROM tags WHERE resource_id",
+                      " ORDER BY tag", uuids, "resource_id", "tag");
+}
+
 static int load_groups(struct nb_ctx *ctx, struct page_data *d, json_t *uuids)
 {
-    json_t *res = rows_for_ids(ctx,
-                               "SELECT m.instance_uuid, g.uuid FROM instance_group_member m JOIN "
-                               "instance_groups g ON g.id = m.group_id WHERE g.deleted = 0 AND "
-                               "m.instance_uuid",
-                               "", uuids);
-    if (!res)
-        return -1;
-    size_t i;
-    json_t *r;
-    json_array_foreach (res, i, r)
-        append_to(d->groups, row_str(r, "instance_uuid"), json_object_get(r, "uuid"));
-    json_decref(res);
-    return 0;
+    return load_lists(ctx, d->groups,
+                      "SELECT m.instance_uuid, g.uuid FROM instance_group_member m JOIN "
+                      "instance_groups g ON g.id = m.group_id WHERE g.deleted = 0 AND "
+                      "m.instance_uuid",
+                      "", uuids, "instance_uuid", "uuid");
 }
 
 static int load_services(struct nb_ctx *ctx, struct page_data *d, json_t *hosts)
@@ -602,7 +602,7 @@ static json_t *flavor_view(struct nb_ctx *ctx, const char *flavor_text, bool ext
             id = idbuf;
         }
         v = json_pack("{s:s, s:o}", "id", id ? id : "", "links",
-                      nb_srv_bookmark_links("flavors", id ? id : ""));
+                      nb_res_bookmark_links("flavors", id ? id : ""));
     }
     json_decref(fl);
     return v;
@@ -613,7 +613,7 @@ json_t *nb_srv_view_basic(const json_t *inst)
     const char *uuid = row_str(inst, "uuid");
     const char *name = row_str(inst, "display_name");
     return json_pack("{s:s, s:s, s:o}", "id", uuid, "name", name ? name : "", "links",
-                     nb_srv_links("servers", uuid));
+                     nb_res_links("servers", uuid));
 }
 
 static bool is_progress_status(const char *st)

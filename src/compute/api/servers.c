@@ -898,8 +898,8 @@ static int list_servers(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
     nb_srv_buf_lit(&b, "]");
     size_t n = json_array_size(page);
     if (n && (long long)n == l.limit) {
-        json_t *links = nb_srv_next_link(req, detail ? "servers/detail" : "servers",
-                                         nb_json_str(json_array_get(page, n - 1), "uuid"));
+        json_t *links = nb_res_next_links(req, detail ? "servers/detail" : "servers",
+                                          nb_json_str(json_array_get(page, n - 1), "uuid"));
         nb_srv_buf_lit(&b, ",\"servers_links\":");
         nb_srv_buf_json(&b, links);
         json_decref(links);
@@ -970,7 +970,7 @@ static int validate_update(struct nb_ctx *ctx, json_t *server)
     if (nb_ctx_mv_ge(ctx, 2, 90))
         allowed[n++] = "hostname";
     allowed[n] = NULL;
-    if (nb_srv_check_keys(ctx, "server", server, allowed) < 0)
+    if (nb_res_only_keys(ctx, "server", server, allowed) < 0)
         return -1;
     json_t *v;
     if ((v = json_object_get(server, "name")) && nb_srv_check_name(ctx, "name", v) < 0)
@@ -980,17 +980,10 @@ static int validate_update(struct nb_ctx *ctx, json_t *server)
         return -1;
     if ((v = json_object_get(server, "hostname")) && nb_srv_check_hostname(ctx, v) < 0)
         return -1;
-    if ((v = json_object_get(server, "accessIPv4")) &&
-        nb_srv_check_ip(ctx, "accessIPv4", v, AF_INET) < 0)
+    if (nb_srv_check_access_ips(ctx, server) < 0)
         return -1;
-    if ((v = json_object_get(server, "accessIPv6")) &&
-        nb_srv_check_ip(ctx, "accessIPv6", v, AF_INET6) < 0)
+    if (nb_srv_check_disk_config(ctx, server) < 0)
         return -1;
-    if ((v = json_object_get(server, "OS-DCF:diskConfig"))) {
-        const char *s = json_string_value(v);
-        if (!s || (strcmp(s, "AUTO") && strcmp(s, "MANUAL")))
-            return nb_srv_bad(ctx, "OS-DCF:diskConfig", v, "is not one of ['AUTO', 'MANUAL']");
-    }
     return 0;
 }
 

@@ -19,6 +19,7 @@
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/pyrepr.h"
 #include "common/util.h"
 #include "db/db.h"
 
@@ -90,18 +91,18 @@ static int parse_old_update(struct nb_ctx *ctx, struct nb_req *req, struct old_u
     static const char *const k211[] = {"host", "binary", "disabled_reason", "forced_down", NULL};
     json_t *body = req->json;
     if (!json_is_object(body)) {
-        _cleanup_free_ char *r = nb_res_pyrepr(body);
+        _cleanup_free_ char *r = nb_pyrepr(body);
         return body ? nb_error(ctx, 400, NULL, "%s is not of type 'object'", r)
                     : nb_error(ctx, 400, NULL, "The request body is invalid.");
     }
     json_t *v;
     *u = (struct old_update){0};
     if ((v = json_object_get(body, "host"))) {
-        if (nb_res_check_string(ctx, "host", v, 1, 255) < 0)
+        if (nb_srv_check_string(ctx, "host", v, 1, 255, false) < 0)
             return -1;
         for (const char *p = json_string_value(v); *p; p++)
             if (!isalnum((unsigned char)*p) && *p != '-' && *p != '.' && *p != '_') {
-                _cleanup_free_ char *r = nb_res_pyrepr(v);
+                _cleanup_free_ char *r = nb_pyrepr(v);
                 _cleanup_free_ char *why =
                     nb_strdup_printf("%s does not match '^[a-zA-Z0-9-._]*$'", r);
                 return nb_res_bad_field(ctx, "host", v, why);
@@ -109,12 +110,12 @@ static int parse_old_update(struct nb_ctx *ctx, struct nb_req *req, struct old_u
         u->host = json_string_value(v);
     }
     if ((v = json_object_get(body, "binary"))) {
-        if (nb_res_check_string(ctx, "binary", v, 1, 255) < 0)
+        if (nb_srv_check_string(ctx, "binary", v, 1, 255, false) < 0)
             return -1;
         u->binary = json_string_value(v);
     }
     if ((v = json_object_get(body, "disabled_reason"))) {
-        if (nb_res_check_string(ctx, "disabled_reason", v, 1, 255) < 0)
+        if (nb_srv_check_string(ctx, "disabled_reason", v, 1, 255, false) < 0)
             return -1;
         u->reason = json_string_value(v);
     }
@@ -154,7 +155,7 @@ static bool loose_bool(const json_t *v)
 {
     if (json_is_boolean(v))
         return json_is_true(v);
-    return json_is_string(v) && nb_res_parse_bool(json_string_value(v)) == 1;
+    return json_is_string(v) && nb_srv_bool_from_string(json_string_value(v), true) == 1;
 }
 
 static int update_old(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
@@ -211,7 +212,7 @@ static int update_v253(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
     static const char *const keys[] = {"status", "disabled_reason", "forced_down", NULL};
     json_t *body = req->json;
     if (!json_is_object(body)) {
-        _cleanup_free_ char *r = nb_res_pyrepr(body);
+        _cleanup_free_ char *r = nb_pyrepr(body);
         return body ? nb_error(ctx, 400, NULL, "%s is not of type 'object'", r)
                     : nb_error(ctx, 400, NULL, "The request body is invalid.");
     }
@@ -219,7 +220,7 @@ static int update_v253(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
            *reason = json_object_get(body, "disabled_reason");
     json_t *fd = json_object_get(body, "forced_down");
     if (status) {
-        _cleanup_free_ char *r = nb_res_pyrepr(status);
+        _cleanup_free_ char *r = nb_pyrepr(status);
         if (!json_is_string(status)) {
             _cleanup_free_ char *why = nb_strdup_printf("%s is not of type 'string'", r);
             return nb_res_bad_field(ctx, "status", status, why);
@@ -231,7 +232,7 @@ static int update_v253(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
             return nb_res_bad_field(ctx, "status", status, why);
         }
     }
-    if (reason && nb_res_check_string(ctx, "disabled_reason", reason, 1, 255) < 0)
+    if (reason && nb_srv_check_string(ctx, "disabled_reason", reason, 1, 255, false) < 0)
         return -1;
     int forced = -1;
     if (fd && (forced = nb_res_check_bool(ctx, "forced_down", fd)) < 0)

@@ -1,24 +1,13 @@
 /* sql.c - statements built piece by piece with bound string arguments
  * (sql.h), run on the compute API's database. */
-#include "common/cleanup.h"
-#include "common/config.h"
-#include "common/json.h"
-#include "common/log.h"
-#include "common/util.h"
 #include "compute/api/instances.h"
 #include "compute/api/sql.h"
 #include "db/db.h"
 
-#include <arpa/inet.h>
 #include <ctype.h>
-#include <errno.h>
-#include <regex.h>
 #include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
 
 /* ---- dynamic SQL ------------------------------------------------------------------ */
 

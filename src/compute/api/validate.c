@@ -3,20 +3,15 @@
  * messages and Python's repr of the offending value), query strings and
  * oslo's boolean words (validate.h). */
 #include "common/cleanup.h"
-#include "common/config.h"
-#include "common/json.h"
-#include "common/log.h"
-#include "common/util.h"
 #include "common/pyrepr.h"
 #include "common/sbuf.h"
+#include "common/util.h"
 #include "compute/api/api.h"
 #include "compute/api/validate.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
-#include <regex.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +22,7 @@
 
 int nb_srv_policy(struct nb_ctx *ctx, const char *rule, bool ok)
 {
-    if (ok)
-        return 0;
-    return nb_error(ctx, 403, NULL, "Policy doesn't allow %s to be performed.", rule);
+    return ok ? 0 : nb_res_deny(ctx, rule);
 }
 
 bool nb_srv_is_reader_of(const struct nb_ctx *ctx, const char *project_id)
@@ -111,24 +104,10 @@ int nb_srv_query_nonneg_int(struct nb_ctx *ctx, const char *name, const char *va
 
 /* ---- input validation as Nova's JSON schemas ---------------------------------- */
 
-/* Python's repr of a JSON value, as jsonschema prints it in messages. */
-char *nb_srv_py_repr(const json_t *v)
-{
-    if (json_is_string(v))
-        return nb_strdup_printf("'%s'", json_string_value(v));
-    if (json_is_true(v))
-        return strdup("True");
-    if (json_is_false(v))
-        return strdup("False");
-    if (!v || json_is_null(v))
-        return strdup("None");
-    return nb_json_dump(v);
-}
-
 /* Records Nova's schema error for field: "<repr> <why>". Returns -1. */
 int nb_srv_bad(struct nb_ctx *ctx, const char *field, const json_t *value, const char *why)
 {
-    char *r = nb_srv_py_repr(value);
+    char *r = nb_pyrepr(value);
     char *msg = nb_strdup_printf("%s %s", r, why);
     nb_compute_bad_field(ctx, field, value, msg);
     free(r);
@@ -168,48 +147,16 @@ long nb_srv_utf8_next(const unsigned char **p)
     return c;
 }
 
-/* Unicode categories Nova's name regex refuses: C* (controls, format,
- * private use, surrogates) and Zl/Zp; and the Zs spaces. An approximation
- * by ranges, enough for names typed by people and tools. */
-static bool is_control_or_format(long c)
-{
-    return c < 0x20 || (c >= 0x7f && c <= 0x9f) || c == 0xad || (c >= 0x200b && c <= 0x200f) ||
-           c == 0x2028 || c == 0x2029 || (c >= 0x202a && c <= 0x202e) ||
-           (c >= 0x2060 && c <= 0x206f) || c == 0xfeff || (c >= 0xd800 && c <= 0xf8ff) ||
-           (c >= 0xfff9 && c <= 0xfffb) || c > 0xffff;
-}
+static bool is_printable(long cp);
 
-static bool is_space_sep(long c)
-{
-    return c == 0x20 || c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x202f ||
-           c == 0x205f || c == 0x3000;
-}
-
-/* Checks Nova's "name" format: printable, not starting or ending with
- * whitespace. */
-static bool name_format_ok(const char *s)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    long first = -2, last = -2;
-    while (*p) {
-        long c = nb_srv_utf8_next(&p);
-        if (c < 0 || is_control_or_format(c))
-            return false;
-        if (first == -2)
-            first = c;
-        last = c;
-    }
-    if (first == -2)
-        return true;
-    return !is_space_sep(first) && !is_space_sep(last);
-}
-
+/* Nova's printable characters pattern (description): every code point
+ * printable, whitespace anywhere. */
 static bool printable_ok(const char *s)
 {
     const unsigned char *p = (const unsigned char *)s;
     while (*p) {
         long c = nb_srv_utf8_next(&p);
-        if (c < 0 || is_control_or_format(c))
+        if (c < 0 || !is_printable(c))
             return false;
     }
     return true;
@@ -244,7 +191,7 @@ int nb_srv_check_name(struct nb_ctx *ctx, const char *field, const json_t *v)
 {
     if (nb_srv_check_string(ctx, field, v, 1, 255, false) < 0)
         return -1;
-    if (!name_format_ok(json_string_value(v)))
+    if (!nb_res_name_ok(json_string_value(v)))
         return nb_error(ctx, 400, NULL,
                         "An invalid 'name' value was provided. The name must be: printable "
                         "characters. Can not start or end with whitespace.");
@@ -258,23 +205,6 @@ int nb_srv_check_description(struct nb_ctx *ctx, const char *field, const json_t
     if (json_is_string(v) && !printable_ok(json_string_value(v)))
         return nb_srv_bad(ctx, field, v, "does not match the printable characters pattern");
     return 0;
-}
-
-int nb_srv_check_bool(struct nb_ctx *ctx, const char *field, const json_t *v)
-{
-    static const char *const ok[] = {"True", "TRUE", "true", "1",     "ON",    "On",    "on",
-                                     "YES",  "Yes",  "yes",  "False", "FALSE", "false", "0",
-                                     "OFF",  "Off",  "off",  "NO",    "No",    "no"};
-    if (json_is_boolean(v))
-        return 0;
-    if (json_is_string(v) && NB_SRV_IN_LIST(json_string_value(v), ok))
-        return 0;
-    if (!json_is_string(v))
-        return nb_srv_bad(ctx, field, v, "is not of type 'boolean', 'string'");
-    return nb_srv_bad(ctx, field, v,
-                      "is not one of [True, 'True', 'TRUE', 'true', '1', 'ON', 'On', 'on', 'YES', "
-                      "'Yes', 'yes', False, 'False', 'FALSE', 'false', '0', 'OFF', 'Off', 'off', "
-                      "'NO', 'No', 'no']");
 }
 
 bool nb_srv_json_truthy(const json_t *v)
@@ -350,29 +280,6 @@ int nb_srv_check_metadata(struct nb_ctx *ctx, const char *field, const json_t *v
     return 0;
 }
 
-/* Refuses keys of obj not in allowed (NULL-terminated). */
-int nb_srv_check_keys(struct nb_ctx *ctx, const char *field, const json_t *obj,
-                      const char *const *allowed)
-{
-    const char *k;
-    json_t *v;
-    json_object_foreach ((json_t *)obj, k, v) {
-        bool ok = false;
-        for (const char *const *a = allowed; *a && !ok; a++)
-            ok = !strcmp(*a, k);
-        if (!ok) {
-            if (field)
-                return nb_error(ctx, 400, NULL,
-                                "Invalid input for field/attribute %s. Value: %s. Additional "
-                                "properties are not allowed ('%s' was unexpected)",
-                                field, "{...}", k);
-            return nb_error(ctx, 400, NULL,
-                            "Additional properties are not allowed ('%s' was unexpected)", k);
-        }
-    }
-    return 0;
-}
-
 /* The body's one object under key ({"server": {...}}), or NULL after 400. */
 json_t *nb_srv_body_object(struct nb_ctx *ctx, struct nb_req *req, const char *key,
                            const char *const *top_allowed)
@@ -385,7 +292,7 @@ json_t *nb_srv_body_object(struct nb_ctx *ctx, struct nb_req *req, const char *k
         nb_error(ctx, 400, NULL, "'%s' is a required property", key);
         return NULL;
     }
-    if (top_allowed && nb_srv_check_keys(ctx, NULL, body, top_allowed) < 0)
+    if (top_allowed && nb_res_only_keys(ctx, NULL, body, top_allowed) < 0)
         return NULL;
     if (!json_is_object(obj)) {
         nb_srv_bad(ctx, key, obj, "is not of type 'object'");
@@ -414,6 +321,29 @@ int nb_srv_check_ip(struct nb_ctx *ctx, const char *field, const json_t *v, int 
     int fam = family ? family : (strchr(json_string_value(v), ':') ? AF_INET6 : AF_INET);
     if (inet_pton(fam, json_string_value(v), bin) == 1 && inet_ntop(fam, bin, canon, sizeof(canon)))
         json_string_set((json_t *)v, canon);
+    return 0;
+}
+
+int nb_srv_check_access_ips(struct nb_ctx *ctx, const json_t *server)
+{
+    json_t *v;
+    if ((v = json_object_get(server, "accessIPv4")) &&
+        nb_srv_check_ip(ctx, "accessIPv4", v, AF_INET) < 0)
+        return -1;
+    if ((v = json_object_get(server, "accessIPv6")) &&
+        nb_srv_check_ip(ctx, "accessIPv6", v, AF_INET6) < 0)
+        return -1;
+    return 0;
+}
+
+int nb_srv_check_disk_config(struct nb_ctx *ctx, const json_t *server)
+{
+    json_t *v;
+    if ((v = json_object_get(server, "OS-DCF:diskConfig"))) {
+        const char *s = json_string_value(v);
+        if (!s || (strcmp(s, "AUTO") && strcmp(s, "MANUAL")))
+            return nb_srv_bad(ctx, "OS-DCF:diskConfig", v, "is not one of ['AUTO', 'MANUAL']");
+    }
     return 0;
 }
 
@@ -475,16 +405,11 @@ int nb_res_admin(struct nb_ctx *ctx, const char *rule)
     return ctx->is_admin ? 0 : nb_res_deny(ctx, rule);
 }
 
-char *nb_res_pyrepr(const json_t *v)
-{
-    return nb_pyrepr(v);
-}
-
 char *nb_res_pystr(const json_t *v)
 {
     if (v && json_is_string(v))
         return strdup(json_string_value(v));
-    return nb_res_pyrepr(v);
+    return nb_pyrepr(v);
 }
 
 int nb_res_bad_field(struct nb_ctx *ctx, const char *field, const json_t *value, const char *why)
@@ -552,7 +477,7 @@ json_t *nb_res_body_object(struct nb_ctx *ctx, struct nb_req *req, const char *w
 {
     json_t *body = req->json;
     if (!body || !json_is_object(body)) {
-        _cleanup_free_ char *r = nb_res_pyrepr(body);
+        _cleanup_free_ char *r = nb_pyrepr(body);
         if (!body)
             nb_error(ctx, 400, NULL, "The request body is invalid.");
         else
@@ -564,7 +489,7 @@ json_t *nb_res_body_object(struct nb_ctx *ctx, struct nb_req *req, const char *w
     if (!w || nb_res_only_keys(ctx, NULL, body, top) < 0)
         return NULL;
     if (!json_is_object(w)) {
-        _cleanup_free_ char *r = nb_res_pyrepr(w);
+        _cleanup_free_ char *r = nb_pyrepr(w);
         _cleanup_free_ char *why = nb_strdup_printf("%s is not of type 'object'", r);
         nb_res_bad_field(ctx, wrapper, w, why);
         return NULL;
@@ -576,24 +501,9 @@ json_t *nb_res_body_object(struct nb_ctx *ctx, struct nb_req *req, const char *w
 
 static int type_error(struct nb_ctx *ctx, const char *field, const json_t *v, const char *types)
 {
-    _cleanup_free_ char *r = nb_res_pyrepr(v);
+    _cleanup_free_ char *r = nb_pyrepr(v);
     _cleanup_free_ char *why = nb_strdup_printf("%s is not of type %s", r, types);
     return nb_res_bad_field(ctx, field, v, why);
-}
-
-int nb_res_check_string(struct nb_ctx *ctx, const char *field, const json_t *v, int minlen,
-                        int maxlen)
-{
-    if (!json_is_string(v))
-        return type_error(ctx, field, v, "'string'");
-    long n = (long)utf8_len(json_string_value(v));
-    if (n < minlen || (maxlen >= 0 && n > maxlen)) {
-        _cleanup_free_ char *r = nb_res_pyrepr(v);
-        _cleanup_free_ char *why =
-            nb_strdup_printf("%s is too %s", r, n < minlen ? "short" : "long");
-        return nb_res_bad_field(ctx, field, v, why);
-    }
-    return 0;
 }
 
 /* Unicode's horizontal space separators (category Zs). */
@@ -650,17 +560,6 @@ bool nb_res_name_ws_ok(const char *s)
     return nonblank;
 }
 
-int nb_res_check_name(struct nb_ctx *ctx, const char *field, const json_t *v)
-{
-    if (nb_res_check_string(ctx, field, v, 1, 255) < 0)
-        return -1;
-    if (!nb_res_name_ok(json_string_value(v)))
-        return nb_error(ctx, 400, NULL,
-                        "An invalid 'name' value was provided. The name must be: printable "
-                        "characters. Can not start or end with whitespace.");
-    return 0;
-}
-
 int nb_res_check_int(struct nb_ctx *ctx, const char *field, const json_t *v, long long min,
                      long long max, long long *out)
 {
@@ -671,7 +570,7 @@ int nb_res_check_int(struct nb_ctx *ctx, const char *field, const json_t *v, lon
         const char *s = json_string_value(v);
         for (const char *p = s; *p; p++)
             if (!isdigit((unsigned char)*p)) {
-                _cleanup_free_ char *r = nb_res_pyrepr(v);
+                _cleanup_free_ char *r = nb_pyrepr(v);
                 _cleanup_free_ char *why = nb_strdup_printf("%s does not match '^[0-9]+$'", r);
                 return nb_res_bad_field(ctx, field, v, why);
             }
@@ -684,7 +583,7 @@ int nb_res_check_int(struct nb_ctx *ctx, const char *field, const json_t *v, lon
         return type_error(ctx, field, v, "'integer', 'string'");
     }
     if (n < min || n > max) {
-        _cleanup_free_ char *r = nb_res_pyrepr(v);
+        _cleanup_free_ char *r = nb_pyrepr(v);
         _cleanup_free_ char *why =
             n < min ? nb_strdup_printf("%s is less than the minimum of %lld", r, min)
                     : nb_strdup_printf("%s is greater than the maximum of %lld", r, max);
@@ -711,7 +610,7 @@ int nb_res_check_bool(struct nb_ctx *ctx, const char *field, const json_t *v)
         for (int i = 0; bool_false[i]; i++)
             if (strcmp(s, bool_false[i]) == 0)
                 return 0;
-        _cleanup_free_ char *r = nb_res_pyrepr(v);
+        _cleanup_free_ char *r = nb_pyrepr(v);
         _cleanup_free_ char *why = nb_strdup_printf(
             "%s is not one of [True, 'True', 'TRUE', 'true', '1', 'ON', 'On', 'on', 'YES', "
             "'Yes', 'yes', False, 'False', 'FALSE', 'false', '0', 'OFF', 'Off', 'off', 'NO', "
@@ -722,11 +621,6 @@ int nb_res_check_bool(struct nb_ctx *ctx, const char *field, const json_t *v)
     }
     type_error(ctx, field, v, "'boolean', 'string'");
     return -1;
-}
-
-int nb_res_parse_bool(const char *s)
-{
-    return nb_bool_from_string(s);
 }
 
 bool nb_res_is_none_string(const char *s)

@@ -6,20 +6,14 @@
  *   GET /compute/v2       {"version": v2.0 (the legacy v2 API)}
  * Links are built from the advertised base URL, or from [api]
  * compute_link_prefix when set (Nova's _update_link_prefix). */
-#include "common/sbuf.h"
 #include "compute/api/api.h"
 #include "compute/api/links.h"
 #include "common/cleanup.h"
-#include "common/config.h"
-#include "common/json.h"
-#include "common/pyrepr.h"
 #include "common/util.h"
 
-#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 /* --- version discovery ----------------------------------------------------------- */
 

@@ -16,6 +16,7 @@
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/pyrepr.h"
 #include "common/util.h"
 #include "compute/api/api.h"
 #include "compute/api/block_devices.h"
@@ -180,7 +181,7 @@ static int h_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 /* 400 "'<key>' is a required property" worded as Nova's validator. */
 static int required(struct nb_ctx *ctx, const char *field, const json_t *obj, const char *key)
 {
-    _cleanup_free_ char *repr = nb_srv_py_repr(obj);
+    _cleanup_free_ char *repr = nb_pyrepr(obj);
     return nb_error(ctx, 400, NULL,
                     "Invalid input for field/attribute %s. Value: %s. '%s' is a required property",
                     field, repr, key);
@@ -236,7 +237,7 @@ static json_t *validate_body(struct nb_ctx *ctx, struct nb_req *req, bool update
         required(ctx, "volumeAttachment", att, "volumeId");
         return NULL;
     }
-    if (nb_srv_check_keys(ctx, "volumeAttachment", att, allowed) < 0 ||
+    if (nb_res_only_keys(ctx, "volumeAttachment", att, allowed) < 0 ||
         nb_srv_check_uuid(ctx, "volumeId", json_object_get(att, "volumeId")) < 0)
         return NULL;
     if ((v = json_object_get(att, "device")) && check_device(ctx, v) < 0)
@@ -244,7 +245,7 @@ static json_t *validate_body(struct nb_ctx *ctx, struct nb_req *req, bool update
     if ((v = json_object_get(att, "tag")) && check_tag(ctx, v) < 0)
         return NULL;
     if ((v = json_object_get(att, "delete_on_termination")) &&
-        nb_srv_check_bool(ctx, "delete_on_termination", v) < 0)
+        nb_res_check_bool(ctx, "delete_on_termination", v) < 0)
         return NULL;
     if ((v = json_object_get(att, "serverId")) && nb_srv_check_uuid(ctx, "serverId", v) < 0)
         return NULL;

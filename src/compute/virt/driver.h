@@ -42,6 +42,19 @@ struct nb_guest_info {
 
 struct nb_virt_driver;
 
+/* Where a driver gets image data: given by the driver's host (the agent,
+ * through set_image_source), so a driver never calls up into it. Both
+ * record their error on ctx once and return NULL / -1. */
+struct nb_virt_image_source {
+    /* The image service's record of an active image, new ref {"id",
+     * "disk_format", "size", "virtual_size", "os_hash_algo",
+     * "os_hash_value", …}; NULL after 404 or 409 (not active). */
+    json_t *(*show)(struct nb_ctx *ctx, const char *image_id);
+    /* Writes the image's data into path and its sha512 in hex into
+     * hex[129]. 0/-1 (path may be left partly written). */
+    int (*download)(struct nb_ctx *ctx, const char *image_id, const char *path, char hex[129]);
+};
+
 struct nb_virt_ops {
     const char *name;
     /* Host capacity and CPU; fills *info (cpu_features new ref). */
@@ -106,6 +119,9 @@ struct nb_virt_ops {
                                void (*cb)(void *opaque, const char *host, const char *uuid,
                                           int power_state),
                                void *opaque);
+    /* Where spawn fetches images from (optional, may be NULL for drivers
+     * that fetch none); src is borrowed for the driver's life. */
+    void (*set_image_source)(struct nb_virt_driver *drv, const struct nb_virt_image_source *src);
     void (*close)(struct nb_virt_driver *drv);
 };
 

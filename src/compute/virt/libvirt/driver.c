@@ -1,11 +1,8 @@
-/* driver.c - the libvirt driver's vtable, its connection to libvirtd and
- * the thread that runs libvirt's event loop (lifecycle events, keepalive).
+/* driver.c - the libvirt driver's vtable and its start: options, the
+ * instances directory, the connection (conn.c) and the accelerator.
  *
  * One driver serves one host: the machine libvirtd runs on, named by
- * [DEFAULT] host. The connection ([libvirt] connection_uri, default
- * qemu:///system) is shared by all threads (libvirt connections are
- * thread-safe) and reopened when libvirtd went away, so a libvirtd restart
- * costs the operations in flight at that moment, not the agent.
+ * [DEFAULT] host.
  *
  * Every [libvirt] option nubo does not implement (Nova's live_migration_*,
  * block_migration, ...) is logged as ignored when the driver starts: an
@@ -26,119 +23,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-int lv_error(struct nb_ctx *ctx, int status, const char *what, ...)
-{
-    char head[512];
-    va_list ap;
-    va_start(ap, what);
-    vsnprintf(head, sizeof(head), what, ap);
-    va_end(ap);
-    const char *msg = virGetLastErrorMessage();
-    return nb_error(ctx, status, NULL, "%s: %s", head, msg ? msg : "unknown libvirt error");
-}
-
-int lv_power_state(int vir_state)
-{
-    switch (vir_state) {
-    case VIR_DOMAIN_RUNNING:
-    case VIR_DOMAIN_BLOCKED: return NB_POWER_RUNNING;
-    case VIR_DOMAIN_PAUSED: return NB_POWER_PAUSED;
-    case VIR_DOMAIN_SHUTDOWN:
-    case VIR_DOMAIN_SHUTOFF: return NB_POWER_SHUTDOWN;
-    case VIR_DOMAIN_CRASHED: return NB_POWER_CRASHED;
-    case VIR_DOMAIN_PMSUSPENDED: return NB_POWER_SUSPENDED;
-    default: return NB_POWER_NOSTATE;
-    }
-}
-
-static void silent_error(void *opaque, virErrorPtr err)
-{
-    (void)opaque;
-    (void)err; /* errors are read with virGetLastErrorMessage where they matter */
-}
-
-static int lifecycle_cb(virConnectPtr conn, virDomainPtr dom, int event, int detail, void *opaque)
-{
-    (void)conn;
-    struct lv *lv = opaque;
-    char uuid[VIR_UUID_STRING_BUFLEN];
-    if (virDomainGetUUIDString(dom, uuid) < 0)
-        return 0;
-    const char *name = virDomainGetName(dom);
-    if (!name || strcmp(name, uuid) != 0)
-        return 0; /* not one of ours */
-    int state = 0, reason = 0;
-    int power =
-        virDomainGetState(dom, &state, &reason, 0) == 0 ? lv_power_state(state) : NB_POWER_NOSTATE;
-    NB_DEBUG(LV_LOG, NULL, uuid, "libvirt lifecycle event %d (detail %d): power_state %d", event,
-             detail, power);
-    if (lv->on_event)
-        lv->on_event(lv->on_event_opaque, lv->host, uuid, power);
-    return 0;
-}
-
-static int open_locked(struct lv *lv, struct nb_ctx *ctx)
-{
-    if (lv->conn) {
-        if (lv->event_cb_id >= 0)
-            virConnectDomainEventDeregisterAny(lv->conn, lv->event_cb_id);
-        virConnectClose(lv->conn);
-        lv->conn = NULL;
-        lv->event_cb_id = -1;
-    }
-    lv->conn = virConnectOpen(lv->uri);
-    if (!lv->conn)
-        return lv_error(ctx, 503, "Connection to the hypervisor is broken on host: %s (%s)",
-                        lv->host, lv->uri);
-    virConnectSetKeepAlive(lv->conn, 5, 3);
-    lv->event_cb_id =
-        virConnectDomainEventRegisterAny(lv->conn, NULL, VIR_DOMAIN_EVENT_ID_LIFECYCLE,
-                                         VIR_DOMAIN_EVENT_CALLBACK(lifecycle_cb), lv, NULL);
-    if (lv->event_cb_id < 0)
-        NB_WARN(LV_LOG, ctx, NULL,
-                "cannot register for libvirt lifecycle events (%s): power states are synced "
-                "on the period only",
-                virGetLastErrorMessage());
-    return 0;
-}
-
-virConnectPtr lv_conn(struct lv *lv, struct nb_ctx *ctx)
-{
-    pthread_mutex_lock(&lv->conn_lock);
-    if (!lv->conn || virConnectIsAlive(lv->conn) != 1) {
-        if (lv->conn)
-            NB_WARN(LV_LOG, ctx, NULL, "the connection to libvirt (%s) was lost; reconnecting",
-                    lv->uri);
-        if (open_locked(lv, ctx) < 0) {
-            pthread_mutex_unlock(&lv->conn_lock);
-            return NULL;
-        }
-    }
-    virConnectPtr c = lv->conn;
-    pthread_mutex_unlock(&lv->conn_lock);
-    return c;
-}
-
-static void *event_main(void *arg)
-{
-    struct lv *lv = arg;
-    while (!__atomic_load_n(&lv->event_stop, __ATOMIC_ACQUIRE)) {
-        if (virEventRunDefaultImpl() < 0) {
-            NB_WARN(LV_LOG, NULL, NULL, "libvirt event loop: %s", virGetLastErrorMessage());
-            usleep(100 * 1000);
-        }
-    }
-    return NULL;
-}
-
-/* A timer that fires every 500 ms keeps the event loop turning, so the
- * stop flag is seen promptly. */
-static void tick(int timer, void *opaque)
-{
-    (void)timer;
-    (void)opaque;
-}
 
 /* ------------------------------------------------------------- vtable */
 
@@ -262,18 +146,15 @@ static void op_set_event_callback(struct nb_virt_driver *drv,
     __atomic_store_n(&lv->on_event, cb, __ATOMIC_RELEASE);
 }
 
+static void op_set_image_source(struct nb_virt_driver *drv, const struct nb_virt_image_source *src)
+{
+    __atomic_store_n(&LV(drv)->images, src, __ATOMIC_RELEASE);
+}
+
 static void op_close(struct nb_virt_driver *drv)
 {
     struct lv *lv = LV(drv);
-    if (lv->event_running) {
-        __atomic_store_n(&lv->event_stop, true, __ATOMIC_RELEASE);
-        pthread_join(lv->event_thread, NULL);
-    }
-    if (lv->conn) {
-        if (lv->event_cb_id >= 0)
-            virConnectDomainEventDeregisterAny(lv->conn, lv->event_cb_id);
-        virConnectClose(lv->conn);
-    }
+    lv_conn_close(lv);
     pthread_mutex_destroy(&lv->conn_lock);
     pthread_mutex_destroy(&lv->cache_lock);
     pthread_mutex_destroy(&lv->vt_lock);
@@ -301,6 +182,7 @@ static const struct nb_virt_ops lv_ops = {
     .detach_volume = op_detach_volume,
     .snapshot = op_snapshot,
     .set_event_callback = op_set_event_callback,
+    .set_image_source = op_set_image_source,
     .close = op_close,
 };
 
@@ -372,24 +254,6 @@ static bool supports_direct_io(const char *dir)
     return true;
 }
 
-/* libvirt's default event loop implementation, registered once per process
- * (before the first connection), run by one thread per driver. */
-static void register_event_impl(void)
-{
-    virEventRegisterDefaultImpl();
-    virEventAddTimeout(500, tick, NULL, NULL);
-}
-
-static int event_loop_start(struct lv *lv)
-{
-    static pthread_once_t once = PTHREAD_ONCE_INIT;
-    pthread_once(&once, register_event_impl);
-    if (pthread_create(&lv->event_thread, NULL, event_main, lv) != 0)
-        return -1;
-    lv->event_running = true;
-    return 0;
-}
-
 struct nb_virt_driver *nb_virt_libvirt_open(const char *host)
 {
     struct nb_ctx ctx;
@@ -415,7 +279,7 @@ struct nb_virt_driver *nb_virt_libvirt_open(const char *host)
     drv->ops = &lv_ops;
     drv->priv = lv;
 
-    virSetErrorFunc(NULL, silent_error);
+    lv_errors_silence();
     if (strcmp(it, "qcow2") != 0 && strcmp(it, "raw") != 0) {
         nb_error(&ctx, 500, NULL, "[libvirt] images_type must be qcow2 or raw, not '%s'", it);
         goto fail;
@@ -431,7 +295,7 @@ struct nb_virt_driver *nb_virt_libvirt_open(const char *host)
         goto fail;
     nb_strlcpy(lv->cache_mode, supports_direct_io(lv->instances_path) ? "none" : "writeback",
                sizeof(lv->cache_mode));
-    if (event_loop_start(lv) < 0) {
+    if (lv_events_start(lv) < 0) {
         nb_error(&ctx, 500, NULL, "cannot start the libvirt event thread");
         goto fail;
     }

@@ -31,40 +31,6 @@
 
 #define MAX_CONSOLE_BYTES (100 * 1024) /* Nova's limit */
 
-const char *lv_instance_dir(const struct lv *lv, const char *uuid, char *buf, size_t n)
-{
-    snprintf(buf, n, "%s/%s", lv->instances_path, uuid);
-    return buf;
-}
-
-virDomainPtr lv_lookup(struct lv *lv, struct nb_ctx *ctx, const char *uuid, bool must)
-{
-    virConnectPtr conn = lv_conn(lv, ctx);
-    if (!conn)
-        return NULL;
-    virDomainPtr dom = uuid ? virDomainLookupByUUIDString(conn, uuid) : NULL;
-    if (!dom && must)
-        nb_error(ctx, 404, NULL, "Instance %s could not be found on host %s.", uuid ? uuid : "?",
-                 lv->host);
-    return dom;
-}
-
-int lv_dom_state(virDomainPtr dom)
-{
-    int state = VIR_DOMAIN_NOSTATE, reason = 0;
-    if (virDomainGetState(dom, &state, &reason, 0) < 0)
-        return VIR_DOMAIN_NOSTATE;
-    return state;
-}
-
-json_t *lv_read_disk_info(const char *dir)
-{
-    char p[LV_PATH_MAX + 16];
-    snprintf(p, sizeof(p), "%s/disk.info", dir);
-    _cleanup_free_ char *text = nb_read_file(p, NULL);
-    return text ? nb_json_parse(text) : NULL;
-}
-
 char *lv_instance_xml(struct lv *lv, struct nb_ctx *ctx, const json_t *inst,
                       const struct lv_volumes *vols, const char *virt_type,
                       const struct lv_cpu *cpu)

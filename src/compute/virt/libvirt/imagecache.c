@@ -1,7 +1,7 @@
 /* imagecache.c - instances/_base, Nova's image cache.
  *
- * An image is fetched from the image service (in-process or over HTTP:
- * compute/agent/svc_client.h) once per host into
+ * An image is fetched from the image service (through the image source
+ * the agent gives the driver, nb_virt_image_source) once per host into
  * _base/<sha1 of the image ID> (Nova's naming), through a .part file whose
  * sha512 must equal the image's os_hash_value before it is renamed into
  * place; a sidecar <name>.info records the image ID, the hash and the real
@@ -20,7 +20,6 @@
 #include "common/log.h"
 #include "common/proc.h"
 #include "common/util.h"
-#include "compute/agent/svc_client.h"
 #include "compute/virt/libvirt/lv.h"
 #include "image/format.h"
 
@@ -60,7 +59,10 @@ int lv_cache_fetch(struct lv *lv, struct nb_ctx *ctx, const char *image_id, stru
 {
     if (!image_id || !*image_id)
         return nb_error(ctx, 400, NULL, "The instance has no image to boot from");
-    _cleanup_json_ json_t *info = nb_svc_image_show(ctx, image_id);
+    const struct nb_virt_image_source *src = __atomic_load_n(&lv->images, __ATOMIC_ACQUIRE);
+    if (!src)
+        return nb_error(ctx, 500, NULL, "The libvirt driver has no image source");
+    _cleanup_json_ json_t *info = src->show(ctx, image_id);
     if (!info)
         return -1;
     const char *want = nb_json_str(info, "os_hash_value");
@@ -82,7 +84,7 @@ int lv_cache_fetch(struct lv *lv, struct nb_ctx *ctx, const char *image_id, stru
     if (!have) {
         double t0 = nb_time_mono();
         char got[129] = "";
-        rc = nb_svc_image_download(ctx, image_id, part, got);
+        rc = src->download(ctx, image_id, part, got);
         if (rc == 0 && strcmp(got, want) != 0)
             rc = nb_error(ctx, 500, NULL,
                           "Image %s fetched from the image service does not match its "
@@ -242,4 +244,18 @@ void lv_cache_cleanup(struct lv *lv, struct nb_ctx *ctx)
     if (d)
         closedir(d);
     pthread_mutex_unlock(&lv->cache_lock);
+}
+
+const char *lv_instance_dir(const struct lv *lv, const char *uuid, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/%s", lv->instances_path, uuid);
+    return buf;
+}
+
+json_t *lv_read_disk_info(const char *dir)
+{
+    char p[LV_PATH_MAX + 16];
+    snprintf(p, sizeof(p), "%s/disk.info", dir);
+    _cleanup_free_ char *text = nb_read_file(p, NULL);
+    return text ? nb_json_parse(text) : NULL;
 }

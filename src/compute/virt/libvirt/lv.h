@@ -2,8 +2,9 @@
  *
  * cpu.c      the guest CPU: [libvirt] cpu_mode, cpu_models,
  *            cpu_model_extra_flags, resolved per accelerator
- * driver.c   the vtable, the connection (reopened when libvirtd restarts)
- *            and the lifecycle-event thread; options nubo ignores
+ * conn.c     the connection (reopened when libvirtd restarts), libvirt's
+ *            errors and the lifecycle-event thread
+ * driver.c   the vtable and the driver's start; options nubo ignores
  * guest.c    spawn, power operations, destroy, guest state
  * host.c     host capabilities and capacity (host_info)
  * imagecache.c  instances/_base: images fetched once, verified by sha512;
@@ -70,11 +71,13 @@ struct lv {
     void (*on_event)(void *opaque, const char *host, const char *uuid, int power_state);
     void *on_event_opaque;
 
+    const struct nb_virt_image_source *images; /* set by the agent; NULL: none yet */
+
     pthread_mutex_t cache_lock; /* instances/_base */
     json_t *cache_pins;         /* base name -> spawns between fetch and disk.info (cache_lock) */
 };
 
-/* driver.c */
+/* conn.c */
 /* A live connection (reopened if it died), or NULL after nb_error 503
  * "Connection to the hypervisor is broken on host: <host>" + libvirt's
  * reason. Borrowed; valid until the next reopen. */
@@ -84,6 +87,19 @@ int lv_error(struct nb_ctx *ctx, int status, const char *what, ...)
     __attribute__((format(printf, 3, 4)));
 /* Nova's power_state for a libvirt domain state. */
 int lv_power_state(int vir_state);
+/* libvirt's errors are not printed (they are read where they matter). */
+void lv_errors_silence(void);
+/* Starts the thread running libvirt's event loop (registered once per
+ * process). 0/-1. */
+int lv_events_start(struct lv *lv);
+/* Stops that thread and closes the connection. */
+void lv_conn_close(struct lv *lv);
+/* The domain of instance uuid (caller frees with virDomainFree), or NULL:
+ * with 404 recorded if must, else with ctx untouched when it does not
+ * exist (nb_ctx_status(ctx) set only when libvirt is unreachable). */
+virDomainPtr lv_lookup(struct lv *lv, struct nb_ctx *ctx, const char *uuid, bool must);
+/* virDomainGetState's state, VIR_DOMAIN_NOSTATE when it cannot be read. */
+int lv_dom_state(virDomainPtr dom);
 
 /* guest.c */
 int lv_spawn(struct lv *lv, struct nb_ctx *ctx, json_t *inst);
@@ -95,14 +111,6 @@ int lv_pause(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool pause);
 int lv_suspend(struct lv *lv, struct nb_ctx *ctx, json_t *inst);
 int lv_resume(struct lv *lv, struct nb_ctx *ctx, json_t *inst);
 int lv_get_info(struct lv *lv, struct nb_ctx *ctx, const char *uuid, struct nb_guest_info *info);
-/* The domain of instance uuid (caller frees with virDomainFree), or NULL:
- * with 404 recorded if must, else with ctx untouched when it does not
- * exist (nb_ctx_status(ctx) set only when libvirt is unreachable). */
-virDomainPtr lv_lookup(struct lv *lv, struct nb_ctx *ctx, const char *uuid, bool must);
-/* virDomainGetState's state, VIR_DOMAIN_NOSTATE when it cannot be read. */
-int lv_dom_state(virDomainPtr dom);
-/* instances/<uuid>/disk.info as JSON (new reference) or NULL. */
-json_t *lv_read_disk_info(const char *dir);
 json_t *lv_list(struct lv *lv, struct nb_ctx *ctx);
 char *lv_console_log(struct lv *lv, struct nb_ctx *ctx, const char *uuid);
 /* The domain XML inst starts with now under virt_type and cpu: its local
@@ -112,8 +120,6 @@ char *lv_console_log(struct lv *lv, struct nb_ctx *ctx, const char *uuid);
 char *lv_instance_xml(struct lv *lv, struct nb_ctx *ctx, const json_t *inst,
                       const struct lv_volumes *vols, const char *virt_type,
                       const struct lv_cpu *cpu);
-/* instances/<uuid> into buf. */
-const char *lv_instance_dir(const struct lv *lv, const char *uuid, char *buf, size_t n);
 
 /* host.c */
 int lv_host_info(struct lv *lv, struct nb_ctx *ctx, struct nb_host_info *info);
@@ -136,6 +142,10 @@ void lv_cache_unpin(struct lv *lv, const struct lv_base *base);
  * of size bytes (0: the image's virtual size). 0/-1. */
 int lv_disk_create(struct lv *lv, struct nb_ctx *ctx, const struct lv_base *base,
                    const char *disk_path, unsigned long long size);
+/* instances/<uuid> into buf. */
+const char *lv_instance_dir(const struct lv *lv, const char *uuid, char *buf, size_t n);
+/* instances/<uuid>/disk.info as JSON (new reference) or NULL. */
+json_t *lv_read_disk_info(const char *dir);
 /* Removes cached bases no instance uses that are older than
  * [image_cache] remove_unused_original_minimum_age_seconds. */
 void lv_cache_cleanup(struct lv *lv, struct nb_ctx *ctx);
