@@ -14,6 +14,8 @@
 #include "common/util.h"
 #include "compute/bdm.h"
 #include "compute/compute.h"
+#include "compute/objects/block_device.h"
+#include "compute/objects/instance.h"
 #include "db/db.h"
 #include "image/format.h"
 #include "volume/volume.h"
@@ -102,12 +104,10 @@ static const char *power_name(long long p)
  * has. NULL with the reason on ctx. */
 static json_t *find_server(struct nb_db *db, struct nb_ctx *ctx, const char *ref)
 {
-    json_t *row =
-        nb_db_row(db, ctx, "SELECT * FROM instances WHERE uuid = ? AND deleted = 0", "s", ref);
+    json_t *row = nb_instance_get(db, ctx, ref, false);
     if (row || nb_ctx_failed(ctx))
         return row;
-    _cleanup_json_ json_t *rows = nb_db_rows(
-        db, ctx, "SELECT * FROM instances WHERE display_name = ? AND deleted = 0", "s", ref);
+    _cleanup_json_ json_t *rows = nb_instance_list_by_name(db, ctx, ref);
     if (!rows)
         return NULL;
     if (json_array_size(rows) > 1) {
@@ -150,11 +150,7 @@ static void check_server(struct nb_dr_report *r)
 
 static int check_fault(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report *r)
 {
-    _cleanup_json_ json_t *f = nb_db_row(
-        db, ctx,
-        "SELECT code, message, host, created_at FROM instance_faults WHERE instance_uuid = ? "
-        "AND deleted = 0 ORDER BY id DESC LIMIT 1",
-        "s", r->uuid);
+    _cleanup_json_ json_t *f = nb_fault_latest(db, ctx, r->uuid, NULL);
     if (!f) {
         if (nb_ctx_failed(ctx))
             return -1;
@@ -438,11 +434,7 @@ int nb_dr_diagnose(struct nb_db *db, struct nb_ctx *ctx, const struct nb_dr_host
     check_server(r);
     if (check_fault(db, ctx, r) < 0)
         return -1;
-    _cleanup_json_ json_t *bdms =
-        nb_db_rows(db, ctx,
-                   "SELECT * FROM block_device_mapping WHERE instance_uuid = ? AND deleted = 0 "
-                   "ORDER BY boot_index IS NULL, boot_index, id",
-                   "s", r->uuid);
+    _cleanup_json_ json_t *bdms = nb_bdm_rows(db, ctx, r->uuid);
     if (!bdms)
         return -1;
     check_boot(r, bdms);

@@ -29,6 +29,8 @@
 #include "common/util.h"
 #include "compute/bdm.h"
 #include "compute/compute.h"
+#include "compute/objects/block_device.h"
+#include "compute/objects/instance.h"
 #include "db/db.h"
 #include "identity/identity.h"
 #include "volume/volume.h"
@@ -44,23 +46,12 @@
 
 /* ---- the database side ------------------------------------------------- */
 
-static char *bdm_connection_info(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid,
-                                 const char *bdm_uuid)
-{
-    _cleanup_json_ json_t *row = nb_db_row(db, ctx,
-                                           "SELECT connection_info FROM block_device_mapping "
-                                           "WHERE instance_uuid = ? AND uuid = ? AND deleted = 0",
-                                           "ss", instance_uuid, bdm_uuid);
-    const char *text = nb_json_str(row, "connection_info");
-    return text ? strdup(text) : NULL;
-}
-
 /* One mapping's part of the apply transaction. */
 static int apply_one(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
                      struct nb_dr_format_fix *f, const char *now)
 {
     free(f->old_connection_info);
-    f->old_connection_info = bdm_connection_info(db, ctx, uuid, f->bdm_uuid);
+    f->old_connection_info = nb_bdm_connection_info_text(db, ctx, uuid, f->bdm_uuid);
     if (!f->old_connection_info)
         return nb_ctx_failed(ctx) ? -1
                                   : nb_error(ctx, 409, NULL,
@@ -85,18 +76,14 @@ static int apply_one(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
                    f->old_admin_format, ctx->request_id, now) < 0)
         return -1;
     f->fix_id = nb_db_last_id(db);
-    int n = nb_db_exec(db, ctx,
-                       "UPDATE block_device_mapping SET connection_info = "
-                       "JSON_SET(connection_info, '$.data.format', ?) WHERE instance_uuid = ? "
-                       "AND uuid = ? AND deleted = 0",
-                       "sss", f->new_format, uuid, f->bdm_uuid);
+    int n = nb_bdm_set_declared_format(db, ctx, uuid, f->bdm_uuid, f->new_format);
     if (n < 0)
         return -1;
     if (n != 1)
         return nb_error(ctx, 409, NULL, "the update of mapping %s changed %d rows, not exactly one",
                         f->bdm_uuid, n);
     free(f->new_connection_info);
-    f->new_connection_info = bdm_connection_info(db, ctx, uuid, f->bdm_uuid);
+    f->new_connection_info = nb_bdm_connection_info_text(db, ctx, uuid, f->bdm_uuid);
     if (!f->new_connection_info)
         return nb_ctx_failed(ctx) ? -1
                                   : nb_error(ctx, 500, NULL, "mapping %s vanished", f->bdm_uuid);
@@ -138,12 +125,8 @@ int nb_dr_fix_apply(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report *r
 static int restore_one(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
                        const struct nb_dr_format_fix *f, char *why, size_t n)
 {
-    int changed =
-        nb_db_exec(db, ctx,
-                   "UPDATE block_device_mapping SET connection_info = ? WHERE "
-                   "instance_uuid = ? AND uuid = ? AND deleted = 0 AND "
-                   "connection_info = ?",
-                   "ssss", f->old_connection_info, uuid, f->bdm_uuid, f->new_connection_info);
+    int changed = nb_bdm_restore_connection_info(db, ctx, uuid, f->bdm_uuid, f->old_connection_info,
+                                                 f->new_connection_info);
     if (changed < 0)
         return -1;
     if (changed != 1) {
@@ -333,9 +316,7 @@ static int wait_running(struct nb_db *db, struct nb_ctx *ctx, const char *uuid, 
 {
     double deadline = nb_time_mono() + timeout;
     for (;;) {
-        _cleanup_json_ json_t *s = nb_db_row(
-            db, ctx, "SELECT vm_state, task_state, power_state FROM instances WHERE uuid = ?", "s",
-            uuid);
+        _cleanup_json_ json_t *s = nb_instance_get(db, ctx, uuid, true);
         if (!s) {
             snprintf(why, n, "the server row cannot be read");
             return -1;
@@ -363,11 +344,7 @@ static int wait_running(struct nb_db *db, struct nb_ctx *ctx, const char *uuid, 
 static void new_fault(struct nb_db *db, struct nb_ctx *ctx, const char *uuid, const char *since,
                       char *out, size_t n)
 {
-    _cleanup_json_ json_t *f = nb_db_row(db, ctx,
-                                         "SELECT message FROM instance_faults WHERE "
-                                         "instance_uuid = ? AND created_at >= ? AND deleted = 0 "
-                                         "ORDER BY id DESC LIMIT 1",
-                                         "ss", uuid, since);
+    _cleanup_json_ json_t *f = nb_fault_latest(db, ctx, uuid, since);
     nb_strlcpy(out, f && nb_json_str(f, "message") ? nb_json_str(f, "message") : "", n);
 }
 

@@ -8,57 +8,17 @@
  * and a method table per topic on the handler side. All messages carry the
  * caller's context.
  *
- * The conductor is the only writer of instance state after create; the API
- * writes the initial row and the task state of an accepted action. */
+ * Instance state is written only by compute/objects (instance.h): the
+ * API's create and accepted actions and the conductor's workflows call its
+ * conditional transition. States and the status map: objects/states.h. */
 #ifndef NB_COMPUTE_H
 #define NB_COMPUTE_H
 
 #include "common/ctx.h"
+#include "compute/objects/states.h"
 #include <jansson.h>
 
 struct nb_db;
-
-/* vm_state */
-#define NB_VM_BUILDING "building"
-#define NB_VM_ACTIVE "active"
-#define NB_VM_STOPPED "stopped"
-#define NB_VM_PAUSED "paused"
-#define NB_VM_SUSPENDED "suspended"
-#define NB_VM_ERROR "error"
-#define NB_VM_DELETED "deleted"
-#define NB_VM_SOFT_DELETED "soft-delete"
-#define NB_VM_SHELVED_OFFLOADED "shelved_offloaded"
-#define NB_VM_RESIZED "resized"
-#define NB_VM_RESCUED "rescued"
-
-/* task_state */
-#define NB_TASK_SCHEDULING "scheduling"
-#define NB_TASK_NETWORKING "networking"
-#define NB_TASK_BDM "block_device_mapping"
-#define NB_TASK_SPAWNING "spawning"
-#define NB_TASK_POWERING_OFF "powering-off"
-#define NB_TASK_POWERING_ON "powering-on"
-#define NB_TASK_REBOOTING "rebooting"
-#define NB_TASK_REBOOTING_HARD "rebooting_hard"
-#define NB_TASK_REBOOT_PENDING "reboot_pending"
-#define NB_TASK_REBOOT_STARTED "reboot_started"
-#define NB_TASK_REBOOT_PENDING_HARD "reboot_pending_hard"
-#define NB_TASK_REBOOT_STARTED_HARD "reboot_started_hard"
-#define NB_TASK_PAUSING "pausing"
-#define NB_TASK_UNPAUSING "unpausing"
-#define NB_TASK_SUSPENDING "suspending"
-#define NB_TASK_RESUMING "resuming"
-#define NB_TASK_DELETING "deleting"
-/* createImage (Nova's task_states): the API sets image_snapshot, the
- * conductor image_pending_upload while the agent copies and uploads. */
-#define NB_TASK_IMAGE_SNAPSHOT "image_snapshot"
-#define NB_TASK_IMAGE_SNAPSHOT_PENDING "image_snapshot_pending"
-#define NB_TASK_IMAGE_PENDING_UPLOAD "image_pending_upload"
-#define NB_TASK_IMAGE_UPLOADING "image_uploading"
-
-/* The API status for a vm_state/task_state pair, as Nova's
- * nova.api.openstack.common.status_from_state (borrowed static string). */
-const char *nb_server_status(const char *vm_state, const char *task_state);
 
 /* Starts an instance action (instance_actions row) for ctx->request_id.
  * Returns 0/-1. Idempotent per (instance, request_id). */
@@ -79,6 +39,11 @@ int nb_event_finish(struct nb_db *db, struct nb_ctx *ctx, const char *instance_u
 /* Records an instance fault. 0/-1. */
 int nb_fault_add(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid, int code,
                  const char *message, const char *details, const char *host);
+/* The instance's newest live fault recorded at or after since (an ISO
+ * time; NULL: any): {"code", "message", "details", "host", "created_at"},
+ * new ref, or NULL (none, or an error on ctx). */
+json_t *nb_fault_latest(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid,
+                        const char *since);
 
 /* Registers (or refreshes) the service row of a control-plane role of this
  * process — binary "nova-conductor" / "nova-scheduler" on host — and keeps

@@ -12,7 +12,11 @@ the check fails on
   - a violation (file x table) that the baseline does not list,
   - a baseline line that no longer occurs (the baseline only shrinks),
   - a table of the schema without an owner line, an owner line naming no
-    table of the schema, or an owner folder that does not exist.
+    table of the schema, or an owner folder that does not exist,
+  - a write (INSERT INTO, REPLACE INTO, UPDATE, DELETE FROM) of a table whose
+    owner line has a fourth column, the one folder inside the owner that may
+    write it (compute's instances: src/compute/objects), from anywhere else.
+    No baseline for these.
 
 Migrations (.sql) and tests/ are not scanned: a migration is the owner's own
 schema, in the owner's number range (docs/dev-guide.md). SQL built at run
@@ -44,6 +48,8 @@ NOT_ALIAS = set(
 CREATE_RE = r"\bCREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?[\"`\[]?([A-Za-z_]\w*)"
 CREATE_SQL = re.compile(CREATE_RE, re.I)  # in a migration: any case
 CREATE_C = re.compile(CREATE_RE)  # in a C literal: upper case, as SQL is written
+WRITE = re.compile(r"\b(?:INSERT(?:\s+OR\s+[A-Z]+)?\s+INTO|REPLACE\s+INTO|"
+                   r"UPDATE(?:\s+OR\s+[A-Z]+)?|DELETE\s+FROM)\s+[\"`\[]?([A-Za-z_]\w*)")
 
 
 def c_literals(text):
@@ -197,12 +203,18 @@ def run(root, out, mode="check"):
     tables = schema_tables(root, literals)
 
     owner = {}
+    writer = {}  # table -> the one folder that may write it, when narrowed
     opath = os.path.join(root, OWNERS)
-    rows = read_tsv(opath, 3) if os.path.exists(opath) else []
+    rows = read_tsv(opath, 4) if os.path.exists(opath) else []
     if not rows:
         errors.append(f"{OWNERS}: missing or empty")
-    for no, (table, folder, _note) in rows:
+    for no, (table, folder, _note, writes) in rows:
         where = f"{OWNERS}:{no}"
+        if writes:
+            if not owns(folder, writes) or not os.path.isdir(os.path.join(root, writes)):
+                errors.append(f"{where}: writer folder '{writes}' of {table} is not a folder "
+                              f"inside its owner {folder}")
+            writer[table] = writes
         if table in owner:
             errors.append(f"{where}: table {table} has a second owner line")
         elif table not in tables:
@@ -221,6 +233,14 @@ def run(root, out, mode="check"):
                 o = owner.get(table)
                 if o and not owns(o, path):
                     found.setdefault((path, table), lines[off])
+
+    for path, lits in literals.items():
+        for sql, lines in lits:
+            for m in WRITE.finditer(sql):
+                w = writer.get(m.group(1))
+                if w and not owns(w, path):
+                    errors.append(f"{path}:{lines[m.start(1)]}: writes table {m.group(1)}, "
+                                  f"which only {w} writes")
 
     if mode == "list":
         for (path, table) in sorted(found):
@@ -309,6 +329,17 @@ def self_test():
         ("owner folder that does not exist fails",
          {OWNERS: base[OWNERS].replace("src/b\t", "src/nope\t")}, 1,
          ["owner folder 'src/nope' of gadgets does not exist"]),
+        ("a narrowed writer passes its own writes",
+         {OWNERS: base[OWNERS].replace("widget store\n", "widget store\tsrc/a/obj\n"),
+          "src/a/obj/o.c": 'q("UPDATE widgets SET id = 1");\n'}, 0, ["1 known violations"]),
+        ("a write outside the narrowed writer fails",
+         {OWNERS: base[OWNERS].replace("widget store\n", "widget store\tsrc/a/obj\n"),
+          "src/a/obj/o.c": "",
+          "src/a/x.c": 'q("SELECT id FROM widgets");\nq("DELETE FROM "\n  "widgets");\n'}, 1,
+         ["src/a/x.c:3: writes table widgets, which only src/a/obj writes", "1 problem(s)"]),
+        ("a writer folder outside the owner fails",
+         {OWNERS: base[OWNERS].replace("widget store\n", "widget store\tsrc/b\n")}, 1,
+         ["writer folder 'src/b' of widgets is not a folder inside its owner src/a"]),
         ("words and columns are not tables",
          {"src/b/ok.c": 'const char *e = "Unable to delete from widgets";\n'
                         'const char *s = "SELECT widgets FROM gadgets";\n'

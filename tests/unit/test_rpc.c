@@ -18,9 +18,11 @@
 #include "common/json.h"
 #include "compute/rpc/compute_api.h"
 #include "compute/rpc/conductor_api.h"
+#include "compute/objects/request_spec.h"
 #include "compute/rpc/scheduler_api.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -256,11 +258,21 @@ static void test_calls_to_compute_and_scheduler(void **state)
     expect("compute.h1", "get_host_uptime", "{}");
     assert_true(nb_compute_ping(&ctx, "h1", 5000));
     expect("compute.h1", "ping", "{}");
-    r = nb_scheduler_select_destinations(&ctx, "u1", json_pack("{s:s}", "project_id", "p"), 5000);
+    /* the request spec goes in its JSON form (compute/objects/request_spec.h) */
+    struct nb_request_spec spec;
+    json_t *sj = json_pack("{s:s}", "project_id", "p");
+    nb_request_spec_from_json(&spec, sj);
+    json_decref(sj);
+    r = nb_scheduler_select_destinations(&ctx, "u1", &spec, 5000);
     assert_string_equal(nb_json_str(r, "method"), "select_destinations");
     json_decref(r);
-    expect("scheduler", "select_destinations",
-           "{\"instance_uuid\": \"u1\", \"spec\": {\"project_id\": \"p\"}}");
+    json_t *want =
+        json_pack("{s:s, s:o}", "instance_uuid", "u1", "spec", nb_request_spec_to_json(&spec));
+    char *want_text = json_dumps(want, 0);
+    expect("scheduler", "select_destinations", want_text);
+    free(want_text);
+    json_decref(want);
+    nb_request_spec_free(&spec);
     assert_true(nb_scheduler_ping(&ctx, 5000));
     expect("scheduler", "ping", "{}");
     /* no agent on h2: no answer, the error on ctx */

@@ -19,6 +19,7 @@
 #include "compute/api/server_create.h"
 #include "compute/api/server_views.h"
 #include "compute/api/validate.h"
+#include "compute/objects/instance.h"
 #include "db/db.h"
 #include "image/image.h"
 
@@ -624,7 +625,7 @@ static void test_destroy_instance(void **state)
                                 "s", u),
                      1);
     assert_int_equal(nb_db_begin(env.db, &ctx), 0);
-    assert_int_equal(nb_srv_destroy_instance(&ctx, u, true), 1);
+    assert_int_equal(nb_instance_destroy(env.db, &ctx, u, true, false), 1);
     assert_int_equal(nb_db_commit(env.db, &ctx), 0);
     assert_int_equal(nb_db_int(env.db, &ctx, -1,
                                "SELECT COUNT(*) FROM instances WHERE uuid = ? AND deleted = 0", "s",
@@ -644,8 +645,8 @@ static void test_destroy_instance(void **state)
                                 "s", "00000000-0000-0000-0000-000000000001"),
                      1);
     assert_int_equal(nb_db_begin(env.db, &ctx), 0);
-    assert_int_equal(nb_srv_destroy_instance(&ctx, "00000000-0000-0000-0000-000000000001", true),
-                     0);
+    assert_int_equal(
+        nb_instance_destroy(env.db, &ctx, "00000000-0000-0000-0000-000000000001", true, false), 0);
     nb_db_rollback(env.db);
 }
 

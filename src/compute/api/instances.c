@@ -1,9 +1,10 @@
 /* instances.c - the module's environment, instance lookup with Nova's
- * visibility rule, the lock and state refusals, and the soft delete of an
- * instance and what hangs off it (instances.h). */
+ * visibility rule, and the lock and state refusals (instances.h); the
+ * soft delete is compute/objects' nb_instance_destroy. */
 #include "common/json.h"
 #include "common/util.h"
 #include "compute/api/instances.h"
+#include "compute/objects/instance.h"
 #include "db/db.h"
 
 #include <string.h>
@@ -30,11 +31,7 @@ json_t *nb_srv_instance_get(struct nb_ctx *ctx, const char *uuid, bool with_dele
 {
     json_t *row = NULL;
     if (uuid && nb_is_uuid(uuid)) {
-        row = nb_db_row(nb_srv_db(), ctx,
-                        with_deleted ? "SELECT * FROM instances WHERE uuid = ? "
-                                       "ORDER BY deleted ASC, id DESC"
-                                     : "SELECT * FROM instances WHERE uuid = ? AND deleted = 0",
-                        "s", uuid);
+        row = nb_instance_get(nb_srv_db(), ctx, uuid, with_deleted);
         if (!row && nb_ctx_failed(ctx))
             return NULL;
     }
@@ -59,52 +56,4 @@ int nb_srv_invalid_state(struct nb_ctx *ctx, const char *action, const char *uui
 {
     return nb_error(ctx, 409, NULL, "Cannot '%s' instance %s while it is in %s %s", action, uuid,
                     attr, state ? state : "None");
-}
-
-/* Soft-deletes an instance row and what hangs off it, as Nova's local
- * delete then instance.destroy() do, in the caller's transaction. With
- * only_unscheduled, only while the instance has no host (the conductor may
- * be placing it). Returns the number of instances deleted (0/1) or -1. */
-int nb_srv_destroy_instance(struct nb_ctx *ctx, const char *uuid, bool only_unscheduled)
-{
-    struct nb_db *db = nb_srv_db();
-    char now[32];
-    nb_now_iso_us(now);
-    int n = nb_db_exec(db, ctx,
-                       only_unscheduled
-                           ? "UPDATE instances SET vm_state = 'deleted', task_state = NULL, "
-                             "progress = 0, terminated_at = ?, deleted_at = ?, updated_at = ?, "
-                             "deleted = id WHERE uuid = ? AND deleted = 0 AND "
-                             "(host IS NULL OR host = '')"
-                           : "UPDATE instances SET vm_state = 'deleted', task_state = NULL, "
-                             "progress = 0, terminated_at = ?, deleted_at = ?, updated_at = ?, "
-                             "deleted = id WHERE uuid = ? AND deleted = 0",
-                       "ssss", now, now, now, uuid);
-    if (n <= 0)
-        return n;
-    if (nb_db_exec(db, ctx,
-                   "UPDATE instance_metadata SET deleted = id WHERE instance_uuid = ? AND "
-                   "deleted = 0",
-                   "s", uuid) < 0 ||
-        nb_db_exec(db, ctx,
-                   "UPDATE instance_system_metadata SET deleted = id WHERE instance_uuid = ? AND "
-                   "deleted = 0",
-                   "s", uuid) < 0 ||
-        nb_db_exec(db, ctx,
-                   "UPDATE block_device_mapping SET deleted = id, deleted_at = ? WHERE "
-                   "instance_uuid = ? AND deleted = 0",
-                   "ss", now, uuid) < 0 ||
-        nb_db_exec(db, ctx,
-                   "UPDATE instance_faults SET deleted = id WHERE instance_uuid = ? AND "
-                   "deleted = 0",
-                   "s", uuid) < 0 ||
-        nb_db_exec(db, ctx,
-                   "UPDATE instance_info_caches SET deleted = id, deleted_at = ? WHERE "
-                   "instance_uuid = ? AND deleted = 0",
-                   "ss", now, uuid) < 0 ||
-        nb_db_exec(db, ctx, "DELETE FROM tags WHERE resource_id = ?", "s", uuid) < 0 ||
-        nb_db_exec(db, ctx, "DELETE FROM instance_group_member WHERE instance_uuid = ?", "s",
-                   uuid) < 0)
-        return -1;
-    return 1;
 }

@@ -1,6 +1,7 @@
 /* instances.h - the instance rows as the Compute API's handlers use them:
  * the module's environment and database, lookup by UUID with Nova's
- * visibility rule, the lock and state refusals, and the soft delete.
+ * visibility rule, the lock and state refusals (the soft delete is
+ * compute/objects' nb_instance_destroy).
  * Instance rows are the JSON objects nb_db_row() returns for
  * `SELECT * FROM instances`. Defined in instances.c; private to
  * compute/api. */
@@ -34,11 +35,5 @@ int nb_srv_check_lock(struct nb_ctx *ctx, const json_t *inst);
 /* 409 "Cannot '<action>' instance <id> while it is in <attr> <state>". -1. */
 int nb_srv_invalid_state(struct nb_ctx *ctx, const char *action, const char *uuid, const char *attr,
                          const char *state);
-/* Soft-deletes an instance row and its metadata, system metadata, block
- * device mappings, faults, tags and group membership (Nova's local delete +
- * instance.destroy), inside the caller's transaction. only_unscheduled:
- * only if the instance has no host yet. Returns instances deleted (0/1),
- * or -1. */
-int nb_srv_destroy_instance(struct nb_ctx *ctx, const char *uuid, bool only_unscheduled);
 
 #endif

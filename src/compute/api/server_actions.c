@@ -21,6 +21,7 @@
 #include "compute/api/server_snapshot.h"
 #include "compute/api/validate.h"
 #include "compute/compute.h"
+#include "compute/objects/instance.h"
 #include "compute/rpc/compute_api.h"
 #include "compute/rpc/conductor_api.h"
 #include "db/db.h"
@@ -81,19 +82,18 @@ static int begin_task(struct nb_ctx *ctx, const json_t *inst, const char *action
     struct nb_db *db = nb_srv_db();
     const char *uuid = nb_json_str(inst, "uuid");
     const char *cur = nb_json_str(inst, "task_state");
-    char now[32];
-    nb_now_iso_us(now);
     if (!in_set(cur, expected_tasks))
         return nb_srv_invalid_state(ctx, message_action, uuid, "task_state", cur);
     if (nb_db_begin(db, ctx) < 0)
         return -1;
-    int n = nb_db_exec(db, ctx,
-                       "UPDATE instances SET task_state = ?, updated_at = ?, "
-                       "progress = CASE WHEN ? THEN 0 ELSE progress END WHERE uuid = ? AND "
-                       "deleted = 0 AND vm_state = ? AND (task_state = ? OR (task_state IS NULL "
-                       "AND ? IS NULL))",
-                       "ssbssss", task_state, now, (int)reset_progress, uuid,
-                       nb_json_str(inst, "vm_state"), cur, cur);
+    int n = (int)nb_instance_transition(db, ctx, uuid,
+                                        &(struct nb_instance_change){
+                                            .expect_vm = {nb_json_str(inst, "vm_state")},
+                                            .expect_task = {cur ? cur : NB_NONE},
+                                            .task_state = task_state,
+                                            .reset_progress = reset_progress,
+                                        },
+                                        NULL);
     if (n < 0 ||
         (n == 0 && nb_srv_invalid_state(ctx, message_action, uuid, "task_state",
                                         "(changed meanwhile)") < 0) ||
@@ -387,15 +387,14 @@ static int do_reset_state(struct nb_ctx *ctx, json_t *inst, json_t *args)
         return -1;
     struct nb_db *db = nb_srv_db();
     const char *uuid = nb_json_str(inst, "uuid");
-    char now[32];
-    nb_now_iso_us(now);
     if (nb_db_begin(db, ctx) < 0)
         return -1;
     if (nb_action_start(db, ctx, uuid, "resetState") < 0 ||
-        nb_db_exec(db, ctx,
-                   "UPDATE instances SET vm_state = ?, task_state = NULL, updated_at = ? WHERE "
-                   "uuid = ? AND deleted = 0",
-                   "sss", state, now, uuid) < 0 ||
+        nb_instance_transition(db, ctx, uuid,
+                               &(struct nb_instance_change){
+                                   .vm_state = !strcmp(state, "error") ? NB_VM_ERROR : NB_VM_ACTIVE,
+                                   .task_state = NB_NONE},
+                               NULL) < 0 ||
         nb_action_finish(db, ctx, uuid, NULL) < 0) {
         nb_db_rollback(db);
         return -1;
@@ -416,25 +415,13 @@ static int lock_change(struct nb_ctx *ctx, const json_t *inst, const char *name,
     const char *uuid = nb_json_str(inst, "uuid");
     char event[32];
     snprintf(event, sizeof(event), "api_%s", name);
-    char now[32];
-    nb_now_iso_us(now);
     const char *host = nb_srv_env()->my_host;
     if (nb_db_begin(db, ctx) < 0)
         return -1;
-    int rc = -1;
     if (nb_action_start(db, ctx, uuid, name) < 0 || nb_event_start(db, ctx, uuid, event, host) < 0)
         goto fail;
-    if (lock)
-        rc = nb_db_exec(db, ctx,
-                        "UPDATE instances SET locked = 1, locked_by = ?, locked_reason = "
-                        "COALESCE(?, locked_reason), updated_at = ? WHERE uuid = ? AND deleted = 0",
-                        "ssss", locked_by, reason, now, uuid);
-    else
-        rc = nb_db_exec(db, ctx,
-                        "UPDATE instances SET locked = 0, locked_by = NULL, locked_reason = NULL, "
-                        "updated_at = ? WHERE uuid = ? AND deleted = 0",
-                        "ss", now, uuid);
-    if (rc < 0 || nb_event_finish(db, ctx, uuid, event, "Success", NULL, NULL) < 0)
+    if (nb_instance_set_lock(db, ctx, uuid, lock, locked_by, reason) < 0 ||
+        nb_event_finish(db, ctx, uuid, event, "Success", NULL, NULL) < 0)
         goto fail;
     return nb_db_commit(db, ctx);
 fail:

@@ -16,6 +16,8 @@
 #include "compute/api/server_create.h"
 #include "compute/api/validate.h"
 #include "compute/compute.h"
+#include "compute/objects/instance.h"
+#include "compute/objects/request_spec.h"
 #include "compute/rpc/conductor_api.h"
 #include "db/db.h"
 #include "image/image.h"
@@ -713,44 +715,50 @@ static int resolve_create(struct nb_ctx *ctx, json_t *body, struct create_req *c
 
 /* ---- create: the records ------------------------------------------------------------------ */
 
-/* The scheduling request stored with each instance (instances.request_spec),
- * read by the conductor and the scheduler. */
+static char *dup_or_null(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+/* A new reference to v, or NULL. */
+static json_t *ref_or_null(json_t *v)
+{
+    return v ? json_incref(v) : NULL;
+}
+
+/* The scheduling request stored with each instance (instances.request_spec,
+ * compute/objects/request_spec.h), read by the conductor and the
+ * scheduler. New ref. */
 static json_t *build_request_spec(struct nb_ctx *ctx, const struct create_req *c, const char *uuid,
                                   int index, int num)
 {
-    json_t *spec = json_object();
-    json_object_set_new(spec, "instance_uuid", json_string(uuid));
-    json_object_set_new(spec, "project_id", json_string(ctx->project_id));
-    json_object_set_new(spec, "user_id", json_string(ctx->user_id));
-    json_object_set(spec, "flavor", c->flavor);
-    json_object_set_new(spec, "image", c->image ? image_for_spec(c->image) : json_object());
-    json_object_set_new(spec, "availability_zone", c->az ? json_string(c->az) : json_null());
-    json_object_set_new(spec, "force_hosts",
-                        c->forced_host ? json_pack("[s]", c->forced_host) : json_array());
-    json_object_set_new(spec, "force_nodes",
-                        c->forced_node ? json_pack("[s]", c->forced_node) : json_array());
-    json_object_set_new(spec, "requested_destination",
-                        c->req_host || c->req_node
-                            ? json_pack("{s:s?, s:s?}", "host", c->req_host, "node", c->req_node)
-                            : json_null());
-    json_object_set(spec, "scheduler_hints", c->hints);
-    json_object_set_new(spec, "group",
-                        c->group ? json_pack("{s:O?, s:O?, s:O?, s:O?}", "uuid",
-                                             json_object_get(c->group, "uuid"), "policy",
-                                             json_object_get(c->group, "policy"), "rules",
-                                             json_object_get(c->group, "rules"), "members",
-                                             json_object_get(c->group, "members"))
-                                 : json_null());
-    json_object_set_new(spec, "num_instances", json_integer(num));
-    json_object_set_new(spec, "launch_index", json_integer(index));
-    json_object_set_new(spec, "is_bfv", json_boolean(c->bfv));
-    json_object_set(spec, "security_groups", c->security_groups);
-    json_object_set_new(spec, "requested_networks",
-                        c->networks ? json_incref(c->networks) : json_string("auto"));
-    json_t *files = json_object_get(c->server, "personality");
-    json_object_set_new(spec, "injected_files", files ? json_incref(files) : json_array());
-    json_object_set_new(spec, "ignore_hosts", json_array());
-    json_object_set_new(spec, "retry", json_pack("{s:i, s:[]}", "num_attempts", 0, "hosts"));
+    struct nb_request_spec rs = {
+        .instance_uuid = strdup(uuid),
+        .project_id = strdup(ctx->project_id),
+        .user_id = strdup(ctx->user_id),
+        .flavor = ref_or_null(c->flavor),
+        .image = c->image ? image_for_spec(c->image) : NULL,
+        .availability_zone = dup_or_null(c->az),
+        .force_host = dup_or_null(c->forced_host),
+        .force_node = dup_or_null(c->forced_node),
+        .requested_host = dup_or_null(c->req_host),
+        .requested_node = dup_or_null(c->req_node),
+        .scheduler_hints = ref_or_null(c->hints),
+        .group = c->group ? json_pack("{s:O?, s:O?, s:O?, s:O?}", "uuid",
+                                      json_object_get(c->group, "uuid"), "policy",
+                                      json_object_get(c->group, "policy"), "rules",
+                                      json_object_get(c->group, "rules"), "members",
+                                      json_object_get(c->group, "members"))
+                          : NULL,
+        .num_instances = num,
+        .launch_index = index,
+        .is_bfv = c->bfv,
+        .security_groups = ref_or_null(c->security_groups),
+        .requested_networks = c->networks ? json_incref(c->networks) : json_string("auto"),
+        .injected_files = ref_or_null(json_object_get(c->server, "personality")),
+    };
+    json_t *spec = nb_request_spec_to_json(&rs);
+    nb_request_spec_free(&rs);
     return spec;
 }
 
@@ -850,28 +858,38 @@ static int insert_instance(struct nb_ctx *ctx, const struct create_req *c, const
         kernel = ramdisk = NULL;
     json_t *certs = json_object_get(s, "trusted_image_certificates");
     json_t *spec = build_request_spec(ctx, c, uuid, index, num);
-    int rc = nb_db_exec(
-        db, ctx,
-        "INSERT INTO instances (uuid, project_id, user_id, display_name, display_description, "
-        "hostname, vm_state, task_state, power_state, availability_zone, instance_type_id, "
-        "flavor, image_ref, key_name, key_data, user_data, config_drive, reservation_id, "
-        "launch_index, access_ip_v4, access_ip_v6, progress, root_device_name, locked, "
-        "request_spec, created_at, updated_at, vcpus, memory_mb, root_gb, ephemeral_gb, "
-        "kernel_id, ramdisk_id, auto_disk_config, trusted_certs) VALUES (?, ?, ?, ?, ?, ?, "
-        "'building', 'scheduling', 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, 0, ?, ?, ?, ?, ?, "
-        "?, ?, ?, ?, ?, ?)",
-        "sssssssijssssssisssjssiiiissbj", uuid, ctx->project_id, ctx->user_id, name, c->description,
-        hostname, c->az, nb_json_int(c->flavor, "id", 0), c->flavor, c->image_ref,
-        c->keypair ? nb_json_str(c->keypair, "name") : NULL,
-        c->keypair ? nb_json_str(c->keypair, "public_key") : NULL,
-        json_string_value(json_object_get(s, "user_data")), c->config_drive ? "True" : "", resv,
-        (long long)index, json_string_value(json_object_get(s, "accessIPv4")),
-        json_string_value(json_object_get(s, "accessIPv6")),
-        image_prop(c->image, "root_device_name"), spec, now, now,
-        nb_json_int(c->flavor, "vcpus", 0), nb_json_int(c->flavor, "memory_mb", 0),
-        nb_json_int(c->flavor, "root_gb", 0), nb_json_int(c->flavor, "ephemeral_gb", 0),
-        kernel ? kernel : "", ramdisk ? ramdisk : "", (int)c->auto_disk_config,
-        json_is_array(certs) ? certs : NULL);
+    struct nb_instance_new in = {
+        .uuid = uuid,
+        .project_id = ctx->project_id,
+        .user_id = ctx->user_id,
+        .display_name = name,
+        .display_description = c->description,
+        .hostname = hostname,
+        .availability_zone = c->az,
+        .instance_type_id = nb_json_int(c->flavor, "id", 0),
+        .flavor = c->flavor,
+        .image_ref = c->image_ref,
+        .key_name = c->keypair ? nb_json_str(c->keypair, "name") : NULL,
+        .key_data = c->keypair ? nb_json_str(c->keypair, "public_key") : NULL,
+        .user_data = json_string_value(json_object_get(s, "user_data")),
+        .config_drive = c->config_drive ? "True" : "",
+        .reservation_id = resv,
+        .launch_index = index,
+        .access_ip_v4 = json_string_value(json_object_get(s, "accessIPv4")),
+        .access_ip_v6 = json_string_value(json_object_get(s, "accessIPv6")),
+        .root_device_name = image_prop(c->image, "root_device_name"),
+        .request_spec = spec,
+        .created_at = now,
+        .vcpus = nb_json_int(c->flavor, "vcpus", 0),
+        .memory_mb = nb_json_int(c->flavor, "memory_mb", 0),
+        .root_gb = nb_json_int(c->flavor, "root_gb", 0),
+        .ephemeral_gb = nb_json_int(c->flavor, "ephemeral_gb", 0),
+        .kernel_id = kernel ? kernel : "",
+        .ramdisk_id = ramdisk ? ramdisk : "",
+        .auto_disk_config = c->auto_disk_config,
+        .trusted_certs = json_is_array(certs) ? certs : NULL,
+    };
+    int rc = nb_instance_create(db, ctx, &in);
     free(name);
     free(hostname);
     json_decref(spec);

@@ -26,6 +26,7 @@
 #include "compute/api/server_snapshot.h"
 #include "compute/api/validate.h"
 #include "compute/compute.h"
+#include "compute/objects/instance.h"
 #include "compute/rpc/conductor_api.h"
 #include "db/db.h"
 #include "image/image.h"
@@ -277,14 +278,13 @@ static int snapshot_image_backed(struct nb_ctx *ctx, const json_t *inst, json_t 
     json_object_set_new(attrs, "container_format", json_string("bare"));
     if (nb_image_create_snapshot(ctx, attrs, false, image_id) < 0)
         return -1;
-    char now[32];
-    nb_now_iso_us(now);
     if (nb_db_begin(db, ctx) < 0)
         goto drop_image;
-    int n = nb_db_exec(db, ctx,
-                       "UPDATE instances SET task_state = ?, updated_at = ? WHERE uuid = ? AND "
-                       "deleted = 0 AND task_state IS NULL",
-                       "sss", NB_TASK_IMAGE_SNAPSHOT, now, uuid);
+    int n = (int)nb_instance_transition(
+        db, ctx, uuid,
+        &(struct nb_instance_change){.expect_task = {NB_NONE},
+                                     .task_state = NB_TASK_IMAGE_SNAPSHOT},
+        NULL);
     if (n == 0)
         nb_srv_invalid_state(ctx, "createImage", uuid, "task_state", "(changed meanwhile)");
     if (n <= 0 || nb_action_start(db, ctx, uuid, "createImage") < 0) {
@@ -295,12 +295,12 @@ static int snapshot_image_backed(struct nb_ctx *ctx, const json_t *inst, json_t 
         goto drop_image;
     if (nb_conductor_snapshot_instance(ctx, uuid, image_id) < 0) {
         NB_ERROR("nubo.compute.api", ctx, uuid, "no conductor listening for snapshot_instance");
-        struct nb_ctx sub; /* best-effort undo; the 503 is the answer */
+        struct nb_ctx sub;
         nb_ctx_child(&sub, ctx);
-        nb_db_exec(db, &sub,
-                   "UPDATE instances SET task_state = NULL, updated_at = ? WHERE uuid = ? AND "
-                   "task_state = ?",
-                   "sss", now, uuid, NB_TASK_IMAGE_SNAPSHOT);
+        nb_instance_transition(db, &sub, uuid,
+                               &(struct nb_instance_change){.expect_task = {NB_TASK_IMAGE_SNAPSHOT},
+                                                            .task_state = NB_NONE},
+                               NULL);
         nb_action_finish(db, &sub, uuid, "The compute conductor is not available.");
         nb_error(ctx, 503, NULL, "The compute conductor is not available.");
         goto drop_image;

@@ -24,6 +24,7 @@
 #include "compute/api/sql.h"
 #include "compute/api/validate.h"
 #include "compute/compute.h"
+#include "compute/objects/instance.h"
 #include "compute/rpc/conductor_api.h"
 #include "db/db.h"
 #include "image/image.h"
@@ -41,67 +42,6 @@
 #include <sys/socket.h>
 
 /* ---- listing --------------------------------------------------------------------- */
-
-/* Nova's _STATE_MAP: (vm_state, task_state or "default") -> status. */
-static const struct {
-    const char *vm, *task, *status;
-} state_map[] = {
-    {"active", "default", "ACTIVE"},
-    {"active", "rebooting", "REBOOT"},
-    {"active", "reboot_pending", "REBOOT"},
-    {"active", "reboot_started", "REBOOT"},
-    {"active", "rebooting_hard", "HARD_REBOOT"},
-    {"active", "reboot_pending_hard", "HARD_REBOOT"},
-    {"active", "reboot_started_hard", "HARD_REBOOT"},
-    {"active", "updating_password", "PASSWORD"},
-    {"active", "rebuilding", "REBUILD"},
-    {"active", "rebuild_block_device_mapping", "REBUILD"},
-    {"active", "rebuild_spawning", "REBUILD"},
-    {"active", "migrating", "MIGRATING"},
-    {"active", "resize_prep", "RESIZE"},
-    {"active", "resize_migrating", "RESIZE"},
-    {"active", "resize_migrated", "RESIZE"},
-    {"active", "resize_finish", "RESIZE"},
-    {"building", "default", "BUILD"},
-    {"stopped", "default", "SHUTOFF"},
-    {"stopped", "resize_prep", "RESIZE"},
-    {"stopped", "resize_migrating", "RESIZE"},
-    {"stopped", "resize_migrated", "RESIZE"},
-    {"stopped", "resize_finish", "RESIZE"},
-    {"stopped", "rebuilding", "REBUILD"},
-    {"stopped", "rebuild_block_device_mapping", "REBUILD"},
-    {"stopped", "rebuild_spawning", "REBUILD"},
-    {"resized", "default", "VERIFY_RESIZE"},
-    {"resized", "resize_reverting", "REVERT_RESIZE"},
-    {"paused", "default", "PAUSED"},
-    {"paused", "migrating", "MIGRATING"},
-    {"suspended", "default", "SUSPENDED"},
-    {"rescued", "default", "RESCUE"},
-    {"error", "default", "ERROR"},
-    {"error", "rebuilding", "REBUILD"},
-    {"error", "rebuild_block_device_mapping", "REBUILD"},
-    {"error", "rebuild_spawning", "REBUILD"},
-    {"deleted", "default", "DELETED"},
-    {"soft-delete", "default", "SOFT_DELETED"},
-    {"shelved", "default", "SHELVED"},
-    {"shelved_offloaded", "default", "SHELVED_OFFLOADED"},
-};
-
-/* Nova's task_and_vm_state_from_status: fills vm_states and task_states
- * (which may contain "default") for a list of status names. */
-static void states_from_statuses(json_t *statuses, json_t *vm_states, json_t *task_states)
-{
-    for (size_t k = 0; k < sizeof(state_map) / sizeof(state_map[0]); k++) {
-        size_t i;
-        json_t *v;
-        json_array_foreach (statuses, i, v) {
-            if (strcasecmp(json_string_value(v), state_map[k].status) == 0) {
-                nb_srv_set_add(vm_states, state_map[k].vm);
-                nb_srv_set_add(task_states, state_map[k].task);
-            }
-        }
-    }
-}
 
 enum filt_kind { F_EXACT, F_REGEX, F_SPECIAL, F_IGNORE };
 
@@ -427,7 +367,7 @@ static int status_filter(struct nb_ctx *ctx, json_t *q, struct list_req *l)
     if (!statuses)
         return 0;
     json_t *vms = json_array(), *tasks = json_array();
-    states_from_statuses(statuses, vms, tasks);
+    nb_server_states_for_statuses(statuses, vms, tasks);
     if (!json_array_size(vms) && !json_array_size(tasks)) {
         json_decref(vms);
         json_decref(tasks);
@@ -1003,8 +943,6 @@ static int h_server_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
                       nb_srv_is_member_of(ctx, nb_json_str(inst, "project_id"))) < 0)
         goto out;
     json_t *v;
-    char now[32];
-    nb_now_iso_us(now);
     name =
         (v = json_object_get(server, "name")) ? nb_srv_normalize_name(json_string_value(v)) : NULL;
     json_t *desc = json_object_get(server, "description");
@@ -1013,18 +951,21 @@ static int h_server_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
            *ip6 = json_object_get(server, "accessIPv6");
     json_t *dc = json_object_get(server, "OS-DCF:diskConfig");
     /* each column changes only when its field is present */
-    if (nb_db_exec(nb_srv_db(), ctx,
-                   "UPDATE instances SET display_name = CASE WHEN ? THEN ? ELSE display_name END, "
-                   "display_description = CASE WHEN ? THEN ? ELSE display_description END, "
-                   "hostname = CASE WHEN ? THEN ? ELSE hostname END, "
-                   "access_ip_v4 = CASE WHEN ? THEN ? ELSE access_ip_v4 END, "
-                   "access_ip_v6 = CASE WHEN ? THEN ? ELSE access_ip_v6 END, "
-                   "auto_disk_config = CASE WHEN ? THEN ? ELSE auto_disk_config END, "
-                   "updated_at = ? WHERE uuid = ? AND deleted = 0",
-                   "bsbsbsbsbsbiss", name != NULL, name, desc != NULL, json_string_value(desc),
-                   hostname != NULL, json_string_value(hostname), ip4 != NULL,
-                   json_string_value(ip4), ip6 != NULL, json_string_value(ip6), dc != NULL,
-                   (long long)(dc && !strcmp(json_string_value(dc), "AUTO")), now, id) < 0)
+    struct nb_instance_attrs a = {
+        .set_display_name = name != NULL,
+        .display_name = name,
+        .set_display_description = desc != NULL,
+        .display_description = json_string_value(desc),
+        .set_hostname = hostname != NULL,
+        .hostname = json_string_value(hostname),
+        .set_access_ip_v4 = ip4 != NULL,
+        .access_ip_v4 = json_string_value(ip4),
+        .set_access_ip_v6 = ip6 != NULL,
+        .access_ip_v6 = json_string_value(ip6),
+        .set_auto_disk_config = dc != NULL,
+        .auto_disk_config = dc && !strcmp(json_string_value(dc), "AUTO"),
+    };
+    if (nb_instance_update_attrs(nb_srv_db(), ctx, id, &a) < 0)
         goto out;
     json_decref(inst);
     if (!(inst = nb_srv_instance_get(ctx, id, false)))
@@ -1070,7 +1011,8 @@ static int local_delete(struct nb_ctx *ctx, const char *uuid, bool only_unschedu
     _cleanup_json_ json_t *volumes = nb_srv_instance_volume_bdms(ctx, uuid);
     if (!volumes || nb_db_begin(db, ctx) < 0)
         return -1;
-    int n = nb_srv_destroy_instance(ctx, uuid, only_unscheduled);
+    /* the guest, if any, is not ours to know about: power state kept */
+    int n = nb_instance_destroy(db, ctx, uuid, only_unscheduled, false);
     if (n < 0 || nb_db_commit(db, ctx) < 0) {
         if (n < 0)
             nb_db_rollback(db);
@@ -1138,14 +1080,12 @@ static int h_server_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
         rc = nb_resp_empty(resp, 204);
         goto out;
     }
-    char now[32];
-    nb_now_iso_us(now);
     if (nb_db_begin(db, ctx) < 0)
         goto out;
-    if (nb_db_exec(db, ctx,
-                   "UPDATE instances SET task_state = 'deleting', progress = 0, updated_at = ? "
-                   "WHERE uuid = ? AND deleted = 0",
-                   "ss", now, uuid) < 0 ||
+    if (nb_instance_transition(
+            db, ctx, uuid,
+            &(struct nb_instance_change){.task_state = NB_TASK_DELETING, .reset_progress = true},
+            NULL) < 0 ||
         nb_action_start(db, ctx, uuid, "delete") < 0) {
         nb_db_rollback(db);
         goto out;

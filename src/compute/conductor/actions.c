@@ -17,8 +17,8 @@
 #include "common/util.h"
 #include "compute/compute.h"
 #include "compute/conductor/internal.h"
+#include "compute/objects/instance.h"
 #include "compute/rpc/compute_api.h"
-#include "compute/virt/driver.h"
 #include "db/db.h"
 
 #include <stdio.h>
@@ -37,30 +37,74 @@ struct power_op {
     const char *action;
     const char *event;
     const char *task;
-    const char *accepted;
+    const char *accepted[NB_EXPECT_MAX - 1];
     const char *claim_vm;
     const char *vm_ok;
     bool revert_to_error;
 };
 
 #define REBOOT_TASKS                                                                               \
-    "'rebooting', 'rebooting_hard', 'reboot_pending', 'reboot_pending_hard', 'reboot_started', "   \
-    "'reboot_started_hard'"
+    {                                                                                              \
+        NB_TASK_REBOOTING, NB_TASK_REBOOTING_HARD, NB_TASK_REBOOT_PENDING,                         \
+            NB_TASK_REBOOT_PENDING_HARD, NB_TASK_REBOOT_STARTED, NB_TASK_REBOOT_STARTED_HARD       \
+    }
 
 static const struct power_op power_ops[] = {
-    {"start_instance", "start", "start", EV_START, NB_TASK_POWERING_ON, "'powering-on'", NULL,
-     NB_VM_ACTIVE, false},
-    {"stop_instance", "stop", "stop", EV_STOP, NB_TASK_POWERING_OFF, "'powering-off'", NULL,
-     NB_VM_STOPPED, false},
+    {"start_instance",
+     "start",
+     "start",
+     EV_START,
+     NB_TASK_POWERING_ON,
+     {NB_TASK_POWERING_ON},
+     NULL,
+     NB_VM_ACTIVE,
+     false},
+    {"stop_instance",
+     "stop",
+     "stop",
+     EV_STOP,
+     NB_TASK_POWERING_OFF,
+     {NB_TASK_POWERING_OFF},
+     NULL,
+     NB_VM_STOPPED,
+     false},
     {"reboot_instance", "reboot", "reboot", EV_REBOOT, NULL, REBOOT_TASKS, NULL, NULL, false},
-    {"pause_instance", "pause", "pause", EV_PAUSE, NB_TASK_PAUSING, "'pausing'", NB_VM_ACTIVE,
-     NB_VM_PAUSED, false},
-    {"unpause_instance", "unpause", "unpause", EV_UNPAUSE, NB_TASK_UNPAUSING, "'unpausing'",
-     NB_VM_PAUSED, NB_VM_ACTIVE, false},
-    {"suspend_instance", "suspend", "suspend", EV_SUSPEND, NB_TASK_SUSPENDING, "'suspending'",
-     NB_VM_ACTIVE, NB_VM_SUSPENDED, true},
-    {"resume_instance", "resume", "resume", EV_RESUME, NB_TASK_RESUMING, "'resuming'",
-     NB_VM_SUSPENDED, NB_VM_ACTIVE, true},
+    {"pause_instance",
+     "pause",
+     "pause",
+     EV_PAUSE,
+     NB_TASK_PAUSING,
+     {NB_TASK_PAUSING},
+     NB_VM_ACTIVE,
+     NB_VM_PAUSED,
+     false},
+    {"unpause_instance",
+     "unpause",
+     "unpause",
+     EV_UNPAUSE,
+     NB_TASK_UNPAUSING,
+     {NB_TASK_UNPAUSING},
+     NB_VM_PAUSED,
+     NB_VM_ACTIVE,
+     false},
+    {"suspend_instance",
+     "suspend",
+     "suspend",
+     EV_SUSPEND,
+     NB_TASK_SUSPENDING,
+     {NB_TASK_SUSPENDING},
+     NB_VM_ACTIVE,
+     NB_VM_SUSPENDED,
+     true},
+    {"resume_instance",
+     "resume",
+     "resume",
+     EV_RESUME,
+     NB_TASK_RESUMING,
+     {NB_TASK_RESUMING},
+     NB_VM_SUSPENDED,
+     NB_VM_ACTIVE,
+     true},
 };
 
 static const struct power_op *find_op(const char *key, bool by_method)
@@ -78,22 +122,19 @@ static const char *str_or(const char *s, const char *def)
 
 /* Claims the instance for op: sets the working task state unless another
  * task holds it (or, for ops with a claim_vm, the vm_state moved on).
- * 1 claimed, 0 busy/gone, -1 error. */
+ * 1 claimed, 0 busy/gone (found: what holds it), -1 error. */
 static int claim_task(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                      const struct power_op *op, bool hard, const char **task_out)
+                      const struct power_op *op, bool hard, const char **task_out,
+                      struct nb_instance_found *found)
 {
     const char *task = op->task;
     if (!task)
         task = hard ? NB_TASK_REBOOT_STARTED_HARD : NB_TASK_REBOOT_STARTED;
     *task_out = task;
-    char now[32];
-    nb_now_iso_us(now);
-    _cleanup_free_ char *sql = nb_strdup_printf(
-        "UPDATE instances SET task_state = ?, updated_at = ? WHERE uuid = ? AND deleted = 0 AND "
-        "(task_state IS NULL OR task_state IN (%s)) AND (? IS NULL OR vm_state = ?)",
-        op->accepted);
-    int n = nb_db_exec(c->db, ctx, sql, "sssss", task, now, uuid, op->claim_vm, op->claim_vm);
-    return n < 0 ? -1 : n;
+    struct nb_instance_change ch = {.task_state = task, .expect_vm = {op->claim_vm}};
+    ch.expect_task[0] = NB_NONE;
+    memcpy(ch.expect_task + 1, op->accepted, sizeof(op->accepted));
+    return (int)nb_instance_transition(c->db, ctx, uuid, &ch, found);
 }
 
 static void finish_power_op(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
@@ -112,20 +153,19 @@ void cond_power_action(struct conductor *c, struct nb_ctx *ctx, const char *meth
     cond_action_start(c, ctx, uuid, op->action);
     if (!host) {
         NB_WARN(LOG_COND, ctx, uuid, "Cannot %s an instance that has no host", op->op);
-        _cleanup_free_ char *sql = nb_strdup_printf(
-            "UPDATE instances SET task_state = NULL WHERE uuid = ? AND deleted = 0 AND "
-            "task_state IN (%s)",
-            op->accepted);
+        struct nb_instance_change ch = {.task_state = NB_NONE};
+        memcpy(ch.expect_task, op->accepted, sizeof(op->accepted));
         struct nb_ctx sub; /* best-effort: a failure leaves the task to the next sync */
         nb_ctx_child(&sub, ctx);
-        nb_db_exec(c->db, &sub, sql, "s", uuid);
+        nb_instance_transition(c->db, &sub, uuid, &ch, NULL);
         return;
     }
     const char *task = NULL;
-    int n = claim_task(c, ctx, uuid, op, hard, &task);
+    struct nb_instance_found found = {0};
+    int n = claim_task(c, ctx, uuid, op, hard, &task, &found);
     if (n <= 0) {
         NB_WARN(LOG_COND, ctx, uuid, "Instance is busy (task_state %s); %s not done",
-                str_or(nb_json_str(row, "task_state"), "None"), op->op);
+                found.task_state[0] ? found.task_state : "None", op->op);
         nb_ctx_clear_error(ctx); /* handled: the op is not done */
         return;
     }
@@ -149,27 +189,23 @@ static void finish_power_op(struct conductor *c, struct nb_ctx *ctx, const char 
                             const char *host, const struct power_op *op, bool ok, bool untouched,
                             const char *message, int power_state)
 {
-    char now[32];
-    nb_now_iso_us(now);
-    const char *vm = NULL; /* NULL: leave vm_state as it is */
-    char expected[160];
+    /* vm_state NULL: left as it is */
+    struct nb_instance_change ch = {
+        .task_state = NB_NONE, .set_power_state = true, .power_state = power_state};
     if (op->task) {
-        snprintf(expected, sizeof(expected), "task_state = '%s'", op->task);
-        vm = ok ? op->vm_ok : (op->revert_to_error && !untouched ? NB_VM_ERROR : NULL);
+        ch.expect_task[0] = op->task;
+        ch.vm_state = ok ? op->vm_ok : (op->revert_to_error && !untouched ? NB_VM_ERROR : NULL);
     } else {
-        snprintf(expected, sizeof(expected), "%s",
-                 "task_state IN ('reboot_started', 'reboot_started_hard')");
-        vm = ok || power_state == NB_POWER_RUNNING ? NB_VM_ACTIVE : NB_VM_ERROR;
+        ch.expect_task[0] = NB_TASK_REBOOT_STARTED;
+        ch.expect_task[1] = NB_TASK_REBOOT_STARTED_HARD;
+        ch.vm_state = ok || power_state == NB_POWER_RUNNING ? NB_VM_ACTIVE : NB_VM_ERROR;
     }
-    _cleanup_free_ char *sql = nb_strdup_printf(
-        "UPDATE instances SET vm_state = COALESCE(?, vm_state), task_state = NULL, "
-        "power_state = ?, updated_at = ? WHERE uuid = ? AND deleted = 0 AND %s",
-        expected);
+    const char *vm = ch.vm_state;
     if (nb_db_begin(c->db, ctx) < 0) {
         nb_ctx_clear_error(ctx);
         return;
     }
-    int n = nb_db_exec(c->db, ctx, sql, "siss", vm, (long long)power_state, now, uuid);
+    int n = (int)nb_instance_transition(c->db, ctx, uuid, &ch, NULL);
     if (!ok && n == 1)
         cond_fault(c, ctx, uuid, 500, message, message, host);
     cond_event_finish(c, ctx, uuid, op->event, ok, ok ? NULL : message);
@@ -197,12 +233,9 @@ void cond_delete_instance(struct conductor *c, struct nb_ctx *ctx, const char *u
     if (!row || nb_json_int(row, "deleted", 0) != 0)
         return;
     cond_action_start(c, ctx, uuid, "delete");
-    char now[32];
-    nb_now_iso_us(now);
-    if (nb_db_exec(c->db, ctx,
-                   "UPDATE instances SET task_state = 'deleting', updated_at = ? WHERE uuid = ? "
-                   "AND deleted = 0",
-                   "ss", now, uuid) < 0)
+    if (nb_instance_transition(c->db, ctx, uuid,
+                               &(struct nb_instance_change){.task_state = NB_TASK_DELETING},
+                               NULL) < 0)
         nb_ctx_clear_error(ctx); /* the delete goes on without the task state */
     const char *host = nb_json_str(row, "host");
     if (!host) {
@@ -233,14 +266,10 @@ static void finish_terminate(struct conductor *c, struct nb_ctx *ctx, const char
             nb_ctx_clear_error(ctx); /* logged; run again by the next delete */
         return;
     }
-    char now[32];
-    nb_now_iso_us(now);
-    int n = nb_db_exec(c->db, ctx,
-                       "UPDATE instances SET vm_state = 'error', task_state = NULL, updated_at = ? "
-                       "WHERE uuid = ? AND deleted = 0",
-                       "ss", now, uuid);
-    nb_ctx_clear_error(ctx); /* a failed update: no fault, the events still end */
-    if (n == 1)
+    enum nb_transition n = nb_instance_transition(
+        c->db, ctx, uuid,
+        &(struct nb_instance_change){.vm_state = NB_VM_ERROR, .task_state = NB_NONE}, NULL);
+    if (n == NB_TRANSITION_MOVED)
         cond_fault(c, ctx, uuid, 500, message, message, host);
     cond_event_finish(c, ctx, uuid, EV_TERMINATE, false, message);
     cond_action_finish(c, ctx, uuid, "Error");
@@ -286,13 +315,17 @@ static void stopped_by_itself(struct conductor *c, struct nb_ctx *ctx, const cha
                 vm, db_power, power);
     cond_action_start(c, ctx, uuid, "stop");
     cond_event_start(c, ctx, uuid, EV_STOP, host);
-    char now[32];
-    nb_now_iso_us(now);
-    int n = nb_db_exec(c->db, ctx,
-                       "UPDATE instances SET vm_state = 'stopped', power_state = 4, task_state = "
-                       "NULL, updated_at = ? WHERE uuid = ? AND deleted = 0 AND vm_state = ? "
-                       "AND task_state IS NULL AND host = ?",
-                       "ssss", now, uuid, vm, host);
+    int n = (int)nb_instance_transition(c->db, ctx, uuid,
+                                        &(struct nb_instance_change){
+                                            .expect_vm = {vm},
+                                            .expect_task = {NB_NONE},
+                                            .expect_host = host,
+                                            .vm_state = NB_VM_STOPPED,
+                                            .task_state = NB_NONE,
+                                            .set_power_state = true,
+                                            .power_state = NB_POWER_SHUTDOWN,
+                                        },
+                                        NULL);
     nb_ctx_clear_error(ctx); /* a failed update ends the stop like a lost race */
     cond_event_finish(c, ctx, uuid, EV_STOP, n == 1,
                       n == 1 ? NULL : "The instance changed state during the power sync.");
@@ -357,13 +390,13 @@ void cond_power_sync(struct conductor *c, struct nb_ctx *ctx, json_t *args)
     const char *vm = str_or(nb_json_str(row, "vm_state"), "");
     int db_power = (int)nb_json_int(row, "power_state", NB_POWER_NOSTATE);
     if (db_power != power) {
-        char now[32];
-        nb_now_iso_us(now);
-        if (nb_db_exec(c->db, ctx,
-                       "UPDATE instances SET power_state = ?, updated_at = ? WHERE uuid = ? AND "
-                       "deleted = 0 AND task_state IS NULL AND host = ?",
-                       "isss", (long long)power, now, uuid, host) < 0)
-            nb_ctx_clear_error(ctx); /* the next sync stores it */
+        nb_instance_transition(c->db, ctx, uuid,
+                               &(struct nb_instance_change){.expect_task = {NB_NONE},
+                                                            .expect_host = host,
+                                                            .set_power_state = true,
+                                                            .power_state = power},
+                               NULL);
+        nb_ctx_clear_error(ctx); /* the next sync stores it */
         NB_INFO(LOG_COND, ctx, uuid,
                 "Power state of the instance on %s: %d (was %d in the database)", host, power,
                 db_power);

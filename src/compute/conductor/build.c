@@ -26,6 +26,8 @@
 #include "common/util.h"
 #include "compute/compute.h"
 #include "compute/conductor/internal.h"
+#include "compute/objects/instance.h"
+#include "compute/objects/request_spec.h"
 #include "compute/rpc/compute_api.h"
 #include "compute/rpc/scheduler_api.h"
 #include "db/db.h"
@@ -40,56 +42,24 @@
     "Exceeded maximum number of retries. Exhausted all hosts available for retrying build "        \
     "failures for instance %s."
 
-/* {"id", "disk_format", "properties"} of the image, or null when booting
- * without one. An image that vanished since the API accepted the request is
- * scheduled without properties (the spawn will report it). New ref. */
-static json_t *image_for_spec(struct nb_ctx *ctx, const char *image_ref)
+/* The server group's current policy, rules and members into spec->group
+ * (the group named when the API took the request; members built since
+ * count for (anti-)affinity). A group deleted meanwhile: none. */
+static void refresh_group(struct conductor *c, struct nb_ctx *ctx, struct nb_request_spec *spec)
 {
-    if (!image_ref || !*image_ref)
-        return json_null();
-    struct nb_ctx sub;
-    nb_ctx_child(&sub, ctx);
-    _cleanup_json_ json_t *img = nb_image_lookup(&sub, image_ref);
-    json_t *props = json_object();
-    const char *k;
-    json_t *v;
-    json_object_foreach (img, k, v) {
-        if (!nb_image_is_core_attr(k))
-            json_object_set(props, k, v);
-    }
-    return json_pack("{s:s, s:s?, s:o}", "id", image_ref, "disk_format",
-                     nb_json_str(img, "disk_format"), "properties", props);
-}
-
-/* The server group of the instance: from the request's scheduler hint, else
- * from membership. {"uuid","policy","rules","members"} or null. New ref. */
-static json_t *group_for_spec(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                              json_t *rspec)
-{
-    const char *g = nb_json_str(json_object_get(rspec, "scheduler_hints"), "group");
-    json_t *hint_list = json_object_get(json_object_get(rspec, "scheduler_hints"), "group");
-    if (!g && json_is_array(hint_list))
-        g = json_string_value(json_array_get(hint_list, 0));
+    const char *g = nb_request_spec_group_uuid(spec);
     if (!g)
-        g = nb_json_str(rspec, "group");
-    if (!g)
-        g = nb_json_str(json_object_get(rspec, "group"), "uuid");
-    struct nb_ctx sub;
+        return;
+    struct nb_ctx sub; /* lookups: without them the spec has no group */
     nb_ctx_child(&sub, ctx);
-    _cleanup_json_ json_t *grp = NULL;
-    if (g)
-        grp = nb_db_row(c->db, &sub,
-                        "SELECT id, uuid, policy, rules FROM instance_groups WHERE uuid = ? AND "
-                        "deleted = 0",
-                        "s", g);
+    _cleanup_json_ json_t *grp = nb_db_row(c->db, &sub,
+                                           "SELECT id, uuid, policy, rules FROM instance_groups "
+                                           "WHERE uuid = ? AND deleted = 0",
+                                           "s", g);
+    json_decref(spec->group);
+    spec->group = NULL;
     if (!grp)
-        grp = nb_db_row(c->db, &sub,
-                        "SELECT g.id, g.uuid, g.policy, g.rules FROM instance_groups g JOIN "
-                        "instance_group_member m ON m.group_id = g.id WHERE m.instance_uuid = ? "
-                        "AND g.deleted = 0 LIMIT 1",
-                        "s", uuid);
-    if (!grp)
-        return json_null();
+        return;
     _cleanup_json_ json_t *rows = nb_db_rows(
         c->db, &sub, "SELECT instance_uuid FROM instance_group_member WHERE group_id = ?", "i",
         nb_json_int(grp, "id", 0));
@@ -100,115 +70,28 @@ static json_t *group_for_spec(struct conductor *c, struct nb_ctx *ctx, const cha
         if (nb_json_str(r, "instance_uuid"))
             json_array_append_new(members, json_string(nb_json_str(r, "instance_uuid")));
     }
-    /* a member being built may not be in the table yet if the API adds it
-     * after the cast; the instance itself is always a member */
     json_t *rules = nb_json_parse(nb_json_str(grp, "rules"));
-    return json_pack("{s:s?, s:s?, s:o, s:o}", "uuid", nb_json_str(grp, "uuid"), "policy",
-                     nb_json_str(grp, "policy"), "rules", rules ? rules : json_object(), "members",
-                     members);
+    spec->group = json_pack("{s:s?, s:s?, s:o, s:o}", "uuid", nb_json_str(grp, "uuid"), "policy",
+                            nb_json_str(grp, "policy"), "rules", rules ? rules : json_object(),
+                            "members", members);
 }
 
-/* True if the boot disk is a volume (no local root disk to claim). */
-static bool boot_from_volume(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
+/* The instance's stored request spec (defaults for what it lacks). */
+static void request_spec_of(json_t *row, struct nb_request_spec *spec)
 {
-    struct nb_ctx sub;
-    nb_ctx_child(&sub, ctx);
-    return nb_db_int(c->db, &sub, 0,
-                     "SELECT COUNT(*) FROM block_device_mapping WHERE instance_uuid = ? AND "
-                     "deleted = 0 AND boot_index = 0 AND destination_type = 'volume'",
-                     "s", uuid) > 0;
-}
-
-/* The zone and forced host asked for: the API's request_spec fields
- * (availability_zone, force_hosts), else the instance's availability_zone
- * column parsed as Nova's "zone:host[:node]". */
-static void zone_and_host(json_t *row, json_t *rspec, char *zone, char *host, size_t n)
-{
-    zone[0] = host[0] = '\0';
-    json_t *azj = json_object_get(rspec, "availability_zone");
-    const char *az = azj ? json_string_value(azj) : nb_json_str(row, "availability_zone");
-    const char *forced =
-        json_string_value(json_array_get(json_object_get(rspec, "force_hosts"), 0));
-    if (az) {
-        const char *colon = strchr(az, ':');
-        if (colon) {
-            snprintf(zone, n, "%.*s", (int)(colon - az), az);
-            snprintf(host, n, "%s", colon + 1);
-            char *second = strchr(host, ':');
-            if (second)
-                *second = '\0';
-        } else {
-            snprintf(zone, n, "%s", az);
-        }
-    }
-    if (forced)
-        snprintf(host, n, "%s", forced);
-}
-
-/* The select_destinations spec for the instance row (see scheduler.h). */
-static json_t *spec_for(struct conductor *c, struct nb_ctx *ctx, json_t *row, json_t *rspec)
-{
-    const char *uuid = nb_json_str(row, "uuid");
-    json_t *flavor = nb_json_parse(nb_json_str(row, "flavor"));
-    char zone[256], host[256];
-    zone_and_host(row, rspec, zone, host, sizeof(zone));
-    /* the image as the API saw it at boot (Nova keeps it in the request
-     * spec), else looked up now */
-    json_t *image = json_object_get(rspec, "image");
-    image = json_is_object(json_object_get(image, "properties"))
-                ? json_incref(image)
-                : image_for_spec(ctx, nb_json_str(row, "image_ref"));
-    json_t *bfv = json_object_get(rspec, "is_bfv");
-    bool is_bfv = json_is_boolean(bfv) ? json_is_true(bfv) : boot_from_volume(c, ctx, uuid);
-    const char *requested = nb_json_str(json_object_get(rspec, "requested_destination"), "host");
-    json_t *retry = json_object_get(rspec, "retry");
-    json_t *tried = json_object_get(retry, "hosts");
-    json_t *unreachable = json_object_get(rspec, "unreachable_hosts");
-    return json_pack("{s:o, s:o, s:s?, s:s?, s:s?, s:o, s:o, s:o, s:b, s:s?, s:s?}", "flavor",
-                     flavor ? flavor : json_object(), "image", image, "availability_zone",
-                     zone[0] ? zone : NULL, "force_host", host[0] ? host : NULL, "requested_host",
-                     requested, "group", group_for_spec(c, ctx, uuid, rspec), "retry_hosts",
-                     tried ? json_incref(tried) : json_array(), "unreachable_hosts",
-                     json_is_array(unreachable) ? json_incref(unreachable) : json_array(), "is_bfv",
-                     is_bfv, "project_id", nb_json_str(row, "project_id"), "user_id",
-                     nb_json_str(row, "user_id"));
-}
-
-/* request_spec of the row as an object (new ref, {} if unparsable). */
-static json_t *request_spec_of(json_t *row)
-{
-    json_t *r = nb_json_parse(nb_json_str(row, "request_spec"));
-    if (!json_is_object(r)) {
-        json_decref(r);
-        r = json_object();
-    }
-    return r;
-}
-
-/* request_spec.retry, created if missing (borrowed from rspec). */
-static json_t *retry_of(json_t *rspec)
-{
-    json_t *retry = json_object_get(rspec, "retry");
-    if (!json_is_object(retry)) {
-        retry = json_pack("{s:i, s:[], s:[]}", "num_attempts", 0, "hosts", "failures");
-        json_object_set_new(rspec, "retry", retry);
-    }
-    if (!json_is_array(json_object_get(retry, "hosts")))
-        json_object_set_new(retry, "hosts", json_array());
-    if (!json_is_array(json_object_get(retry, "failures")))
-        json_object_set_new(retry, "failures", json_array());
-    return retry;
+    _cleanup_json_ json_t *j = nb_json_parse(nb_json_str(row, "request_spec"));
+    nb_request_spec_from_json(spec, j);
 }
 
 /* "Attempt 1 on fake-2: why" lines of the earlier failures. Caller frees. */
-static char *failures_text(json_t *retry)
+static char *failures_text(const struct nb_request_spec *spec)
 {
     char *buf = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     size_t i;
     json_t *e;
-    json_array_foreach (json_object_get(retry, "failures"), i, e) {
+    json_array_foreach (spec->retry_failures, i, e) {
         fprintf(f, "%sAttempt %zu: %s", i ? "\n" : "", i + 1, json_string_value(e));
     }
     fclose(f);
@@ -220,13 +103,15 @@ static char *failures_text(json_t *retry)
 static void fail_build(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
                        const char *message, const char *details)
 {
-    char now[32];
-    nb_now_iso_us(now);
-    int n = nb_db_exec(c->db, ctx,
-                       "UPDATE instances SET vm_state = 'error', task_state = NULL, host = NULL, "
-                       "node = NULL, updated_at = ? WHERE uuid = ? AND deleted = 0 AND "
-                       "task_state = 'scheduling'",
-                       "ss", now, uuid);
+    int n = (int)nb_instance_transition(c->db, ctx, uuid,
+                                        &(struct nb_instance_change){
+                                            .expect_task = {NB_TASK_SCHEDULING},
+                                            .vm_state = NB_VM_ERROR,
+                                            .task_state = NB_NONE,
+                                            .host = NB_NONE,
+                                            .node = NB_NONE,
+                                        },
+                                        NULL);
     nb_ctx_clear_error(ctx); /* a failed update ends the build like a lost race */
     if (n <= 0) {
         cond_event_finish(c, ctx, uuid, EV_SCHEDULE, false,
@@ -266,14 +151,11 @@ static int next_step(struct conductor *c, struct nb_ctx *ctx, const char *uuid, 
                      const char *from, const char *from_event, const char *to, const char *to_event,
                      const json_t *network_info)
 {
-    char now[32];
-    nb_now_iso_us(now);
     if (nb_db_begin(c->db, ctx) < 0)
         return -1;
-    int n = nb_db_exec(c->db, ctx,
-                       "UPDATE instances SET task_state = ?, updated_at = ? WHERE uuid = ? AND "
-                       "deleted = 0 AND task_state = ?",
-                       "ssss", to, now, uuid, from);
+    int n = (int)nb_instance_transition(
+        c->db, ctx, uuid, &(struct nb_instance_change){.expect_task = {from}, .task_state = to},
+        NULL);
     if (n == 1 && network_info && cond_info_cache_write(c, ctx, uuid, network_info) < 0)
         n = -1;
     if (n == 1) {
@@ -317,13 +199,15 @@ static void build_abort_step(struct conductor *c, struct nb_ctx *ctx, const char
     cond_cleanup_volumes(c, ctx, uuid);
     cond_deallocate_networks(c, ctx, uuid);
     _cleanup_free_ char *message = nb_strdup_printf("Build of instance %s aborted: %s", uuid, why);
-    char now[32];
-    nb_now_iso_us(now);
-    int n = nb_db_exec(c->db, ctx,
-                       "UPDATE instances SET vm_state = 'error', task_state = NULL, host = NULL, "
-                       "node = NULL, updated_at = ? WHERE uuid = ? AND deleted = 0 AND "
-                       "task_state = ?",
-                       "sss", now, uuid, task);
+    int n = (int)nb_instance_transition(c->db, ctx, uuid,
+                                        &(struct nb_instance_change){
+                                            .expect_task = {task},
+                                            .vm_state = NB_VM_ERROR,
+                                            .task_state = NB_NONE,
+                                            .host = NB_NONE,
+                                            .node = NB_NONE,
+                                        },
+                                        NULL);
     nb_ctx_clear_error(ctx); /* a failed update stops the build like a lost race */
     if (n != 1) {
         build_aborted(c, ctx, uuid, event);
@@ -343,7 +227,8 @@ static void build_abort_step(struct conductor *c, struct nb_ctx *ctx, const char
  * (allocation failed: aborted; lost race: ports released; database error:
  * logged). */
 static int networking(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *host,
-                      const char *az, json_t *rspec, char *why, char *details, size_t n)
+                      const char *az, const struct nb_request_spec *rspec, char *why, char *details,
+                      size_t n)
 {
     _cleanup_json_ json_t *row = cond_instance_get(c, ctx, uuid);
     if (!row) {
@@ -376,25 +261,26 @@ static int networking(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
 }
 
 /* The instance has a host: run the build steps and cast the spawn. */
-static void build_on_host(struct conductor *c, struct nb_ctx *ctx, const char *uuid, json_t *rspec,
-                          json_t *sel)
+static void build_on_host(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                          struct nb_request_spec *rspec, json_t *sel)
 {
     const char *host = nb_json_str(sel, "host");
     const char *node = nb_json_str(sel, "node") ? nb_json_str(sel, "node") : host;
-    json_t *retry = retry_of(rspec);
-    json_object_set_new(retry, "num_attempts",
-                        json_integer(nb_json_int(retry, "num_attempts", 0) + 1));
-    char now[32];
-    nb_now_iso_us(now);
+    rspec->num_attempts++;
+    _cleanup_json_ json_t *stored = nb_request_spec_to_json(rspec);
     if (nb_db_begin(c->db, ctx) < 0)
         goto db_error;
     int n =
-        nb_db_exec(c->db, ctx,
-                   "UPDATE instances SET host = ?, node = ?, availability_zone = "
-                   "COALESCE(?, availability_zone), task_state = 'networking', "
-                   "request_spec = ?, updated_at = ? WHERE uuid = ? AND deleted = 0 AND "
-                   "task_state = 'scheduling'",
-                   "sssjss", host, node, nb_json_str(sel, "availability_zone"), rspec, now, uuid);
+        (int)nb_instance_transition(c->db, ctx, uuid,
+                                    &(struct nb_instance_change){
+                                        .expect_task = {NB_TASK_SCHEDULING},
+                                        .task_state = NB_TASK_NETWORKING,
+                                        .host = host,
+                                        .node = node,
+                                        .availability_zone = nb_json_str(sel, "availability_zone"),
+                                        .request_spec = stored,
+                                    },
+                                    NULL);
     if (n < 0) {
         nb_db_rollback(c->db);
         goto db_error;
@@ -413,7 +299,7 @@ static void build_on_host(struct conductor *c, struct nb_ctx *ctx, const char *u
     if (nb_db_commit(c->db, ctx) < 0)
         goto db_error;
     NB_INFO(LOG_COND, ctx, uuid, "Scheduled on host %s (node %s), attempt %lld", host, node,
-            nb_json_int(retry, "num_attempts", 1));
+            rspec->num_attempts);
 
     char why[1100], details[1100];
     if (networking(c, ctx, uuid, host, nb_json_str(sel, "availability_zone"), rspec, why, details,
@@ -446,31 +332,25 @@ db_error:
     nb_ctx_clear_error(ctx);
 }
 
-void cond_build_instance(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
+/* Schedules the instance with its request spec (a failed attempt or no
+ * host: ERROR) and runs the build on the chosen host. */
+static void schedule_and_build(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                               struct nb_request_spec *rspec)
 {
-    _cleanup_json_ json_t *row = cond_instance_get(c, ctx, uuid);
-    if (!row || nb_json_int(row, "deleted", 0) != 0 ||
-        strcmp(nb_json_str(row, "vm_state") ? nb_json_str(row, "vm_state") : "", NB_VM_BUILDING) ||
-        strcmp(nb_json_str(row, "task_state") ? nb_json_str(row, "task_state") : "",
-               NB_TASK_SCHEDULING)) {
-        NB_INFO(LOG_COND, ctx, uuid, "Not building: instance is %s",
-                row ? "no longer waiting to be scheduled" : "unknown");
-        return;
-    }
-    _cleanup_json_ json_t *rspec = request_spec_of(row);
-    json_t *retry = retry_of(rspec);
-    long long attempts = nb_json_int(retry, "num_attempts", 0);
+    long long attempts = rspec->num_attempts;
     cond_event_start(c, ctx, uuid, EV_SCHEDULE, c->env->my_host);
     char exceeded[256];
     snprintf(exceeded, sizeof(exceeded), EXCEEDED_FMT, uuid);
     if (attempts >= c->max_attempts) {
-        _cleanup_free_ char *details = failures_text(retry);
+        _cleanup_free_ char *details = failures_text(rspec);
         fail_build(c, ctx, uuid, exceeded, details);
         return;
     }
-    json_t *spec = spec_for(c, ctx, row, rspec);
+    /* a member being built may not be in the table yet if the API adds it
+     * after the cast; the instance itself is always a member */
+    refresh_group(c, ctx, rspec);
     _cleanup_json_ json_t *sel =
-        nb_scheduler_select_destinations(ctx, uuid, spec, c->call_timeout_ms);
+        nb_scheduler_select_destinations(ctx, uuid, rspec, c->call_timeout_ms);
     if (!sel || !json_is_object(sel)) {
         char msg[1100];
         snprintf(msg, sizeof(msg), "%s",
@@ -483,7 +363,7 @@ void cond_build_instance(struct conductor *c, struct nb_ctx *ctx, const char *uu
     if (error) {
         const char *explain = nb_json_str(sel, "details");
         if (attempts > 0) {
-            _cleanup_free_ char *prev = failures_text(retry);
+            _cleanup_free_ char *prev = failures_text(rspec);
             _cleanup_free_ char *details = nb_strdup_printf(
                 "%s\nNo other host for the retry: %s\n%s", prev, error, explain ? explain : "");
             fail_build(c, ctx, uuid, exceeded, details);
@@ -493,6 +373,23 @@ void cond_build_instance(struct conductor *c, struct nb_ctx *ctx, const char *uu
         return;
     }
     build_on_host(c, ctx, uuid, rspec, sel);
+}
+
+void cond_build_instance(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
+{
+    _cleanup_json_ json_t *row = cond_instance_get(c, ctx, uuid);
+    if (!row || nb_json_int(row, "deleted", 0) != 0 ||
+        strcmp(nb_json_str(row, "vm_state") ? nb_json_str(row, "vm_state") : "", NB_VM_BUILDING) ||
+        strcmp(nb_json_str(row, "task_state") ? nb_json_str(row, "task_state") : "",
+               NB_TASK_SCHEDULING)) {
+        NB_INFO(LOG_COND, ctx, uuid, "Not building: instance is %s",
+                row ? "no longer waiting to be scheduled" : "unknown");
+        return;
+    }
+    struct nb_request_spec rspec;
+    request_spec_of(row, &rspec);
+    schedule_and_build(c, ctx, uuid, &rspec);
+    nb_request_spec_free(&rspec);
 }
 
 /* Whether the JSON array holds the string. */
@@ -520,33 +417,25 @@ static void reschedule_from(struct conductor *c, struct nb_ctx *ctx, const char 
     _cleanup_json_ json_t *row = cond_instance_get(c, ctx, uuid);
     if (!row)
         return;
-    _cleanup_json_ json_t *rspec = request_spec_of(row);
-    json_t *retry = retry_of(rspec);
+    struct nb_request_spec spec;
+    request_spec_of(row, &spec);
     _cleanup_free_ char *failure = nb_strdup_printf("%s: %s", host, message);
     if (counted) {
-        json_array_append_new(json_object_get(retry, "hosts"), json_string(host));
-        json_array_append_new(json_object_get(retry, "failures"), json_string(failure));
+        json_array_append_new(spec.retry_hosts, json_string(host));
+        json_array_append_new(spec.retry_failures, json_string(failure));
     } else {
-        json_t *unreachable = json_object_get(rspec, "unreachable_hosts");
-        if (!json_is_array(unreachable)) {
-            unreachable = json_array();
-            json_object_set_new(rspec, "unreachable_hosts", unreachable);
-        }
-        json_array_append_new(unreachable, json_string(host));
-        long long done = nb_json_int(retry, "num_attempts", 1);
-        json_object_set_new(retry, "num_attempts", json_integer(done > 0 ? done - 1 : 0));
+        json_array_append_new(spec.unreachable_hosts, json_string(host));
+        if (spec.num_attempts > 0)
+            spec.num_attempts--;
     }
-    char now[32];
-    nb_now_iso_us(now);
+    long long done = spec.num_attempts;
+    _cleanup_json_ json_t *rspec = nb_request_spec_to_json(&spec);
+    nb_request_spec_free(&spec);
     if (nb_db_begin(c->db, ctx) < 0) {
         nb_ctx_clear_error(ctx);
         return;
     }
-    int n = nb_db_exec(c->db, ctx,
-                       "UPDATE instances SET host = NULL, node = NULL, task_state = 'scheduling', "
-                       "request_spec = ?, updated_at = ? WHERE uuid = ? AND deleted = 0 AND "
-                       "task_state = 'spawning' AND host = ?",
-                       "jsss", rspec, now, uuid, host);
+    int n = cond_build_unscheduled(c, ctx, uuid, NB_TASK_SPAWNING, host, rspec);
     cond_event_finish(c, ctx, uuid, EV_SPAWN, false, message);
     cond_event_finish(c, ctx, uuid, EV_BUILD, false, message);
     if (n == 1 && counted)
@@ -565,12 +454,12 @@ static void reschedule_from(struct conductor *c, struct nb_ctx *ctx, const char 
         NB_WARN(LOG_COND, ctx, uuid,
                 "Build of instance failed on host %s: %s; allocation released, rescheduling "
                 "(attempt %lld of %d done)",
-                host, message, nb_json_int(retry, "num_attempts", 0), c->max_attempts);
+                host, message, done, c->max_attempts);
     else
         NB_WARN(LOG_COND, ctx, uuid,
                 "%s Not counted as a build attempt (%lld of %d done): allocation released, "
                 "scheduling again without host %s",
-                message, nb_json_int(retry, "num_attempts", 0), c->max_attempts, host);
+                message, done, c->max_attempts, host);
     cond_build_instance(c, ctx, uuid);
 }
 
@@ -589,9 +478,42 @@ static void host_unreachable(struct conductor *c, struct nb_ctx *ctx, const char
                              const char *host, const char *message)
 {
     _cleanup_json_ json_t *row = cond_instance_get(c, ctx, uuid);
-    _cleanup_json_ json_t *rspec = row ? request_spec_of(row) : NULL;
-    bool again = array_has_str(json_object_get(rspec, "unreachable_hosts"), host);
+    struct nb_request_spec spec;
+    request_spec_of(row, &spec);
+    bool again = array_has_str(spec.unreachable_hosts, host);
+    nb_request_spec_free(&spec);
     reschedule_from(c, ctx, uuid, host, message, again);
+}
+
+int cond_build_unscheduled(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                           const char *task, const char *host, const json_t *rspec)
+{
+    return (int)nb_instance_transition(c->db, ctx, uuid,
+                                       &(struct nb_instance_change){
+                                           .expect_task = {task},
+                                           .expect_host = host,
+                                           .task_state = NB_TASK_SCHEDULING,
+                                           .host = NB_NONE,
+                                           .node = NB_NONE,
+                                           .request_spec = rspec,
+                                       },
+                                       NULL);
+}
+
+int cond_build_spawned(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *task,
+                       const char *host)
+{
+    return (int)nb_instance_transition(c->db, ctx, uuid,
+                                       &(struct nb_instance_change){
+                                           .expect_task = {task},
+                                           .expect_host = host,
+                                           .vm_state = NB_VM_ACTIVE,
+                                           .task_state = NB_NONE,
+                                           .set_power_state = true,
+                                           .power_state = NB_POWER_RUNNING,
+                                           .launched = true,
+                                       },
+                                       NULL);
 }
 
 void cond_build_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
@@ -605,17 +527,11 @@ void cond_build_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
         build_failed(c, ctx, uuid, host, msg ? msg : "The spawn failed.");
         return;
     }
-    char now[32];
-    nb_now_iso_us(now);
     if (nb_db_begin(c->db, ctx) < 0) {
         nb_ctx_clear_error(ctx);
         return;
     }
-    int n = nb_db_exec(c->db, ctx,
-                       "UPDATE instances SET vm_state = 'active', task_state = NULL, "
-                       "power_state = 1, launched_at = ?, updated_at = ? WHERE uuid = ? AND "
-                       "deleted = 0 AND task_state = 'spawning' AND host = ?",
-                       "ssss", now, now, uuid, host);
+    int n = cond_build_spawned(c, ctx, uuid, NB_TASK_SPAWNING, host);
     if (n == 1) {
         cond_event_finish(c, ctx, uuid, EV_SPAWN, true, NULL);
         cond_event_finish(c, ctx, uuid, EV_BUILD, true, NULL);

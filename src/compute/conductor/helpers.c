@@ -10,6 +10,7 @@
 #include "compute/compute.h"
 #include "compute/conductor/helpers.h"
 #include "compute/conductor/internal.h"
+#include "compute/objects/instance.h"
 #include "db/db.h"
 #include "placement/placement.h"
 
@@ -21,8 +22,7 @@ json_t *cond_instance_get(struct conductor *c, struct nb_ctx *ctx, const char *u
 {
     struct nb_ctx sub;
     nb_ctx_child(&sub, ctx);
-    return uuid ? nb_db_row(c->db, &sub, "SELECT * FROM instances WHERE uuid = ?", "s", uuid)
-                : NULL;
+    return uuid ? nb_instance_get(c->db, &sub, uuid, true) : NULL;
 }
 
 json_t *cond_instance_for_agent(struct conductor *c, struct nb_ctx *ctx, json_t *row)
@@ -108,47 +108,12 @@ int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
     /* Its ports too (Nova's _try_deallocate_network), before the row is
      * deleted: a crash in between leaves a delete that is run again. */
     cond_deallocate_networks(c, ctx, uuid);
-    char now[32];
-    nb_now_iso_us(now);
-    if (nb_db_begin(c->db, ctx) < 0)
-        return -1;
-    int n =
-        nb_db_exec(c->db, ctx,
-                   "UPDATE instances SET deleted = id, vm_state = 'deleted', task_state = NULL, "
-                   "power_state = 0, deleted_at = ?, terminated_at = ?, updated_at = ? "
-                   "WHERE uuid = ? AND deleted = 0",
-                   "ssss", now, now, now, uuid);
-    if (n < 0 ||
-        nb_db_exec(c->db, ctx,
-                   "UPDATE block_device_mapping SET deleted = id, deleted_at = ? "
-                   "WHERE instance_uuid = ? AND deleted = 0",
-                   "ss", now, uuid) < 0 ||
-        nb_db_exec(
-            c->db, ctx,
-            "UPDATE instance_metadata SET deleted = id WHERE instance_uuid = ? AND deleted = 0",
-            "s", uuid) < 0 ||
-        nb_db_exec(
-            c->db, ctx,
-            "UPDATE instance_faults SET deleted = id WHERE instance_uuid = ? AND deleted = 0", "s",
-            uuid) < 0 ||
-        nb_db_exec(c->db, ctx, "DELETE FROM tags WHERE resource_id = ?", "s", uuid) < 0 ||
-        nb_db_exec(c->db, ctx,
-                   "UPDATE instance_system_metadata SET deleted = id WHERE instance_uuid = ? AND "
-                   "deleted = 0",
-                   "s", uuid) < 0 ||
-        nb_db_exec(c->db, ctx, "DELETE FROM instance_group_member WHERE instance_uuid = ?", "s",
-                   uuid) < 0 ||
-        nb_db_exec(c->db, ctx,
-                   "UPDATE instance_info_caches SET deleted = id, deleted_at = ? WHERE "
-                   "instance_uuid = ? AND deleted = 0",
-                   "ss", now, uuid) < 0) {
-        nb_db_rollback(c->db);
+    int n = nb_instance_destroy(c->db, ctx, uuid, false, true);
+    if (n < 0) {
         NB_ERROR(LOG_COND, ctx, uuid, "could not delete the instance record: %s",
                  nb_ctx_message(ctx));
         return -1;
     }
-    if (nb_db_commit(c->db, ctx) < 0)
-        return -1;
     /* After the commit: a crash in between leaves an allocation of a deleted
      * instance, which recovery releases. */
     cond_release_allocations(c, ctx, uuid, NULL);

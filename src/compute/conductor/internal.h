@@ -3,9 +3,9 @@
  * file provides to the others and to the dispatcher (manager.c).
  *
  * Concurrency rule: every state transition is one conditional UPDATE
- * ("… WHERE task_state = <expected> AND deleted = 0") committed before the
- * next step is announced. A workflow whose UPDATE changes no row has lost a
- * race (typically to a delete) and cleans up only what it created itself:
+ * ("… WHERE task_state = <expected> AND deleted = 0": nb_instance_transition,
+ * compute/objects/instance.h) committed before the next step is announced. A workflow whose UPDATE
+ * changes no row has lost a race (typically to a delete) and cleans up only what it created itself:
  * its allocation, its guest. */
 #ifndef NB_CONDUCTOR_INTERNAL_H
 #define NB_CONDUCTOR_INTERNAL_H
@@ -15,6 +15,8 @@
 #include "compute/conductor/helpers.h"
 #include <jansson.h>
 #include <stdbool.h>
+
+struct nb_request_spec;
 
 #define LOG_COND "nubo.conductor.manager"
 
@@ -50,6 +52,16 @@ struct conductor {
 /* build.c */
 void cond_build_instance(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
 void cond_build_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+/* The build attempt on host is over: back to scheduling without a host
+ * (request spec rspec stored; NULL keeps the stored one) if the instance
+ * is still in task on host. 1 moved, 0 lost the race, -1 error. */
+int cond_build_unscheduled(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                           const char *task, const char *host, const json_t *rspec);
+/* The guest is running on host: the build ends ACTIVE (task None, power
+ * RUNNING, launched now) if the instance is still in task on host. The
+ * transition's result: 1 moved, 0 lost the race, -1 error. */
+int cond_build_spawned(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *task,
+                       const char *host);
 
 /* actions.c */
 void cond_power_action(struct conductor *c, struct nb_ctx *ctx, const char *method, json_t *args);
@@ -91,7 +103,7 @@ json_t *cond_reconcile_disk_format(struct conductor *c, struct nb_ctx *ctx, json
  * Nova's BuildAbortException reason in why and the service's message in
  * details (both n bytes); ports made before the failure are gone again. */
 int cond_allocate_networks(struct conductor *c, struct nb_ctx *ctx, const json_t *row,
-                           const char *host, const char *az, const json_t *rspec,
+                           const char *host, const char *az, const struct nb_request_spec *rspec,
                            json_t **network_info, char *why, char *details, size_t n);
 /* Writes (inserts or replaces) the instance's instance_info_caches row, in
  * the caller's transaction if any. 0/-1 (error in ctx). */

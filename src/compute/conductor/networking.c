@@ -18,6 +18,7 @@
 #include "common/util.h"
 #include "compute/compute.h"
 #include "compute/conductor/internal.h"
+#include "compute/objects/request_spec.h"
 #include "db/db.h"
 #include "network/network.h"
 
@@ -43,16 +44,6 @@ static void ctx_for_instance(struct nb_ctx *nctx, const struct nb_ctx *ctx, cons
     nctx->is_admin = admin;
 }
 
-/* The request's networks as the API stored them in the request spec:
- * "auto", "none", a list, or absent (borrowed; NULL = not given). */
-static const json_t *requested_networks(const json_t *rspec)
-{
-    json_t *nets = json_object_get(rspec, "requested_networks");
-    if (!nets)
-        nets = json_object_get(rspec, "networks");
-    return json_is_null(nets) ? NULL : nets;
-}
-
 /* Nova's BuildAbortException reason for a failed allocation: NoMoreFixedIps
  * keeps its text, anything else is the generic one (the service's own
  * message goes in the fault's details). */
@@ -71,11 +62,12 @@ static void abort_reason(const char *err, char *why, size_t n)
 }
 
 int cond_allocate_networks(struct conductor *c, struct nb_ctx *ctx, const json_t *row,
-                           const char *host, const char *az, const json_t *rspec,
+                           const char *host, const char *az, const struct nb_request_spec *rspec,
                            json_t **network_info, char *why, char *details, size_t n)
 {
     const char *uuid = nb_json_str(row, "uuid");
-    const json_t *nets = requested_networks(rspec);
+    /* "auto", "none", a list, or NULL (not given), as the API stored it */
+    const json_t *nets = rspec->requested_networks;
     *network_info = NULL;
     cond_deallocate_networks(c, ctx, uuid);
     struct nb_ctx nctx;
@@ -140,9 +132,9 @@ void cond_release_leaked_ports(struct conductor *c, struct nb_ctx *ctx)
         !devices ? NULL
                  : nb_db_rows(c->db, ctx,
                               "SELECT DISTINCT uuid FROM instances WHERE uuid IN (SELECT value "
-                              "FROM json_each(?)) AND (deleted != 0 OR (vm_state = 'error' AND "
+                              "FROM json_each(?)) AND (deleted != 0 OR (vm_state = ? AND "
                               "host IS NULL)) AND id <= ?",
-                              "ji", devices, c->last_id_at_start);
+                              "jsi", devices, NB_VM_ERROR, c->last_id_at_start);
     if (!rows) {
         NB_ERROR(LOG_COND, ctx, NULL, "could not look for leaked ports: %s", nb_ctx_message(ctx));
         nb_ctx_clear_error(ctx);

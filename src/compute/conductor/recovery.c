@@ -33,9 +33,10 @@
 #include "common/util.h"
 #include "compute/compute.h"
 #include "compute/conductor/internal.h"
+#include "compute/objects/instance.h"
+#include "compute/objects/request_spec.h"
 #include "compute/rpc/compute_api.h"
 #include "compute/rpc/scheduler_api.h"
-#include "compute/virt/driver.h"
 #include "db/db.h"
 #include "placement/placement.h"
 
@@ -91,12 +92,11 @@ static void ctx_for_action(struct conductor *c, struct nb_ctx *ctx, const char *
 static void fail_interrupted_build(struct conductor *c, struct nb_ctx *actx, const char *uuid,
                                    const char *host, const char *task)
 {
-    char now[32];
-    nb_now_iso_us(now);
-    int n = nb_db_exec(c->db, actx,
-                       "UPDATE instances SET vm_state = 'error', task_state = NULL, "
-                       "updated_at = ? WHERE uuid = ? AND deleted = 0 AND task_state = ?",
-                       "sss", now, uuid, task);
+    int n = (int)nb_instance_transition(c->db, actx, uuid,
+                                        &(struct nb_instance_change){.expect_task = {task},
+                                                                     .vm_state = NB_VM_ERROR,
+                                                                     .task_state = NB_NONE},
+                                        NULL);
     nb_ctx_clear_error(actx); /* a failed update is left alone like a lost race */
     if (n != 1)
         return;
@@ -118,13 +118,7 @@ static void fail_interrupted_build(struct conductor *c, struct nb_ctx *actx, con
 static void finish_spawned_build(struct conductor *c, struct nb_ctx *actx, const char *uuid,
                                  const char *host, const char *task)
 {
-    char now[32];
-    nb_now_iso_us(now);
-    int n = nb_db_exec(c->db, actx,
-                       "UPDATE instances SET vm_state = 'active', task_state = NULL, "
-                       "power_state = 1, launched_at = ?, updated_at = ? WHERE uuid = ? AND "
-                       "deleted = 0 AND task_state = ? AND host = ?",
-                       "sssss", now, now, uuid, task, host);
+    int n = cond_build_spawned(c, actx, uuid, task, host);
     nb_ctx_clear_error(actx); /* a failed update is left alone like a lost race */
     if (n != 1)
         return;
@@ -145,18 +139,17 @@ static void reschedule_interrupted_build(struct conductor *c, struct nb_ctx *act
 {
     nb_compute_destroy_guest(actx, host, uuid);
     _cleanup_json_ json_t *row = cond_instance_get(c, actx, uuid);
-    _cleanup_json_ json_t *rspec = nb_json_parse(row ? nb_json_str(row, "request_spec") : NULL);
-    json_t *retry = json_object_get(rspec, "retry");
-    long long done = nb_json_int(retry, "num_attempts", 0);
-    if (json_is_object(retry) && done > 0)
-        json_object_set_new(retry, "num_attempts", json_integer(done - 1));
-    char now[32];
-    nb_now_iso_us(now);
-    int n = nb_db_exec(c->db, actx,
-                       "UPDATE instances SET host = NULL, node = NULL, task_state = 'scheduling', "
-                       "request_spec = COALESCE(?, request_spec), updated_at = ? WHERE uuid = ? "
-                       "AND deleted = 0 AND task_state = ? AND host = ?",
-                       "jssss", json_is_object(rspec) ? rspec : NULL, now, uuid, task, host);
+    _cleanup_json_ json_t *stored = nb_json_parse(row ? nb_json_str(row, "request_spec") : NULL);
+    _cleanup_json_ json_t *rspec = NULL;
+    if (json_is_object(stored)) {
+        struct nb_request_spec spec;
+        nb_request_spec_from_json(&spec, stored);
+        if (spec.num_attempts > 0)
+            spec.num_attempts--;
+        rspec = nb_request_spec_to_json(&spec);
+        nb_request_spec_free(&spec);
+    }
+    int n = cond_build_unscheduled(c, actx, uuid, task, host, rspec);
     nb_ctx_clear_error(actx); /* a failed update is left alone like a lost race */
     if (n != 1)
         return;
@@ -173,12 +166,11 @@ static void reschedule_interrupted_build(struct conductor *c, struct nb_ctx *act
  * the agent does not answer, ERROR. */
 static void resume_interrupted_builds(struct conductor *c, struct nb_ctx *ctx, json_t *waited)
 {
-    _cleanup_json_ json_t *rows = nb_db_rows(
+    _cleanup_json_ json_t *rows = nb_instance_list_in_state(
         c->db, ctx,
-        "SELECT uuid, host, task_state FROM instances WHERE deleted = 0 AND vm_state = "
-        "'building' AND task_state IN ('networking', 'block_device_mapping', 'spawning') AND "
-        "id <= ? ORDER BY id",
-        "i", c->last_id_at_start);
+        &(struct nb_instance_filter){.vm = {NB_VM_BUILDING},
+                                     .task = {NB_TASK_NETWORKING, NB_TASK_BDM, NB_TASK_SPAWNING},
+                                     .max_id = c->last_id_at_start});
     nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     size_t i;
     json_t *r;
@@ -217,10 +209,11 @@ static void release_leaked_allocations(struct conductor *c, struct nb_ctx *ctx)
             ? NULL
             : nb_db_rows(c->db, ctx,
                          "SELECT DISTINCT uuid FROM instances WHERE uuid IN (SELECT value FROM "
-                         "json_each(?)) AND (deleted != 0 OR (vm_state = 'error' AND host IS "
-                         "NULL) OR (vm_state = 'building' AND task_state = 'scheduling' AND host "
+                         "json_each(?)) AND (deleted != 0 OR (vm_state = ? AND host IS "
+                         "NULL) OR (vm_state = ? AND task_state = ? AND host "
                          "IS NULL AND id <= ?))",
-                         "ji", consumers, c->last_id_at_start);
+                         "jsssi", consumers, NB_VM_ERROR, NB_VM_BUILDING, NB_TASK_SCHEDULING,
+                         c->last_id_at_start);
     nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     size_t i;
     json_t *r;
@@ -353,19 +346,19 @@ static bool has_builds_to_resume(struct conductor *c, struct nb_ctx *ctx)
 {
     struct nb_ctx sub;
     nb_ctx_child(&sub, ctx);
-    return nb_db_int(c->db, &sub, 0,
-                     "SELECT COUNT(*) FROM instances WHERE deleted = 0 AND vm_state = "
-                     "'building' AND id <= ?",
-                     "i", c->last_id_at_start) > 0;
+    _cleanup_json_ json_t *rows = nb_instance_list_in_state(
+        c->db, &sub,
+        &(struct nb_instance_filter){.vm = {NB_VM_BUILDING}, .max_id = c->last_id_at_start});
+    return json_array_size(rows) > 0;
 }
 
 static void resume_builds(struct conductor *c, struct nb_ctx *ctx)
 {
-    _cleanup_json_ json_t *rows = nb_db_rows(
+    _cleanup_json_ json_t *rows = nb_instance_list_in_state(
         c->db, ctx,
-        "SELECT uuid, task_state FROM instances WHERE deleted = 0 AND vm_state = 'building' AND "
-        "(task_state IS NULL OR task_state = 'scheduling') AND id <= ? ORDER BY id",
-        "i", c->last_id_at_start);
+        &(struct nb_instance_filter){.vm = {NB_VM_BUILDING},
+                                     .task = {NB_NONE, NB_TASK_SCHEDULING},
+                                     .max_id = c->last_id_at_start});
     nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     if (json_array_size(rows) && !wait_for(NULL, 30))
         NB_ERROR(LOG_COND, ctx, NULL, "the scheduler does not answer; scheduling anyway");
@@ -376,11 +369,15 @@ static void resume_builds(struct conductor *c, struct nb_ctx *ctx)
         struct nb_ctx actx;
         ctx_for_action(c, &actx, uuid, "create");
         close_open_events(c, &actx, uuid);
-        nb_db_exec(c->db, &actx,
-                   "UPDATE instances SET task_state = 'scheduling', host = NULL, node = NULL "
-                   "WHERE uuid = ? AND deleted = 0 AND vm_state = 'building' AND "
-                   "(task_state IS NULL OR task_state = 'scheduling')",
-                   "s", uuid);
+        nb_instance_transition(c->db, &actx, uuid,
+                               &(struct nb_instance_change){
+                                   .expect_vm = {NB_VM_BUILDING},
+                                   .expect_task = {NB_NONE, NB_TASK_SCHEDULING},
+                                   .task_state = NB_TASK_SCHEDULING,
+                                   .host = NB_NONE,
+                                   .node = NB_NONE,
+                               },
+                               NULL);
         nb_ctx_clear_error(&actx); /* a failed update: scheduled from where it is */
         NB_INFO(LOG_COND, &actx, uuid, "Resuming the build interrupted by a restart");
         cond_build_instance(c, &actx, uuid);
@@ -390,14 +387,14 @@ static void resume_builds(struct conductor *c, struct nb_ctx *ctx)
 /* Deletes and power actions left in a task state: run them again. */
 static void resume_actions(struct conductor *c, struct nb_ctx *ctx, json_t *waited)
 {
-    _cleanup_json_ json_t *rows = nb_db_rows(
+    _cleanup_json_ json_t *rows = nb_instance_list_in_state(
         c->db, ctx,
-        "SELECT uuid, host, task_state FROM instances WHERE deleted = 0 AND task_state IN "
-        "('deleting', 'powering-on', 'powering-off', 'rebooting', 'rebooting_hard', "
-        "'reboot_pending', 'reboot_pending_hard', 'reboot_started', 'reboot_started_hard', "
-        "'pausing', 'unpausing', 'suspending', 'resuming') "
-        "AND id <= ? ORDER BY id",
-        "i", c->last_id_at_start);
+        &(struct nb_instance_filter){
+            .task = {NB_TASK_DELETING, NB_TASK_POWERING_ON, NB_TASK_POWERING_OFF, NB_TASK_REBOOTING,
+                     NB_TASK_REBOOTING_HARD, NB_TASK_REBOOT_PENDING, NB_TASK_REBOOT_PENDING_HARD,
+                     NB_TASK_REBOOT_STARTED, NB_TASK_REBOOT_STARTED_HARD, NB_TASK_PAUSING,
+                     NB_TASK_UNPAUSING, NB_TASK_SUSPENDING, NB_TASK_RESUMING},
+            .max_id = c->last_id_at_start});
     nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     size_t i;
     json_t *r;
@@ -439,12 +436,12 @@ static void resume_actions(struct conductor *c, struct nb_ctx *ctx, json_t *wait
  * the image_* task state (the snapshot is not retried). */
 static void clear_interrupted_snapshots(struct conductor *c, struct nb_ctx *ctx)
 {
-    _cleanup_json_ json_t *rows =
-        nb_db_rows(c->db, ctx,
-                   "SELECT uuid, task_state FROM instances WHERE deleted = 0 AND task_state IN "
-                   "('image_snapshot', 'image_snapshot_pending', 'image_pending_upload', "
-                   "'image_uploading') AND id <= ? ORDER BY id",
-                   "i", c->last_id_at_start);
+    _cleanup_json_ json_t *rows = nb_instance_list_in_state(
+        c->db, ctx,
+        &(struct nb_instance_filter){
+            .task = {NB_TASK_IMAGE_SNAPSHOT, NB_TASK_IMAGE_SNAPSHOT_PENDING,
+                     NB_TASK_IMAGE_PENDING_UPLOAD, NB_TASK_IMAGE_UPLOADING},
+            .max_id = c->last_id_at_start});
     nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     size_t i;
     json_t *r;
@@ -453,12 +450,12 @@ static void clear_interrupted_snapshots(struct conductor *c, struct nb_ctx *ctx)
         struct nb_ctx actx;
         ctx_for_action(c, &actx, uuid, "createImage");
         close_open_events(c, &actx, uuid);
-        char now[32];
-        nb_now_iso_us(now);
-        nb_db_exec(c->db, &actx,
-                   "UPDATE instances SET task_state = NULL, updated_at = ? WHERE uuid = ? AND "
-                   "deleted = 0 AND task_state = ?",
-                   "sss", now, uuid, nb_json_str(r, "task_state"));
+        nb_instance_transition(c->db, &actx, uuid,
+                               &(struct nb_instance_change){
+                                   .expect_task = {nb_json_str(r, "task_state")},
+                                   .task_state = NB_NONE,
+                               },
+                               NULL);
         nb_ctx_clear_error(&actx); /* a failed update: the next restart tries again */
         NB_INFO(LOG_COND, &actx, uuid,
                 "Snapshot (task_state %s) interrupted by a restart; "

@@ -12,6 +12,7 @@
 #include "common/util.h"
 #include "compute/compute.h"
 #include "compute/conductor/internal.h"
+#include "compute/objects/instance.h"
 #include "compute/rpc/compute_api.h"
 #include "db/db.h"
 #include "image/image.h"
@@ -22,13 +23,14 @@
 /* Clears the snapshot's task state (when it is still the snapshot's). */
 static int clear_task(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
 {
-    char now[32];
-    nb_now_iso_us(now);
-    int n = nb_db_exec(c->db, ctx,
-                       "UPDATE instances SET task_state = NULL, updated_at = ? WHERE uuid = ? AND "
-                       "deleted = 0 AND task_state IN ('image_snapshot', "
-                       "'image_snapshot_pending', 'image_pending_upload', 'image_uploading')",
-                       "ss", now, uuid);
+    int n = (int)nb_instance_transition(
+        c->db, ctx, uuid,
+        &(struct nb_instance_change){
+            .expect_task = {NB_TASK_IMAGE_SNAPSHOT, NB_TASK_IMAGE_SNAPSHOT_PENDING,
+                            NB_TASK_IMAGE_PENDING_UPLOAD, NB_TASK_IMAGE_UPLOADING},
+            .task_state = NB_NONE,
+        },
+        NULL);
     nb_ctx_clear_error(ctx); /* a failed update counts as "not in a snapshot task" */
     return n;
 }
@@ -58,13 +60,14 @@ void cond_snapshot_instance(struct conductor *c, struct nb_ctx *ctx, json_t *arg
         return;
     const char *host = nb_json_str(row, "host");
     cond_action_start(c, ctx, uuid, "createImage");
-    char now[32];
-    nb_now_iso_us(now);
-    int n = nb_db_exec(c->db, ctx,
-                       "UPDATE instances SET task_state = 'image_pending_upload', updated_at = ? "
-                       "WHERE uuid = ? AND deleted = 0 AND host IS NOT NULL AND task_state IN "
-                       "('image_snapshot', 'image_snapshot_pending')",
-                       "ss", now, uuid);
+    int n = (int)nb_instance_transition(
+        c->db, ctx, uuid,
+        &(struct nb_instance_change){
+            .expect_task = {NB_TASK_IMAGE_SNAPSHOT, NB_TASK_IMAGE_SNAPSHOT_PENDING},
+            .expect_has_host = true,
+            .task_state = NB_TASK_IMAGE_PENDING_UPLOAD,
+        },
+        NULL);
     nb_ctx_clear_error(ctx); /* a failed update ends the snapshot like a lost race */
     cond_event_start(c, ctx, uuid, EV_SNAPSHOT, host);
     if (n != 1) {

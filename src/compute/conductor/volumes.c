@@ -17,6 +17,7 @@
 #include "compute/bdm.h"
 #include "compute/compute.h"
 #include "compute/conductor/internal.h"
+#include "compute/objects/instance.h"
 #include "compute/rpc/compute_api.h"
 #include "db/db.h"
 #include "volume/volume.h"
@@ -272,12 +273,7 @@ int cond_prep_block_devices(struct conductor *c, struct nb_ctx *ctx, const char 
         if (begin_attach(c, ctx, uuid, b) < 0 || complete_attach(c, ctx, uuid, host, b) < 0)
             goto out;
     }
-    char now[32];
-    nb_now_iso_us(now);
-    if (nb_db_exec(c->db, ctx,
-                   "UPDATE instances SET root_device_name = '/dev/vda', updated_at = ? WHERE "
-                   "uuid = ? AND deleted = 0 AND root_device_name IS NULL",
-                   "ss", now, uuid) < 0)
+    if (nb_instance_default_root_device(c->db, ctx, uuid, "/dev/vda") < 0)
         goto out;
     rc = 0;
 out:

@@ -21,6 +21,7 @@
  * answered with webob's plain-text page, as every error here. */
 #include "compute/metadata/metadata.h"
 #include "compute/metadata/internal.h"
+#include "compute/objects/request_spec.h"
 
 #include "common/cleanup.h"
 #include "common/config.h"
@@ -102,10 +103,13 @@ static int add_row_extras(struct nb_db *db, struct nb_ctx *ctx, json_t *inst, co
     for (size_t i = 0; i < sizeof(cols) / sizeof(cols[0]); i++)
         if (nb_json_str(row, cols[i]))
             json_object_set_new(inst, cols[i], json_string(nb_json_str(row, cols[i])));
-    _cleanup_json_ json_t *spec = nb_json_parse(nb_json_str(row, "request_spec"));
-    json_t *sgs = json_object_get(spec, "security_groups");
-    if (json_is_array(sgs))
-        json_object_set(inst, "security_groups", sgs);
+    _cleanup_json_ json_t *stored = nb_json_parse(nb_json_str(row, "request_spec"));
+    if (json_is_array(json_object_get(stored, "security_groups"))) {
+        struct nb_request_spec spec;
+        nb_request_spec_from_json(&spec, stored);
+        json_object_set(inst, "security_groups", spec.security_groups);
+        nb_request_spec_free(&spec);
+    }
     /* a password the guest posted, in password_0..3 as Nova stores it */
     _cleanup_json_ json_t *rows =
         nb_db_rows(db, ctx,

@@ -10,19 +10,22 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+struct nb_request_spec;
+
 #define NB_SCHEDULER_TOPIC "scheduler"
 
 #define NB_SCHEDULER_SELECT_DESTINATIONS "select_destinations"
 #define NB_SCHEDULER_PING "ping"
 
 /* select_destinations (call, conductor -> scheduler) {"instance_uuid",
- * "spec"}: a host for the instance under spec (the request spec, see
- * scheduler.h; stolen), claimed in placement. Returns the reply (new ref):
+ * "spec"}: a host for the instance under spec (the request spec,
+ * compute/objects/request_spec.h, sent in its JSON form), claimed in
+ * placement. Returns the reply (new ref):
  * {"host", "node", "rp_uuid", "availability_zone", "details"}, or
  * {"error": "No valid host was found. …", "details": "…"}; NULL on timeout
  * or when no scheduler listens (error on ctx). */
 json_t *nb_scheduler_select_destinations(struct nb_ctx *ctx, const char *instance_uuid,
-                                         json_t *spec, int timeout_ms);
+                                         const struct nb_request_spec *spec, int timeout_ms);
 
 /* ping (call) {} -> {"ok": true}: whether a scheduler answers within
  * timeout_ms (a failure is left on ctx). */

@@ -19,6 +19,7 @@
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
+#include "compute/objects/request_spec.h"
 #include "compute/rpc/scheduler_api.h"
 #include "compute/scheduler/host_state.h"
 #include "compute/scheduler/scheduler.h"
@@ -400,21 +401,21 @@ static json_t *group_hosts(struct scheduler *s, struct nb_ctx *ctx, struct host_
     return out;
 }
 
-/* The request as the filters see it (borrowing from spec_json). */
-static void build_spec(struct nb_sched_spec *spec, const char *uuid, json_t *spec_json,
-                       json_t *flavor, json_t **image_props_out)
+/* The request as the filters see it (borrowing from rs). */
+static void build_spec(struct nb_sched_spec *spec, const char *uuid,
+                       const struct nb_request_spec *rs, json_t *flavor, json_t **image_props_out)
 {
     memset(spec, 0, sizeof(*spec));
     spec->instance_uuid = uuid;
     spec->flavor = flavor;
-    json_t *props = json_object_get(json_object_get(spec_json, "image"), "properties");
+    json_t *props = json_object_get(rs->image, "properties");
     *image_props_out = json_is_object(props) ? json_incref(props) : json_object();
     spec->image_props = *image_props_out;
     spec->default_architecture =
         nb_conf_str("filter_scheduler", "image_properties_default_architecture", NULL);
-    spec->availability_zone = nb_json_str(spec_json, "availability_zone");
+    spec->availability_zone = rs->availability_zone;
     spec->default_zone = nb_conf_str("DEFAULT", "default_availability_zone", "nova");
-    json_t *group = json_object_get(spec_json, "group");
+    json_t *group = rs->group;
     if (json_is_object(group)) {
         spec->group_uuid = nb_json_str(group, "uuid");
         spec->group_policy = nb_json_str(group, "policy");
@@ -423,8 +424,8 @@ static void build_spec(struct nb_sched_spec *spec, const char *uuid, json_t *spe
                                     : json_is_string(max) ? strtol(json_string_value(max), NULL, 10)
                                                           : 1;
     }
-    spec->retry_hosts = json_object_get(spec_json, "retry_hosts");
-    spec->unreachable_hosts = json_object_get(spec_json, "unreachable_hosts");
+    spec->retry_hosts = rs->retry_hosts;
+    spec->unreachable_hosts = rs->unreachable_hosts;
     spec->isolation_namespace =
         nb_conf_str("filter_scheduler", "aggregate_image_properties_isolation_namespace", NULL);
     spec->isolation_separator =
@@ -541,18 +542,17 @@ static size_t requested_host(struct nb_host_state **hosts, size_t n, const char 
     return kept;
 }
 
-static json_t *select_destinations(struct scheduler *s, struct nb_ctx *ctx, json_t *args)
+/* select_destinations of instance uuid with request spec rs. */
+static json_t *select_for(struct scheduler *s, struct nb_ctx *ctx, const char *uuid,
+                          const struct nb_request_spec *rs)
 {
-    const char *uuid = nb_json_str(args, "instance_uuid");
-    json_t *spec_json = json_object_get(args, "spec");
-    json_t *flavor = flavor_body(json_object_get(spec_json, "flavor"));
-    if (!uuid || !json_is_object(flavor))
+    json_t *flavor = flavor_body(rs->flavor);
+    if (!uuid || !json_object_size(flavor))
         return json_pack("{s:s, s:s}", "error", NO_HOST_PLACEMENT, "details",
                          "The request has no instance UUID or no flavor.");
     _cleanup_json_ json_t *lines = json_array();
     _cleanup_json_ json_t *required = NULL;
-    _cleanup_json_ json_t *res =
-        resources_for(flavor, json_is_true(json_object_get(spec_json, "is_bfv")), &required);
+    _cleanup_json_ json_t *res = resources_for(flavor, rs->is_bfv, &required);
     char restext[256];
     resources_text(res, restext, sizeof(restext));
 
@@ -615,19 +615,19 @@ static json_t *select_destinations(struct scheduler *s, struct nb_ctx *ctx, json
         json_array_append_new(lines, json_string(line));
     }
 
-    json_t *group = json_object_get(spec_json, "group");
+    json_t *group = rs->group;
     bool grouped = json_is_object(group);
     if (grouped)
         pthread_mutex_lock(&s->group_lock);
 
     struct nb_sched_spec spec;
     _cleanup_json_ json_t *props = NULL;
-    build_spec(&spec, uuid, spec_json, flavor, &props);
+    build_spec(&spec, uuid, rs, flavor, &props);
     _cleanup_json_ json_t *ghosts = grouped ? group_hosts(s, ctx, c, group, uuid) : json_object();
     spec.group_hosts = ghosts;
 
-    const char *forced = nb_json_str(spec_json, "force_host");
-    const char *requested = nb_json_str(spec_json, "requested_host");
+    const char *forced = rs->force_host;
+    const char *requested = rs->requested_host;
     if (forced && *forced) {
         n = force_host(hosts, n, forced, lines);
     } else {
@@ -661,8 +661,8 @@ static json_t *select_destinations(struct scheduler *s, struct nb_ctx *ctx, json
     snprintf(line, sizeof(line), "Weighed: %s%s", weights, n > 5 ? ", …" : "");
     json_array_append_new(lines, json_string(line));
 
-    const char *project = nb_json_str(spec_json, "project_id");
-    const char *user = nb_json_str(spec_json, "user_id");
+    const char *project = rs->project_id;
+    const char *user = rs->user_id;
     for (size_t i = 0; i < n && !reply; i++) {
         struct nb_ctx claim; /* each host's refusal is its own */
         nb_ctx_child(&claim, ctx);
@@ -694,6 +694,16 @@ out:
     free(hosts);
     free(states);
     cache_put(s, c);
+    return reply;
+}
+
+/* select_destinations {"instance_uuid", "spec": <request spec JSON>}. */
+static json_t *select_destinations(struct scheduler *s, struct nb_ctx *ctx, json_t *args)
+{
+    struct nb_request_spec rs;
+    nb_request_spec_from_json(&rs, json_object_get(args, "spec"));
+    json_t *reply = select_for(s, ctx, nb_json_str(args, "instance_uuid"), &rs);
+    nb_request_spec_free(&rs);
     return reply;
 }
 

@@ -1,16 +1,12 @@
 /* scheduler.h - the scheduler role (Nova's nova-scheduler): listens on the
  * bus topic "scheduler" for select_destinations calls from the conductor.
  *
- *   select_destinations {"instance_uuid", "spec": {
- *       "flavor": {"vcpus", "memory_mb", "root_gb", "ephemeral_gb", "swap",
- *                  "extra_specs": {…}},
- *       "image": {"id", "properties": {…}} | null,
- *       "availability_zone": "az" | null, "force_host": "host" | null (filters
- *       skipped), "requested_host": "host" | null (filters run),
- *       "group": {"uuid", "policy", "rules": {…}, "members": [uuid…]} | null,
- *       "retry_hosts": ["host", …], "unreachable_hosts": ["host", …],
- *       "is_bfv": bool,
- *       "project_id", "user_id"}}
+ *   select_destinations {"instance_uuid", "spec": <the request spec,
+ *       compute/objects/request_spec.h: flavor, image properties,
+ *       availability_zone, force_hosts (filters skipped),
+ *       requested_destination (filters run), group with its current
+ *       members, retry.hosts, unreachable_hosts, is_bfv, project_id,
+ *       user_id>}
  *   -> {"host", "node", "rp_uuid", "availability_zone", "details"}  (claimed)
  *   -> {"error": "No valid host was found. …", "details": "…"}
  *

@@ -10,17 +10,8 @@
 #define NB_VIRT_DRIVER_H
 
 #include "common/ctx.h"
+#include "compute/objects/states.h"
 #include <jansson.h>
-
-/* power_state codes, as Nova */
-enum nb_power_state {
-    NB_POWER_NOSTATE = 0,
-    NB_POWER_RUNNING = 1,
-    NB_POWER_PAUSED = 3,
-    NB_POWER_SHUTDOWN = 4,
-    NB_POWER_CRASHED = 6,
-    NB_POWER_SUSPENDED = 7,
-};
 
 struct nb_host_info {
     char hypervisor_hostname[256];

@@ -1,64 +1,13 @@
-/* objects.c - Nova's state vocabulary and the action/event/fault records
- * every compute part writes (see compute.h). */
+/* objects.c - the action/event/fault records every compute part writes,
+ * and the instance as the agent sees it (see compute.h). */
 #include "compute/compute.h"
+#include "compute/objects/block_device.h"
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "common/util.h"
 #include "db/db.h"
 
 #include <string.h>
-
-const char *nb_server_status(const char *vm_state, const char *task_state)
-{
-    const char *vm = vm_state ? vm_state : "";
-    const char *task = task_state ? task_state : "";
-    if (!strcmp(vm, NB_VM_ACTIVE)) {
-        if (!strcmp(task, NB_TASK_REBOOTING) || !strcmp(task, NB_TASK_REBOOT_PENDING) ||
-            !strcmp(task, NB_TASK_REBOOT_STARTED))
-            return "REBOOT";
-        if (!strcmp(task, NB_TASK_REBOOTING_HARD) || !strcmp(task, NB_TASK_REBOOT_PENDING_HARD) ||
-            !strcmp(task, NB_TASK_REBOOT_STARTED_HARD))
-            return "HARD_REBOOT";
-        if (!strcmp(task, "rebuilding") || !strcmp(task, "rebuild_block_device_mapping") ||
-            !strcmp(task, "rebuild_spawning"))
-            return "REBUILD";
-        if (!strcmp(task, "updating_password"))
-            return "PASSWORD";
-        if (!strcmp(task, "resize_prep") || !strcmp(task, "resize_migrating") ||
-            !strcmp(task, "resize_migrated") || !strcmp(task, "resize_finish"))
-            return "RESIZE";
-        if (!strcmp(task, "migrating"))
-            return "MIGRATING";
-        return "ACTIVE";
-    }
-    if (!strcmp(vm, NB_VM_BUILDING))
-        return "BUILD";
-    if (!strcmp(vm, NB_VM_STOPPED)) {
-        if (!strcmp(task, "resize_prep") || !strcmp(task, "resize_migrating") ||
-            !strcmp(task, "resize_migrated") || !strcmp(task, "resize_finish"))
-            return "RESIZE";
-        if (!strcmp(task, "rebuilding") || !strcmp(task, "rebuild_spawning"))
-            return "REBUILD";
-        return "SHUTOFF";
-    }
-    if (!strcmp(vm, NB_VM_RESIZED))
-        return !strcmp(task, "resize_reverting") ? "REVERT_RESIZE" : "VERIFY_RESIZE";
-    if (!strcmp(vm, NB_VM_PAUSED))
-        return "PAUSED";
-    if (!strcmp(vm, NB_VM_SUSPENDED))
-        return "SUSPENDED";
-    if (!strcmp(vm, NB_VM_RESCUED))
-        return "RESCUE";
-    if (!strcmp(vm, NB_VM_ERROR))
-        return !strcmp(task, "rebuilding") ? "REBUILD" : "ERROR";
-    if (!strcmp(vm, NB_VM_DELETED))
-        return "DELETED";
-    if (!strcmp(vm, NB_VM_SOFT_DELETED))
-        return "SOFT_DELETED";
-    if (!strcmp(vm, "shelved") || !strcmp(vm, NB_VM_SHELVED_OFFLOADED))
-        return !strcmp(vm, "shelved") ? "SHELVED" : "SHELVED_OFFLOADED";
-    return "UNKNOWN";
-}
 
 int nb_action_start(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid,
                     const char *action)
@@ -168,6 +117,16 @@ int nb_fault_add(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid
                : 0;
 }
 
+json_t *nb_fault_latest(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid,
+                        const char *since)
+{
+    return nb_db_row(db, ctx,
+                     "SELECT code, message, details, host, created_at FROM instance_faults WHERE "
+                     "instance_uuid = ? AND deleted = 0 AND (? IS NULL OR created_at >= ?) "
+                     "ORDER BY id DESC LIMIT 1",
+                     "sss", instance_uuid, since, since);
+}
+
 /* The instance as the agent (and the metadata service) gets it. */
 json_t *nb_instance_agent_view(struct nb_db *db, struct nb_ctx *ctx, const json_t *row)
 {
@@ -200,10 +159,7 @@ json_t *nb_instance_agent_view(struct nb_db *db, struct nb_ctx *ctx, const json_
                 json_string(nb_json_str(m, "value") ? nb_json_str(m, "value") : ""));
     }
     json_object_set_new(inst, "metadata", meta);
-    json_t *bdms = nb_db_rows(db, ctx,
-                              "SELECT * FROM block_device_mapping WHERE instance_uuid = ? AND "
-                              "deleted = 0 ORDER BY boot_index IS NULL, boot_index, id",
-                              "s", uuid);
+    json_t *bdms = nb_bdm_rows(db, ctx, uuid);
     json_object_set_new(inst, "block_device_mapping", bdms ? bdms : json_array());
     return inst;
 }

@@ -1,0 +1,75 @@
+/* migration.c - the migrations table (see migration.h): the only SQL that
+ * names it. */
+#include "compute/objects/migration.h"
+
+#include "common/json.h"
+#include "db/db.h"
+
+#include <string.h>
+
+static bool known_type(const char *t)
+{
+    static const char *const types[] = {NB_MIGRATION_COLD, NB_MIGRATION_RESIZE, NB_MIGRATION_LIVE,
+                                        NB_MIGRATION_EVACUATION};
+    for (size_t i = 0; t && i < sizeof(types) / sizeof(types[0]); i++)
+        if (!strcmp(t, types[i]))
+            return true;
+    return false;
+}
+
+int nb_migration_create(struct nb_db *db, struct nb_ctx *ctx, const struct nb_migration_new *m,
+                        char uuid_out[NB_UUID_LEN])
+{
+    if (!m->instance_uuid || !m->status)
+        return nb_error(ctx, 400, NULL, "A migration needs %s.",
+                        m->instance_uuid ? "a status" : "an instance_uuid");
+    if (!known_type(m->migration_type))
+        return nb_error(ctx, 400, NULL, "Invalid migration_type: %s",
+                        m->migration_type ? m->migration_type : "(none)");
+    char uuid[NB_UUID_LEN], now[32];
+    nb_uuid(uuid);
+    nb_now_iso_us(now);
+    if (nb_db_exec(db, ctx,
+                   "INSERT INTO migrations (uuid, instance_uuid, migration_type, status, "
+                   "source_compute, source_node, dest_compute, dest_node, dest_host, "
+                   "old_instance_type_id, new_instance_type_id, user_id, project_id, created_at, "
+                   "updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, CASE WHEN ? THEN ? END, "
+                   "CASE WHEN ? THEN ? END, ?, ?, ?, ?)",
+                   "sssssssssbibissss", uuid, m->instance_uuid, m->migration_type, m->status,
+                   m->source_compute, m->source_node, m->dest_compute, m->dest_node, m->dest_host,
+                   m->old_instance_type_id != 0, m->old_instance_type_id,
+                   m->new_instance_type_id != 0, m->new_instance_type_id, m->user_id, m->project_id,
+                   now, now) < 0)
+        return -1;
+    nb_strlcpy(uuid_out, uuid, NB_UUID_LEN);
+    return 0;
+}
+
+json_t *nb_migration_get(struct nb_db *db, struct nb_ctx *ctx, const char *uuid)
+{
+    json_t *row =
+        nb_db_row(db, ctx, "SELECT * FROM migrations WHERE uuid = ? AND deleted = 0", "s", uuid);
+    if (!row && !nb_ctx_failed(ctx))
+        nb_error(ctx, 404, NULL, "Migration %s could not be found.", uuid);
+    return row;
+}
+
+json_t *nb_migration_list_by_instance(struct nb_db *db, struct nb_ctx *ctx,
+                                      const char *instance_uuid)
+{
+    return nb_db_rows(db, ctx,
+                      "SELECT * FROM migrations WHERE instance_uuid = ? AND deleted = 0 "
+                      "ORDER BY created_at DESC, id DESC",
+                      "s", instance_uuid);
+}
+
+int nb_migration_set_status(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
+                            const char *status, const char *expected_status)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    return nb_db_exec(db, ctx,
+                      "UPDATE migrations SET status = ?, updated_at = ? WHERE uuid = ? AND "
+                      "deleted = 0 AND (? IS NULL OR status = ?)",
+                      "sssss", status, now, uuid, expected_status, expected_status);
+}
