@@ -83,6 +83,19 @@ else
   failed=$((failed + 1))
 fi
 
+# The request context's error slot is read and written only through
+# common/ctx.h (nb_error, nb_ctx_child/clear_error/forward_error and the
+# accessors), so no caller can leave a stale error behind by hand.
+stage "context error fields"
+if ! git grep -nE '\berr_(status|msg|name|code)\b' -- 'src/*.[ch]' ':!src/common/ctx.[ch]' \
+  >"$out/ctx-fields.log"; then
+  passed=$((passed + 1))
+else
+  echo "error fields of struct nb_ctx used outside src/common/ctx.c (use the ctx.h functions):"
+  cat "$out/ctx-fields.log"
+  failed=$((failed + 1))
+fi
+
 # One owner per table (src/db/owners.tsv): SQL outside the owner's folder
 # fails unless tests/owners/known-violations.tsv lists it; prints the known
 # violations left per owner. The self-test first proves the check can fail.

@@ -159,8 +159,10 @@ static int run(struct nb_db *db, const struct options *o, const struct nb_dr_hos
     struct nb_dr_report r = {.out = stdout};
     if (nb_dr_diagnose(db, &ctx, host, o->server, &r) < 0) {
         fprintf(stderr, "nubo doctor: cannot diagnose server %s: %s%s\n", o->server,
-                ctx.err_msg[0] ? ctx.err_msg : "database error",
-                ctx.err_status == 404 || ctx.err_status == 409 ? "" : " (details in nubo-db.log)");
+                nb_ctx_failed(&ctx) ? nb_ctx_message(&ctx) : "database error",
+                nb_ctx_status(&ctx) == 404 || nb_ctx_status(&ctx) == 409
+                    ? ""
+                    : " (details in nubo-db.log)");
         nb_dr_report_clear(&r);
         return NB_DR_EXIT_CANNOT;
     }
@@ -187,7 +189,8 @@ static int run(struct nb_db *db, const struct options *o, const struct nb_dr_hos
     printf("after the fix:\n");
     nb_ctx_init_system(&ctx, ctx.request_id);
     if (nb_dr_diagnose(db, &ctx, host, uuid, &r) < 0) {
-        fprintf(stderr, "nubo doctor: cannot diagnose server %s again: %s\n", uuid, ctx.err_msg);
+        fprintf(stderr, "nubo doctor: cannot diagnose server %s again: %s\n", uuid,
+                nb_ctx_message(&ctx));
         nb_dr_report_clear(&r);
         return NB_DR_EXIT_PROBLEM;
     }

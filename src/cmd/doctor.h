@@ -74,7 +74,7 @@ void nb_dr_check(struct nb_dr_report *r, enum nb_dr_verdict v, const char *check
 /* Finds the server (by UUID, else by a unique name) and runs every check,
  * printing each. 0 when the diagnosis ran (r filled; r->problems says what it
  * found), -1 when it could not (unknown server, database error: the reason
- * is in ctx->err_msg). r must be zeroed (or cleared) before the call. */
+ * is in nb_ctx_message(ctx)). r must be zeroed (or cleared) before the call. */
 int nb_dr_diagnose(struct nb_db *db, struct nb_ctx *ctx, const struct nb_dr_host *host,
                    const char *server_ref, struct nb_dr_report *r);
 

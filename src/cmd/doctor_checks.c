@@ -105,7 +105,7 @@ static const char *power_name(long long p)
 static json_t *find_server(struct nb_db *db, struct nb_ctx *ctx, const char *ref)
 {
     json_t *row = nb_instance_get(db, ctx, ref, false);
-    if (row || ctx->err_status)
+    if (row || nb_ctx_failed(ctx))
         return row;
     _cleanup_json_ json_t *rows = nb_instance_list_by_name(db, ctx, ref);
     if (!rows)
@@ -152,7 +152,7 @@ static int check_fault(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report
 {
     _cleanup_json_ json_t *f = nb_fault_latest(db, ctx, r->uuid, NULL);
     if (!f) {
-        if (ctx->err_status)
+        if (nb_ctx_failed(ctx))
             return -1;
         nb_dr_check(r, NB_DR_OK, "fault", "none recorded");
         return 0;

@@ -53,11 +53,11 @@ static int apply_one(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
     free(f->old_connection_info);
     f->old_connection_info = nb_bdm_connection_info_text(db, ctx, uuid, f->bdm_uuid);
     if (!f->old_connection_info)
-        return ctx->err_status ? -1
-                               : nb_error(ctx, 409, NULL,
-                                          "mapping %s is gone or has no "
-                                          "connection_info",
-                                          f->bdm_uuid);
+        return nb_ctx_failed(ctx) ? -1
+                                  : nb_error(ctx, 409, NULL,
+                                             "mapping %s is gone or has no "
+                                             "connection_info",
+                                             f->bdm_uuid);
     _cleanup_json_ json_t *ci = nb_json_parse(f->old_connection_info);
     const char *now_declared = nb_bdm_declared_format(ci);
     if (strcmp(now_declared, f->old_format))
@@ -66,7 +66,7 @@ static int apply_one(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
                         f->bdm_uuid, now_declared, f->old_format);
     free(f->old_admin_format);
     f->old_admin_format = nb_volume_format(db, ctx, f->volume_id);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (nb_db_exec(db, ctx,
                    "INSERT INTO doctor_fixes (instance_uuid, bdm_uuid, volume_id, "
@@ -85,7 +85,8 @@ static int apply_one(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
     free(f->new_connection_info);
     f->new_connection_info = nb_bdm_connection_info_text(db, ctx, uuid, f->bdm_uuid);
     if (!f->new_connection_info)
-        return ctx->err_status ? -1 : nb_error(ctx, 500, NULL, "mapping %s vanished", f->bdm_uuid);
+        return nb_ctx_failed(ctx) ? -1
+                                  : nb_error(ctx, 500, NULL, "mapping %s vanished", f->bdm_uuid);
     if (nb_db_exec(db, ctx, "UPDATE doctor_fixes SET new_connection_info = ? WHERE id = ?", "si",
                    f->new_connection_info, f->fix_id) < 0)
         return -1;
@@ -373,7 +374,7 @@ static int fail(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report *r, co
     nb_ctx_init_system(&rctx, ctx->request_id);
     if (nb_dr_fix_restore(db, &rctx, r, why) < 0)
         fprintf(r->out, "[ROLLBACK] incomplete%s%s: see table doctor_fixes\n",
-                rctx.err_status ? ": " : "", rctx.err_msg);
+                nb_ctx_failed(&rctx) ? ": " : "", nb_ctx_message(&rctx));
     if (was_reset)
         act(r, a, "os-resetState error (the reboot never ran)",
             "{\"os-resetState\": "
@@ -400,13 +401,14 @@ int nb_dr_fix_run(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report *r, 
     api_base(a.base, sizeof(a.base));
     struct nb_env env = {.db = db};
     if (nb_identity_issue_admin_token(&env, ctx, TOKEN_TTL, a.token) < 0) {
-        fprintf(r->out, "[FIX] not applied: cannot issue an admin token: %s\n", ctx->err_msg);
+        fprintf(r->out, "[FIX] not applied: cannot issue an admin token: %s\n",
+                nb_ctx_message(ctx));
         return -1;
     }
     char since[32];
     nb_now_iso_us(since);
     if (nb_dr_fix_apply(db, ctx, r) < 0) {
-        fprintf(r->out, "[FIX] not applied, nothing changed: %s\n", ctx->err_msg);
+        fprintf(r->out, "[FIX] not applied, nothing changed: %s\n", nb_ctx_message(ctx));
         return -1;
     }
     print_saved(r);

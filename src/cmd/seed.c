@@ -56,7 +56,7 @@ static int seed_demo_image(struct nb_ctx *ctx, const char *path)
     }
     char id[NB_UUID_LEN];
     if (nb_image_create_record(ctx, "cirros", info.disk_format, "bare", 0, id) < 0) {
-        NB_ERROR("nubo.main", ctx, NULL, "cannot create the demo image: %s", ctx->err_msg);
+        NB_ERROR("nubo.main", ctx, NULL, "cannot create the demo image: %s", nb_ctx_message(ctx));
         return -1;
     }
     if (image_has_data(id)) {
@@ -65,7 +65,7 @@ static int seed_demo_image(struct nb_ctx *ctx, const char *path)
     }
     if (nb_image_import_file(ctx, id, path) < 0) {
         NB_ERROR("nubo.main", ctx, NULL, "cannot import %s into the demo image cirros (%s): %s",
-                 path, id, ctx->err_msg);
+                 path, id, nb_ctx_message(ctx));
         return -1;
     }
     NB_INFO("nubo.main", ctx, NULL, "demo image cirros (%s): imported %s (%s)", id, path,
@@ -94,7 +94,7 @@ int nb_seed_demo_image(struct nb_env *env)
     }
     char image_id[NB_UUID_LEN];
     if (nb_image_create_record(&ctx, "cirros", "qcow2", "bare", 0, image_id) < 0) {
-        NB_ERROR("nubo.main", &ctx, NULL, "cannot create the demo image: %s", ctx.err_msg);
+        NB_ERROR("nubo.main", &ctx, NULL, "cannot create the demo image: %s", nb_ctx_message(&ctx));
         return -1;
     }
     return 0;

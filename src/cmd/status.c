@@ -276,7 +276,7 @@ static json_t *service_rows(struct status *s)
     json_t *rows = db ? nb_service_list(db, &ctx) : NULL;
     if (!rows) {
         fprintf(stderr, "nubo status: cannot read the services of %s: %s\n", path,
-                ctx.err_msg[0] ? ctx.err_msg : "cannot open it");
+                nb_ctx_failed(&ctx) ? nb_ctx_message(&ctx) : "cannot open it");
         s->unknown = true;
     }
     nb_db_close(db);

@@ -62,6 +62,53 @@ int nb_error(struct nb_ctx *ctx, int status, const char *name, const char *fmt, 
     return -1;
 }
 
+void nb_ctx_child(struct nb_ctx *child, const struct nb_ctx *parent)
+{
+    if (child != parent)
+        *child = *parent;
+    nb_ctx_clear_error(child);
+}
+
+void nb_ctx_clear_error(struct nb_ctx *ctx)
+{
+    ctx->err_status = 0;
+    ctx->err_code = NB_ERR_NONE;
+    ctx->err_name[0] = '\0';
+    ctx->err_msg[0] = '\0';
+}
+
+int nb_ctx_forward_error(struct nb_ctx *parent, const struct nb_ctx *child)
+{
+    if (!child->err_status)
+        return nb_error(parent, 500, NULL, "An unknown error occurred.");
+    return nb_error(parent, child->err_status, child->err_name, "%s", child->err_msg);
+}
+
+bool nb_ctx_failed(const struct nb_ctx *ctx)
+{
+    return ctx->err_status != 0;
+}
+
+int nb_ctx_status(const struct nb_ctx *ctx)
+{
+    return ctx->err_status;
+}
+
+enum nb_err_code nb_ctx_code(const struct nb_ctx *ctx)
+{
+    return ctx->err_code;
+}
+
+const char *nb_ctx_message(const struct nb_ctx *ctx)
+{
+    return ctx->err_msg;
+}
+
+const char *nb_ctx_error_name(const struct nb_ctx *ctx)
+{
+    return ctx->err_name;
+}
+
 bool nb_ctx_mv_ge(const struct nb_ctx *ctx, int major, int minor)
 {
     return ctx->mv_major > major || (ctx->mv_major == major && ctx->mv_minor >= minor);

@@ -12,7 +12,16 @@
  * (an exception type such as "NetworkNotFound", or a dotted error code
  * such as "<service>.concurrent_update"), which rides along for the
  * service's error renderer; "" when the caller gave none, and the renderer
- * then names the class in its own dialect. */
+ * then names the class in its own dialect.
+ *
+ * The error slot has an explicit scope. The first error recorded wins, so a
+ * context whose error was handled must say so (nb_ctx_clear_error) before the
+ * work goes on, and best-effort work whose failure must neither mask nor
+ * replace the main error (action events, faults, releases, cleanups) runs
+ * on a child context (nb_ctx_child): same identity, request ID and
+ * microversion, its own error slot. When the child's error is the answer,
+ * nb_ctx_forward_error() copies it to the parent. Outside ctx.c the error
+ * fields are read only through nb_ctx_failed/status/message/error_name. */
 #ifndef NB_CTX_H
 #define NB_CTX_H
 
@@ -84,6 +93,35 @@ int nb_error(struct nb_ctx *ctx, int status, const char *name, const char *fmt, 
 
 /* The class of an error with HTTP status status. */
 enum nb_err_code nb_err_code_of(int status);
+
+/* Initializes child for best-effort work on behalf of parent: a copy of
+ * parent's identity, request ID and microversion with an empty error slot.
+ * Errors recorded on child never reach parent unless forwarded. */
+void nb_ctx_child(struct nb_ctx *child, const struct nb_ctx *parent);
+
+/* Forgets the error recorded on ctx: the failure was handled and the work
+ * goes on, so the next error is recorded rather than hidden. */
+void nb_ctx_clear_error(struct nb_ctx *ctx);
+
+/* Makes child's error parent's (status, class, name and message; parent's own error
+ * wins if it has one, as with nb_error). A child with no error forwards a
+ * 500, so a caller that forwards on failure never returns -1 with an empty
+ * slot. Returns -1, so `return nb_ctx_forward_error(ctx, &sub);`. */
+int nb_ctx_forward_error(struct nb_ctx *parent, const struct nb_ctx *child);
+
+/* Whether an error is recorded on ctx. */
+bool nb_ctx_failed(const struct nb_ctx *ctx);
+/* The recorded error's HTTP status, 0 when none. */
+int nb_ctx_status(const struct nb_ctx *ctx);
+/* The recorded error's class, NB_ERR_NONE when none. */
+enum nb_err_code nb_ctx_code(const struct nb_ctx *ctx);
+/* The recorded error's message, "" when none. Borrowed from ctx: valid until
+ * ctx's error changes. */
+const char *nb_ctx_message(const struct nb_ctx *ctx);
+/* The service's own name for the recorded error ("NetworkNotFound", …), ""
+ * when none was given or no error is recorded. Borrowed like
+ * nb_ctx_message(). */
+const char *nb_ctx_error_name(const struct nb_ctx *ctx);
 
 /* True when ctx's microversion is >= major.minor. */
 bool nb_ctx_mv_ge(const struct nb_ctx *ctx, int major, int minor);

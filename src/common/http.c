@@ -376,7 +376,7 @@ static const struct route *prepare(struct nb_ctx *ctx, struct nb_req *req, struc
     if (url_project[0] && ctx->project_id[0] && strcmp(url_project, ctx->project_id) != 0 &&
         req->service->project_mismatch)
         req->service->project_mismatch(ctx, url_project);
-    if (ctx->err_status || negotiate(ctx, req, resp) < 0 ||
+    if (nb_ctx_failed(ctx) || negotiate(ctx, req, resp) < 0 ||
         (guard_fn && guard_fn(ctx, req, r->pattern) < 0)) {
         nb_http_render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
         return NULL;
@@ -387,15 +387,15 @@ static const struct route *prepare(struct nb_ctx *ctx, struct nb_req *req, struc
 /* Calls the handler (or a stream callback) and renders its error, if any. */
 static void run_handler(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp, int rc)
 {
-    if (rc < 0 || (ctx->err_status && resp->status < 400)) {
+    if (rc < 0 || (nb_ctx_failed(ctx) && resp->status < 400)) {
         const struct nb_http_service *svc = req->service;
-        if (!ctx->err_status)
+        if (!nb_ctx_failed(ctx))
             nb_error(ctx, 500, NULL, "%s",
                      svc && svc->unexpected_error ? svc->unexpected_error
                                                   : "An unexpected error occurred.");
-        if (ctx->err_status >= 500 && svc && svc->error_logger)
+        if (nb_ctx_status(ctx) >= 500 && svc && svc->error_logger)
             nb_log(NB_LOG_ERROR, svc->error_logger, ctx, NULL, "%s %s failed: %s", req->method,
-                   req->path, ctx->err_msg);
+                   req->path, nb_ctx_message(ctx));
         if (resp->has_file) {
             close(resp->file_fd);
             resp->has_file = false;
@@ -431,7 +431,7 @@ static void handle(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
         req->body = "";
         req->body_len = 0;
         int rc = r->fn(ctx, req, resp);
-        if (rc == 0 && !ctx->err_status && req->body_end) {
+        if (rc == 0 && !nb_ctx_failed(ctx) && req->body_end) {
             if (len > stream_cap(req->service)) {
                 stream_too_big(req->service, ctx);
                 rc = -1;
@@ -789,7 +789,7 @@ static void stream_begin(struct conn_state *st, struct MHD_Connection *conn, con
         return;
     }
     int rc = r->fn(&st->ctx, &st->req, &st->resp);
-    if (rc < 0 || st->ctx.err_status || !st->req.body_end) {
+    if (rc < 0 || nb_ctx_failed(&st->ctx) || !st->req.body_end) {
         run_handler(&st->ctx, &st->req, &st->resp, rc);
         st->rendered = true;
         return;

@@ -48,10 +48,10 @@ void nb_http_render_error(const struct nb_ctx *ctx, const struct nb_http_service
                           const char *accept, struct nb_resp *resp)
 {
     struct nb_http_error err = {
-        .status = ctx->err_status ? ctx->err_status : 500,
-        .code = ctx->err_status ? ctx->err_code : NB_ERR_INTERNAL,
-        .name = ctx->err_status ? ctx->err_name : "",
-        .message = ctx->err_msg[0] ? ctx->err_msg : "An unknown error occurred.",
+        .status = nb_ctx_failed(ctx) ? nb_ctx_status(ctx) : 500,
+        .code = nb_ctx_failed(ctx) ? nb_ctx_code(ctx) : NB_ERR_INTERNAL,
+        .name = nb_ctx_error_name(ctx),
+        .message = *nb_ctx_message(ctx) ? nb_ctx_message(ctx) : "An unknown error occurred.",
     };
     json_decref(resp->body);
     resp->body = NULL;

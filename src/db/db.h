@@ -40,7 +40,7 @@ int nb_db_exec(struct nb_db *db, struct nb_ctx *ctx, const char *sql, const char
 /* Runs a query; returns a new JSON array of row objects (maybe empty), or NULL. */
 json_t *nb_db_rows(struct nb_db *db, struct nb_ctx *ctx, const char *sql, const char *types, ...);
 /* First row as a new JSON object; NULL if no row or on error (on error
- * ctx->err_status is set, so callers can tell the two apart). */
+ * nb_ctx_status(ctx) is set, so callers can tell the two apart). */
 json_t *nb_db_row(struct nb_db *db, struct nb_ctx *ctx, const char *sql, const char *types, ...);
 /* First column of the first row as an integer; def if no row. -1 on error is
  * ambiguous, so use nb_db_row for values that may be -1. */

@@ -40,19 +40,19 @@ static int check_grant_parts(struct nb_ctx *ctx, const struct target_kind *k, co
     _cleanup_json_ json_t *t =
         k == &project_kind ? nb_idn_get_project(ctx, target) : nb_idn_get_domain(ctx, target);
     if (!t)
-        return ctx->err_status
+        return nb_ctx_failed(ctx)
                    ? -1
                    : nb_error(ctx, 404, NB_IDN_E404, "Could not find %s: %s.", k->noun, target);
     _cleanup_json_ json_t *u = nb_idn_get_user(ctx, user_id);
     if (!u)
-        return ctx->err_status
+        return nb_ctx_failed(ctx)
                    ? -1
                    : nb_error(ctx, 404, NB_IDN_E404, "Could not find user: %s.", user_id);
     if (!role_id)
         return 0;
     _cleanup_json_ json_t *r = nb_idn_get_role(ctx, role_id);
     if (!r)
-        return ctx->err_status
+        return nb_ctx_failed(ctx)
                    ? -1
                    : nb_error(ctx, 404, NB_IDN_E404, "Could not find role: %s.", role_id);
     return 0;

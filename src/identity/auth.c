@@ -88,7 +88,7 @@ static json_t *password_user(struct nb_ctx *ctx, const json_t *identity)
                  "assumed to be in error.");
         return NULL;
     }
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return NULL;
     if (!user) {
         /* Spend the time a real check takes, so that timing does not tell
@@ -110,7 +110,7 @@ static json_t *password_user(struct nb_ctx *ctx, const json_t *identity)
     }
     _cleanup_json_ json_t *ud = nb_idn_get_domain(ctx, nb_json_str(user, "domain_id"));
     if (!ud || !nb_json_int(ud, "enabled", 0)) {
-        if (!ctx->err_status)
+        if (!nb_ctx_failed(ctx))
             auth_failed(ctx, "the user's domain is disabled");
         return NULL;
     }
@@ -135,7 +135,7 @@ static int resolve_scope(struct nb_ctx *ctx, const json_t *scope, const json_t *
         _cleanup_json_ json_t *p = nb_idn_get_project(ctx, def);
         _cleanup_json_ json_t *roles =
             p ? nb_idn_effective_roles(ctx, NB_IDN_TYPE_PROJECT, user_id, def) : NULL;
-        if (ctx->err_status)
+        if (nb_ctx_failed(ctx))
             return -1;
         if (p && nb_json_int(p, "enabled", 0) && json_array_size(roles) > 0) {
             *hold = NB_STEAL(&p);
@@ -154,7 +154,7 @@ static int resolve_scope(struct nb_ctx *ctx, const json_t *scope, const json_t *
             p = nb_idn_get_project(ctx, id);
         } else if (name) {
             _cleanup_json_ json_t *d = nb_idn_find_domain(ctx, json_object_get(pref, "domain"));
-            if (!d && !ctx->err_status)
+            if (!d && !nb_ctx_failed(ctx))
                 return auth_failed(ctx, "project scope: unknown domain");
             if (d)
                 p = nb_db_row(db, ctx,
@@ -167,7 +167,7 @@ static int resolve_scope(struct nb_ctx *ctx, const json_t *scope, const json_t *
                             "comply with the request since it is either malformed or otherwise "
                             "incorrect. The client is assumed to be in error.");
         }
-        if (ctx->err_status)
+        if (nb_ctx_failed(ctx))
             return -1;
         if (!p)
             return auth_failed(ctx, "project scope: unknown project");
@@ -177,7 +177,7 @@ static int resolve_scope(struct nb_ctx *ctx, const json_t *scope, const json_t *
     }
     if (dref) {
         json_t *d = nb_idn_find_domain(ctx, dref);
-        if (ctx->err_status)
+        if (nb_ctx_failed(ctx))
             return -1;
         if (!d)
             return auth_failed(ctx, "domain scope: unknown domain");
@@ -200,7 +200,7 @@ static int issue_and_respond(struct nb_ctx *ctx, struct nb_req *req, struct nb_r
         return -1;
     _cleanup_json_ json_t *tok = nb_idn_token_load(ctx, token, nb_time_now());
     if (!tok) {
-        if (ctx->err_status)
+        if (nb_ctx_failed(ctx))
             return -1;
         nb_idn_token_revoke(ctx, token);
         if (sc->project_id)
@@ -250,10 +250,10 @@ static int create_token(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
                             "The client is assumed to be in error.");
         _cleanup_json_ json_t *parent = nb_idn_token_load(ctx, id, nb_time_now());
         if (!parent)
-            return ctx->err_status ? -1 : auth_failed(ctx, "token method: invalid token");
+            return nb_ctx_failed(ctx) ? -1 : auth_failed(ctx, "token method: invalid token");
         user = nb_idn_get_user(ctx, nb_json_str(parent, "user_id"));
         if (!user)
-            return ctx->err_status ? -1 : auth_failed(ctx, "token method: user gone");
+            return nb_ctx_failed(ctx) ? -1 : auth_failed(ctx, "token method: user gone");
         /* Keystone keeps the methods that made the first token, after "token". */
         json_array_append_new(out_methods, json_string("token"));
         size_t i;
@@ -280,7 +280,7 @@ static json_t *subject_token(struct nb_ctx *ctx, struct nb_req *req, const char 
     const char *subject = nb_req_header(req, "X-Subject-Token");
     json_t *tok = subject ? nb_idn_token_load(ctx, subject, nb_time_now()) : NULL;
     if (!tok) {
-        if (!ctx->err_status)
+        if (!nb_ctx_failed(ctx))
             nb_error(ctx, 404, NB_IDN_E404, "Failed to validate token");
         return NULL;
     }
@@ -329,7 +329,7 @@ static int auth_catalog(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
     _cleanup_json_ json_t *tok =
         nb_idn_token_load(ctx, nb_req_header(req, "X-Auth-Token"), nb_time_now());
     if (!tok)
-        return ctx->err_status ? -1 : nb_error(ctx, 401, NB_IDN_E401, NB_IDN_UNAUTH_MSG);
+        return nb_ctx_failed(ctx) ? -1 : nb_error(ctx, 401, NB_IDN_E401, NB_IDN_UNAUTH_MSG);
     const json_t *p = json_object_get(tok, "project");
     if (!p && !json_object_get(tok, "domain"))
         return nb_error(ctx, 403, NB_IDN_E403,

@@ -51,7 +51,7 @@ static int find_or_new_id(struct nb_ctx *ctx, struct nb_db *db, const char *sele
         nb_strlcpy(id, nb_json_str(row, "id"), 33);
         return 1;
     }
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     nb_idn_new_id(id);
     return 0;
@@ -180,7 +180,7 @@ int nb_identity_bootstrap(struct nb_env *env, const char *admin_password, const 
         ensure_grant(&ctx, db, demo_user, demo_project, member_role) < 0 ||
         ensure_service_user(&ctx, db, admin_role) < 0) {
         nb_db_rollback(db);
-        NB_ERROR(LOGGER, &ctx, NULL, "identity bootstrap failed: %s", ctx.err_msg);
+        NB_ERROR(LOGGER, &ctx, NULL, "identity bootstrap failed: %s", nb_ctx_message(&ctx));
         return -1;
     }
     if (nb_db_commit(db, &ctx) < 0)

@@ -61,8 +61,9 @@ static int show_domain(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
         return nb_idn_forbidden(ctx, "identity:get_domain");
     _cleanup_json_ json_t *row = nb_idn_get_domain(ctx, id);
     if (!row)
-        return ctx->err_status ? -1
-                               : nb_error(ctx, 404, NB_IDN_E404, "Could not find domain: %s.", id);
+        return nb_ctx_failed(ctx)
+                   ? -1
+                   : nb_error(ctx, 404, NB_IDN_E404, "Could not find domain: %s.", id);
     return nb_resp_json(resp, 200, json_pack("{s:o}", "domain", nb_idn_render_domain(row)));
 }
 
@@ -132,7 +133,7 @@ static int create_domain(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
 static json_t *domain_or_404(struct nb_ctx *ctx, const char *id)
 {
     json_t *row = nb_idn_get_domain(ctx, id);
-    if (!row && !ctx->err_status)
+    if (!row && !nb_ctx_failed(ctx))
         nb_error(ctx, 404, NB_IDN_E404, "Could not find domain: %s.", id);
     return row;
 }

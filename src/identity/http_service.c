@@ -34,8 +34,8 @@ const struct nb_http_service nb_identity_http_service = {
 
 void nb_idn_reject(struct nb_ctx *ctx, struct nb_resp *resp)
 {
-    if (!ctx->err_status || ctx->err_status == 401) {
-        ctx->err_status = 0;
+    if (!nb_ctx_failed(ctx) || nb_ctx_status(ctx) == 401) {
+        nb_ctx_clear_error(ctx); /* answered with keystonemiddleware's own 401 */
         nb_error(ctx, 401, "Unauthorized", "The request you have made requires authentication.");
         nb_http_render_error(ctx, &nb_identity_http_service, NULL, resp);
         char hdr[320];

@@ -47,7 +47,7 @@ int nb_identity_project_exists(struct nb_db *db, struct nb_ctx *ctx, const char 
 /* The id of the admin project nb_identity_bootstrap creates ("admin" in the
  * default domain), the owner devstack gives the records a cloud starts
  * with. A new string (caller frees), or NULL when there is none (not yet
- * bootstrapped; ctx->err_status stays 0) or after a database error
+ * bootstrapped; nb_ctx_status(ctx) stays 0) or after a database error
  * recorded on ctx. */
 char *nb_identity_admin_project_id(struct nb_db *db, struct nb_ctx *ctx);
 

@@ -102,7 +102,7 @@ int nb_idn_token_issue(struct nb_ctx *ctx, const struct nb_idn_scope *scope, dou
  * object with the token columns, "user" {id, name, domain_id, domain_name},
  * "project"/"domain" when scoped, and "roles" (effective, [{id, name}]), or
  * NULL when the token is not valid (nothing recorded on ctx) or on database
- * error (recorded: check ctx->err_status). now is the current epoch time. */
+ * error (recorded: check nb_ctx_status(ctx)). now is the current epoch time. */
 json_t *nb_idn_token_load(struct nb_ctx *ctx, const char *token, double now);
 
 /* Fills ctx's identity from a token loaded by nb_idn_token_load. */
@@ -183,7 +183,7 @@ json_t *nb_idn_get_domain(struct nb_ctx *ctx, const char *id);
 json_t *nb_idn_get_user(struct nb_ctx *ctx, const char *id);
 json_t *nb_idn_get_role(struct nb_ctx *ctx, const char *id);
 /* Resolves a {"id"} or {"name"} domain reference to a domain row, NULL if
- * not found or on error (check ctx->err_status). */
+ * not found or on error (check nb_ctx_status(ctx)). */
 json_t *nb_idn_find_domain(struct nb_ctx *ctx, const json_t *ref);
 
 /* Creates a domain (domains.c): 409 if the name is taken. extra is the JSON

@@ -77,7 +77,7 @@ json_t *nb_idn_effective_roles(struct nb_ctx *ctx, const char *type, const char 
             continue;
         json_t *row = nb_db_row(db, ctx, "SELECT id, name FROM role WHERE name = ?", "s", implied);
         if (!row) {
-            if (ctx && ctx->err_status) {
+            if (ctx && nb_ctx_failed(ctx)) {
                 json_decref(roles);
                 return NULL;
             }

@@ -143,7 +143,7 @@ static int project_location(struct nb_ctx *ctx, const json_t *e, const char **do
         return -1;
     if (pid) {
         json_t *parent = nb_idn_get_project(ctx, pid);
-        if (!parent && ctx->err_status)
+        if (!parent && nb_ctx_failed(ctx))
             return -1;
         if (parent) {
             *hold = parent;
@@ -165,8 +165,9 @@ static int project_location(struct nb_ctx *ctx, const json_t *e, const char **do
         did = *ctx->domain_id ? ctx->domain_id : NB_IDN_DEFAULT_DOMAIN;
     _cleanup_json_ json_t *d = nb_idn_get_domain(ctx, did);
     if (!d)
-        return ctx->err_status ? -1
-                               : nb_error(ctx, 404, NB_IDN_E404, "Could not find domain: %s.", did);
+        return nb_ctx_failed(ctx)
+                   ? -1
+                   : nb_error(ctx, 404, NB_IDN_E404, "Could not find domain: %s.", did);
     *domain_id = did;
     *parent_id = NULL;
     return 0;
@@ -246,7 +247,7 @@ static int create_project(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
 static json_t *project_or_404(struct nb_ctx *ctx, const char *id)
 {
     json_t *row = nb_db_row(nb_idn_db(), ctx, "SELECT * FROM project WHERE id = ?", "s", id);
-    if (!row && !ctx->err_status)
+    if (!row && !nb_ctx_failed(ctx))
         nb_error(ctx, 404, NB_IDN_E404, "Could not find project: %s.", id);
     return row;
 }

@@ -43,7 +43,7 @@ static bool is_immutable(const json_t *row)
 static json_t *role_or_404(struct nb_ctx *ctx, const char *id)
 {
     json_t *row = nb_idn_get_role(ctx, id);
-    if (!row && !ctx->err_status)
+    if (!row && !nb_ctx_failed(ctx))
         nb_error(ctx, 404, NB_IDN_E404, "Could not find role: %s.", id);
     return row;
 }
@@ -272,7 +272,7 @@ static int list_inferences(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
         if (inf)
             json_array_append_new(items, inf);
     }
-    if (ctx->err_status) {
+    if (nb_ctx_failed(ctx)) {
         json_decref(items);
         return -1;
     }
@@ -288,7 +288,7 @@ static int list_implied(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
         return -1;
     json_t *inf = inference(ctx, row);
     if (!inf) {
-        if (ctx->err_status)
+        if (nb_ctx_failed(ctx))
             return -1;
         inf = json_pack("{s:o, s:[]}", "prior_role", role_ref(row), "implies");
     }

@@ -97,16 +97,16 @@ static int issue_admin_token(struct nb_env *env, struct nb_ctx *ctx, int ttl,
         nb_db_row(env->db, ctx, "SELECT id FROM user WHERE name = 'admin' AND domain_id = ?", "s",
                   NB_IDN_DEFAULT_DOMAIN);
     if (!user)
-        return ctx->err_status ? -1
-                               : nb_error(ctx, 404, NULL,
-                                          "Could not find user: admin (domain default); was "
-                                          "the cloud bootstrapped?");
+        return nb_ctx_failed(ctx) ? -1
+                                  : nb_error(ctx, 404, NULL,
+                                             "Could not find user: admin (domain default); was "
+                                             "the cloud bootstrapped?");
     _cleanup_free_ char *project = nb_identity_admin_project_id(env->db, ctx);
     if (!project)
-        return ctx->err_status ? -1
-                               : nb_error(ctx, 404, NULL,
-                                          "Could not find project: admin (domain default); "
-                                          "was the cloud bootstrapped?");
+        return nb_ctx_failed(ctx) ? -1
+                                  : nb_error(ctx, 404, NULL,
+                                             "Could not find project: admin (domain default); "
+                                             "was the cloud bootstrapped?");
     const struct nb_idn_scope scope = {.user_id = nb_json_str(user, "id"), .project_id = project};
     _cleanup_json_ json_t *methods = json_pack("[s]", "external");
     char token[NB_IDN_HEX_LEN];
@@ -154,7 +154,7 @@ static int load_scope(struct nb_ctx *ctx, json_t *tok)
                               "WHERE p.id = ? AND p.is_domain = 0",
                               "s", project_id);
         if (!p)
-            return ctx && ctx->err_status ? -1 : 0;
+            return ctx && nb_ctx_failed(ctx) ? -1 : 0;
         json_object_set_new(tok, "project", p);
         if (!nb_json_int(p, "enabled", 0) || !nb_json_int(p, "domain_enabled", 0))
             return 0;
@@ -165,7 +165,7 @@ static int load_scope(struct nb_ctx *ctx, json_t *tok)
             db, ctx, "SELECT id, name, enabled FROM project WHERE id = ? AND is_domain = 1", "s",
             domain_id);
         if (!d)
-            return ctx && ctx->err_status ? -1 : 0;
+            return ctx && nb_ctx_failed(ctx) ? -1 : 0;
         json_object_set_new(tok, "domain", d);
         if (!nb_json_int(d, "enabled", 0))
             return 0;
@@ -242,8 +242,8 @@ int nb_idn_authenticate(struct nb_ctx *ctx, const char *token)
 {
     json_t *tok = nb_idn_token_load(ctx, token, nb_time_now());
     if (!tok) {
-        if (ctx->err_status) {
-            NB_ERROR(LOGGER, ctx, NULL, "token validation failed: %s", ctx->err_msg);
+        if (nb_ctx_failed(ctx)) {
+            NB_ERROR(LOGGER, ctx, NULL, "token validation failed: %s", nb_ctx_message(ctx));
             return -1;
         }
         return nb_error(ctx, 401, NB_IDN_E401, NB_IDN_UNAUTH_MSG);

@@ -55,7 +55,7 @@ json_t *nb_idn_render_user(const json_t *row)
 static json_t *user_or_404(struct nb_ctx *ctx, const char *id)
 {
     json_t *row = nb_idn_get_user(ctx, id);
-    if (!row && !ctx->err_status)
+    if (!row && !nb_ctx_failed(ctx))
         nb_error(ctx, 404, NB_IDN_E404, "Could not find user: %s.", id);
     return row;
 }
@@ -68,14 +68,14 @@ static int check_default_project(struct nb_ctx *ctx, const char *pid)
     _cleanup_json_ json_t *p = nb_idn_get_project(ctx, pid);
     if (p)
         return 0;
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     _cleanup_json_ json_t *d = nb_idn_get_domain(ctx, pid);
     if (d)
         return nb_error(ctx, 400, NB_IDN_E400,
                         "Invalid input for field 'default_project_id': %s is a domain.", pid);
-    return ctx->err_status ? -1
-                           : nb_error(ctx, 404, NB_IDN_E404, "Could not find project: %s.", pid);
+    return nb_ctx_failed(ctx) ? -1
+                              : nb_error(ctx, 404, NB_IDN_E404, "Could not find project: %s.", pid);
 }
 
 /* Validates a password field: absent/null -> *hash NULL; else hashed. */
@@ -139,7 +139,7 @@ static int create_user(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
         domain_id = *ctx->domain_id ? ctx->domain_id : NB_IDN_DEFAULT_DOMAIN;
     _cleanup_json_ json_t *d = nb_idn_get_domain(ctx, domain_id);
     if (!d)
-        return ctx->err_status
+        return nb_ctx_failed(ctx)
                    ? -1
                    : nb_error(ctx, 404, NB_IDN_E404, "Could not find domain: %s.", domain_id);
     if (check_default_project(ctx, pid) < 0 || hash_password(ctx, e, &pw_given, &hash) < 0)
@@ -273,7 +273,7 @@ static int change_password(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
         return nb_error(ctx, 400, NB_IDN_E400, "'%s' is a required property",
                         !orig ? "original_password" : "password");
     _cleanup_json_ json_t *row = nb_idn_get_user(ctx, id);
-    if (!row && ctx->err_status)
+    if (!row && nb_ctx_failed(ctx))
         return -1;
     if (!row || !nb_idn_password_verify(orig, nb_json_str(row, "password_hash")))
         return nb_error(ctx, 401, NB_IDN_E401, NB_IDN_UNAUTH_MSG);

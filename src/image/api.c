@@ -945,7 +945,7 @@ static json_t *visible_record(struct nb_ctx *ctx, struct nb_req *req, const char
 {
     const char *id = nb_req_param(req, "image_id");
     json_t *rec = nb_image_record_load(ctx, id);
-    if (!rec && ctx->err_status)
+    if (!rec && nb_ctx_failed(ctx))
         return NULL;
     if (!rec || !nb_image_record_visible(ctx, rec)) {
         json_decref(rec);
@@ -1051,7 +1051,7 @@ static int tags_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
         nb_ctx_init(&sub);
         if (nb_image_record_quota(&sub, rec) < 0)
             return nb_error(ctx, 413, NULL, "Image tag limit exceeded for image %s: %s:", id,
-                            sub.err_msg);
+                            nb_ctx_message(&sub));
         if (nb_image_record_save(ctx, rec) < 0)
             return -1;
     }

@@ -340,7 +340,7 @@ static int upload_complete(struct nb_ctx *ctx, struct upload *u)
 static json_t *visible(struct nb_ctx *ctx, const char *id)
 {
     json_t *rec = nb_image_record_load(ctx, id);
-    if (!rec && ctx->err_status)
+    if (!rec && nb_ctx_failed(ctx))
         return NULL;
     if (!rec || !nb_image_record_visible(ctx, rec)) {
         json_decref(rec);
@@ -360,7 +360,7 @@ static int upload_chunk(struct nb_ctx *ctx, struct nb_req *req, const char *data
 static void upload_abort(struct nb_ctx *ctx, struct nb_req *req)
 {
     struct upload *u = req->body_opaque;
-    upload_fail(ctx, u, ctx->err_msg[0] ? ctx->err_msg : "aborted");
+    upload_fail(ctx, u, nb_ctx_failed(ctx) ? nb_ctx_message(ctx) : "aborted");
     upload_free(u);
     req->body_opaque = NULL;
 }
@@ -463,7 +463,7 @@ int nb_image_import_file(struct nb_ctx *ctx, const char *image_id, const char *p
         goto cleanup;
     NB_INFO("nubo.image.api", ctx, NULL, "image %s: importing %s", image_id, path);
     if (import_stream(ctx, u, src, path) < 0)
-        upload_fail(ctx, u, ctx->err_msg);
+        upload_fail(ctx, u, nb_ctx_message(ctx));
     else
         rc = upload_complete(ctx, u);
 cleanup:
@@ -477,7 +477,7 @@ int nb_image_data_open(struct nb_ctx *ctx, const char *image_id, json_t **info)
 {
     *info = NULL;
     _cleanup_json_ json_t *rec = nb_image_record_load(ctx, image_id);
-    if (!rec && ctx->err_status)
+    if (!rec && nb_ctx_failed(ctx))
         return -1;
     if (!rec || !nb_image_record_visible(ctx, rec))
         return nb_error(ctx, 404, NULL, "Image %s could not be found.", image_id);

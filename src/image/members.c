@@ -34,7 +34,7 @@ static json_t *lookup_image(struct nb_ctx *ctx, struct nb_req *req)
 {
     const char *id = nb_req_param(req, "image_id");
     json_t *rec = nb_image_record_load(ctx, id);
-    if (!rec && ctx->err_status)
+    if (!rec && nb_ctx_failed(ctx))
         return NULL;
     if (!rec || !nb_image_record_visible(ctx, rec)) {
         json_decref(rec);
@@ -121,7 +121,7 @@ static int members_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
     _cleanup_json_ json_t *dup = find_member(ctx, id, member);
     if (dup)
         return nb_error(ctx, 409, NULL, "Member %s is duplicated for image %s", member, id);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     long quota = nb_conf_int("DEFAULT", "image_member_quota", 128);
     long long n =
@@ -153,7 +153,7 @@ static json_t *lookup_member(struct nb_ctx *ctx, const json_t *rec, const char *
     const char *id = nb_json_str(rec, "id");
     bool may = ctx->is_admin || is_owner(ctx, rec) || strcmp(member, ctx->project_id) == 0;
     json_t *row = may ? find_member(ctx, id, member) : NULL;
-    if (!row && !ctx->err_status)
+    if (!row && !nb_ctx_failed(ctx))
         nb_error(ctx, 404, NULL, "%s not found in the member list of the image %s.", member, id);
     return row;
 }

@@ -251,7 +251,7 @@ int nb_image_record_save(struct nb_ctx *ctx, json_t *rec)
 json_t *nb_image_lookup(struct nb_ctx *ctx, const char *image_id)
 {
     _cleanup_json_ json_t *rec = image_id ? nb_image_record_load(ctx, image_id) : NULL;
-    if (!rec && ctx->err_status)
+    if (!rec && nb_ctx_failed(ctx))
         return NULL;
     if (!rec || !nb_image_record_visible(ctx, rec)) {
         nb_error(ctx, 400, NULL, "Image %s could not be found.", image_id ? image_id : "");
@@ -281,7 +281,7 @@ int nb_image_create_record(struct nb_ctx *ctx, const char *name, const char *dis
         nb_strlcpy(id_out, nb_json_str(existing, "id"), NB_UUID_LEN);
         return 0;
     }
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     /* Owned by the caller's project, else by the admin project as in
      * devstack (bootstrap runs with a system context). */
@@ -289,7 +289,7 @@ int nb_image_create_record(struct nb_ctx *ctx, const char *name, const char *dis
     const char *owner = ctx->project_id[0] ? ctx->project_id : NULL;
     if (!owner)
         owner = admin = nb_identity_admin_project_id(db, ctx);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     char id[NB_UUID_LEN], now[32], md5[33], sha[129];
     nb_uuid(id);
@@ -409,7 +409,7 @@ int nb_image_record_delete(struct nb_ctx *ctx, const char *id)
 int nb_image_delete(struct nb_ctx *ctx, const char *image_id)
 {
     _cleanup_json_ json_t *rec = nb_image_record_load(ctx, image_id);
-    if (!rec && ctx->err_status)
+    if (!rec && nb_ctx_failed(ctx))
         return -1;
     if (!rec || !nb_image_record_visible(ctx, rec))
         return nb_error(ctx, 404, NULL, "Image %s could not be found.", image_id);
@@ -425,7 +425,7 @@ int nb_image_delete(struct nb_ctx *ctx, const char *image_id)
 static json_t *visible_or_404(struct nb_ctx *ctx, const char *image_id)
 {
     json_t *rec = image_id ? nb_image_record_load(ctx, image_id) : NULL;
-    if (!rec && ctx->err_status)
+    if (!rec && nb_ctx_failed(ctx))
         return NULL;
     if (!rec || !nb_image_record_visible(ctx, rec)) {
         json_decref(rec);

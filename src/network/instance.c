@@ -181,7 +181,8 @@ json_t *nb_network_info_for_instance(struct nb_ctx *ctx, const char *instance_uu
                                              "s", instance_uuid);
     if (!rows)
         return NULL;
-    struct nb_ctx admin = *ctx;
+    struct nb_ctx admin; /* reads the port views with admin rights */
+    nb_ctx_child(&admin, ctx);
     admin.is_admin = true;
     json_t *out = json_array();
     size_t i;
@@ -191,7 +192,7 @@ json_t *nb_network_info_for_instance(struct nb_ctx *ctx, const char *instance_uu
         json_t *vif = vif_model(ctx, view, nb_json_int(r, "preserve_on_delete", 0));
         if (!vif) {
             json_decref(out);
-            if (!ctx->err_status)
+            if (!nb_ctx_failed(ctx))
                 nb_error(ctx, 500, NULL, "Cannot describe port %s of instance %s.",
                          nb_json_str(r, "id"), instance_uuid);
             return NULL;
@@ -203,19 +204,12 @@ json_t *nb_network_info_for_instance(struct nb_ctx *ctx, const char *instance_uu
 
 /* --- allocate / deallocate --------------------------------------------------- */
 
-/* An admin copy of ctx acting for ctx's project. */
+/* An admin child of ctx acting for ctx's project (its own error slot: the
+ * caller forwards it with nb_ctx_forward_error). */
 static void elevate(const struct nb_ctx *ctx, struct nb_ctx *admin)
 {
-    *admin = *ctx;
+    nb_ctx_child(admin, ctx);
     admin->is_admin = true;
-}
-
-/* Copies the error of sub (if any) into ctx; returns -1. */
-static int pass_error(struct nb_ctx *ctx, const struct nb_ctx *sub)
-{
-    if (!ctx->err_status && sub->err_status)
-        nb_error(ctx, sub->err_status, sub->err_name, "%s", sub->err_msg);
-    return -1;
 }
 
 /* Binds the user's port to the instance. */
@@ -248,7 +242,7 @@ static int make_port(struct nb_ctx *ctx, const char *net_id, const char *ip,
     json_t *view = nb_net_port_create(&admin, body);
     json_decref(body);
     if (!view)
-        return pass_error(ctx, &admin);
+        return nb_ctx_forward_error(ctx, &admin);
     json_array_append_new(made, json_string(nb_json_str(view, "id")));
     json_decref(view);
     return 0;
@@ -332,12 +326,12 @@ int nb_network_allocate_for_instance(struct nb_ctx *ctx, const char *instance_uu
     _cleanup_json_ json_t *made = json_array();
     if (allocate_all(ctx, instance_uuid, host, owner, requested, made) < 0) {
         release(ctx, made);
-        NB_WARN(LOG, ctx, instance_uuid, "port allocation failed: %s", ctx->err_msg);
+        NB_WARN(LOG, ctx, instance_uuid, "port allocation failed: %s", nb_ctx_message(ctx));
         return -1;
     }
     *network_info = nb_network_info_for_instance(ctx, instance_uuid);
     if (!*network_info) {
-        if (!ctx->err_status)
+        if (!nb_ctx_failed(ctx))
             nb_error(ctx, 500, NULL, "Cannot describe the ports of instance %s.", instance_uuid);
         release(ctx, made);
         return -1;
@@ -362,8 +356,9 @@ int nb_network_deallocate_for_instance(struct nb_ctx *ctx, const char *instance_
         const char *id = nb_json_str(r, "id");
         int rc = nb_json_int(r, "preserve_on_delete", 0) ? unbind_port(ctx, id)
                                                          : nb_net_port_delete(&admin, id);
-        if (rc < 0 && admin.err_status != 404)
-            return pass_error(ctx, &admin);
+        if (rc < 0 && nb_ctx_status(&admin) != 404)
+            return nb_ctx_forward_error(ctx, &admin);
+        nb_ctx_clear_error(&admin); /* a 404: that port is gone already */
     }
     if (json_array_size(rows))
         NB_INFO(LOG, ctx, instance_uuid, "released %zu port(s)", json_array_size(rows));

@@ -49,7 +49,7 @@ json_t *nb_net_network_get(struct nb_ctx *ctx, const char *id)
     if (row && nb_net_network_visible(ctx, row))
         return row;
     json_decref(row);
-    if (!ctx->err_status)
+    if (!nb_ctx_failed(ctx))
         nb_error(ctx, 404, "NetworkNotFound", "Network %s could not be found.", id);
     return NULL;
 }

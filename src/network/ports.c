@@ -159,7 +159,7 @@ static json_t *get(struct nb_ctx *ctx, const char *id)
     if (row && visible(ctx, row))
         return row;
     json_decref(row);
-    if (!ctx->err_status)
+    if (!nb_ctx_failed(ctx))
         nb_error(ctx, 404, "PortNotFound", "Port %s could not be found.", id);
     return NULL;
 }

@@ -73,7 +73,7 @@ static int respond(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp,
         else
             json_object_set_new(q, resources[i].name, json_integer(limit));
     }
-    if (ctx->err_status) {
+    if (nb_ctx_failed(ctx)) {
         json_decref(q);
         return -1;
     }

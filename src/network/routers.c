@@ -52,7 +52,7 @@ static int bad_router(struct nb_ctx *ctx, const char *msg)
 static json_t *router_load(struct nb_ctx *ctx, const char *id)
 {
     json_t *row = nb_db_row(nb_net_env->db, ctx, "SELECT * FROM routers WHERE id = ?", "s", id);
-    if (!row && ctx->err_status)
+    if (!row && nb_ctx_failed(ctx))
         return NULL;
     const char *p = row ? nb_json_str(row, "project_id") : NULL;
     if (!row || !(ctx->is_admin || ctx->system || !strcmp(p, ctx->project_id))) {
@@ -71,7 +71,7 @@ static json_t *subnet_load(struct nb_ctx *ctx, const char *id)
                             "SELECT s.*, n.shared AS net_shared, n.router_external AS net_external "
                             "FROM subnets s JOIN networks n ON n.id = s.network_id WHERE s.id = ?",
                             "s", id);
-    if (!row && ctx->err_status)
+    if (!row && nb_ctx_failed(ctx))
         return NULL;
     const char *p = row ? nb_json_str(row, "project_id") : NULL;
     if (!row || !(ctx->is_admin || ctx->system || !strcmp(p, ctx->project_id) ||
@@ -407,7 +407,7 @@ static int record_gateway(struct nb_ctx *ctx, const char *router_id, const char 
         return -1;
     if (nb_db_int(db, ctx, 0, "SELECT COUNT(*) FROM routers WHERE id = ?", "s", router_id) != 1)
         nb_error(ctx, 404, "RouterNotFound", "Router %s could not be found", router_id);
-    if (ctx->err_status ||
+    if (nb_ctx_failed(ctx) ||
         nb_db_exec(db, ctx,
                    "INSERT INTO routerports (router_id, port_id, port_type) VALUES (?, ?, ?)",
                    "sss", router_id, port_id, OWNER_GW) < 0 ||
@@ -438,7 +438,8 @@ static int make_gateway(struct nb_ctx *ctx, const char *router_id, const char *n
         json_object_set(body, "fixed_ips", fixed);
     _cleanup_json_ json_t *port = nb_net_port_create(&sys, body);
     if (!port)
-        return nb_error(ctx, sys.err_status, sys.err_name, "%s", sys.err_msg);
+        return nb_error(ctx, nb_ctx_status(&sys), nb_ctx_error_name(&sys), "%s",
+                        nb_ctx_message(&sys));
     const char *port_id = nb_json_str(port, "id");
     if (record_gateway(ctx, router_id, net_id, port_id, snat_of(info)) < 0) {
         nb_net_port_delete(&sys, port_id);
@@ -639,7 +640,7 @@ static int router_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
         }
         nb_error(ctx, 409, "RouterInUse", "Router %s has ports still attached: %s", id, list);
     }
-    if (ctx->err_status || drop_gateway(ctx, row) < 0 ||
+    if (nb_ctx_failed(ctx) || drop_gateway(ctx, row) < 0 ||
         nb_db_exec(db, ctx, "DELETE FROM routers WHERE id = ?", "s", id) < 0) {
         nb_db_rollback(db);
         return -1;
@@ -732,7 +733,7 @@ static int add_by_port(struct nb_ctx *ctx, const json_t *router, const char *por
                   "s", port_id);
     const char *pp = row ? nb_json_str(row, "project_id") : NULL;
     if (!row || !(ctx->is_admin || !strcmp(pp, ctx->project_id)))
-        return ctx->err_status
+        return nb_ctx_failed(ctx)
                    ? -1
                    : nb_error(ctx, 404, "PortNotFound", "Port %s could not be found.", port_id);
     if (*nb_json_str(row, "device_id"))
@@ -781,9 +782,9 @@ static int record_interface(struct nb_ctx *ctx, const char *router_id, const cha
 {
     struct nb_db *db = nb_net_env->db;
     if (nb_db_int(db, ctx, 0, "SELECT COUNT(*) FROM routers WHERE id = ?", "s", router_id) != 1)
-        return ctx->err_status ? -1
-                               : nb_error(ctx, 404, "RouterNotFound",
-                                          "Router %s could not be found", router_id);
+        return nb_ctx_failed(ctx) ? -1
+                                  : nb_error(ctx, 404, "RouterNotFound",
+                                             "Router %s could not be found", router_id);
     return nb_db_exec(db, ctx,
                       "INSERT INTO routerports (router_id, port_id, port_type) VALUES (?, ?, ?)",
                       "sss", router_id, port_id, OWNER_INTF) < 0
@@ -947,7 +948,7 @@ static int port_delete_check(struct nb_ctx *ctx, const json_t *port)
     _cleanup_json_ json_t *rp = nb_db_row(
         nb_net_env->db, ctx, "SELECT port_type FROM routerports WHERE port_id = ?", "s", id);
     if (!rp)
-        return ctx->err_status ? -1 : 0;
+        return nb_ctx_failed(ctx) ? -1 : 0;
     return nb_error(ctx, 409, "ServicePortInUse",
                     "Port %s cannot be deleted directly via the port API: has device owner %s.", id,
                     nb_json_str(rp, "port_type"));

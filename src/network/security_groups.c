@@ -202,7 +202,7 @@ static int ensure_default_in(struct nb_ctx *ctx, const char *project_id, char id
         nb_db_row(nb_net_env->db, ctx,
                   "SELECT security_group_id FROM default_security_group WHERE project_id = ?", "s",
                   project_id);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (row) {
         nb_strlcpy(id, nb_json_str(row, "security_group_id"), NB_UUID_LEN);
@@ -226,7 +226,7 @@ static int ensure_default(struct nb_ctx *ctx, const char *project_id, char id[NB
     _cleanup_json_ json_t *row = nb_db_row(
         db, ctx, "SELECT security_group_id FROM default_security_group WHERE project_id = ?", "s",
         project_id);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (row) {
         nb_strlcpy(id, nb_json_str(row, "security_group_id"), NB_UUID_LEN);
@@ -248,7 +248,7 @@ static json_t *sg_load(struct nb_ctx *ctx, const char *id)
 {
     json_t *row =
         nb_db_row(nb_net_env->db, ctx, "SELECT * FROM securitygroups WHERE id = ?", "s", id);
-    if (!row && ctx->err_status)
+    if (!row && nb_ctx_failed(ctx))
         return NULL;
     if (!row || !may_see(ctx, nb_json_str(row, "project_id"))) {
         json_decref(row);
@@ -264,7 +264,7 @@ static json_t *rule_load(struct nb_ctx *ctx, const char *id)
                             "SELECT r.*, g.project_id AS sg_project_id FROM securitygrouprules r "
                             "JOIN securitygroups g ON g.id = r.security_group_id WHERE r.id = ?",
                             "s", id);
-    if (!row && ctx->err_status)
+    if (!row && nb_ctx_failed(ctx))
         return NULL;
     if (!row || !(may_see(ctx, nb_json_str(row, "project_id")) ||
                   may_see(ctx, nb_json_str(row, "sg_project_id")))) {
@@ -315,7 +315,7 @@ static json_t *port_security_groups(struct nb_ctx *ctx, const char *project_id,
         const char *p = row ? nb_json_str(row, "project_id") : NULL;
         if (!row || !(ctx->is_admin || ctx->system || !strcmp(p, project_id))) {
             json_decref(out);
-            if (!ctx->err_status)
+            if (!nb_ctx_failed(ctx))
                 nb_error(ctx, 404, "SecurityGroupNotFound", "Security group %s does not exist", id);
             return NULL;
         }
@@ -496,7 +496,7 @@ static int sg_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
                  "Insufficient rights for removing default security group.");
     else if (row)
         nb_db_exec(db, ctx, "DELETE FROM securitygroups WHERE id = ?", "s", id);
-    if (ctx->err_status) {
+    if (nb_ctx_failed(ctx)) {
         nb_db_rollback(db);
         return -1;
     }

@@ -34,7 +34,7 @@ static int seed_one(struct nb_ctx *ctx, const char *name, const char *subnet_nam
     json_t *net = nb_net_network_create(ctx, nbody);
     json_decref(nbody);
     if (!net) {
-        NB_ERROR(LOG, ctx, NULL, "cannot create network %s: %s", name, ctx->err_msg);
+        NB_ERROR(LOG, ctx, NULL, "cannot create network %s: %s", name, nb_ctx_message(ctx));
         return -1;
     }
     json_t *sbody = json_pack("{s:s, s:s, s:s, s:i}", "network_id", nb_json_str(net, "id"), "name",
@@ -42,7 +42,7 @@ static int seed_one(struct nb_ctx *ctx, const char *name, const char *subnet_nam
     json_t *sub = nb_net_subnet_create(ctx, sbody);
     json_decref(sbody);
     if (!sub) {
-        NB_ERROR(LOG, ctx, NULL, "cannot create subnet %s: %s", subnet_name, ctx->err_msg);
+        NB_ERROR(LOG, ctx, NULL, "cannot create subnet %s: %s", subnet_name, nb_ctx_message(ctx));
         json_decref(net);
         return -1;
     }

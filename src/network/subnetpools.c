@@ -211,7 +211,7 @@ static bool may_use(const struct nb_ctx *ctx, const json_t *row)
 static json_t *pool_load(struct nb_ctx *ctx, const char *id)
 {
     json_t *row = nb_db_row(nb_net_env->db, ctx, "SELECT * FROM subnetpools WHERE id = ?", "s", id);
-    if (!row && ctx->err_status)
+    if (!row && nb_ctx_failed(ctx))
         return NULL;
     if (!row || !may_use(ctx, row)) {
         json_decref(row);
@@ -339,7 +339,7 @@ static int check_default_unique(struct nb_ctx *ctx, int version, const char *id)
         return nb_error(ctx, 400, "InvalidInput",
                         "Invalid input for operation: A default subnetpool for this IP family "
                         "has already been set. Only one default may exist per IP family.");
-    return ctx->err_status ? -1 : 0;
+    return nb_ctx_failed(ctx) ? -1 : 0;
 }
 
 static int write_prefixes(struct nb_ctx *ctx, const char *id, const struct pool *p)
@@ -555,9 +555,9 @@ static int pool_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
         nb_db_int(db, ctx, 0, "SELECT COUNT(*) FROM subnets WHERE subnetpool_id = ?", "s", id) > 0)
         nb_error(ctx, 400, "SubnetPoolDeleteError",
                  "Unable to delete subnet pool: Subnet pool has existing allocations.");
-    if (!ctx->err_status)
+    if (!nb_ctx_failed(ctx))
         nb_db_exec(db, ctx, "DELETE FROM subnetpools WHERE id = ?", "s", id);
-    if (ctx->err_status) {
+    if (nb_ctx_failed(ctx)) {
         nb_db_rollback(db);
         return -1;
     }
@@ -644,7 +644,7 @@ static int allocate(struct nb_ctx *ctx, const json_t *pool, const struct pool *p
 
 /* The pool a subnet create names: subnetpool_id, or the default pool of its
  * ip_version with use_default_subnetpool. NULL (no pool, no error) or a
- * new reference; NULL after nb_error too (ctx->err_status tells). */
+ * new reference; NULL after nb_error too (nb_ctx_status(ctx) tells). */
 static json_t *pool_of_subnet(struct nb_ctx *ctx, const json_t *body)
 {
     json_t *id = json_object_get(body, "subnetpool_id");
@@ -662,7 +662,7 @@ static json_t *pool_of_subnet(struct nb_ctx *ctx, const json_t *body)
     json_t *row = nb_db_row(nb_net_env->db, ctx,
                             "SELECT * FROM subnetpools WHERE is_default = 1 AND ip_version = ?",
                             "i", version);
-    if (!row && !ctx->err_status)
+    if (!row && !nb_ctx_failed(ctx))
         nb_error(ctx, 400, "BadRequest",
                  "Bad subnets request: No default subnetpool found for IPv%lld.", version);
     return row;
@@ -673,7 +673,7 @@ static int subnet_from_pool(struct nb_ctx *ctx, const char *project_id, json_t *
 {
     _cleanup_json_ json_t *pool = pool_of_subnet(ctx, body);
     if (!pool)
-        return ctx->err_status ? -1 : 0;
+        return nb_ctx_failed(ctx) ? -1 : 0;
     _cleanup_json_ json_t *prefixes = prefixes_of(ctx, nb_json_str(pool, "id"));
     struct pool p;
     if (!prefixes || read_prefixes(ctx, prefixes, &p) < 0)

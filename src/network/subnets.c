@@ -79,7 +79,7 @@ static json_t *get(struct nb_ctx *ctx, const char *id)
     if (row && visible(ctx, row))
         return row;
     json_decref(row);
-    if (!ctx->err_status)
+    if (!nb_ctx_failed(ctx))
         nb_error(ctx, 404, "SubnetNotFound", "Subnet %s could not be found.", id);
     return NULL;
 }

@@ -78,7 +78,7 @@ static int ensure_consumers(struct nb_ctx *ctx, struct plc_consumer_write *w, in
                       "SELECT id, project_id, user_id, consumer_type, generation FROM consumers "
                       "WHERE uuid = ?",
                       "s", w[i].uuid);
-        if (ctx->err_status)
+        if (nb_ctx_failed(ctx))
             return -1;
         if (!row) {
             if (w[i].check_generation && !w[i].generation_null)
@@ -148,7 +148,7 @@ static int collect_entries(struct nb_ctx *ctx, struct plc_consumer_write *w, int
         json_object_foreach (w[i].allocations, rp_uuid, res) {
             json_t *rp = plc_rp_get(ctx, rp_uuid);
             if (!rp)
-                return ctx->err_status
+                return nb_ctx_failed(ctx)
                            ? -1
                            : nb_error(ctx, 400, PLC_ERR_DEFAULT,
                                       "Allocation for resource provider '%s' that does not "
@@ -344,7 +344,8 @@ static int write_locked(struct nb_ctx *ctx, struct plc_consumer_write *w, int n,
     for (int i = 0; i < st->n; i++) {
         if (plc_rc_exists(ctx, st->e[i].rc))
             continue;
-        return ctx->err_status ? -1 : unknown_class(ctx, w, st->e[i].consumer, st->e[i].rc, mode);
+        return nb_ctx_failed(ctx) ? -1
+                                  : unknown_class(ctx, w, st->e[i].consumer, st->e[i].rc, mode);
     }
     for (int i = 0; i < n; i++)
         if (nb_db_exec(plc_db(), ctx, "DELETE FROM allocations WHERE consumer_id = ?", "s",
@@ -744,11 +745,11 @@ static int rp_allocs(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
     const char *uuid = nb_req_param(req, "uuid");
     _cleanup_json_ json_t *rp = plc_rp_get(ctx, uuid);
     if (!rp)
-        return ctx->err_status ? -1
-                               : nb_error(ctx, 404, PLC_ERR_DEFAULT,
-                                          "Resource provider '%s' not found: No resource "
-                                          "provider with uuid %s found",
-                                          uuid, uuid);
+        return nb_ctx_failed(ctx) ? -1
+                                  : nb_error(ctx, 404, PLC_ERR_DEFAULT,
+                                             "Resource provider '%s' not found: No resource "
+                                             "provider with uuid %s found",
+                                             uuid, uuid);
     _cleanup_json_ json_t *rows =
         nb_db_rows(plc_db(), ctx,
                    "SELECT a.consumer_id, a.resource_class, a.used, c.generation AS cgen FROM "
@@ -813,7 +814,7 @@ static int reshape_parse_inventories(struct nb_ctx *ctx, json_t *invs, struct re
         struct reshape_rp *r = &out[(*nout)++];
         r->rp = plc_rp_get(ctx, uuid);
         if (!r->rp)
-            return ctx->err_status
+            return nb_ctx_failed(ctx)
                        ? -1
                        : nb_error(ctx, 400, "placement.resource_provider.not_found",
                                   "Resource provider %s in inventories not found: No resource "
@@ -977,7 +978,7 @@ int nb_placement_claim(struct nb_ctx *ctx, const char *consumer_uuid, const char
         .allocations = allocs,
     };
     if (write_and_commit(ctx, &w, 1, PLC_WRITE_PUT) < 0) {
-        log_claim_request(ctx, uuid, ctx->err_status ? ctx->err_status : 500);
+        log_claim_request(ctx, uuid, nb_ctx_failed(ctx) ? nb_ctx_status(ctx) : 500);
         return -1;
     }
     log_claim_request(ctx, uuid, 204);

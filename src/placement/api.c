@@ -44,7 +44,7 @@ int nb_placement_init(struct nb_env *env)
     nb_ctx_init_system(&ctx, NULL);
     if (plc_sync_standard(&ctx) < 0) {
         NB_ERROR("nubo.placement", &ctx, NULL, "cannot sync standard classes/traits: %s",
-                 ctx.err_msg);
+                 nb_ctx_message(&ctx));
         return -1;
     }
 

@@ -586,7 +586,7 @@ static int ac_check_names(struct nb_ctx *ctx, struct plc_acreq *rq)
         json_t *v;
         json_object_foreach (g->resources, rc, v) {
             if (!plc_rc_exists(ctx, rc))
-                return ctx->err_status
+                return nb_ctx_failed(ctx)
                            ? -1
                            : nb_error(ctx, 400, PLC_ERR_DEFAULT,
                                       "Invalid resource class in resources parameter: No such "

@@ -113,7 +113,7 @@ static int rc_insert_locked(struct nb_ctx *ctx, const char *name)
     long long next = nb_db_int(plc_db(), ctx, CUSTOM_RC_FIRST_ID,
                                "SELECT MAX(id) + 1 FROM resource_classes WHERE id >= ?", "i",
                                (long long)CUSTOM_RC_FIRST_ID);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (next < CUSTOM_RC_FIRST_ID)
         next = CUSTOM_RC_FIRST_ID;
@@ -147,7 +147,7 @@ static int rc_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
         rc = nb_error(ctx, 409, PLC_ERR_DEFAULT, "Conflicting resource class already exists: %s",
                       name);
     else
-        rc = ctx->err_status ? -1 : rc_insert_locked(ctx, name);
+        rc = nb_ctx_failed(ctx) ? -1 : rc_insert_locked(ctx, name);
     if (rc < 0) {
         nb_db_rollback(plc_db());
         return -1;
@@ -162,7 +162,7 @@ static int rc_404(struct nb_ctx *ctx, const char *name)
 {
     if (plc_rc_exists(ctx, name))
         return 0;
-    return ctx->err_status
+    return nb_ctx_failed(ctx)
                ? -1
                : nb_error(ctx, 404, PLC_ERR_DEFAULT, "No such resource class %s.", name);
 }
@@ -191,7 +191,7 @@ static int rc_rename_locked(struct nb_ctx *ctx, const char *old, const char *nam
         return 0;
     if (plc_rc_exists(ctx, name))
         return nb_error(ctx, 409, PLC_ERR_DEFAULT, "Resource class already exists: %s", name);
-    if (ctx->err_status ||
+    if (nb_ctx_failed(ctx) ||
         nb_db_exec(plc_db(), ctx, "UPDATE resource_classes SET name = ? WHERE name = ?", "ss", name,
                    old) < 0 ||
         nb_db_exec(plc_db(), ctx,
@@ -221,14 +221,14 @@ static int rc_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
         if (nb_db_begin(plc_db(), ctx) < 0)
             return -1;
         int status = 204;
-        if (!plc_rc_exists(ctx, name) && !ctx->err_status) {
+        if (!plc_rc_exists(ctx, name) && !nb_ctx_failed(ctx)) {
             status = 201;
             if (rc_insert_locked(ctx, name) < 0) {
                 nb_db_rollback(plc_db());
                 return -1;
             }
         }
-        if (ctx->err_status) {
+        if (nb_ctx_failed(ctx)) {
             nb_db_rollback(plc_db());
             return -1;
         }
@@ -263,7 +263,7 @@ static int rc_delete_locked(struct nb_ctx *ctx, const char *name)
                         name);
     long long used = nb_db_int(
         plc_db(), ctx, 0, "SELECT COUNT(*) FROM inventories WHERE resource_class = ?", "s", name);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (used)
         return nb_error(ctx, 409, PLC_ERR_DEFAULT,

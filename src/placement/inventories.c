@@ -142,7 +142,7 @@ static int inv_update(struct nb_ctx *ctx, json_t *rp, const struct plc_invrec *r
 {
     long long rp_id = nb_json_int(rp, "id", 0);
     long long used = usage_of(ctx, rp_id, r->rc);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (used > plc_capacity(r->total, r->reserved, r->ratio))
         NB_WARN("nubo.placement", ctx, NULL, "Resource provider %s is now over-capacity for %s",
@@ -222,7 +222,7 @@ int plc_inv_set_locked(struct nb_ctx *ctx, json_t *rp, struct plc_invrec *recs, 
         return nb_error(ctx, 409, PLC_ERR_CONCURRENT, "resource provider generation conflict");
     for (int i = 0; i < n; i++) {
         if (!plc_rc_exists(ctx, recs[i].rc))
-            return ctx->err_status
+            return nb_ctx_failed(ctx)
                        ? -1
                        : nb_error(ctx, 400, PLC_ERR_DEFAULT,
                                   "Unknown resource class in inventory for resource provider "
@@ -273,7 +273,7 @@ int plc_inv_upsert_locked(struct nb_ctx *ctx, json_t *rp, struct plc_invrec *rec
     long long rp_id = nb_json_int(rp, "id", 0);
     for (int k = 0; k < n; k++) {
         if (!plc_rc_exists(ctx, recs[k].rc))
-            return ctx->err_status
+            return nb_ctx_failed(ctx)
                        ? -1
                        : nb_error(ctx, 400, PLC_ERR_DEFAULT,
                                   "Unknown resource class in inventory for resource provider "
@@ -296,7 +296,7 @@ int plc_inv_upsert_locked(struct nb_ctx *ctx, json_t *rp, struct plc_invrec *rec
 static json_t *rp_for_get(struct nb_ctx *ctx, const char *uuid)
 {
     json_t *rp = plc_rp_get(ctx, uuid);
-    if (!rp && !ctx->err_status)
+    if (!rp && !nb_ctx_failed(ctx))
         nb_error(ctx, 404, PLC_ERR_DEFAULT,
                  "No resource provider with uuid %s found : No resource provider with uuid "
                  "%s found",
@@ -446,9 +446,9 @@ static int send_one(struct nb_ctx *ctx, struct nb_resp *resp, const char *uuid, 
                   "ON rp.id = i.resource_provider_id WHERE rp.uuid = ? AND i.resource_class = ?",
                   "ss", uuid, rc);
     if (!row)
-        return ctx->err_status ? -1
-                               : nb_error(ctx, 404, PLC_ERR_DEFAULT,
-                                          "No inventory of class %s for %s", rc, uuid);
+        return nb_ctx_failed(ctx) ? -1
+                                  : nb_error(ctx, 404, PLC_ERR_DEFAULT,
+                                             "No inventory of class %s for %s", rc, uuid);
     json_t *v = inv_view(row);
     long long gen = nb_json_int(row, "generation", 0);
     /* placement leaves the generation out when it is 0 (falsy). */
@@ -492,14 +492,14 @@ static int inv_post(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp
                                    "SELECT COUNT(*) FROM inventories WHERE "
                                    "resource_provider_id = ? AND resource_class = ?",
                                    "is", rp_id, rc);
-        if (ctx->err_status)
+        if (nb_ctx_failed(ctx))
             ret = -1;
         else if (!plc_rc_exists(ctx, rc))
-            ret = ctx->err_status ? -1
-                                  : nb_error(ctx, 400, PLC_ERR_DEFAULT,
-                                             "Unable to create inventory for resource provider "
-                                             "%s: No such resource class %s.",
-                                             uuid, rc);
+            ret = nb_ctx_failed(ctx) ? -1
+                                     : nb_error(ctx, 400, PLC_ERR_DEFAULT,
+                                                "Unable to create inventory for resource provider "
+                                                "%s: No such resource class %s.",
+                                                uuid, rc);
         else if (have)
             ret = nb_error(ctx, 409, PLC_ERR_CONCURRENT,
                            "Update conflict: Inventory for '%s' on resource provider '%s' "
@@ -544,7 +544,7 @@ static int inv_put_one_locked(struct nb_ctx *ctx, const char *uuid, const char *
     if (plc_inv_check_capacity(ctx, uuid, "update", r, 1, mv) < 0)
         return -1;
     if (!plc_rc_exists(ctx, rc))
-        return ctx->err_status
+        return nb_ctx_failed(ctx)
                    ? -1
                    : nb_error(ctx, 404, PLC_ERR_DEFAULT, "No such resource class %s.", rc);
     int changed = inv_update(ctx, rp, r);
@@ -599,11 +599,11 @@ static int inv_delete_one_locked(struct nb_ctx *ctx, const char *uuid, const cha
     if (!rp)
         return -1;
     if (!plc_rc_exists(ctx, rc))
-        return ctx->err_status ? -1
-                               : nb_error(ctx, 404, PLC_ERR_DEFAULT,
-                                          "No inventory of class %s found for delete: No such "
-                                          "resource class %s.",
-                                          rc, rc);
+        return nb_ctx_failed(ctx) ? -1
+                                  : nb_error(ctx, 404, PLC_ERR_DEFAULT,
+                                             "No inventory of class %s found for delete: No such "
+                                             "resource class %s.",
+                                             rc, rc);
     _cleanup_json_ json_t *gone = json_pack("[s]", rc);
     char prefix[300];
     snprintf(prefix, sizeof(prefix), "Unable to delete inventory of class %s: ", rc);

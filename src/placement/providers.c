@@ -35,7 +35,7 @@ json_t *plc_rp_get(struct nb_ctx *ctx, const char *uuid)
 json_t *plc_rp_get_404(struct nb_ctx *ctx, const char *uuid)
 {
     json_t *rp = plc_rp_get(ctx, uuid);
-    if (!rp && !ctx->err_status)
+    if (!rp && !nb_ctx_failed(ctx))
         nb_error(ctx, 404, PLC_ERR_DEFAULT, "No resource provider with uuid %s found", uuid);
     return rp;
 }
@@ -171,7 +171,7 @@ static int list_parse(struct nb_ctx *ctx, json_t *q, int mv, struct rp_filters *
         json_t *v;
         json_object_foreach (f->resources, rc, v) {
             if (!plc_rc_exists(ctx, rc))
-                return ctx->err_status
+                return nb_ctx_failed(ctx)
                            ? -1
                            : nb_error(ctx, 400, PLC_ERR_DEFAULT,
                                       "Invalid resource class in resources parameter: No "
@@ -264,7 +264,7 @@ static int parent_lookup(struct nb_ctx *ctx, json_t *body, json_t **parent, bool
                                 s ? s : "null");
     }
     *parent = plc_rp_get(ctx, puuid);
-    if (!*parent && ctx->err_status)
+    if (!*parent && nb_ctx_failed(ctx))
         return -1;
     return 0;
 }
@@ -288,7 +288,7 @@ static int rp_create_locked(struct nb_ctx *ctx, const char *uuid, const char *na
         dup_uuid ? NULL
                  : nb_db_row(plc_db(), ctx, "SELECT id FROM resource_providers WHERE name = ?", "s",
                              name);
-    if (ctx->err_status) {
+    if (nb_ctx_failed(ctx)) {
         json_decref(dup_uuid);
         json_decref(dup_name);
         return -1;
@@ -396,7 +396,7 @@ static int rp_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
 int plc_rp_ensure_locked(struct nb_ctx *ctx, const char *uuid, const char *name)
 {
     _cleanup_json_ json_t *row = plc_rp_get(ctx, uuid);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (!row)
         return rp_create_locked(ctx, uuid, name, NULL);
@@ -405,7 +405,7 @@ int plc_rp_ensure_locked(struct nb_ctx *ctx, const char *uuid, const char *name)
     long long other =
         nb_db_int(plc_db(), ctx, 0, "SELECT id FROM resource_providers WHERE name = ? AND id <> ?",
                   "si", name, nb_json_int(row, "id", 0));
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (other)
         return nb_error(ctx, 409, PLC_ERR_DUPLICATE,
@@ -527,7 +527,7 @@ static int rp_update_locked(struct nb_ctx *ctx, const char *uuid, json_t *body, 
     long long other =
         nb_db_int(plc_db(), ctx, 0, "SELECT id FROM resource_providers WHERE name = ? AND id <> ?",
                   "si", name, id);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (other)
         return nb_error(ctx, 409, PLC_ERR_DUPLICATE,
@@ -583,7 +583,7 @@ static int rp_delete_locked(struct nb_ctx *ctx, const char *uuid)
 {
     _cleanup_json_ json_t *row = plc_rp_get(ctx, uuid);
     if (!row)
-        return ctx->err_status
+        return nb_ctx_failed(ctx)
                    ? -1
                    : nb_error(ctx, 404, PLC_ERR_DEFAULT,
                               "No resource provider with uuid %s found for delete", uuid);
@@ -592,7 +592,7 @@ static int rp_delete_locked(struct nb_ctx *ctx, const char *uuid)
                                "SELECT COUNT(*) FROM resource_providers WHERE "
                                "parent_provider_id = ?",
                                "i", id);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (kids)
         return nb_error(ctx, 409, PLC_ERR_RP_PARENT,
@@ -602,7 +602,7 @@ static int rp_delete_locked(struct nb_ctx *ctx, const char *uuid)
     long long allocs =
         nb_db_int(plc_db(), ctx, 0,
                   "SELECT COUNT(*) FROM allocations WHERE resource_provider_id = ?", "i", id);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (allocs)
         return nb_error(ctx, 409, PLC_ERR_RP_INUSE,

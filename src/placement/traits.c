@@ -22,7 +22,7 @@
 long long plc_trait_id(struct nb_ctx *ctx, const char *name)
 {
     long long id = nb_db_int(plc_db(), ctx, 0, "SELECT id FROM traits WHERE name = ?", "s", name);
-    return ctx->err_status ? -1 : id;
+    return nb_ctx_failed(ctx) ? -1 : id;
 }
 
 char *plc_traits_missing(struct nb_ctx *ctx, json_t *names)
@@ -240,7 +240,7 @@ static int trait_delete_locked(struct nb_ctx *ctx, const char *name)
     long long used =
         nb_db_int(plc_db(), ctx, 0,
                   "SELECT COUNT(*) FROM resource_provider_traits WHERE trait_id = ?", "i", id);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (used)
         return nb_error(ctx, 409, PLC_ERR_DEFAULT, "The trait %s is in use by a resource provider.",
@@ -290,11 +290,11 @@ static int rp_traits_get(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
     const char *uuid = nb_req_param(req, "uuid");
     _cleanup_json_ json_t *rp = plc_rp_get(ctx, uuid);
     if (!rp)
-        return ctx->err_status ? -1
-                               : nb_error(ctx, 404, PLC_ERR_DEFAULT,
-                                          "No resource provider with uuid %s found: No resource "
-                                          "provider with uuid %s found",
-                                          uuid, uuid);
+        return nb_ctx_failed(ctx) ? -1
+                                  : nb_error(ctx, 404, PLC_ERR_DEFAULT,
+                                             "No resource provider with uuid %s found: No resource "
+                                             "provider with uuid %s found",
+                                             uuid, uuid);
     return send_rp_traits(ctx, resp, uuid);
 }
 

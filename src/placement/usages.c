@@ -21,11 +21,11 @@ static int rp_usages(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
     const char *uuid = nb_req_param(req, "uuid");
     _cleanup_json_ json_t *rp = plc_rp_get(ctx, uuid);
     if (!rp)
-        return ctx->err_status ? -1
-                               : nb_error(ctx, 404, PLC_ERR_DEFAULT,
-                                          "No resource provider with uuid %s found: No resource "
-                                          "provider with uuid %s found",
-                                          uuid, uuid);
+        return nb_ctx_failed(ctx) ? -1
+                                  : nb_error(ctx, 404, PLC_ERR_DEFAULT,
+                                             "No resource provider with uuid %s found: No resource "
+                                             "provider with uuid %s found",
+                                             uuid, uuid);
     _cleanup_json_ json_t *rows =
         nb_db_rows(plc_db(), ctx,
                    "SELECT i.resource_class AS rc, COALESCE(SUM(a.used), 0) AS used "

@@ -417,7 +417,7 @@ static int load_usage(struct nb_ctx *ctx, struct plc_world *w)
         "FROM (SELECT resource_provider_id, resource_class, SUM(used) AS used FROM allocations "
         "GROUP BY resource_provider_id, resource_class) u",
         "");
-    if (!row && ctx->err_status)
+    if (!row && nb_ctx_failed(ctx))
         return -1;
     const char *v = row ? nb_json_str(row, "v") : NULL;
     w->usage = strdup(v ? v : "");
@@ -463,7 +463,7 @@ static int world_load_locked(struct nb_ctx *ctx, struct plc_world *w, unsigned f
 {
     long long version =
         nb_db_int(plc_db(), ctx, 0, "SELECT version FROM placement_state WHERE id = 1", "");
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     w->snap = snap_get(ctx, version);
     if (!w->snap || world_copy(ctx, w) < 0)

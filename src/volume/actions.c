@@ -91,8 +91,8 @@ static int do_extend(struct nb_ctx *ctx, const char *id, json_t *vol, json_t *ar
                         "Invalid volume: Volume %s status must be '{'status': 'available'}' to "
                         "extend, currently %s.",
                         id, nb_json_str(vol, "status"));
-    struct nb_ctx work = *ctx;
-    work.err_status = 0;
+    struct nb_ctx work;
+    nb_ctx_child(&work, ctx);
     char active[128];
     static const char *const extending[] = {"extending", NULL};
     const char *share = nb_json_str(vol, "provider_location");
@@ -104,7 +104,7 @@ static int do_extend(struct nb_ctx *ctx, const char *id, json_t *vol, json_t *ar
     if (rc < 0) {
         nb_vol_set_status(ctx, id, "error_extending", extending);
         NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s extend to %lld GiB failed: %s", id, new_size,
-                 work.err_msg);
+                 nb_ctx_message(&work));
         return nb_resp_empty(resp, 202);
     }
     if (nb_db_exec(db, ctx, "UPDATE volumes SET size = ? WHERE id = ? AND status = 'extending'",
@@ -319,8 +319,8 @@ static int do_attach(struct nb_ctx *ctx, const char *id, json_t *vol, json_t *ar
     const char *host = nb_json_str(arg, "host_name");
     if (nb_volume_attach(ctx, id, nb_json_str(arg, "instance_uuid"), host,
                          nb_json_str(arg, "mountpoint"), att) < 0) {
-        struct nb_ctx sub = *ctx;
-        sub.err_status = 0;
+        struct nb_ctx sub;
+        nb_ctx_child(&sub, ctx);
         nb_volume_transition(&sub, id, NB_VOLUME_ATTACH_FAILED);
         return -1;
     }
@@ -372,13 +372,13 @@ static int do_detach(struct nb_ctx *ctx, const char *id, json_t *vol, json_t *ar
     _cleanup_json_ json_t *owner = NULL;
     const char *att = detach_target(ctx, id, arg, &owner);
     if (!att)
-        return ctx->err_status ? -1 : detach_nothing(ctx, id, resp);
+        return nb_ctx_failed(ctx) ? -1 : detach_nothing(ctx, id, resp);
     if (strcmp(nb_json_str(vol, "status"), "detaching") != 0 &&
         nb_volume_transition(ctx, id, NB_VOLUME_BEGIN_DETACH) < 0)
         return -1;
     if (nb_volume_detach(ctx, id, att) < 0) {
-        struct nb_ctx sub = *ctx;
-        sub.err_status = 0;
+        struct nb_ctx sub;
+        nb_ctx_child(&sub, ctx);
         nb_volume_transition(&sub, id, NB_VOLUME_ROLL_DETACHING);
         return -1;
     }
@@ -398,14 +398,13 @@ static int do_force_detach(struct nb_ctx *ctx, const char *id, json_t *vol, json
     _cleanup_json_ json_t *owner = NULL;
     const char *att = detach_target(ctx, id, arg, &owner);
     if (!att)
-        return ctx->err_status ? -1 : detach_nothing(ctx, id, resp);
-    if (nb_vol_attachment_delete(ctx, id, att) < 0) {
-        char msg[sizeof(ctx->err_msg)];
-        nb_strlcpy(msg, ctx->err_msg, sizeof(msg));
-        ctx->err_status = 0;
+        return nb_ctx_failed(ctx) ? -1 : detach_nothing(ctx, id, resp);
+    struct nb_ctx sub; /* its error becomes part of the 400 */
+    nb_ctx_child(&sub, ctx);
+    if (nb_vol_attachment_delete(&sub, id, att) < 0)
         return nb_error(ctx, 400, NULL,
-                        "Error force detaching volume - VolumeAttachmentNotFound: %s", msg);
-    }
+                        "Error force detaching volume - VolumeAttachmentNotFound: %s",
+                        nb_ctx_message(&sub));
     return nb_resp_empty(resp, 202);
 }
 

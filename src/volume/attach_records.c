@@ -49,7 +49,7 @@ static int reserve_allowed(struct nb_ctx *ctx, const json_t *vol, const char *in
                   "instance_uuid = ? AND deleted = 0",
                   "ss", id, instance_uuid) > 0)
         return 0;
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     _cleanup_free_ char * or = nb_vol_or_str(allowed);
     return nb_error(ctx, 400, NULL,
@@ -104,7 +104,7 @@ int nb_vol_attachment_connect(struct nb_ctx *ctx, const char *attachment_id,
         nb_db_row(db, ctx, "SELECT volume_id FROM volume_attachment WHERE id = ? AND deleted = 0",
                   "s", attachment_id);
     int rc = row ? 0 : -1;
-    if (!row && !ctx->err_status)
+    if (!row && !nb_ctx_failed(ctx))
         nb_error(ctx, 404, NULL,
                  "Volume attachment could not be found with filter: attachment_id = %s.",
                  attachment_id);
@@ -163,13 +163,13 @@ int nb_volume_attachment_state(struct nb_db *db, struct nb_ctx *ctx, const char 
                         "AND deleted = 0",
                         "s", volume_id);
     if (!*volume)
-        return ctx->err_status ? -1 : 0;
+        return nb_ctx_failed(ctx) ? -1 : 0;
     *attachment = nb_db_row(db, ctx,
                             "SELECT id, attached_host, mountpoint, attach_status FROM "
                             "volume_attachment WHERE volume_id = ? AND instance_uuid = ? AND "
                             "deleted = 0 ORDER BY created_at DESC LIMIT 1",
                             "ss", volume_id, instance_uuid);
-    if (!*attachment && ctx->err_status) {
+    if (!*attachment && nb_ctx_failed(ctx)) {
         json_decref(*volume);
         *volume = NULL;
         return -1;

@@ -36,7 +36,7 @@ static json_t *attachment_load(struct nb_ctx *ctx, const char *id)
 {
     json_t *row = nb_db_row(nb_vol_env->db, ctx,
                             "SELECT * FROM attachments WHERE id = ? AND deleted = 0", "s", id);
-    if (!row && ctx->err_status)
+    if (!row && nb_ctx_failed(ctx))
         return NULL;
     const char *p = row ? nb_json_str(row, "project_id") : NULL;
     if (!row || !(ctx->is_admin || ctx->system || (p && strcmp(p, ctx->project_id) == 0))) {
@@ -266,7 +266,7 @@ static int check_top(struct nb_ctx *ctx, struct nb_req *req, const json_t *att)
 static int check_create(struct nb_ctx *ctx, struct nb_req *req, json_t **att_out)
 {
     json_t *att = attachment_body(ctx, req);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (att) {
         const json_t *conn = json_object_get(att, "connector");
@@ -301,7 +301,7 @@ static int check_create(struct nb_ctx *ctx, struct nb_req *req, json_t **att_out
 static int check_update(struct nb_ctx *ctx, struct nb_req *req, json_t **att_out)
 {
     json_t *att = attachment_body(ctx, req);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (att) {
         const json_t *conn = json_object_get(att, "connector");
@@ -345,12 +345,11 @@ static int answer_attachment(struct nb_ctx *ctx, struct nb_resp *resp, const cha
 static json_t *connect_info(struct nb_ctx *ctx, const char *volume_id, const char *id,
                             const char *prefix)
 {
-    struct nb_ctx sub = *ctx;
-    sub.err_status = 0;
-    sub.err_msg[0] = '\0';
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
     json_t *info = nb_vol_attachment_info(&sub, volume_id, id);
     if (!info)
-        nb_error(ctx, 500, NULL, "%s(%s).", prefix, sub.err_msg);
+        nb_error(ctx, 500, NULL, "%s(%s).", prefix, nb_ctx_message(&sub));
     return info;
 }
 
@@ -394,8 +393,8 @@ static int attachments_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_
     if (nb_vol_attachment_reserve(ctx, volume_id, instance, mode, id) < 0)
         return -1;
     if (info && nb_vol_attachment_connect(ctx, id, connector, info, mode) < 0) {
-        struct nb_ctx sub = *ctx;
-        sub.err_status = 0;
+        struct nb_ctx sub;
+        nb_ctx_child(&sub, ctx);
         nb_vol_attachment_delete(&sub, volume_id, id);
         return -1;
     }
@@ -418,7 +417,7 @@ static int check_duplicate(struct nb_ctx *ctx, const json_t *vol)
                                     "AND deleted = 0 AND connection_info IS NOT NULL AND "
                                     "connection_info != '{}'",
                                     "s", vid);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (live > 1 && connected > 0)
         return nb_error(ctx, 500, NULL,

@@ -114,7 +114,7 @@ static json_t *message_load(struct nb_ctx *ctx, const char *id)
 {
     json_t *row = nb_db_row(nb_vol_env->db, ctx,
                             "SELECT * FROM messages WHERE id = ? AND deleted = 0", "s", id);
-    if (!row && ctx->err_status)
+    if (!row && nb_ctx_failed(ctx))
         return NULL;
     const char *p = row ? nb_json_str(row, "project_id") : NULL;
     if (!row || !(ctx->is_admin || (p && strcmp(p, ctx->project_id) == 0))) {

@@ -55,7 +55,7 @@ static int beat(const char *host, const char *binary, const char *topic)
     }
     if (n < 0)
         NB_ERROR(NB_VOL_LOG, &ctx, NULL, "could not record the heartbeat of %s on %s: %s", binary,
-                 host, ctx.err_msg);
+                 host, nb_ctx_message(&ctx));
     return n < 0 ? -1 : 0;
 }
 

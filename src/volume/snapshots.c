@@ -50,7 +50,7 @@ json_t *nb_vol_snapshot_load(struct nb_ctx *ctx, const char *id)
 {
     json_t *row = nb_db_row(nb_vol_env->db, ctx,
                             "SELECT * FROM snapshots WHERE id = ? AND deleted = 0", "s", id);
-    if (!row && ctx->err_status)
+    if (!row && nb_ctx_failed(ctx))
         return NULL;
     const char *p = row ? nb_json_str(row, "project_id") : NULL;
     if (!row || !(ctx->is_admin || ctx->system || (p && strcmp(p, ctx->project_id) == 0))) {
@@ -241,14 +241,14 @@ static int make_snapshot(struct nb_ctx *ctx, const char *id, const json_t *vol)
         rc = standalone ? nb_vol_backend_copy(ctx, share, active, file)
                         : nb_vol_backend_snapshot(ctx, share, vid, active, id);
     nb_now_iso_us(now);
-    struct nb_ctx aside = *ctx;
-    aside.err_status = 0;
+    struct nb_ctx aside;
+    nb_ctx_child(&aside, ctx);
     if (rc == 0 && nb_db_exec(nb_vol_env->db, ctx,
                               "UPDATE snapshots SET status = 'available', progress = '100%', "
                               "provider_location = ?, standalone = ?, updated_at = ? WHERE id = ?",
                               "sbss", file, standalone, now, id) < 0) {
         if (nb_vol_backend_remove(&aside, share, file) < 0)
-            NB_ERROR(NB_VOL_LOG, ctx, NULL, "Snapshot %s: %s", id, aside.err_msg);
+            NB_ERROR(NB_VOL_LOG, ctx, NULL, "Snapshot %s: %s", id, nb_ctx_message(&aside));
         rc = -1;
     }
     if (rc < 0) {
@@ -256,7 +256,7 @@ static int make_snapshot(struct nb_ctx *ctx, const char *id, const json_t *vol)
                    "UPDATE snapshots SET status = 'error', updated_at = ? WHERE id = ?", "ss", now,
                    id);
         NB_ERROR(NB_VOL_LOG, ctx, NULL, "Snapshot %s of volume %s failed: %s", id, vid,
-                 ctx->err_msg);
+                 nb_ctx_message(ctx));
         return -1;
     }
     if (!standalone) {
@@ -264,7 +264,7 @@ static int make_snapshot(struct nb_ctx *ctx, const char *id, const json_t *vol)
         /* the overlay is the active file now */
         if (nb_vol_record_format(&aside, share, vid) < 0)
             NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s: format not recorded: %s", vid,
-                     aside.err_msg);
+                     nb_ctx_message(&aside));
     }
     NB_INFO(NB_VOL_LOG, ctx, NULL, "Snapshot %s of volume %s created: %s %s", id, vid,
             standalone ? "standalone copy" : "overlay", file);
@@ -274,7 +274,7 @@ static int make_snapshot(struct nb_ctx *ctx, const char *id, const json_t *vol)
 /* Creates a snapshot of volume_id as POST /snapshots does (body: name,
  * description, metadata), writing its id into id. Returns -1 after
  * nb_error(ctx) when refused before the row exists; 0 when the row exists,
- * failed->err_status then 0 when it is available, else why it is "error". */
+ * nb_ctx_status(failed) then 0 when it is available, else why it is "error". */
 static int create_snapshot(struct nb_ctx *ctx, const char *volume_id, const json_t *body,
                            bool force, char id[NB_UUID_LEN], struct nb_ctx *failed)
 {
@@ -284,8 +284,7 @@ static int create_snapshot(struct nb_ctx *ctx, const char *volume_id, const json
     nb_uuid(id);
     if (insert_snapshot(ctx, id, body, vol) < 0)
         return -1;
-    *failed = *ctx;
-    failed->err_status = 0;
+    nb_ctx_child(failed, ctx);
     nb_vol_chain_lock();
     /* the status may have changed (a detach) between the check and the lock */
     json_decref(vol);
@@ -358,10 +357,10 @@ int nb_volume_snapshot_for(struct nb_ctx *ctx, const char *volume_id, const char
     if (create_snapshot(ctx, volume_id, body, force, id, &failed) < 0)
         return -1;
     nb_strlcpy(snap_id_out, id, NB_UUID_LEN);
-    if (failed.err_status)
-        return nb_error(ctx, failed.err_status, failed.err_name,
+    if (nb_ctx_failed(&failed))
+        return nb_error(ctx, nb_ctx_status(&failed), nb_ctx_error_name(&failed),
                         "Snapshot %s of volume %s ended in error: %s", id, volume_id,
-                        failed.err_msg);
+                        nb_ctx_message(&failed));
     return 0;
 }
 
@@ -458,8 +457,8 @@ static int snapshots_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
         return nb_error(ctx, 400, NULL,
                         "Invalid snapshot: Snapshot status must be available or error and must "
                         "not be part of a group.");
-    struct nb_ctx work = *ctx;
-    work.err_status = 0;
+    struct nb_ctx work;
+    nb_ctx_child(&work, ctx);
     const char *share = nb_json_str(vol, "provider_location");
     const char *file = nb_json_str(snap, "provider_location");
     nb_vol_chain_lock();
@@ -473,20 +472,21 @@ static int snapshots_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
                    "updated_at = ? WHERE id = ?",
                    "sss", now, now, id);
         if (!standalone) {
-            struct nb_ctx aside = *ctx;
-            aside.err_status = 0;
+            struct nb_ctx aside;
+            nb_ctx_child(&aside, ctx);
             nb_vol_write_info(ctx, share, vid);
             /* the active file may be the one below the merged overlay now */
             if (nb_vol_record_format(&aside, share, vid) < 0)
                 NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s: format not recorded: %s", vid,
-                         aside.err_msg);
+                         nb_ctx_message(&aside));
         }
         NB_INFO(NB_VOL_LOG, ctx, NULL, "Snapshot %s of volume %s deleted", id, vid);
     } else {
         nb_db_exec(nb_vol_env->db, ctx,
                    "UPDATE snapshots SET status = 'error_deleting', updated_at = ? WHERE id = ?",
                    "ss", now, id);
-        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Snapshot %s deletion failed: %s", id, work.err_msg);
+        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Snapshot %s deletion failed: %s", id,
+                 nb_ctx_message(&work));
     }
     nb_vol_chain_unlock();
     return nb_resp_empty(resp, 202);

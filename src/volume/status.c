@@ -163,7 +163,7 @@ static int statuses_from_attachments(struct nb_ctx *ctx, const char *volume_id, 
                   "SELECT attach_status FROM volume_attachment WHERE volume_id = ? AND deleted = "
                   "0 AND substr(attach_status, 1, 6) != 'error_' ORDER BY attach_status LIMIT 1",
                   "s", volume_id);
-    if (!row && ctx->err_status)
+    if (!row && nb_ctx_failed(ctx))
         return -1;
     const char *as =
         row && nb_json_str(row, "attach_status") ? nb_json_str(row, "attach_status") : "detached";
@@ -217,8 +217,8 @@ int nb_volume_attach(struct nb_ctx *ctx, const char *volume_id, const char *inst
     nb_now_iso_us(now);
     nb_uuid(attachment_id);
     /* what the attachments API shows; best effort (the attach itself is done) */
-    struct nb_ctx aside = *ctx;
-    aside.err_status = 0;
+    struct nb_ctx aside;
+    nb_ctx_child(&aside, ctx);
     _cleanup_json_ json_t *info = nb_vol_attachment_info(&aside, volume_id, attachment_id);
     _cleanup_free_ char *info_text = info ? nb_json_dump(info) : NULL;
     if (nb_db_begin(db, ctx) < 0)

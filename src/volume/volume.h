@@ -92,7 +92,7 @@ int nb_volume_snapshot_for(struct nb_ctx *ctx, const char *volume_id, const char
 int nb_volume_set_format(struct nb_db *db, struct nb_ctx *ctx, const char *volume_id,
                          const char *format);
 /* The volume's format (new string, caller frees), or NULL when it has none
- * or on error (then ctx->err_status is set). */
+ * or on error (then nb_ctx_status(ctx) is set). */
 char *nb_volume_format(struct nb_db *db, struct nb_ctx *ctx, const char *volume_id);
 
 /* The attach-side transitions. */

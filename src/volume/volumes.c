@@ -51,7 +51,7 @@ json_t *nb_vol_load(struct nb_ctx *ctx, const char *id)
 {
     json_t *row = nb_db_row(nb_vol_env->db, ctx,
                             "SELECT * FROM volumes WHERE id = ? AND deleted = 0", "s", id);
-    if (!row && ctx->err_status)
+    if (!row && nb_ctx_failed(ctx))
         return NULL;
     if (!row || !visible(ctx, row)) {
         json_decref(row);
@@ -505,7 +505,7 @@ static int resolve_source(struct nb_ctx *ctx, const json_t *body, struct source 
     } else if (img && *img) {
         if (!(src->image = nb_image_lookup(ctx, img))) {
             /* Cinder's ImageNotFound is a 404 (Nova's wording is a 400) */
-            ctx->err_status = 0;
+            nb_ctx_clear_error(ctx);
             return nb_error(ctx, 404, NULL, "Image %s could not be found.", img);
         }
         if (!*size && size_from_image)
@@ -708,7 +708,7 @@ static const char *schedule(struct nb_ctx *ctx, const char *id, long long size)
  * the share and the file, each step committed; the row ends "available" or
  * "error" (with no file left). The new id goes into id.
  * Returns -1 after nb_error(ctx) when the request is refused before the row
- * exists; 0 when the row exists: then failed->err_status is 0 if the volume
+ * exists; 0 when the row exists: then nb_ctx_status(failed) is 0 if the volume
  * is available, else failed holds why it ended in error (a scheduling
  * failure also leaves Cinder's user message). */
 static int create_volume(struct nb_ctx *ctx, const json_t *body, bool size_from_image,
@@ -725,15 +725,15 @@ static int create_volume(struct nb_ctx *ctx, const json_t *body, bool size_from_
         source_free(&src);
         return -1;
     }
-    *failed = *ctx;
-    failed->err_status = 0;
+    nb_ctx_child(failed, ctx);
     const char *share = schedule(failed, id, size);
     int rc = share ? 0 : -1;
-    struct nb_ctx aside = *ctx; /* for best-effort work whose failure is only logged */
-    aside.err_status = 0;
+    struct nb_ctx aside; /* for best-effort work whose failure is only logged */
+    nb_ctx_child(&aside, ctx);
     if (!share && nb_vol_message_record(&aside, id, NB_VOL_ACTION_SCHEDULE_ALLOCATE_VOLUME,
                                         NB_VOL_DETAIL_NO_BACKEND_AVAILABLE) < 0)
-        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s: no user message: %s", id, aside.err_msg);
+        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s: no user message: %s", id,
+                 nb_ctx_message(&aside));
     bool copies = share && (src.snapshot || src.volume);
     if (copies)
         nb_vol_chain_lock();
@@ -743,9 +743,9 @@ static int create_volume(struct nb_ctx *ctx, const json_t *body, bool size_from_
         nb_vol_chain_unlock();
     if (rc == 0)
         rc = nb_vol_record_format(failed, share, id);
-    aside.err_status = 0;
+    nb_ctx_clear_error(&aside); /* the message step's failure is logged already */
     if (rc < 0 && share && nb_vol_backend_delete(&aside, share, id) < 0)
-        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s: %s", id, aside.err_msg);
+        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s: %s", id, nb_ctx_message(&aside));
     if (rc == 0 && src.image)
         record_image(ctx, id, src.image);
     char now[32];
@@ -759,7 +759,8 @@ static int create_volume(struct nb_ctx *ctx, const json_t *body, bool size_from_
         NB_INFO(NB_VOL_LOG, ctx, NULL, "Volume %s created: %lld GiB on %s", id, size, share);
     } else {
         nb_vol_set_status(ctx, id, "error", creating);
-        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s creation failed: %s", id, failed->err_msg);
+        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s creation failed: %s", id,
+                 nb_ctx_message(failed));
     }
     source_free(&src);
     return 0;
@@ -792,9 +793,9 @@ int nb_volume_create_for(struct nb_ctx *ctx, const json_t *req, char id_out[37])
     if (create_volume(ctx, req, true, id, &failed) < 0)
         return -1;
     nb_strlcpy(id_out, id, NB_UUID_LEN);
-    if (failed.err_status)
-        return nb_error(ctx, failed.err_status, failed.err_name, "Volume %s ended in error: %s", id,
-                        failed.err_msg);
+    if (nb_ctx_failed(&failed))
+        return nb_error(ctx, nb_ctx_status(&failed), nb_ctx_error_name(&failed),
+                        "Volume %s ended in error: %s", id, nb_ctx_message(&failed));
     return 0;
 }
 
@@ -887,7 +888,8 @@ int nb_vol_record_format(struct nb_ctx *ctx, const char *share, const char *volu
     struct nb_ctx sys;
     nb_ctx_init_system(&sys, ctx->request_id);
     if (nb_volume_set_format(nb_vol_env->db, &sys, volume_id, fmt) < 0)
-        return nb_error(ctx, sys.err_status, sys.err_name, "%s", sys.err_msg);
+        return nb_error(ctx, nb_ctx_status(&sys), nb_ctx_error_name(&sys), "%s",
+                        nb_ctx_message(&sys));
     return 0;
 }
 
@@ -1017,15 +1019,15 @@ static int delete_volume(struct nb_ctx *ctx, const json_t *row, bool cascade, st
                         "disassociated from snapshots after volume transfer.",
                         st);
     }
-    *failed = *ctx;
-    failed->err_status = 0;
+    nb_ctx_child(failed, ctx);
     const char *share = nb_json_str(row, "provider_location");
     char now[32];
     nb_now_iso_us(now);
     static const char *const deleting[] = {"deleting", NULL};
     if (share && nb_vol_backend_delete(failed, share, id) < 0) {
         nb_vol_set_status(ctx, id, "error_deleting", deleting);
-        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s deletion failed: %s", id, failed->err_msg);
+        NB_ERROR(NB_VOL_LOG, ctx, NULL, "Volume %s deletion failed: %s", id,
+                 nb_ctx_message(failed));
         return 1;
     }
     struct nb_db *db = nb_vol_env->db;
@@ -1078,7 +1080,8 @@ int nb_volume_delete_for(struct nb_ctx *ctx, const char *volume_id)
     struct nb_ctx failed;
     int rc = delete_volume(ctx, row, false, &failed);
     if (rc == 1)
-        return nb_error(ctx, failed.err_status, failed.err_name, "%s", failed.err_msg);
+        return nb_error(ctx, nb_ctx_status(&failed), nb_ctx_error_name(&failed), "%s",
+                        nb_ctx_message(&failed));
     return rc;
 }
 

@@ -404,8 +404,7 @@ static void test_verify_disks(void **state)
     assert_int_equal(nb_agent_verify_disks(&agent, &ctx, inst, NULL), -1);
     assert_non_null(strstr(ctx.err_msg, "database is locked"));
     reconcile_ok = true;
-    ctx.err_status = 0;
-    ctx.err_msg[0] = '\0';
+    nb_ctx_clear_error(&ctx);
 
     /* the file vanished: the fault names it and the host */
     unlink(path);

@@ -572,7 +572,7 @@ static void test_two_processes(void **state)
     user_ctx(&ctx);
     json_t *r = NULL;
     for (int i = 0; i < 100 && !r; i++) { /* until the child's queue exists */
-        ctx.err_status = 0;
+        nb_ctx_clear_error(&ctx);
         r = nb_bus_call(&ctx, t, "whoami", NULL, 2000);
         if (!r)
             usleep(100000);

@@ -1,5 +1,6 @@
-/* test_core.c - unit tests of the shared core: util, config, db, bus, the
- * HTTP router (through in-process dispatch) and the status mapping. */
+/* test_core.c - unit tests of the shared core: util, config, the request
+ * context's error scope, db, bus, the HTTP router (through in-process
+ * dispatch) and the status mapping. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,6 +8,7 @@
 
 #include "bus/bus.h"
 #include "common/config.h"
+#include "common/ctx.h"
 #include "common/http.h"
 #include "common/json.h"
 #include "common/util.h"
@@ -103,6 +105,110 @@ static struct nb_db *open_temp_db(char *path)
 /* Processes that open a new database together (split roles started at
  * once) each apply or find every migration: none fails on a table another
  * one just created. */
+/* A child has the parent's identity, request ID and microversion and its
+ * own error slot; clear empties a slot; forward copies a child's error. */
+static void test_ctx_child_clear_forward(void **state)
+{
+    (void)state;
+    struct nb_ctx parent;
+    nb_ctx_init_system(&parent, "req-parent");
+    nb_strlcpy(parent.user_id, "u1", sizeof(parent.user_id));
+    nb_strlcpy(parent.project_id, "p1", sizeof(parent.project_id));
+    parent.mv_major = 2;
+    parent.mv_minor = 79;
+    nb_error(&parent, 409, NULL, "main failure");
+
+    struct nb_ctx child;
+    nb_ctx_child(&child, &parent);
+    assert_string_equal(child.request_id, "req-parent");
+    assert_string_equal(child.user_id, "u1");
+    assert_string_equal(child.project_id, "p1");
+    assert_true(child.system && child.is_admin);
+    assert_true(nb_ctx_mv_ge(&child, 2, 79));
+    assert_false(nb_ctx_failed(&child)); /* the parent's error is not inherited */
+    assert_int_equal(nb_ctx_status(&child), 0);
+    assert_string_equal(nb_ctx_message(&child), "");
+    assert_string_equal(nb_ctx_error_name(&child), "");
+
+    /* the child's error stays the child's */
+    assert_int_equal(nb_error(&child, 500, "CleanupFailed", "cleanup failed"), -1);
+    assert_int_equal(nb_ctx_status(&parent), 409);
+    assert_string_equal(nb_ctx_message(&parent), "main failure");
+    assert_int_equal(nb_ctx_code(&parent), NB_ERR_CONFLICT);
+
+    /* forward: the parent's own error wins, as with nb_error */
+    assert_int_equal(nb_ctx_forward_error(&parent, &child), -1);
+    assert_int_equal(nb_ctx_status(&parent), 409);
+    /* cleared, the parent takes the child's error: status, name, message */
+    nb_ctx_clear_error(&parent);
+    assert_false(nb_ctx_failed(&parent));
+    assert_string_equal(nb_ctx_message(&parent), "");
+    assert_string_equal(nb_ctx_error_name(&parent), "");
+    assert_int_equal(nb_ctx_code(&parent), NB_ERR_NONE);
+    assert_string_equal(parent.request_id, "req-parent"); /* only the error goes */
+    nb_error(&child, 404, NULL, "ignored: first error wins on the child too");
+    assert_int_equal(nb_ctx_forward_error(&parent, &child), -1);
+    assert_int_equal(nb_ctx_status(&parent), 500);
+    assert_int_equal(nb_ctx_code(&parent), NB_ERR_INTERNAL);
+    assert_string_equal(nb_ctx_error_name(&parent), "CleanupFailed");
+    assert_string_equal(nb_ctx_message(&parent), "cleanup failed");
+
+    /* forwarding a child that recorded nothing still leaves an error */
+    struct nb_ctx quiet, top;
+    nb_ctx_init(&top);
+    nb_ctx_child(&quiet, &top);
+    assert_int_equal(nb_ctx_forward_error(&top, &quiet), -1);
+    assert_int_equal(nb_ctx_status(&top), 500);
+
+    /* a child of itself just loses its error */
+    nb_ctx_child(&top, &top);
+    assert_false(nb_ctx_failed(&top));
+}
+
+/* Stand-ins for a workflow's steps: a best-effort record (an action event)
+ * that fails, and the real work that follows and fails for its own reason. */
+static void record_event_best_effort(struct nb_ctx *ctx)
+{
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    nb_error(&sub, 500, NULL, "could not record the event");
+}
+
+static int real_step(struct nb_ctx *ctx)
+{
+    return nb_error(ctx, 404, NULL, "Volume v1 could not be found.");
+}
+
+/* What a forgotten clear used to do: a failed best-effort step run on the
+ * request's context left its error there, and the next real failure was
+ * reported as that stale one (the first error wins); the clear that did
+ * happen after a best-effort step also wiped a main error recorded before
+ * it. With the best-effort step on a child, neither can happen. */
+static void test_ctx_best_effort_cannot_mask(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+
+    /* best-effort failure, then the real step: the real error is reported */
+    record_event_best_effort(&ctx);
+    assert_false(nb_ctx_failed(&ctx));
+    assert_int_equal(real_step(&ctx), -1);
+    assert_int_equal(nb_ctx_status(&ctx), 404);
+    assert_string_equal(nb_ctx_message(&ctx), "Volume v1 could not be found.");
+
+    /* the main error first, then a failing clean-up: the main error stays */
+    record_event_best_effort(&ctx);
+    assert_int_equal(nb_ctx_status(&ctx), 404);
+    assert_string_equal(nb_ctx_message(&ctx), "Volume v1 could not be found.");
+
+    /* a handled failure is cleared explicitly: the next one is seen */
+    nb_ctx_clear_error(&ctx);
+    nb_error(&ctx, 409, NULL, "the next failure");
+    assert_int_equal(nb_ctx_status(&ctx), 409);
+    assert_string_equal(nb_ctx_message(&ctx), "the next failure");
+}
+
 static void test_db_sync_concurrent_processes(void **state)
 {
     (void)state;
@@ -672,6 +778,8 @@ int main(void)
         cmocka_unit_test(test_time_parse),
         cmocka_unit_test(test_json_strings),
         cmocka_unit_test(test_config),
+        cmocka_unit_test(test_ctx_child_clear_forward),
+        cmocka_unit_test(test_ctx_best_effort_cannot_mask),
         cmocka_unit_test(test_db_sync_and_queries),
         cmocka_unit_test(test_db_nested_transactions),
         cmocka_unit_test(test_db_sync_concurrent_processes),

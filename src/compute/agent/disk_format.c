@@ -104,9 +104,8 @@ static int reconcile(struct agent *a, struct nb_ctx *ctx, const char *uuid, json
                      const struct nb_disk_check *chk)
 {
     const char *vid = nb_json_str(bdm, "volume_id");
-    struct nb_ctx cctx = *ctx;
-    cctx.err_status = 0;
-    cctx.err_msg[0] = cctx.err_name[0] = '\0';
+    struct nb_ctx cctx;
+    nb_ctx_child(&cctx, ctx);
     const struct nb_disk_reconcile req = {
         uuid, nb_json_str(bdm, "uuid"), vid, chk->path, chk->declared, chk->actual, a->host};
     _cleanup_json_ json_t *reply = nb_conductor_reconcile_disk_format(
@@ -118,7 +117,7 @@ static int reconcile(struct agent *a, struct nb_ctx *ctx, const char *uuid, json
                         vid ? vid : "?", uuid, chk->declared, chk->actual, chk->path,
                         reply ? (nb_json_str(reply, "message") ? nb_json_str(reply, "message")
                                                                : "no reason given")
-                              : cctx.err_msg);
+                              : nb_ctx_message(&cctx));
     const char *text = nb_json_str(reply, "connection_info");
     if (text)
         json_object_set_new(bdm, "connection_info", json_string(text));

@@ -42,19 +42,10 @@ static pthread_mutex_t *instance_lock(struct agent *a, const char *uuid)
     return &a->locks[h % AGENT_LOCKS];
 }
 
-/* A scratch context for a driver call: same identity and request ID, its
- * own error slot. */
-static void op_ctx(struct nb_ctx *dst, const struct nb_ctx *src)
-{
-    *dst = *src;
-    dst->err_status = 0;
-    dst->err_name[0] = dst->err_msg[0] = '\0';
-}
-
 static int guest_power_state(struct agent *a, struct nb_ctx *ctx, const char *uuid)
 {
     struct nb_ctx tmp;
-    op_ctx(&tmp, ctx);
+    nb_ctx_child(&tmp, ctx);
     struct nb_guest_info gi = {0};
     if (a->drv->ops->get_info(a->drv, &tmp, a->host, uuid, &gi) < 0)
         return NB_POWER_NOSTATE;
@@ -68,7 +59,7 @@ static void build_and_run(struct agent *a, struct nb_ctx *ctx, json_t *args)
     if (!uuid)
         return;
     struct nb_ctx dctx;
-    op_ctx(&dctx, ctx);
+    nb_ctx_child(&dctx, ctx);
     double t0 = nb_time_mono();
     pthread_mutex_t *lk = instance_lock(a, uuid);
     pthread_mutex_lock(lk);
@@ -87,17 +78,18 @@ static void build_and_run(struct agent *a, struct nb_ctx *ctx, json_t *args)
         NB_INFO(LOG_AGENT, ctx, uuid, "Took %.2f seconds to spawn the instance on the hypervisor.",
                 spawned - t0);
     } else {
-        NB_ERROR(LOG_AGENT, ctx, uuid, "Instance failed to spawn on %s: %s", a->host, dctx.err_msg);
+        NB_ERROR(LOG_AGENT, ctx, uuid, "Instance failed to spawn on %s: %s", a->host,
+                 nb_ctx_message(&dctx));
         /* leave nothing behind for the reschedule */
         struct nb_ctx cctx;
-        op_ctx(&cctx, ctx);
+        nb_ctx_child(&cctx, ctx);
         a->drv->ops->destroy(a->drv, &cctx, a->host, inst);
     }
     pthread_mutex_unlock(lk);
     __atomic_store_n(&a->dirty, true, __ATOMIC_RELAXED);
     if (rc == 0)
         NB_INFO(LOG_AGENT, ctx, uuid, "Took %.2f seconds to build instance.", nb_time_mono() - t0);
-    nb_conductor_build_result(ctx, uuid, a->host, rc == 0, rc == 0 ? NULL : dctx.err_msg);
+    nb_conductor_build_result(ctx, uuid, a->host, rc == 0, rc == 0 ? NULL : nb_ctx_message(&dctx));
 }
 
 /* The driver entry point of a pause/unpause/suspend/resume op (NULL when
@@ -169,7 +161,7 @@ static void power_op(struct agent *a, struct nb_ctx *ctx, const char *op, json_t
     bool hard =
         !strcmp(nb_json_str(args, "reboot_type") ? nb_json_str(args, "reboot_type") : "", "HARD");
     struct nb_ctx dctx;
-    op_ctx(&dctx, ctx);
+    nb_ctx_child(&dctx, ctx);
     pthread_mutex_t *lk = instance_lock(a, uuid);
     pthread_mutex_lock(lk);
     const char *done = NULL;
@@ -185,9 +177,9 @@ static void power_op(struct agent *a, struct nb_ctx *ctx, const char *op, json_t
         NB_INFO(LOG_AGENT, ctx, uuid, "%s", done);
     else
         NB_ERROR(LOG_AGENT, ctx, uuid, "%s of the instance failed on %s: %s", op, a->host,
-                 dctx.err_msg);
-    const struct nb_op_result res = {uuid,  a->host,    op, rc == 0, rc == 0 ? NULL : dctx.err_msg,
-                                     power, unsupported};
+                 nb_ctx_message(&dctx));
+    const struct nb_op_result res = {
+        uuid, a->host, op, rc == 0, rc == 0 ? NULL : nb_ctx_message(&dctx), power, unsupported};
     nb_conductor_op_result(ctx, &res);
 }
 
@@ -204,7 +196,7 @@ static void volume_op(struct agent *a, struct nb_ctx *ctx, json_t *args, bool at
         return;
     const char *vid = nb_json_str(bdm, "volume_id");
     struct nb_ctx dctx;
-    op_ctx(&dctx, ctx);
+    nb_ctx_child(&dctx, ctx);
     int (*fn)(struct nb_virt_driver *, struct nb_ctx *, const char *, json_t *, const json_t *) =
         attach ? a->drv->ops->attach_volume : a->drv->ops->detach_volume;
     pthread_mutex_t *lk = instance_lock(a, uuid);
@@ -224,9 +216,10 @@ static void volume_op(struct agent *a, struct nb_ctx *ctx, json_t *args, bool at
                 nb_json_str(bdm, "device_name") ? nb_json_str(bdm, "device_name") : "?");
     else
         NB_ERROR(LOG_AGENT, ctx, uuid, "Failed to %s volume %s: %s", attach ? "attach" : "detach",
-                 vid ? vid : "?", dctx.err_msg);
-    (attach ? nb_conductor_attach_result : nb_conductor_detach_result)(
-        ctx, uuid, a->host, nb_json_str(bdm, "uuid"), vid, rc == 0, rc == 0 ? NULL : dctx.err_msg);
+                 vid ? vid : "?", nb_ctx_message(&dctx));
+    (attach ? nb_conductor_attach_result
+            : nb_conductor_detach_result)(ctx, uuid, a->host, nb_json_str(bdm, "uuid"), vid,
+                                          rc == 0, rc == 0 ? NULL : nb_ctx_message(&dctx));
 }
 
 /* Where snapshots are written before the upload: Nova's
@@ -253,7 +246,7 @@ static void snapshot_instance(struct agent *a, struct nb_ctx *ctx, json_t *args)
     if (!uuid || !image_id)
         return;
     struct nb_ctx dctx;
-    op_ctx(&dctx, ctx);
+    nb_ctx_child(&dctx, ctx);
     char dir[4096], path[4200];
     snapshot_dir(dir, sizeof(dir));
     snprintf(path, sizeof(path), "%s/%s.qcow2", dir, image_id);
@@ -281,9 +274,10 @@ static void snapshot_instance(struct agent *a, struct nb_ctx *ctx, json_t *args)
     if (rc == 0)
         NB_INFO(LOG_AGENT, ctx, uuid, "Snapshot image upload complete (image %s)", image_id);
     else
-        NB_ERROR(LOG_AGENT, ctx, uuid, "Snapshot to image %s failed: %s", image_id, dctx.err_msg);
+        NB_ERROR(LOG_AGENT, ctx, uuid, "Snapshot to image %s failed: %s", image_id,
+                 nb_ctx_message(&dctx));
     nb_conductor_snapshot_result(ctx, uuid, a->host, image_id, rc == 0,
-                                 rc == 0 ? NULL : dctx.err_msg);
+                                 rc == 0 ? NULL : nb_ctx_message(&dctx));
 }
 
 static void destroy_guest(struct agent *a, struct nb_ctx *ctx, json_t *args)
@@ -292,7 +286,7 @@ static void destroy_guest(struct agent *a, struct nb_ctx *ctx, json_t *args)
     if (!uuid)
         return;
     struct nb_ctx dctx;
-    op_ctx(&dctx, ctx);
+    nb_ctx_child(&dctx, ctx);
     _cleanup_json_ json_t *inst = json_pack("{s:s}", "uuid", uuid);
     pthread_mutex_t *lk = instance_lock(a, uuid);
     pthread_mutex_lock(lk);
@@ -303,7 +297,7 @@ static void destroy_guest(struct agent *a, struct nb_ctx *ctx, json_t *args)
         NB_INFO(LOG_AGENT, ctx, uuid, "Guest of a deleted instance destroyed on %s", a->host);
     else
         NB_ERROR(LOG_AGENT, ctx, uuid, "Could not destroy the guest on %s: %s", a->host,
-                 dctx.err_msg);
+                 nb_ctx_message(&dctx));
 }
 
 /* The tail of a console log as Nova's _tail_log cuts it: the last `length`
@@ -336,12 +330,13 @@ static json_t *console_output(struct agent *a, struct nb_ctx *ctx, json_t *args)
         return json_pack("{s:s, s:i}", "error", "The virt driver does not provide console logs.",
                          "code", 501);
     struct nb_ctx dctx;
-    op_ctx(&dctx, ctx);
+    nb_ctx_child(&dctx, ctx);
     _cleanup_free_ char *text = a->drv->ops->console_log(a->drv, &dctx, a->host, uuid);
     if (!text)
         return json_pack("{s:s, s:i}", "error",
-                         dctx.err_msg[0] ? dctx.err_msg : "No console log is available.", "code",
-                         dctx.err_status ? dctx.err_status : 404);
+                         nb_ctx_failed(&dctx) ? nb_ctx_message(&dctx)
+                                              : "No console log is available.",
+                         "code", nb_ctx_failed(&dctx) ? nb_ctx_status(&dctx) : 404);
     return json_pack("{s:s}", "output", console_tail(text, length));
 }
 
@@ -445,7 +440,7 @@ static json_t *rpc_guest_info(void *opaque, struct nb_ctx *ctx, const char *meth
     (void)method;
     struct agent *a = opaque;
     struct nb_ctx dctx;
-    op_ctx(&dctx, ctx);
+    nb_ctx_child(&dctx, ctx);
     struct nb_guest_info gi = {0};
     const char *uuid = nb_json_str(args, "uuid");
     bool found = uuid && a->drv->ops->get_info(a->drv, &dctx, a->host, uuid, &gi) == 0;

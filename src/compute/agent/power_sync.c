@@ -28,17 +28,15 @@ void nb_power_sync(struct agent *a, struct nb_ctx *ctx)
 {
     _cleanup_json_ json_t *rows = nb_conductor_instances_on_host(ctx, a->host, 30000);
     if (!rows) {
-        NB_WARN(LOG_SYNC, ctx, NULL, "power sync of %s skipped: %s", a->host, ctx->err_msg);
-        ctx->err_status = 0;
-        ctx->err_msg[0] = '\0';
+        NB_WARN(LOG_SYNC, ctx, NULL, "power sync of %s skipped: %s", a->host, nb_ctx_message(ctx));
+        nb_ctx_clear_error(ctx); /* handled: the next sync tries again */
         return;
     }
     _cleanup_json_ json_t *guests = a->drv->ops->list(a->drv, ctx, a->host);
     if (!guests) {
         NB_WARN(LOG_SYNC, ctx, NULL, "power sync of %s skipped: the driver cannot list guests: %s",
-                a->host, ctx->err_msg);
-        ctx->err_status = 0;
-        ctx->err_msg[0] = '\0';
+                a->host, nb_ctx_message(ctx));
+        nb_ctx_clear_error(ctx); /* handled: the next sync tries again */
         return;
     }
     if (json_array_size(rows) != json_object_size(guests))

@@ -185,7 +185,7 @@ static int host_info(struct agent *a, struct nb_ctx *ctx, struct nb_host_info *i
 {
     if (a->drv->ops->host_info(a->drv, ctx, a->host, info) < 0) {
         NB_ERROR(LOG_RT, ctx, NULL, "cannot read the capacity of host %s: %s", a->host,
-                 ctx->err_msg);
+                 nb_ctx_message(ctx));
         return -1;
     }
     return 0;
@@ -206,7 +206,7 @@ static int report_to_placement(struct agent *a, struct nb_ctx *ctx, const struct
     _cleanup_json_ json_t *traits = nb_rt_traits(info->cpu_features);
     if (nb_svc_placement_report(ctx, a->node_uuid, a->node, inv, traits) < 0) {
         NB_ERROR(LOG_RT, ctx, NULL, "cannot report host %s (provider %s) to placement: %s", a->host,
-                 a->node_uuid, ctx->err_msg);
+                 a->node_uuid, nb_ctx_message(ctx));
         return -1;
     }
     free(a->inventory_sent);
@@ -228,7 +228,7 @@ int nb_rt_register(struct agent *a, struct nb_ctx *ctx)
     svc = nb_conductor_service_update(ctx, a->host, "nova-compute", "compute", RPC_TIMEOUT_MS);
     if (!svc || nb_json_str(svc, "error")) {
         NB_WARN(LOG_RT, ctx, NULL, "cannot register the service of %s yet: %s", a->host,
-                svc ? nb_json_str(svc, "error") : ctx->err_msg);
+                svc ? nb_json_str(svc, "error") : nb_ctx_message(ctx));
         goto out;
     }
     instances = instances_on_host(a, ctx);
@@ -236,7 +236,7 @@ int nb_rt_register(struct agent *a, struct nb_ctx *ctx)
         ctx, node_record(a, &info, instances ? instances : empty), RPC_TIMEOUT_MS);
     if (!nb_json_str(node, "uuid")) {
         NB_WARN(LOG_RT, ctx, NULL, "cannot record the compute node of %s yet: %s", a->host,
-                node ? nb_json_str(node, "error") : ctx->err_msg);
+                node ? nb_json_str(node, "error") : nb_ctx_message(ctx));
         goto out;
     }
     nb_strlcpy(a->node_uuid, nb_json_str(node, "uuid"), sizeof(a->node_uuid));
@@ -253,10 +253,8 @@ int nb_rt_register(struct agent *a, struct nb_ctx *ctx)
     rc = 0;
 out:
     json_decref(info.cpu_features);
-    if (rc < 0) {
-        ctx->err_status = 0;
-        ctx->err_msg[0] = '\0';
-    }
+    if (rc < 0)
+        nb_ctx_clear_error(ctx); /* logged; the agent registers again later */
     return rc;
 }
 
@@ -271,6 +269,5 @@ void nb_rt_update_usage(struct agent *a, struct nb_ctx *ctx)
     report_to_placement(a, ctx, &info);
 out:
     json_decref(info.cpu_features);
-    ctx->err_status = 0;
-    ctx->err_msg[0] = '\0';
+    nb_ctx_clear_error(ctx); /* periodic: the next update tries again */
 }

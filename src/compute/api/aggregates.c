@@ -39,7 +39,7 @@ static json_t *load_aggregate(struct nb_ctx *ctx, const char *id)
     json_t *row = nb_db_row(env->db, ctx, "SELECT * FROM aggregates WHERE id = ? AND deleted = 0",
                             "i", strtoll(id, NULL, 10));
     if (!row) {
-        if (!ctx->err_status)
+        if (!nb_ctx_failed(ctx))
             nb_error(ctx, 404, NULL, "Aggregate %s could not be found.", id);
         return NULL;
     }
@@ -176,7 +176,7 @@ static int safe_to_update_az(struct nb_ctx *ctx, const json_t *agg, const json_t
             long long n = nb_db_int(env->db, ctx, 0,
                                     "SELECT COUNT(*) FROM instances WHERE host = ? AND deleted = 0",
                                     "s", json_string_value(h));
-            if (ctx->err_status)
+            if (nb_ctx_failed(ctx))
                 return -1;
             if (n > 0)
                 return nb_error(ctx, status, NULL,
@@ -249,7 +249,8 @@ static void mirror_placement(struct nb_ctx *ctx, const char *host, const char *a
     }
     if (rc < 0)
         NB_WARN("nubo.compute.api", ctx, NULL, "Failed to %s %s %s placement aggregate %s: %s",
-                add ? "associate" : "remove", host, add ? "with" : "from", agg_uuid, sub.err_msg);
+                add ? "associate" : "remove", host, add ? "with" : "from", agg_uuid,
+                nb_ctx_message(&sub));
 }
 
 /* --- input checks --------------------------------------------------------------------- */
@@ -384,7 +385,8 @@ static int agg_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *re
     if (nb_db_int(env->db, ctx, 0, "SELECT COUNT(*) FROM aggregates WHERE name = ? AND deleted = 0",
                   "s", n) > 0) {
         nb_db_rollback(env->db);
-        return ctx->err_status ? -1 : nb_error(ctx, 409, NULL, "Aggregate %s already exists.", n);
+        return nb_ctx_failed(ctx) ? -1
+                                  : nb_error(ctx, 409, NULL, "Aggregate %s already exists.", n);
     }
     if (nb_db_exec(env->db, ctx, "INSERT INTO aggregates (uuid, name, created_at) VALUES (?, ?, ?)",
                    "sss", uuid, n, nb_now_iso_us(now)) < 0) {
@@ -506,7 +508,7 @@ static int add_host(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp
     if (nb_res_admin(ctx, "os_compute_api:os-aggregates:add_host") < 0 || check_id(ctx, id) < 0)
         return -1;
     if (!compute_host_exists(ctx, host))
-        return ctx->err_status
+        return nb_ctx_failed(ctx)
                    ? -1
                    : nb_error(ctx, 404, NULL, "Compute host %s could not be found.", host);
     _cleanup_json_ json_t *agg = load_aggregate(ctx, id);
@@ -525,7 +527,7 @@ static int add_host(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp
     if (nb_db_int(env->db, ctx, 0,
                   "SELECT COUNT(*) FROM compute_nodes WHERE host = ? AND deleted = 0", "s",
                   host) == 0)
-        return ctx->err_status
+        return nb_ctx_failed(ctx)
                    ? -1
                    : nb_error(ctx, 404, NULL, "Compute host %s could not be found.", host);
     if (nb_db_exec(env->db, ctx, "INSERT INTO aggregate_hosts (aggregate_id, host) VALUES (?, ?)",
@@ -549,10 +551,9 @@ static int remove_host(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
                    "is", nb_json_int(agg, "id", 0), host) <= 0)
         ok = false;
     if (!ok) {
-        if (ctx->err_status >= 500)
+        if (nb_ctx_status(ctx) >= 500)
             return -1;
-        ctx->err_status = 0;
-        ctx->err_msg[0] = '\0';
+        nb_ctx_clear_error(ctx); /* a 404 of the host or aggregate: Nova's own 404 below */
         NB_ERROR("nubo.compute.api", ctx, NULL, "Failed to remove host %s from aggregate %s.", host,
                  id);
         return nb_error(ctx, 404, NULL, "Cannot remove host %s in aggregate %s", host, id);

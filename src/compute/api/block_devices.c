@@ -278,7 +278,7 @@ json_t *nb_srv_merge_bdms(const json_t *image_bdms, const json_t *request_bdms)
 /* Replaces the error a lookup recorded (its 404) with the create's 400. */
 static int replace_error(struct nb_ctx *ctx, const char *fmt, const char *id)
 {
-    ctx->err_status = 0;
+    nb_ctx_clear_error(ctx);
     return nb_error(ctx, 400, NULL, fmt, id);
 }
 
@@ -338,7 +338,7 @@ static int check_root_volume(struct nb_ctx *ctx, const json_t *bdms)
         if (snap && !nb_json_str(b, "image_id")) {
             json_t *s = nb_volume_snapshot_lookup(ctx, snap);
             if (!s)
-                return ctx->err_status == 404 ? nb_srv_error_as(ctx, 400, NULL) : -1;
+                return nb_ctx_status(ctx) == 404 ? nb_srv_error_as(ctx, 400, NULL) : -1;
             sv = json_string(nb_json_str(s, "volume_id"));
             vol = json_string_value(sv);
             json_decref(s);
@@ -349,7 +349,7 @@ static int check_root_volume(struct nb_ctx *ctx, const json_t *bdms)
         }
         json_t *v = nb_volume_lookup(ctx, vol);
         if (!v) {
-            if (ctx->err_status == 404)
+            if (nb_ctx_status(ctx) == 404)
                 replace_error(ctx, "Block Device Mapping is Invalid: failed to get volume %s.",
                               vol);
             json_decref(sv);
@@ -379,7 +379,7 @@ static int check_bdm_image(struct nb_ctx *ctx, json_t *b, const char *image_ref)
         return 0;
     json_t *found = nb_image_lookup(ctx, img);
     if (!found)
-        return ctx->err_status == 400 || ctx->err_status == 404
+        return nb_ctx_status(ctx) == 400 || nb_ctx_status(ctx) == 404
                    ? replace_error(ctx, "Block Device Mapping is Invalid: failed to get image %s.",
                                    img)
                    : -1;
@@ -419,7 +419,7 @@ int nb_srv_check_bdms(struct nb_ctx *ctx, json_t *bdms, const char *image_ref, l
             continue;
         json_t *v = nb_volume_lookup(ctx, vol);
         if (!v)
-            return ctx->err_status == 404 ? nb_srv_error_as(ctx, 400, NULL) : -1;
+            return nb_ctx_status(ctx) == 404 ? nb_srv_error_as(ctx, 400, NULL) : -1;
         json_decref(v);
         if (num > 1)
             return nb_error(ctx, 400, NULL,
@@ -434,7 +434,7 @@ int nb_srv_check_bdms(struct nb_ctx *ctx, json_t *bdms, const char *image_ref, l
         } else if (nb_json_str(b, "volume_id")) {
             json_t *v = nb_volume_lookup(ctx, nb_json_str(b, "volume_id"));
             if (!v)
-                return ctx->err_status == 404 ? nb_srv_error_as(ctx, 400, NULL) : -1;
+                return nb_ctx_status(ctx) == 404 ? nb_srv_error_as(ctx, 400, NULL) : -1;
             const char *st = nb_json_str(v, "status");
             if (!st || strcmp(st, "available")) {
                 nb_error(ctx, 400, NULL,
@@ -449,7 +449,7 @@ int nb_srv_check_bdms(struct nb_ctx *ctx, json_t *bdms, const char *image_ref, l
         } else if (nb_json_str(b, "snapshot_id")) {
             json_t *s = nb_volume_snapshot_lookup(ctx, nb_json_str(b, "snapshot_id"));
             if (!s)
-                return ctx->err_status == 404
+                return nb_ctx_status(ctx) == 404
                            ? replace_error(ctx,
                                            "Block Device Mapping is Invalid: failed to get "
                                            "snapshot %s.",
@@ -470,15 +470,6 @@ int nb_srv_check_bdms(struct nb_ctx *ctx, json_t *bdms, const char *image_ref, l
 }
 
 /* ---- reservations ------------------------------------------------------------------- */
-
-/* A context with ctx's identity and request ID and its own error slot, so
- * that a clean-up step does not overwrite the error being reported. */
-static void sub_ctx(const struct nb_ctx *ctx, struct nb_ctx *sub)
-{
-    *sub = *ctx;
-    sub->err_status = 0;
-    sub->err_name[0] = sub->err_msg[0] = '\0';
-}
 
 int nb_srv_reserve_volumes(struct nb_ctx *ctx, const json_t *bdms)
 {
@@ -511,10 +502,10 @@ void nb_srv_unreserve_volumes(struct nb_ctx *ctx, const json_t *bdms)
         if (!vol || !src || strcmp(src, "volume"))
             continue;
         struct nb_ctx sub;
-        sub_ctx(ctx, &sub);
+        nb_ctx_child(&sub, ctx);
         if (nb_volume_transition(&sub, vol, NB_VOLUME_UNRESERVE) < 0)
             NB_WARN("nubo.compute.api", ctx, NULL, "could not unreserve volume %s: %s", vol,
-                    sub.err_msg);
+                    nb_ctx_message(&sub));
     }
 }
 
@@ -533,7 +524,7 @@ void nb_srv_release_volumes(struct nb_ctx *ctx, const json_t *rows)
     json_array_foreach ((json_t *)rows, i, b) {
         const char *vol = nb_json_str(b, "volume_id");
         struct nb_ctx sub;
-        sub_ctx(ctx, &sub);
+        nb_ctx_child(&sub, ctx);
         json_t *v = vol ? nb_volume_lookup(&sub, vol) : NULL;
         const char *st = nb_json_str(v, "status");
         int rc = 0;
@@ -553,7 +544,7 @@ void nb_srv_release_volumes(struct nb_ctx *ctx, const json_t *rows)
             rc = nb_volume_delete_for(&sub, vol);
         if (rc < 0)
             NB_WARN("nubo.compute.api", ctx, nb_json_str(b, "instance_uuid"),
-                    "could not release volume %s (%s): %s", vol, st, sub.err_msg);
+                    "could not release volume %s (%s): %s", vol, st, nb_ctx_message(&sub));
         else if (st)
             NB_INFO("nubo.compute.api", ctx, nb_json_str(b, "instance_uuid"),
                     "released volume %s (was %s)%s", vol, st,

@@ -64,7 +64,7 @@ json_t *nb_flavor_get(struct nb_ctx *ctx, const char *flavorid)
 {
     json_t *row = find_flavor(ctx, flavorid);
     if (!row) {
-        if (!ctx->err_status)
+        if (!nb_ctx_failed(ctx))
             nb_error(ctx, 404, NULL, "Flavor %s could not be found.", flavorid);
         return NULL;
     }
@@ -207,7 +207,8 @@ static int list_flavors(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
     if (marker) {
         _cleanup_json_ json_t *m = find_flavor(ctx, marker);
         if (!m)
-            return ctx->err_status ? -1 : nb_error(ctx, 400, NULL, "marker [%s] not found", marker);
+            return nb_ctx_failed(ctx) ? -1
+                                      : nb_error(ctx, 400, NULL, "marker [%s] not found", marker);
         mid = nb_json_int(m, "id", 0);
     }
     const char *cmp = strcmp(sort_dir, "desc") == 0 ? "<" : ">";
@@ -259,7 +260,8 @@ static int flavors_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
     const char *id = nb_req_param(req, "flavor_id");
     _cleanup_json_ json_t *row = find_flavor(ctx, id);
     if (!row)
-        return ctx->err_status ? -1 : nb_error(ctx, 404, NULL, "Flavor %s could not be found.", id);
+        return nb_ctx_failed(ctx) ? -1
+                                  : nb_error(ctx, 404, NULL, "Flavor %s could not be found.", id);
     json_t *v = flavor_show_view(ctx, row);
     return v ? nb_resp_json(resp, 200, json_pack("{s:o}", "flavor", v)) : -1;
 }
@@ -481,7 +483,7 @@ static int flavors_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         "ssiiiiidbss", flavorid, in.name, in.ram, in.vcpus, in.disk, in.ephemeral,
                         in.swap, in.rxtx, in.is_public, in.description, nb_now_iso_us(now));
-    if (rc < 0 || ctx->err_status) {
+    if (rc < 0 || nb_ctx_failed(ctx)) {
         nb_db_rollback(env->db);
         return -1;
     }
@@ -490,7 +492,7 @@ static int flavors_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
     _cleanup_json_ json_t *row =
         nb_db_row(env->db, ctx, "SELECT * FROM flavors WHERE flavorid = ?", "s", flavorid);
     if (!row)
-        return ctx->err_status ? -1 : nb_error(ctx, 500, NULL, "Flavor vanished after create.");
+        return nb_ctx_failed(ctx) ? -1 : nb_error(ctx, 500, NULL, "Flavor vanished after create.");
     _cleanup_json_ json_t *specs = json_object();
     json_t *v =
         flavor_view(ctx, row, true, nb_ctx_mv_ge(ctx, 2, 61) && may_see_specs(ctx) ? specs : NULL);
@@ -523,7 +525,8 @@ static int flavors_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
     _cleanup_json_ json_t *row =
         nb_db_row(env->db, ctx, "SELECT * FROM flavors WHERE flavorid = ?", "s", id);
     if (!row)
-        return ctx->err_status ? -1 : nb_error(ctx, 404, NULL, "Flavor %s could not be found.", id);
+        return nb_ctx_failed(ctx) ? -1
+                                  : nb_error(ctx, 404, NULL, "Flavor %s could not be found.", id);
     json_t *v = flavor_show_view(ctx, row);
     if (v && !json_object_get(v, "description"))
         json_object_set_new(v, "description", nb_res_row_copy(row, "description"));
@@ -541,7 +544,8 @@ static int flavors_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
         nb_db_int(env->db, ctx, 0, "SELECT id FROM flavors WHERE flavorid = ?", "s", id);
     if (fid <= 0) {
         nb_db_rollback(env->db);
-        return ctx->err_status ? -1 : nb_error(ctx, 404, NULL, "Flavor %s could not be found.", id);
+        return nb_ctx_failed(ctx) ? -1
+                                  : nb_error(ctx, 404, NULL, "Flavor %s could not be found.", id);
     }
     if (nb_db_exec(env->db, ctx, "DELETE FROM flavor_extra_specs WHERE flavor_id = ?", "i", fid) <
             0 ||
@@ -582,7 +586,8 @@ static int access_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
     const char *id = nb_req_param(req, "flavor_id");
     _cleanup_json_ json_t *f = find_flavor(ctx, id);
     if (!f)
-        return ctx->err_status ? -1 : nb_error(ctx, 404, NULL, "Flavor %s could not be found.", id);
+        return nb_ctx_failed(ctx) ? -1
+                                  : nb_error(ctx, 404, NULL, "Flavor %s could not be found.", id);
     if (nb_json_int(f, "is_public", 1))
         return nb_error(ctx, 404, NULL, "Access list not available for public flavors.");
     json_t *body = access_list(ctx, f);
@@ -623,7 +628,8 @@ static int add_tenant_access(struct nb_ctx *ctx, struct nb_req *req, struct nb_r
     const char *id = nb_req_param(req, "flavor_id");
     _cleanup_json_ json_t *f = find_flavor(ctx, id);
     if (!f)
-        return ctx->err_status ? -1 : nb_error(ctx, 404, NULL, "Flavor %s could not be found.", id);
+        return nb_ctx_failed(ctx) ? -1
+                                  : nb_error(ctx, 404, NULL, "Flavor %s could not be found.", id);
     if (nb_ctx_mv_ge(ctx, 2, 7) && nb_json_int(f, "is_public", 1))
         return nb_error(ctx, 409, NULL, "Can not add access to a public flavor.");
     long long fid = nb_json_int(f, "id", 0);
@@ -650,7 +656,8 @@ static int remove_tenant_access(struct nb_ctx *ctx, struct nb_req *req, struct n
     const char *id = nb_req_param(req, "flavor_id");
     _cleanup_json_ json_t *f = find_flavor(ctx, id);
     if (!f)
-        return ctx->err_status ? -1 : nb_error(ctx, 404, NULL, "Flavor %s could not be found.", id);
+        return nb_ctx_failed(ctx) ? -1
+                                  : nb_error(ctx, 404, NULL, "Flavor %s could not be found.", id);
     int n = nb_db_exec(env->db, ctx,
                        "DELETE FROM flavor_projects WHERE flavor_id = ? AND project_id = ?", "is",
                        nb_json_int(f, "id", 0), tenant);
@@ -766,7 +773,7 @@ static json_t *specs_flavor(struct nb_ctx *ctx, struct nb_req *req)
 {
     const char *id = nb_req_param(req, "flavor_id");
     json_t *f = find_flavor(ctx, id);
-    if (!f && !ctx->err_status)
+    if (!f && !nb_ctx_failed(ctx))
         nb_error(ctx, 404, NULL, "Flavor %s could not be found.", id);
     return f;
 }
@@ -840,7 +847,7 @@ static int specs_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *re
         env->db, ctx, "SELECT value FROM flavor_extra_specs WHERE flavor_id = ? AND key = ?", "is",
         nb_json_int(f, "id", 0), key);
     if (!row)
-        return ctx->err_status
+        return nb_ctx_failed(ctx)
                    ? -1
                    : nb_error(ctx, 404, NULL, "Flavor %s has no extra specs with key %s.",
                               nb_req_param(req, "flavor_id"), key);

@@ -139,7 +139,7 @@ static json_t *view_nodes(struct nb_ctx *ctx, json_t *nodes, bool detail, bool w
         const char *host = nb_json_str(cn, "host");
         _cleanup_json_ json_t *svc = host_service(ctx, host);
         if (!svc) {
-            if (ctx->err_status) {
+            if (nb_ctx_failed(ctx)) {
                 json_decref(list);
                 return NULL;
             }
@@ -231,8 +231,9 @@ static int list_hypervisors(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
                                 "SELECT id FROM compute_nodes WHERE id = ? AND deleted = 0", "i",
                                 strtoll(marker, NULL, 10));
             if (!m)
-                return ctx->err_status ? -1
-                                       : nb_error(ctx, 400, NULL, "marker [%s] not found", marker);
+                return nb_ctx_failed(ctx)
+                           ? -1
+                           : nb_error(ctx, 400, NULL, "marker [%s] not found", marker);
             after = nb_json_int(m, "id", 0);
         }
         nodes = nb_db_rows(env->db, ctx,
@@ -300,7 +301,7 @@ static json_t *find_node(struct nb_ctx *ctx, const char *id)
         cn = nb_db_row(env->db, ctx, "SELECT * FROM compute_nodes WHERE id = ? AND deleted = 0",
                        "i", strtoll(id, NULL, 10));
     }
-    if (!cn && !ctx->err_status)
+    if (!cn && !nb_ctx_failed(ctx))
         nb_error(ctx, 404, NULL, "Hypervisor with ID '%s' could not be found.", id);
     return cn;
 }
@@ -325,7 +326,7 @@ static int hv_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
     _cleanup_json_ json_t *svc = host_service(ctx, host);
     if (!svc) {
         json_decref(servers);
-        return ctx->err_status
+        return nb_ctx_failed(ctx)
                    ? -1
                    : nb_error(ctx, 404, NULL, "Hypervisor with ID '%s' could not be found.", id);
     }
@@ -347,7 +348,7 @@ static int hv_uptime(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
     const char *host = nb_json_str(cn, "host");
     _cleanup_json_ json_t *svc = host_service(ctx, host);
     if (!svc)
-        return ctx->err_status
+        return nb_ctx_failed(ctx)
                    ? -1
                    : nb_error(ctx, 404, NULL, "Hypervisor with ID '%s' could not be found.", id);
     if (!nb_res_service_is_up(svc))

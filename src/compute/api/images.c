@@ -148,7 +148,7 @@ static json_t *view_show(const json_t *glance)
 static json_t *get_image(struct nb_ctx *ctx, struct nb_req *req)
 {
     json_t *img = nb_image_show(ctx, nb_req_param(req, "image_id"));
-    if (!img && ctx->err_status == 404)
+    if (!img && nb_ctx_status(ctx) == 404)
         nb_srv_error_as(ctx, 404, "Image not found.");
     return img;
 }
@@ -292,9 +292,9 @@ static int h_image_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
     if (check_version(ctx, PROXY_MAX_MINOR) < 0)
         return -1;
     if (nb_image_delete(ctx, nb_req_param(req, "image_id")) < 0) {
-        if (ctx->err_status == 404)
+        if (nb_ctx_status(ctx) == 404)
             return nb_srv_error_as(ctx, 404, "Image not found.");
-        if (ctx->err_status == 403)
+        if (nb_ctx_status(ctx) == 403)
             return nb_srv_error_as(ctx, 403, "You are not allowed to delete the image.");
         return -1;
     }
@@ -334,10 +334,10 @@ static json_t *save_properties(struct nb_ctx *ctx, const char *image_id, const j
     if (check_meta_quota(ctx, props) < 0)
         return NULL;
     json_t *img = nb_image_set_properties(ctx, image_id, props);
-    if (!img && ctx->err_status == 403) {
+    if (!img && nb_ctx_status(ctx) == 403) {
         _cleanup_free_ char *msg = nb_strdup_printf("Not authorized for image %s.", image_id);
         nb_srv_error_as(ctx, 403, msg);
-    } else if (!img && ctx->err_status == 404) {
+    } else if (!img && nb_ctx_status(ctx) == 404) {
         nb_srv_error_as(ctx, 404, "Image not found.");
     }
     return img;

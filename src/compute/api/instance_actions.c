@@ -237,7 +237,7 @@ static int h_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
                        "AND deleted = 0 ORDER BY id DESC",
                        "ss", nb_json_str(inst, "uuid"), rid);
     if (!action) {
-        if (!ctx->err_status)
+        if (!nb_ctx_failed(ctx))
             nb_error(ctx, 404, NULL, "Action %s not found", rid);
         goto out;
     }

@@ -32,7 +32,7 @@ json_t *nb_srv_instance_get(struct nb_ctx *ctx, const char *uuid, bool with_dele
     json_t *row = NULL;
     if (uuid && nb_is_uuid(uuid)) {
         row = nb_instance_get(nb_srv_db(), ctx, uuid, with_deleted);
-        if (!row && ctx->err_status)
+        if (!row && nb_ctx_failed(ctx))
             return NULL;
     }
     if (row && !ctx->is_admin && strcmp(nb_json_str(row, "project_id"), ctx->project_id) != 0) {

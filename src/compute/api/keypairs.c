@@ -458,7 +458,7 @@ json_t *nb_keypair_get(struct nb_ctx *ctx, const char *user_id, const char *name
     json_t *row = nb_db_row(
         env->db, ctx, "SELECT * FROM key_pairs WHERE user_id = ? AND name = ? AND deleted = 0",
         "ss", user_id, name);
-    if (!row && !ctx->err_status)
+    if (!row && !nb_ctx_failed(ctx))
         nb_error(ctx, 404, NULL, "Keypair %s not found for user %s", name, user_id);
     return row;
 }
@@ -538,7 +538,7 @@ static int keypairs_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
             env->db, ctx, "SELECT id FROM key_pairs WHERE user_id = ? AND name = ? AND deleted = 0",
             "ss", user, marker);
         if (!m)
-            return ctx->err_status
+            return nb_ctx_failed(ctx)
                        ? -1
                        : nb_error(ctx, 400, NULL, "Marker %s could not be found.", marker);
     }
@@ -675,7 +675,7 @@ static int keypairs_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
     long long used =
         nb_db_int(env->db, ctx, 0,
                   "SELECT COUNT(*) FROM key_pairs WHERE user_id = ? AND deleted = 0", "s", user);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (quota >= 0 && used + 1 > quota)
         return nb_error(ctx, 403, NULL, "Quota exceeded, too many key pairs.");
@@ -710,9 +710,8 @@ static int keypairs_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
                    "INSERT INTO key_pairs (name, user_id, fingerprint, public_key, type, "
                    "created_at) VALUES (?, ?, ?, ?, ?, ?)",
                    "ssssss", in.name, user, fp, pub, in.type, nb_now_iso_us(now)) < 0) {
-        if (ctx->err_status == 409) {
-            ctx->err_status = 0; /* a concurrent create of the same name */
-            ctx->err_msg[0] = '\0';
+        if (nb_ctx_status(ctx) == 409) {
+            nb_ctx_clear_error(ctx); /* a concurrent create of the same name */
             return nb_error(ctx, 409, NULL, "Key pair '%s' already exists.", in.name);
         }
         return -1;

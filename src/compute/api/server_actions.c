@@ -337,9 +337,8 @@ static json_t *do_console_output(struct nb_ctx *ctx, json_t *inst, json_t *args)
         return NULL;
     const char *host = nb_json_str(inst, "host");
     long long length = console_length(args);
-    struct nb_ctx sub = *ctx; /* same identity and request ID, own error slot */
-    sub.err_status = 0;
-    sub.err_name[0] = sub.err_msg[0] = '\0';
+    struct nb_ctx sub; /* same identity and request ID, own error slot */
+    nb_ctx_child(&sub, ctx);
     int timeout_ms = (int)nb_conf_int("DEFAULT", "rpc_response_timeout", 60) * 1000;
     _cleanup_json_ json_t *r = nb_compute_get_console_output(&sub, host, uuid, length, timeout_ms);
     const char *output = nb_json_str(r, "output");
@@ -349,7 +348,7 @@ static json_t *do_console_output(struct nb_ctx *ctx, json_t *inst, json_t *args)
     }
     if (!r) {
         NB_ERROR("nubo.compute.api", ctx, uuid, "compute service of %s did not answer: %s", host,
-                 sub.err_msg);
+                 nb_ctx_message(&sub));
         nb_error(ctx, 503, NULL, "The compute service of the instance's host is not available.");
         return NULL;
     }

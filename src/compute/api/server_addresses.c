@@ -104,7 +104,7 @@ json_t *nb_srv_network_info(struct nb_ctx *ctx, const char *instance_uuid)
     json_t *row = nb_db_row(nb_srv_db(), ctx,
                             "SELECT network_info FROM instance_info_caches WHERE instance_uuid = ?",
                             "s", instance_uuid);
-    if (!row && ctx->err_status)
+    if (!row && nb_ctx_failed(ctx))
         return NULL;
     json_t *nw = nb_json_parse(nb_json_str(row, "network_info"));
     json_decref(row);

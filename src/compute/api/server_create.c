@@ -625,7 +625,7 @@ static int resolve_image(struct nb_ctx *ctx, struct create_req *c)
     if (*c->image_ref) {
         c->image = nb_image_lookup(ctx, c->image_ref);
         if (!c->image)
-            return ctx->err_status == 400 || ctx->err_status == 404
+            return nb_ctx_status(ctx) == 400 || nb_ctx_status(ctx) == 404
                        ? nb_srv_error_as(ctx, 400, "Can not find requested image")
                        : -1;
         const char *st = nb_json_str(c->image, "status");
@@ -649,8 +649,9 @@ static int resolve_image(struct nb_ctx *ctx, struct create_req *c)
     if (key_name) {
         c->keypair = nb_keypair_get(ctx, ctx->user_id, key_name);
         if (!c->keypair)
-            return ctx->err_status == 404 ? nb_srv_error_as(ctx, 400, "Invalid key_name provided.")
-                                          : -1;
+            return nb_ctx_status(ctx) == 404
+                       ? nb_srv_error_as(ctx, 400, "Invalid key_name provided.")
+                       : -1;
     }
     if (check_flavor_image(ctx, c) < 0)
         return -1;
@@ -683,7 +684,7 @@ static int resolve_group_and_password(struct nb_ctx *ctx, struct create_req *c)
     if (group) {
         c->group = nb_server_group_get(ctx, group);
         if (!c->group) {
-            if (ctx->err_status != 404 && ctx->err_status != 400)
+            if (nb_ctx_status(ctx) != 404 && nb_ctx_status(ctx) != 400)
                 return -1;
             char msg[128];
             snprintf(msg, sizeof(msg), "Instance group %s could not be found.", group);

@@ -107,7 +107,7 @@ json_t *nb_server_group_get(struct nb_ctx *ctx, const char *group_uuid)
     _cleanup_json_ json_t *row = find_group(ctx, group_uuid);
     if (!row) {
         /* Booting into an unknown group is a 400 in Nova's servers API. */
-        if (!ctx->err_status)
+        if (!nb_ctx_failed(ctx))
             nb_error(ctx, 400, NULL, "Instance group %s could not be found.", group_uuid);
         return NULL;
     }
@@ -124,7 +124,7 @@ int nb_server_group_add_member(struct nb_ctx *ctx, const char *group_uuid,
     long long gid = nb_db_int(env->db, ctx, 0, "SELECT id FROM instance_groups WHERE uuid = ?", "s",
                               group_uuid);
     if (gid <= 0)
-        return ctx->err_status
+        return nb_ctx_failed(ctx)
                    ? -1
                    : nb_error(ctx, 400, NULL, "Instance group %s could not be found.", group_uuid);
     long long quota = quota_of(ctx, "server_group_members", 10);
@@ -133,7 +133,7 @@ int nb_server_group_add_member(struct nb_ctx *ctx, const char *group_uuid,
                                "i.uuid = m.instance_uuid AND i.deleted = 0 WHERE m.group_id = ? "
                                "AND i.user_id = ?",
                                "is", gid, ctx->user_id);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (quota >= 0 && used + 1 > quota)
         return nb_error(ctx, 403, NULL, "Quota exceeded, too many servers in group");
@@ -210,7 +210,7 @@ static int sg_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
     const char *id = nb_req_param(req, "group_id");
     _cleanup_json_ json_t *row = find_group(ctx, id);
     if (!row)
-        return ctx->err_status
+        return nb_ctx_failed(ctx)
                    ? -1
                    : nb_error(ctx, 404, NULL, "Instance group %s could not be found.", id);
     if (!ctx->is_admin && !ctx->is_reader)
@@ -224,7 +224,7 @@ static int sg_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
     const char *id = nb_req_param(req, "group_id");
     _cleanup_json_ json_t *row = find_group(ctx, id);
     if (!row)
-        return ctx->err_status
+        return nb_ctx_failed(ctx)
                    ? -1
                    : nb_error(ctx, 404, NULL, "Instance group %s could not be found.", id);
     if (!ctx->is_admin && !ctx->is_member)
@@ -357,7 +357,7 @@ static int sg_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
     long long used =
         nb_db_int(env->db, ctx, 0, "SELECT COUNT(*) FROM instance_groups WHERE project_id = ?", "s",
                   ctx->project_id);
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     if (quota >= 0 && used + 1 > quota)
         return nb_error(ctx, 403, NULL, "Quota exceeded, too many server groups.");

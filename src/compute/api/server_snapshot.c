@@ -220,7 +220,7 @@ static int snapshot_volume_backed(struct nb_ctx *ctx, const json_t *inst, json_t
         _cleanup_json_ json_t *v = vol ? nb_volume_lookup(ctx, vol) : NULL;
         if (!v || nb_volume_snapshot_for(ctx, vol, snap_name, nb_json_str(v, "display_description"),
                                          true, snap_id) < 0) {
-            if (!v && !ctx->err_status)
+            if (!v && !nb_ctx_failed(ctx))
                 nb_error(ctx, 409, NULL, "Mapping %s of instance %s has no volume yet.",
                          nb_json_str(b, "uuid"), uuid);
             rc = -1;
@@ -247,13 +247,13 @@ static int snapshot_volume_backed(struct nb_ctx *ctx, const json_t *inst, json_t
     json_decref(mapping);
     if (rc == 0)
         rc = nb_image_create_snapshot(ctx, attrs, true, image_id);
-    struct nb_ctx sub = *ctx;
-    sub.err_status = 0;
+    struct nb_ctx sub; /* recording the outcome must not change it */
+    nb_ctx_child(&sub, ctx);
     if (nb_event_finish(db, &sub, uuid, "api_snapshot_instance", rc == 0 ? "Success" : "Error",
-                        NULL, rc == 0 ? NULL : ctx->err_msg) < 0 ||
-        nb_action_finish(db, &sub, uuid, rc == 0 ? NULL : ctx->err_msg) < 0)
+                        NULL, rc == 0 ? NULL : nb_ctx_message(ctx)) < 0 ||
+        nb_action_finish(db, &sub, uuid, rc == 0 ? NULL : nb_ctx_message(ctx)) < 0)
         NB_WARN("nubo.compute.api", ctx, uuid, "could not finish action createImage: %s",
-                sub.err_msg);
+                nb_ctx_message(&sub));
     return rc;
 }
 
@@ -295,8 +295,8 @@ static int snapshot_image_backed(struct nb_ctx *ctx, const json_t *inst, json_t 
         goto drop_image;
     if (nb_conductor_snapshot_instance(ctx, uuid, image_id) < 0) {
         NB_ERROR("nubo.compute.api", ctx, uuid, "no conductor listening for snapshot_instance");
-        struct nb_ctx sub = *ctx;
-        sub.err_status = 0;
+        struct nb_ctx sub;
+        nb_ctx_child(&sub, ctx);
         nb_instance_transition(db, &sub, uuid,
                                &(struct nb_instance_change){.expect_task = {NB_TASK_IMAGE_SNAPSHOT},
                                                             .task_state = NB_NONE},
@@ -307,11 +307,11 @@ static int snapshot_image_backed(struct nb_ctx *ctx, const json_t *inst, json_t 
     }
     return 0;
 drop_image : {
-    struct nb_ctx sub = *ctx;
-    sub.err_status = 0;
+    struct nb_ctx sub; /* the clean-up keeps the error being reported */
+    nb_ctx_child(&sub, ctx);
     if (nb_image_delete(&sub, image_id) < 0)
         NB_WARN("nubo.compute.api", ctx, uuid, "could not delete image %s: %s", image_id,
-                sub.err_msg);
+                nb_ctx_message(&sub));
     return -1;
 }
 }

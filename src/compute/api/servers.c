@@ -576,7 +576,7 @@ static int sql_flavor(struct nb_ctx *ctx, struct list_req *l, struct nb_srv_sql 
 {
     json_t *fl =
         nb_db_row(nb_srv_db(), ctx, "SELECT id FROM flavors WHERE flavorid = ?", "s", last);
-    if (!fl && ctx->err_status)
+    if (!fl && nb_ctx_failed(ctx))
         return -1;
     if (!fl) {
         l->empty = true;
@@ -767,7 +767,7 @@ static json_t *select_page(struct nb_ctx *ctx, struct list_req *l, json_t *rows)
     if (l->marker) {
         marker_row =
             nb_db_row(nb_srv_db(), ctx, "SELECT * FROM instances WHERE uuid = ?", "s", l->marker);
-        if (!marker_row && ctx->err_status)
+        if (!marker_row && nb_ctx_failed(ctx))
             return NULL;
         if (marker_row && !ctx->is_admin &&
             strcmp(nb_json_str(marker_row, "project_id"), ctx->project_id) != 0) {
@@ -1020,14 +1020,15 @@ static int local_delete(struct nb_ctx *ctx, const char *uuid, bool only_unschedu
     }
     if (n > 0) {
         nb_srv_release_volumes(ctx, volumes);
-        struct nb_ctx sys;
+        struct nb_ctx sys; /* best-effort releases, with the system's rights */
         nb_ctx_init_system(&sys, ctx->request_id);
         if (nb_placement_delete_allocations(&sys, uuid) < 0)
             NB_WARN("nubo.compute.api", ctx, uuid, "could not release allocations: %s",
-                    sys.err_msg);
-        nb_ctx_init_system(&sys, ctx->request_id); /* a fresh error slot */
+                    nb_ctx_message(&sys));
+        nb_ctx_clear_error(&sys); /* the next release's failure is its own */
         if (nb_network_deallocate_for_instance(&sys, uuid) < 0)
-            NB_WARN("nubo.compute.api", ctx, uuid, "could not release ports: %s", sys.err_msg);
+            NB_WARN("nubo.compute.api", ctx, uuid, "could not release ports: %s",
+                    nb_ctx_message(&sys));
         NB_INFO("nubo.compute.api", ctx, uuid,
                 "Instance deleted locally (never scheduled or "
                 "compute host down)");

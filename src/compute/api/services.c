@@ -144,7 +144,7 @@ static long long find_for_update(struct nb_ctx *ctx, const char *host, const cha
         env->db, ctx, 0, "SELECT id FROM services WHERE host = ? AND binary = ? AND deleted = 0",
         "ss", host, binary);
     if (id <= 0)
-        return ctx->err_status
+        return nb_ctx_failed(ctx)
                    ? -1
                    : nb_error(ctx, 404, NULL, "Could not find binary %s on host %s.", binary, host);
     return id;
@@ -255,7 +255,7 @@ static json_t *v253_service(struct nb_ctx *ctx, const char *id)
     json_t *svc =
         nb_db_row(env->db, ctx, "SELECT * FROM services WHERE uuid = ? AND deleted = 0", "s", id);
     if (!svc) {
-        if (!ctx->err_status)
+        if (!nb_ctx_failed(ctx))
             nb_error(ctx, 404, NULL, "Service %s could not be found.", id);
         return NULL;
     }
@@ -398,7 +398,7 @@ static int services_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
                 : nb_db_row(env->db, ctx, "SELECT * FROM services WHERE id = ? AND deleted = 0",
                             "i", strtoll(id, NULL, 10));
     if (!svc)
-        return ctx->err_status ? -1 : nb_error(ctx, 404, NULL, "Service %s not found.", id);
+        return nb_ctx_failed(ctx) ? -1 : nb_error(ctx, 404, NULL, "Service %s not found.", id);
     const char *host = nb_json_str(svc, "host");
     long long rid = nb_json_int(svc, "id", 0);
     bool compute = strcmp(nb_json_str(svc, "binary"), "nova-compute") == 0;
@@ -406,7 +406,7 @@ static int services_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
         long long n =
             nb_db_int(env->db, ctx, 0,
                       "SELECT COUNT(*) FROM instances WHERE host = ? AND deleted = 0", "s", host);
-        if (ctx->err_status)
+        if (nb_ctx_failed(ctx))
             return -1;
         if (n > 0)
             return nb_error(ctx, 409, NULL,

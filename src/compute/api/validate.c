@@ -41,11 +41,10 @@ bool nb_srv_is_member_of(const struct nb_ctx *ctx, const char *project_id)
 
 int nb_srv_error_as(struct nb_ctx *ctx, int status, const char *msg)
 {
-    char keep[sizeof(ctx->err_msg)];
-    nb_strlcpy(keep, msg ? msg : ctx->err_msg, sizeof(keep));
-    ctx->err_status = 0;
-    ctx->err_name[0] = '\0';
-    return nb_error(ctx, status, NULL, "%s", keep);
+    /* copied first: the message is borrowed from the slot being cleared */
+    _cleanup_free_ char *keep = strdup(msg ? msg : nb_ctx_message(ctx));
+    nb_ctx_clear_error(ctx); /* handled: the lookup's error becomes this one */
+    return nb_error(ctx, status, NULL, "%s", keep ? keep : "");
 }
 
 /* ---- query strings ------------------------------------------------------------------ */

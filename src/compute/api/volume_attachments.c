@@ -82,7 +82,7 @@ static json_t *find_bdm(struct nb_ctx *ctx, const char *server_id, const char *u
                             "SELECT * FROM block_device_mapping WHERE instance_uuid = ? AND "
                             "volume_id = ? AND deleted = 0 ORDER BY id DESC LIMIT 1",
                             "ss", uuid, volume_id);
-    if (!row && !ctx->err_status)
+    if (!row && !nb_ctx_failed(ctx))
         nb_error(ctx, 404, NULL, "Instance %s is not attached to volume %s", server_id, volume_id);
     return row;
 }
@@ -315,8 +315,8 @@ static int insert_attachment(struct nb_ctx *ctx, const char *uuid, const char *v
 static void undo_attachment(struct nb_ctx *ctx, const char *uuid, const char *bdm_uuid,
                             const char *volume_id)
 {
-    struct nb_ctx sub = *ctx;
-    sub.err_status = 0;
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
     char now[32];
     nb_now_iso_us(now);
     if (nb_db_exec(nb_srv_db(), &sub,
@@ -325,7 +325,7 @@ static void undo_attachment(struct nb_ctx *ctx, const char *uuid, const char *bd
         nb_volume_transition(&sub, volume_id, NB_VOLUME_UNRESERVE) < 0 ||
         nb_action_finish(nb_srv_db(), &sub, uuid, "The compute conductor is not available.") < 0)
         NB_WARN("nubo.compute.api", ctx, uuid, "could not undo the attach of volume %s: %s",
-                volume_id, sub.err_msg);
+                volume_id, nb_ctx_message(&sub));
 }
 
 static int h_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
@@ -362,8 +362,8 @@ static int h_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp
         return -1;
     char bdm_uuid[NB_UUID_LEN];
     if (insert_attachment(ctx, uuid, volume_id, dev, tag, dot, bdm_uuid) < 0) {
-        struct nb_ctx sub = *ctx;
-        sub.err_status = 0;
+        struct nb_ctx sub;
+        nb_ctx_child(&sub, ctx);
         nb_volume_transition(&sub, volume_id, NB_VOLUME_UNRESERVE);
         return -1;
     }
@@ -509,14 +509,14 @@ static int h_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp
     if (nb_db_begin(db, ctx) < 0 || nb_action_start(db, ctx, uuid, "detach_volume") < 0 ||
         nb_db_commit(db, ctx) < 0) {
         nb_db_rollback(db);
-        struct nb_ctx sub = *ctx;
-        sub.err_status = 0;
+        struct nb_ctx sub;
+        nb_ctx_child(&sub, ctx);
         nb_volume_transition(&sub, volume_id, NB_VOLUME_ROLL_DETACHING);
         return -1;
     }
     if (nb_conductor_detach_volume(ctx, uuid, nb_json_str(bdm, "uuid"), volume_id) < 0) {
-        struct nb_ctx sub = *ctx;
-        sub.err_status = 0;
+        struct nb_ctx sub;
+        nb_ctx_child(&sub, ctx);
         nb_volume_transition(&sub, volume_id, NB_VOLUME_ROLL_DETACHING);
         nb_action_finish(db, &sub, uuid, "The compute conductor is not available.");
         return nb_error(ctx, 503, NULL, "The compute conductor is not available.");

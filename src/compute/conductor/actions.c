@@ -150,14 +150,14 @@ void cond_power_action(struct conductor *c, struct nb_ctx *ctx, const char *meth
         return;
     const char *host = nb_json_str(row, "host");
     bool hard = !strcmp(str_or(nb_json_str(args, "reboot_type"), "SOFT"), "HARD");
-    nb_action_start(c->db, ctx, uuid, op->action);
-    cond_clear_error(ctx);
+    cond_action_start(c, ctx, uuid, op->action);
     if (!host) {
         NB_WARN(LOG_COND, ctx, uuid, "Cannot %s an instance that has no host", op->op);
         struct nb_instance_change ch = {.task_state = NB_NONE};
         memcpy(ch.expect_task, op->accepted, sizeof(op->accepted));
-        nb_instance_transition(c->db, ctx, uuid, &ch, NULL);
-        cond_clear_error(ctx);
+        struct nb_ctx sub; /* best-effort: a failure leaves the task to the next sync */
+        nb_ctx_child(&sub, ctx);
+        nb_instance_transition(c->db, &sub, uuid, &ch, NULL);
         return;
     }
     const char *task = NULL;
@@ -166,7 +166,7 @@ void cond_power_action(struct conductor *c, struct nb_ctx *ctx, const char *meth
     if (n <= 0) {
         NB_WARN(LOG_COND, ctx, uuid, "Instance is busy (task_state %s); %s not done",
                 found.task_state[0] ? found.task_state : "None", op->op);
-        cond_clear_error(ctx);
+        nb_ctx_clear_error(ctx); /* handled: the op is not done */
         return;
     }
     cond_event_start(c, ctx, uuid, op->event, host);
@@ -202,7 +202,7 @@ static void finish_power_op(struct conductor *c, struct nb_ctx *ctx, const char 
     }
     const char *vm = ch.vm_state;
     if (nb_db_begin(c->db, ctx) < 0) {
-        cond_clear_error(ctx);
+        nb_ctx_clear_error(ctx);
         return;
     }
     int n = (int)nb_instance_transition(c->db, ctx, uuid, &ch, NULL);
@@ -210,12 +210,13 @@ static void finish_power_op(struct conductor *c, struct nb_ctx *ctx, const char 
         cond_fault(c, ctx, uuid, 500, message, message, host);
     cond_event_finish(c, ctx, uuid, op->event, ok, ok ? NULL : message);
     if (nb_db_commit(c->db, ctx) < 0) {
-        NB_ERROR(LOG_COND, ctx, uuid, "could not record the end of %s: %s", op->op, ctx->err_msg);
-        cond_clear_error(ctx);
+        NB_ERROR(LOG_COND, ctx, uuid, "could not record the end of %s: %s", op->op,
+                 nb_ctx_message(ctx));
+        nb_ctx_clear_error(ctx);
         return;
     }
-    nb_action_finish(c->db, ctx, uuid, ok ? NULL : "Error");
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed update is a lost race (n != 1) */
+    cond_action_finish(c, ctx, uuid, ok ? NULL : "Error");
     if (n != 1)
         NB_INFO(LOG_COND, ctx, uuid, "%s finished on %s but the instance moved on meanwhile",
                 op->op, host);
@@ -231,14 +232,15 @@ void cond_delete_instance(struct conductor *c, struct nb_ctx *ctx, const char *u
     _cleanup_json_ json_t *row = cond_instance_get(c, ctx, uuid);
     if (!row || nb_json_int(row, "deleted", 0) != 0)
         return;
-    nb_action_start(c->db, ctx, uuid, "delete");
-    nb_instance_transition(c->db, ctx, uuid,
-                           &(struct nb_instance_change){.task_state = NB_TASK_DELETING}, NULL);
-    cond_clear_error(ctx);
+    cond_action_start(c, ctx, uuid, "delete");
+    if (nb_instance_transition(c->db, ctx, uuid,
+                               &(struct nb_instance_change){.task_state = NB_TASK_DELETING},
+                               NULL) < 0)
+        nb_ctx_clear_error(ctx); /* the delete goes on without the task state */
     const char *host = nb_json_str(row, "host");
     if (!host) {
-        cond_local_delete(c, ctx, uuid);
-        cond_clear_error(ctx);
+        if (cond_local_delete(c, ctx, uuid) < 0)
+            nb_ctx_clear_error(ctx); /* logged; run again by the next delete */
         return;
     }
     cond_event_start(c, ctx, uuid, EV_TERMINATE, host);
@@ -249,8 +251,8 @@ void cond_delete_instance(struct conductor *c, struct nb_ctx *ctx, const char *u
                 "only; a guest may remain on %s",
                 host, host);
         cond_event_finish(c, ctx, uuid, EV_TERMINATE, true, NULL);
-        cond_local_delete(c, ctx, uuid);
-        cond_clear_error(ctx);
+        if (cond_local_delete(c, ctx, uuid) < 0)
+            nb_ctx_clear_error(ctx); /* logged; run again by the next delete */
     }
 }
 
@@ -260,8 +262,8 @@ static void finish_terminate(struct conductor *c, struct nb_ctx *ctx, const char
 {
     if (ok) {
         cond_event_finish(c, ctx, uuid, EV_TERMINATE, true, NULL);
-        cond_local_delete(c, ctx, uuid);
-        cond_clear_error(ctx);
+        if (cond_local_delete(c, ctx, uuid) < 0)
+            nb_ctx_clear_error(ctx); /* logged; run again by the next delete */
         return;
     }
     enum nb_transition n = nb_instance_transition(
@@ -270,8 +272,7 @@ static void finish_terminate(struct conductor *c, struct nb_ctx *ctx, const char
     if (n == NB_TRANSITION_MOVED)
         cond_fault(c, ctx, uuid, 500, message, message, host);
     cond_event_finish(c, ctx, uuid, EV_TERMINATE, false, message);
-    nb_action_finish(c->db, ctx, uuid, "Error");
-    cond_clear_error(ctx);
+    cond_action_finish(c, ctx, uuid, "Error");
     NB_ERROR(LOG_COND, ctx, uuid, "Terminating the instance on %s failed: %s", host, message);
 }
 
@@ -312,8 +313,7 @@ static void stopped_by_itself(struct conductor *c, struct nb_ctx *ctx, const cha
                 "Instance shutdown by itself. Calling the stop API. Current vm_state: %s, current "
                 "task_state: None, original DB power_state: %d, current VM power_state: %d",
                 vm, db_power, power);
-    nb_action_start(c->db, ctx, uuid, "stop");
-    cond_clear_error(ctx);
+    cond_action_start(c, ctx, uuid, "stop");
     cond_event_start(c, ctx, uuid, EV_STOP, host);
     int n = (int)nb_instance_transition(c->db, ctx, uuid,
                                         &(struct nb_instance_change){
@@ -326,11 +326,10 @@ static void stopped_by_itself(struct conductor *c, struct nb_ctx *ctx, const cha
                                             .power_state = NB_POWER_SHUTDOWN,
                                         },
                                         NULL);
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed update ends the stop like a lost race */
     cond_event_finish(c, ctx, uuid, EV_STOP, n == 1,
                       n == 1 ? NULL : "The instance changed state during the power sync.");
-    nb_action_finish(c->db, ctx, uuid, n == 1 ? NULL : "Error");
-    cond_clear_error(ctx);
+    cond_action_finish(c, ctx, uuid, n == 1 ? NULL : "Error");
 }
 
 /* Nova's stop through the agent for a guest that runs when it should not. */
@@ -397,7 +396,7 @@ void cond_power_sync(struct conductor *c, struct nb_ctx *ctx, json_t *args)
                                                             .set_power_state = true,
                                                             .power_state = power},
                                NULL);
-        cond_clear_error(ctx);
+        nb_ctx_clear_error(ctx); /* the next sync stores it */
         NB_INFO(LOG_COND, ctx, uuid,
                 "Power state of the instance on %s: %d (was %d in the database)", host, power,
                 db_power);

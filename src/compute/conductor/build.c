@@ -50,19 +50,19 @@ static void refresh_group(struct conductor *c, struct nb_ctx *ctx, struct nb_req
     const char *g = nb_request_spec_group_uuid(spec);
     if (!g)
         return;
-    _cleanup_json_ json_t *grp = nb_db_row(c->db, ctx,
+    struct nb_ctx sub; /* lookups: without them the spec has no group */
+    nb_ctx_child(&sub, ctx);
+    _cleanup_json_ json_t *grp = nb_db_row(c->db, &sub,
                                            "SELECT id, uuid, policy, rules FROM instance_groups "
                                            "WHERE uuid = ? AND deleted = 0",
                                            "s", g);
-    cond_clear_error(ctx);
     json_decref(spec->group);
     spec->group = NULL;
     if (!grp)
         return;
-    _cleanup_json_ json_t *rows =
-        nb_db_rows(c->db, ctx, "SELECT instance_uuid FROM instance_group_member WHERE group_id = ?",
-                   "i", nb_json_int(grp, "id", 0));
-    cond_clear_error(ctx);
+    _cleanup_json_ json_t *rows = nb_db_rows(
+        c->db, &sub, "SELECT instance_uuid FROM instance_group_member WHERE group_id = ?", "i",
+        nb_json_int(grp, "id", 0));
     json_t *members = json_array();
     size_t i;
     json_t *r;
@@ -112,7 +112,7 @@ static void fail_build(struct conductor *c, struct nb_ctx *ctx, const char *uuid
                                             .node = NB_NONE,
                                         },
                                         NULL);
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed update ends the build like a lost race */
     if (n <= 0) {
         cond_event_finish(c, ctx, uuid, EV_SCHEDULE, false,
                           "The instance was deleted while it was being scheduled.");
@@ -122,8 +122,7 @@ static void fail_build(struct conductor *c, struct nb_ctx *ctx, const char *uuid
     cond_deallocate_networks(c, ctx, uuid); /* an earlier attempt's, if any */
     cond_fault(c, ctx, uuid, 500, message, details, NULL);
     cond_event_finish(c, ctx, uuid, EV_SCHEDULE, false, details && *details ? details : message);
-    nb_action_finish(c->db, ctx, uuid, "Error");
-    cond_clear_error(ctx);
+    cond_action_finish(c, ctx, uuid, "Error");
     _cleanup_free_ char *flat = strdup(details ? details : "");
     for (char *p = flat; *p; p++)
         if (*p == '\n')
@@ -209,7 +208,7 @@ static void build_abort_step(struct conductor *c, struct nb_ctx *ctx, const char
                                             .node = NB_NONE,
                                         },
                                         NULL);
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed update stops the build like a lost race */
     if (n != 1) {
         build_aborted(c, ctx, uuid, event);
         return;
@@ -217,13 +216,8 @@ static void build_abort_step(struct conductor *c, struct nb_ctx *ctx, const char
     cond_fault(c, ctx, uuid, 500, message, details && *details ? details : why, host);
     cond_event_finish(c, ctx, uuid, event, false, details && *details ? details : why);
     cond_event_finish(c, ctx, uuid, EV_BUILD, false, message);
-    nb_action_finish(c->db, ctx, uuid, "Error");
-    cond_clear_error(ctx);
-    if (nb_placement_delete_allocations(ctx, uuid) < 0) {
-        NB_ERROR(LOG_COND, ctx, uuid, "could not release the allocation on %s: %s", host,
-                 ctx->err_msg);
-        cond_clear_error(ctx);
-    }
+    cond_action_finish(c, ctx, uuid, "Error");
+    cond_release_allocations(c, ctx, uuid, host);
     NB_ERROR(LOG_COND, ctx, uuid, "%s", message);
 }
 
@@ -258,8 +252,8 @@ static int networking(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
      * existed), or the move failed: these ports are this attempt's own */
     cond_deallocate_networks(c, ctx, uuid);
     if (moved < 0) {
-        NB_ERROR(LOG_COND, ctx, uuid, "database error during the build: %s", ctx->err_msg);
-        cond_clear_error(ctx);
+        NB_ERROR(LOG_COND, ctx, uuid, "database error during the build: %s", nb_ctx_message(ctx));
+        nb_ctx_clear_error(ctx);
     } else {
         build_aborted(c, ctx, uuid, EV_NETWORKING);
     }
@@ -294,8 +288,7 @@ static void build_on_host(struct conductor *c, struct nb_ctx *ctx, const char *u
     if (n == 0) {
         nb_db_rollback(c->db);
         /* deleted while scheduling: give back the claim the scheduler made */
-        nb_placement_delete_allocations(ctx, uuid);
-        cond_clear_error(ctx);
+        cond_release_allocations(c, ctx, uuid, host);
         cond_event_finish(c, ctx, uuid, EV_SCHEDULE, false,
                           "The instance was deleted while it was being scheduled.");
         return;
@@ -331,13 +324,12 @@ static void build_on_host(struct conductor *c, struct nb_ctx *ctx, const char *u
     if (cast_build(c, ctx, uuid, host, node) < 0) {
         char msg[512];
         snprintf(msg, sizeof(msg), "The compute service of host %s is not reachable.", host);
-        cond_clear_error(ctx);
         host_unreachable(c, ctx, uuid, host, msg);
     }
     return;
 db_error:
-    NB_ERROR(LOG_COND, ctx, uuid, "database error during the build: %s", ctx->err_msg);
-    cond_clear_error(ctx);
+    NB_ERROR(LOG_COND, ctx, uuid, "database error during the build: %s", nb_ctx_message(ctx));
+    nb_ctx_clear_error(ctx);
 }
 
 /* Schedules the instance with its request spec (a failed attempt or no
@@ -362,8 +354,8 @@ static void schedule_and_build(struct conductor *c, struct nb_ctx *ctx, const ch
     if (!sel || !json_is_object(sel)) {
         char msg[1100];
         snprintf(msg, sizeof(msg), "%s",
-                 ctx->err_msg[0] ? ctx->err_msg : "The scheduler gave no answer.");
-        cond_clear_error(ctx);
+                 nb_ctx_failed(ctx) ? nb_ctx_message(ctx) : "The scheduler gave no answer.");
+        nb_ctx_clear_error(ctx); /* handled: the build fails with this message */
         fail_build(c, ctx, uuid, msg, "select_destinations failed; see the conductor log");
         return;
     }
@@ -440,7 +432,7 @@ static void reschedule_from(struct conductor *c, struct nb_ctx *ctx, const char 
     _cleanup_json_ json_t *rspec = nb_request_spec_to_json(&spec);
     nb_request_spec_free(&spec);
     if (nb_db_begin(c->db, ctx) < 0) {
-        cond_clear_error(ctx);
+        nb_ctx_clear_error(ctx);
         return;
     }
     int n = cond_build_unscheduled(c, ctx, uuid, NB_TASK_SPAWNING, host, rspec);
@@ -449,7 +441,7 @@ static void reschedule_from(struct conductor *c, struct nb_ctx *ctx, const char 
     if (n == 1 && counted)
         cond_fault(c, ctx, uuid, 500, message, failure, host);
     if (nb_db_commit(c->db, ctx) < 0 || n != 1) {
-        cond_clear_error(ctx);
+        nb_ctx_clear_error(ctx);
         NB_INFO(LOG_COND, ctx, uuid, "Build on %s failed (%s) but the instance is being deleted",
                 host, message);
         return;
@@ -457,11 +449,7 @@ static void reschedule_from(struct conductor *c, struct nb_ctx *ctx, const char 
     /* Nova's _cleanup_allocated_networks before a reschedule: the next
      * attempt allocates (and binds) ports on its own host */
     cond_deallocate_networks(c, ctx, uuid);
-    if (nb_placement_delete_allocations(ctx, uuid) < 0) {
-        NB_ERROR(LOG_COND, ctx, uuid, "could not release the allocation on %s: %s", host,
-                 ctx->err_msg);
-        cond_clear_error(ctx);
-    }
+    cond_release_allocations(c, ctx, uuid, host);
     if (counted)
         NB_WARN(LOG_COND, ctx, uuid,
                 "Build of instance failed on host %s: %s; allocation released, rescheduling "
@@ -540,17 +528,17 @@ void cond_build_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
         return;
     }
     if (nb_db_begin(c->db, ctx) < 0) {
-        cond_clear_error(ctx);
+        nb_ctx_clear_error(ctx);
         return;
     }
     int n = cond_build_spawned(c, ctx, uuid, NB_TASK_SPAWNING, host);
     if (n == 1) {
         cond_event_finish(c, ctx, uuid, EV_SPAWN, true, NULL);
         cond_event_finish(c, ctx, uuid, EV_BUILD, true, NULL);
-        nb_action_finish(c->db, ctx, uuid, NULL);
+        cond_action_finish(c, ctx, uuid, NULL);
     }
     if (nb_db_commit(c->db, ctx) < 0 || n != 1) {
-        cond_clear_error(ctx);
+        nb_ctx_clear_error(ctx);
         build_aborted(c, ctx, uuid, EV_SPAWN);
         /* the guest may have been created after the delete destroyed
          * nothing: destroy it now (absent guest is not an error) */

@@ -18,55 +18,85 @@
 #include <stdlib.h>
 #include <string.h>
 
-void cond_clear_error(struct nb_ctx *ctx)
-{
-    ctx->err_status = 0;
-    ctx->err_name[0] = '\0';
-    ctx->err_msg[0] = '\0';
-}
-
 json_t *cond_instance_get(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
 {
-    json_t *row = uuid ? nb_instance_get(c->db, ctx, uuid, true) : NULL;
-    cond_clear_error(ctx);
-    return row;
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    return uuid ? nb_instance_get(c->db, &sub, uuid, true) : NULL;
 }
 
 json_t *cond_instance_for_agent(struct conductor *c, struct nb_ctx *ctx, json_t *row)
 {
-    json_t *inst = nb_instance_agent_view(c->db, ctx, row);
-    cond_clear_error(ctx);
-    return inst;
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    return nb_instance_agent_view(c->db, &sub, row);
+}
+
+/* Logs (WARNING) that a record kept on sub, a child of ctx, failed (rc < 0):
+ * "could not record <what><name>: <sub's message>". */
+static void unrecorded(int rc, const struct nb_ctx *ctx, const struct nb_ctx *sub, const char *uuid,
+                       const char *what, const char *name)
+{
+    if (rc < 0)
+        NB_WARN(LOG_COND, ctx, uuid, "could not record %s%s: %s", what, name, nb_ctx_message(sub));
 }
 
 void cond_event_start(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *event,
                       const char *host)
 {
-    if (nb_event_start(c->db, ctx, uuid, event, host) < 0) {
-        NB_WARN(LOG_COND, ctx, uuid, "could not record the start of event %s: %s", event,
-                ctx->err_msg);
-        cond_clear_error(ctx);
-    }
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    unrecorded(nb_event_start(c->db, &sub, uuid, event, host), ctx, &sub, uuid,
+               "the start of event ", event);
 }
 
 void cond_event_finish(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *event,
                        bool ok, const char *details)
 {
-    if (nb_event_finish(c->db, ctx, uuid, event, ok ? "Success" : "Error", ok ? NULL : details,
-                        details) < 0) {
-        NB_WARN(LOG_COND, ctx, uuid, "could not record the end of event %s: %s", event,
-                ctx->err_msg);
-        cond_clear_error(ctx);
-    }
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    unrecorded(nb_event_finish(c->db, &sub, uuid, event, ok ? "Success" : "Error",
+                               ok ? NULL : details, details),
+               ctx, &sub, uuid, "the end of event ", event);
 }
 
 void cond_fault(struct conductor *c, struct nb_ctx *ctx, const char *uuid, int code,
                 const char *message, const char *details, const char *host)
 {
-    if (nb_fault_add(c->db, ctx, uuid, code, message, details, host) < 0) {
-        NB_ERROR(LOG_COND, ctx, uuid, "could not record fault '%s': %s", message, ctx->err_msg);
-        cond_clear_error(ctx);
-    }
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    if (nb_fault_add(c->db, &sub, uuid, code, message, details, host) < 0)
+        NB_ERROR(LOG_COND, ctx, uuid, "could not record fault '%s': %s", message,
+                 nb_ctx_message(&sub));
+}
+
+void cond_action_start(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                       const char *action)
+{
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    unrecorded(nb_action_start(c->db, &sub, uuid, action), ctx, &sub, uuid, "the start of action ",
+               action);
+}
+
+void cond_action_finish(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                        const char *result)
+{
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    unrecorded(nb_action_finish(c->db, &sub, uuid, result), ctx, &sub, uuid,
+               "the end of the action", "");
+}
+
+void cond_release_allocations(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                              const char *host)
+{
+    (void)c;
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    if (nb_placement_delete_allocations(&sub, uuid) < 0)
+        NB_ERROR(LOG_COND, ctx, uuid, "could not release the allocation%s%s: %s",
+                 host ? " on " : "s", host ? host : "", nb_ctx_message(&sub));
 }
 
 int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
@@ -80,18 +110,15 @@ int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
     cond_deallocate_networks(c, ctx, uuid);
     int n = nb_instance_destroy(c->db, ctx, uuid, false, true);
     if (n < 0) {
-        NB_ERROR(LOG_COND, ctx, uuid, "could not delete the instance record: %s", ctx->err_msg);
+        NB_ERROR(LOG_COND, ctx, uuid, "could not delete the instance record: %s",
+                 nb_ctx_message(ctx));
         return -1;
     }
     /* After the commit: a crash in between leaves an allocation of a deleted
      * instance, which recovery releases. */
-    if (nb_placement_delete_allocations(ctx, uuid) < 0) {
-        NB_ERROR(LOG_COND, ctx, uuid, "could not release the allocations: %s", ctx->err_msg);
-        cond_clear_error(ctx);
-    }
+    cond_release_allocations(c, ctx, uuid, NULL);
     if (n > 0) {
-        nb_action_finish(c->db, ctx, uuid, NULL);
-        cond_clear_error(ctx);
+        cond_action_finish(c, ctx, uuid, NULL);
         NB_INFO(LOG_COND, ctx, uuid, "Instance deleted and its allocations released");
     }
     return 0;

@@ -10,24 +10,31 @@
 
 struct conductor;
 
-/* Forgets the error recorded on ctx (after a handled failure). */
-void cond_clear_error(struct nb_ctx *ctx);
-
-/* The instance row (deleted or not), or NULL. New ref. */
+/* The instance row (deleted or not), or NULL (also when the lookup failed:
+ * it runs on a child context, ctx's error slot is left alone). New ref. */
 json_t *cond_instance_get(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
 
 /* The instance as the agent gets it: row fields, flavor, metadata, BDMs.
  * New ref. */
 json_t *cond_instance_for_agent(struct conductor *c, struct nb_ctx *ctx, json_t *row);
 
-/* Event helpers that log (WARNING) instead of failing: the record of an
- * event must never stop the work it records. */
+/* Event, fault and action helpers that log instead of failing: the record
+ * of an event must never stop the work it records. Each runs on a child of
+ * ctx, so its failure neither masks nor replaces an error on ctx. */
 void cond_event_start(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *event,
                       const char *host);
 void cond_event_finish(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *event,
                        bool ok, const char *details);
 void cond_fault(struct conductor *c, struct nb_ctx *ctx, const char *uuid, int code,
                 const char *message, const char *details, const char *host);
+void cond_action_start(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                       const char *action);
+void cond_action_finish(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                        const char *result);
+/* Releases the instance's allocations (host only names it in the log);
+ * best-effort like the helpers above: recovery releases what is left. */
+void cond_release_allocations(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                              const char *host);
 
 /* Soft-deletes the instance (deleted = id, vm_state deleted, timestamps),
  * its metadata, faults and BDMs, drops its tags and server group

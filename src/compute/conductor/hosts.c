@@ -32,7 +32,7 @@ json_t *cond_service_update(struct conductor *c, struct nb_ctx *ctx, json_t *arg
                             "ss", host, binary);
     bool exists = row != NULL;
     json_decref(row);
-    if (ctx->err_status) {
+    if (nb_ctx_failed(ctx)) {
         nb_db_rollback(c->db);
         goto fail;
     }
@@ -65,9 +65,9 @@ json_t *cond_service_update(struct conductor *c, struct nb_ctx *ctx, json_t *arg
         return svc;
 fail:
     NB_ERROR(LOG_COND, ctx, NULL, "could not register service %s on %s: %s", binary, host,
-             ctx->err_msg);
-    json_t *err = json_pack("{s:s}", "error", ctx->err_msg);
-    cond_clear_error(ctx);
+             nb_ctx_message(ctx));
+    json_t *err = json_pack("{s:s}", "error", nb_ctx_message(ctx));
+    nb_ctx_clear_error(ctx); /* handled: the agent gets it in the reply */
     return err;
 }
 
@@ -98,7 +98,7 @@ json_t *cond_compute_node_update(struct conductor *c, struct nb_ctx *ctx, json_t
         "SELECT id, uuid FROM compute_nodes WHERE host = ? AND hypervisor_hostname = ? AND "
         "deleted = 0",
         "ss", host, node);
-    if (ctx->err_status) {
+    if (nb_ctx_failed(ctx)) {
         nb_db_rollback(c->db);
         goto fail;
     }
@@ -146,9 +146,9 @@ json_t *cond_compute_node_update(struct conductor *c, struct nb_ctx *ctx, json_t
     return json_pack("{s:s}", "uuid", uuid);
 fail:
     NB_ERROR(LOG_COND, ctx, NULL, "could not update the compute node of %s: %s", host,
-             ctx->err_msg);
-    json_t *err = json_pack("{s:s}", "error", ctx->err_msg);
-    cond_clear_error(ctx);
+             nb_ctx_message(ctx));
+    json_t *err = json_pack("{s:s}", "error", nb_ctx_message(ctx));
+    nb_ctx_clear_error(ctx); /* handled: the agent gets it in the reply */
     return err;
 }
 
@@ -159,7 +159,7 @@ void cond_service_heartbeat(struct conductor *c, struct nb_ctx *ctx, json_t *arg
     char now[32];
     nb_now_iso_us(now);
     if (!binary || nb_db_begin(c->db, ctx) < 0) {
-        cond_clear_error(ctx);
+        nb_ctx_clear_error(ctx);
         return;
     }
     size_t i;
@@ -177,8 +177,8 @@ void cond_service_heartbeat(struct conductor *c, struct nb_ctx *ctx, json_t *arg
                     json_string_value(h));
     }
     if (nb_db_commit(c->db, ctx) < 0)
-        NB_ERROR(LOG_COND, ctx, NULL, "could not record heartbeats: %s", ctx->err_msg);
-    cond_clear_error(ctx);
+        NB_ERROR(LOG_COND, ctx, NULL, "could not record heartbeats: %s", nb_ctx_message(ctx));
+    nb_ctx_clear_error(ctx); /* the next heartbeat tries again */
 }
 
 json_t *cond_instances_on_host(struct conductor *c, struct nb_ctx *ctx, json_t *args)
@@ -193,9 +193,10 @@ json_t *cond_instances_on_host(struct conductor *c, struct nb_ctx *ctx, json_t *
                               "AND b.destination_type = 'volume') AS is_bfv FROM instances i "
                               "WHERE i.host = ? AND i.deleted = 0",
                               "s", host);
-    cond_clear_error(ctx);
-    if (!rows)
+    if (!rows) {
+        nb_ctx_clear_error(ctx); /* handled: the agent sees no instances this time */
         return json_array();
+    }
     size_t i;
     json_t *r;
     json_array_foreach (rows, i, r) {

@@ -73,7 +73,8 @@ int cond_allocate_networks(struct conductor *c, struct nb_ctx *ctx, const json_t
     struct nb_ctx nctx;
     ctx_for_instance(&nctx, ctx, row, json_is_array(nets));
     if (nb_network_allocate_for_instance(&nctx, uuid, host, az, nets, network_info) < 0) {
-        const char *err = nctx.err_msg[0] ? nctx.err_msg : "The network service failed.";
+        const char *err =
+            nb_ctx_failed(&nctx) ? nb_ctx_message(&nctx) : "The network service failed.";
         abort_reason(err, why, n);
         snprintf(details, n, "%s", err);
         NB_WARN(LOG_COND, ctx, uuid, "Failed to allocate network(s) on host %s: %s", host, err);
@@ -109,7 +110,7 @@ void cond_deallocate_networks(struct conductor *c, struct nb_ctx *ctx, const cha
         NB_ERROR(LOG_COND, ctx, uuid,
                  "could not release the ports of the instance: %s (the start-up recovery "
                  "releases them)",
-                 nctx.err_msg);
+                 nb_ctx_message(&nctx));
         return;
     }
     char now[32];
@@ -118,7 +119,8 @@ void cond_deallocate_networks(struct conductor *c, struct nb_ctx *ctx, const cha
                    "UPDATE instance_info_caches SET network_info = '[]', updated_at = ? WHERE "
                    "instance_uuid = ? AND network_info IS NOT NULL AND network_info != '[]'",
                    "ss", now, uuid) < 0)
-        NB_WARN(LOG_COND, ctx, uuid, "could not clear the network info cache: %s", nctx.err_msg);
+        NB_WARN(LOG_COND, ctx, uuid, "could not clear the network info cache: %s",
+                nb_ctx_message(&nctx));
 }
 
 void cond_release_leaked_ports(struct conductor *c, struct nb_ctx *ctx)
@@ -134,8 +136,8 @@ void cond_release_leaked_ports(struct conductor *c, struct nb_ctx *ctx)
                               "host IS NULL)) AND id <= ?",
                               "jsi", devices, NB_VM_ERROR, c->last_id_at_start);
     if (!rows) {
-        NB_ERROR(LOG_COND, ctx, NULL, "could not look for leaked ports: %s", ctx->err_msg);
-        cond_clear_error(ctx);
+        NB_ERROR(LOG_COND, ctx, NULL, "could not look for leaked ports: %s", nb_ctx_message(ctx));
+        nb_ctx_clear_error(ctx);
         return;
     }
     size_t i;

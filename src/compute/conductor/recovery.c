@@ -57,12 +57,13 @@ static void close_open_events(struct conductor *c, struct nb_ctx *ctx, const cha
 {
     char now[32];
     nb_now_iso_us(now);
-    nb_db_exec(c->db, ctx,
+    struct nb_ctx sub; /* best-effort, like the event helpers */
+    nb_ctx_child(&sub, ctx);
+    nb_db_exec(c->db, &sub,
                "UPDATE instance_actions_events SET finish_time = ?, result = 'Error', details = ? "
                "WHERE finish_time IS NULL AND action_id IN (SELECT id FROM instance_actions "
                "WHERE instance_uuid = ?)",
                "sss", now, INTERRUPTED, uuid);
-    cond_clear_error(ctx);
 }
 
 /* A context carrying the request ID of the instance's newest action (so
@@ -96,7 +97,7 @@ static void fail_interrupted_build(struct conductor *c, struct nb_ctx *actx, con
                                                                      .vm_state = NB_VM_ERROR,
                                                                      .task_state = NB_NONE},
                                         NULL);
-    cond_clear_error(actx);
+    nb_ctx_clear_error(actx); /* a failed update is left alone like a lost race */
     if (n != 1)
         return;
     close_open_events(c, actx, uuid);
@@ -109,8 +110,7 @@ static void fail_interrupted_build(struct conductor *c, struct nb_ctx *actx, con
                "The build was interrupted by a restart; delete the server and create it "
                "again. Its allocation stays on the host until then.",
                host);
-    nb_action_finish(c->db, actx, uuid, "Error");
-    cond_clear_error(actx);
+    cond_action_finish(c, actx, uuid, "Error");
     NB_WARN(LOG_COND, actx, uuid, "%s Instance set to ERROR.", msg);
 }
 
@@ -119,14 +119,13 @@ static void finish_spawned_build(struct conductor *c, struct nb_ctx *actx, const
                                  const char *host, const char *task)
 {
     int n = cond_build_spawned(c, actx, uuid, task, host);
-    cond_clear_error(actx);
+    nb_ctx_clear_error(actx); /* a failed update is left alone like a lost race */
     if (n != 1)
         return;
     cond_event_finish(c, actx, uuid, EV_SPAWN, true, NULL);
     cond_event_finish(c, actx, uuid, EV_BUILD, true, NULL);
     close_open_events(c, actx, uuid);
-    nb_action_finish(c->db, actx, uuid, NULL);
-    cond_clear_error(actx);
+    cond_action_finish(c, actx, uuid, NULL);
     NB_INFO(LOG_COND, actx, uuid,
             "The guest was running on %s when nubo restarted: build completed, instance ACTIVE",
             host);
@@ -151,12 +150,11 @@ static void reschedule_interrupted_build(struct conductor *c, struct nb_ctx *act
         nb_request_spec_free(&spec);
     }
     int n = cond_build_unscheduled(c, actx, uuid, task, host, rspec);
-    cond_clear_error(actx);
+    nb_ctx_clear_error(actx); /* a failed update is left alone like a lost race */
     if (n != 1)
         return;
     close_open_events(c, actx, uuid);
-    nb_placement_delete_allocations(actx, uuid);
-    cond_clear_error(actx);
+    cond_release_allocations(c, actx, uuid, host);
     NB_INFO(LOG_COND, actx, uuid,
             "Build on %s was interrupted in task state %s by a restart: scheduling again", host,
             task);
@@ -173,7 +171,7 @@ static void resume_interrupted_builds(struct conductor *c, struct nb_ctx *ctx, j
         &(struct nb_instance_filter){.vm = {NB_VM_BUILDING},
                                      .task = {NB_TASK_NETWORKING, NB_TASK_BDM, NB_TASK_SPAWNING},
                                      .max_id = c->last_id_at_start});
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     size_t i;
     json_t *r;
     json_array_foreach (rows, i, r) {
@@ -190,7 +188,7 @@ static void resume_interrupted_builds(struct conductor *c, struct nb_ctx *ctx, j
         bool found = false;
         int power = NB_POWER_NOSTATE;
         int answered = nb_compute_guest_info(&actx, host, uuid, 10000, &found, &power);
-        cond_clear_error(&actx);
+        nb_ctx_clear_error(&actx); /* handled: no answer fails the build */
         if (answered < 0)
             fail_interrupted_build(c, &actx, uuid, host, task);
         else if (found && power == NB_POWER_RUNNING)
@@ -216,16 +214,17 @@ static void release_leaked_allocations(struct conductor *c, struct nb_ctx *ctx)
                          "IS NULL AND id <= ?))",
                          "jsssi", consumers, NB_VM_ERROR, NB_VM_BUILDING, NB_TASK_SCHEDULING,
                          c->last_id_at_start);
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     size_t i;
     json_t *r;
     json_array_foreach (rows, i, r) {
         const char *uuid = nb_json_str(r, "uuid");
-        if (nb_placement_delete_allocations(ctx, uuid) == 0)
+        struct nb_ctx sub; /* one release failing does not stop the others */
+        nb_ctx_child(&sub, ctx);
+        if (nb_placement_delete_allocations(&sub, uuid) == 0)
             NB_WARN(LOG_COND, ctx, uuid,
                     "Released the allocations of an instance that is deleted, unscheduled or "
                     "failed without a host (left by an interrupted run)");
-        cond_clear_error(ctx);
     }
 }
 
@@ -274,7 +273,7 @@ static json_t *hosts_up_by_heartbeat(struct conductor *c, struct nb_ctx *ctx)
                    "'nova-compute' AND deleted = 0 AND disabled = 0 AND forced_down = 0 "
                    "ORDER BY host",
                    "");
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     double down_time = (double)nb_conf_int("DEFAULT", "service_down_time", 60);
     json_t *hosts = json_array();
     size_t i;
@@ -345,10 +344,11 @@ static void wait_for_computes(struct conductor *c, struct nb_ctx *ctx, json_t *w
  * past scheduling (then its host's agent is asked). */
 static bool has_builds_to_resume(struct conductor *c, struct nb_ctx *ctx)
 {
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
     _cleanup_json_ json_t *rows = nb_instance_list_in_state(
-        c->db, ctx,
+        c->db, &sub,
         &(struct nb_instance_filter){.vm = {NB_VM_BUILDING}, .max_id = c->last_id_at_start});
-    cond_clear_error(ctx);
     return json_array_size(rows) > 0;
 }
 
@@ -359,7 +359,7 @@ static void resume_builds(struct conductor *c, struct nb_ctx *ctx)
         &(struct nb_instance_filter){.vm = {NB_VM_BUILDING},
                                      .task = {NB_NONE, NB_TASK_SCHEDULING},
                                      .max_id = c->last_id_at_start});
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     if (json_array_size(rows) && !wait_for(NULL, 30))
         NB_ERROR(LOG_COND, ctx, NULL, "the scheduler does not answer; scheduling anyway");
     size_t i;
@@ -378,7 +378,7 @@ static void resume_builds(struct conductor *c, struct nb_ctx *ctx)
                                    .node = NB_NONE,
                                },
                                NULL);
-        cond_clear_error(&actx);
+        nb_ctx_clear_error(&actx); /* a failed update: scheduled from where it is */
         NB_INFO(LOG_COND, &actx, uuid, "Resuming the build interrupted by a restart");
         cond_build_instance(c, &actx, uuid);
     }
@@ -395,7 +395,7 @@ static void resume_actions(struct conductor *c, struct nb_ctx *ctx, json_t *wait
                      NB_TASK_REBOOT_STARTED, NB_TASK_REBOOT_STARTED_HARD, NB_TASK_PAUSING,
                      NB_TASK_UNPAUSING, NB_TASK_SUSPENDING, NB_TASK_RESUMING},
             .max_id = c->last_id_at_start});
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     size_t i;
     json_t *r;
     json_array_foreach (rows, i, r) {
@@ -442,7 +442,7 @@ static void clear_interrupted_snapshots(struct conductor *c, struct nb_ctx *ctx)
             .task = {NB_TASK_IMAGE_SNAPSHOT, NB_TASK_IMAGE_SNAPSHOT_PENDING,
                      NB_TASK_IMAGE_PENDING_UPLOAD, NB_TASK_IMAGE_UPLOADING},
             .max_id = c->last_id_at_start});
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     size_t i;
     json_t *r;
     json_array_foreach (rows, i, r) {
@@ -456,7 +456,7 @@ static void clear_interrupted_snapshots(struct conductor *c, struct nb_ctx *ctx)
                                    .task_state = NB_NONE,
                                },
                                NULL);
-        cond_clear_error(&actx);
+        nb_ctx_clear_error(&actx); /* a failed update: the next restart tries again */
         NB_INFO(LOG_COND, &actx, uuid,
                 "Snapshot (task_state %s) interrupted by a restart; "
                 "task state cleared",

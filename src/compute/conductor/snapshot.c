@@ -31,23 +31,22 @@ static int clear_task(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
             .task_state = NB_NONE,
         },
         NULL);
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed update counts as "not in a snapshot task" */
     return n;
 }
 
 static void snapshot_failed(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
                             const char *image_id, const char *host, const char *message)
 {
-    if (image_id && nb_image_delete(ctx, image_id) < 0) {
+    struct nb_ctx sub; /* the clean-up is best-effort */
+    nb_ctx_child(&sub, ctx);
+    if (image_id && nb_image_delete(&sub, image_id) < 0)
         NB_WARN(LOG_COND, ctx, uuid, "Error while trying to clean up image %s: %s", image_id,
-                ctx->err_msg);
-        cond_clear_error(ctx);
-    }
+                nb_ctx_message(&sub));
     if (clear_task(c, ctx, uuid) == 1)
         cond_fault(c, ctx, uuid, 500, message, message, host);
     cond_event_finish(c, ctx, uuid, EV_SNAPSHOT, false, message);
-    nb_action_finish(c->db, ctx, uuid, "Error");
-    cond_clear_error(ctx);
+    cond_action_finish(c, ctx, uuid, "Error");
     NB_ERROR(LOG_COND, ctx, uuid, "Snapshot of the instance to image %s failed: %s",
              image_id ? image_id : "?", message);
 }
@@ -60,8 +59,7 @@ void cond_snapshot_instance(struct conductor *c, struct nb_ctx *ctx, json_t *arg
     if (!row || !image_id)
         return;
     const char *host = nb_json_str(row, "host");
-    nb_action_start(c->db, ctx, uuid, "createImage");
-    cond_clear_error(ctx);
+    cond_action_start(c, ctx, uuid, "createImage");
     int n = (int)nb_instance_transition(
         c->db, ctx, uuid,
         &(struct nb_instance_change){
@@ -70,12 +68,13 @@ void cond_snapshot_instance(struct conductor *c, struct nb_ctx *ctx, json_t *arg
             .task_state = NB_TASK_IMAGE_PENDING_UPLOAD,
         },
         NULL);
-    cond_clear_error(ctx);
+    nb_ctx_clear_error(ctx); /* a failed update ends the snapshot like a lost race */
     cond_event_start(c, ctx, uuid, EV_SNAPSHOT, host);
     if (n != 1) {
         /* Nova: instance gone or being deleted: the image goes, no fault */
-        if (nb_image_delete(ctx, image_id) < 0)
-            cond_clear_error(ctx);
+        struct nb_ctx sub; /* best-effort */
+        nb_ctx_child(&sub, ctx);
+        nb_image_delete(&sub, image_id);
         cond_event_finish(c, ctx, uuid, EV_SNAPSHOT, false, "Instance disappeared during snapshot");
         NB_INFO(LOG_COND, ctx, uuid, "Snapshot not taken: the instance changed state meanwhile");
         return;
@@ -83,7 +82,6 @@ void cond_snapshot_instance(struct conductor *c, struct nb_ctx *ctx, json_t *arg
     NB_INFO(LOG_COND, ctx, uuid, "instance snapshotting to image %s on host %s", image_id, host);
     json_t *inst = cond_instance_for_agent(c, ctx, row);
     if (nb_compute_snapshot_instance(ctx, host, inst, image_id) < 0) {
-        cond_clear_error(ctx);
         char msg[512];
         snprintf(msg, sizeof(msg), "The compute service of host %s is not reachable.", host);
         snapshot_failed(c, ctx, uuid, image_id, host, msg);
@@ -104,8 +102,7 @@ void cond_snapshot_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
     }
     clear_task(c, ctx, uuid);
     cond_event_finish(c, ctx, uuid, EV_SNAPSHOT, true, NULL);
-    nb_action_finish(c->db, ctx, uuid, NULL);
-    cond_clear_error(ctx);
+    cond_action_finish(c, ctx, uuid, NULL);
     NB_INFO(LOG_COND, ctx, uuid, "Snapshot of the instance uploaded to image %s",
             image_id ? image_id : "?");
 }

@@ -35,12 +35,12 @@ static const char *str_or(const char *s, const char *def)
 /* The live mappings of the instance (boot disk first). New ref, or NULL. */
 static json_t *live_bdms(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
 {
-    json_t *rows = nb_db_rows(c->db, ctx,
-                              "SELECT * FROM block_device_mapping WHERE instance_uuid = ? AND "
-                              "deleted = 0 ORDER BY boot_index IS NULL, boot_index, id",
-                              "s", uuid);
-    cond_clear_error(ctx);
-    return rows;
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    return nb_db_rows(c->db, &sub,
+                      "SELECT * FROM block_device_mapping WHERE instance_uuid = ? AND "
+                      "deleted = 0 ORDER BY boot_index IS NULL, boot_index, id",
+                      "s", uuid);
 }
 
 /* The mappings whose volumes a cleanup must let go: the live ones, and
@@ -48,13 +48,13 @@ static json_t *live_bdms(struct conductor *c, struct nb_ctx *ctx, const char *uu
  * while the build was attaching them). New ref, or NULL. */
 static json_t *bdms_to_release(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
 {
-    json_t *rows = nb_db_rows(c->db, ctx,
-                              "SELECT * FROM block_device_mapping WHERE instance_uuid = ? AND "
-                              "(deleted = 0 OR attachment_id IS NOT NULL) AND destination_type = "
-                              "'volume' AND volume_id IS NOT NULL ORDER BY id",
-                              "s", uuid);
-    cond_clear_error(ctx);
-    return rows;
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    return nb_db_rows(c->db, &sub,
+                      "SELECT * FROM block_device_mapping WHERE instance_uuid = ? AND "
+                      "(deleted = 0 OR attachment_id IS NOT NULL) AND destination_type = "
+                      "'volume' AND volume_id IS NOT NULL ORDER BY id",
+                      "s", uuid);
 }
 
 /* One live mapping of the instance by its uuid. New ref, or NULL. */
@@ -63,19 +63,20 @@ static json_t *bdm_by_uuid(struct conductor *c, struct nb_ctx *ctx, const char *
 {
     if (!uuid || !bdm_uuid)
         return NULL;
-    json_t *row = nb_db_row(c->db, ctx,
-                            "SELECT * FROM block_device_mapping WHERE uuid = ? AND "
-                            "instance_uuid = ? AND deleted = 0",
-                            "ss", bdm_uuid, uuid);
-    cond_clear_error(ctx);
-    return row;
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    return nb_db_row(c->db, &sub,
+                     "SELECT * FROM block_device_mapping WHERE uuid = ? AND "
+                     "instance_uuid = ? AND deleted = 0",
+                     "ss", bdm_uuid, uuid);
 }
 
 /* The volume's status ("" when it is gone or not visible). */
 static void volume_status(struct nb_ctx *ctx, const char *volume_id, char *out, size_t n)
 {
-    _cleanup_json_ json_t *vol = nb_volume_lookup(ctx, volume_id);
-    cond_clear_error(ctx);
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    _cleanup_json_ json_t *vol = nb_volume_lookup(&sub, volume_id);
     nb_strlcpy(out, str_or(nb_json_str(vol, "status"), ""), n);
 }
 
@@ -84,11 +85,11 @@ static void volume_status(struct nb_ctx *ctx, const char *volume_id, char *out, 
 static void transition_quietly(struct nb_ctx *ctx, const char *uuid, const char *volume_id,
                                enum nb_volume_op op)
 {
-    if (nb_volume_transition(ctx, volume_id, op) < 0) {
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    if (nb_volume_transition(&sub, volume_id, op) < 0)
         NB_WARN(LOG_COND, ctx, uuid, "Volume %s: %s failed: %s", volume_id, nb_volume_op_name(op),
-                ctx->err_msg);
-        cond_clear_error(ctx);
-    }
+                nb_ctx_message(&sub));
 }
 
 /* ---- device names -------------------------------------------------------- */
@@ -189,13 +190,13 @@ static int create_volume(struct conductor *c, struct nb_ctx *ctx, const char *uu
      * finds it (delete_on_termination) */
     char now[32];
     nb_now_iso_us(now);
-    struct nb_ctx sub = *ctx;
-    cond_clear_error(&sub);
+    struct nb_ctx sub; /* runs even after a failed create, whose error stays ctx's */
+    nb_ctx_child(&sub, ctx);
     if (nb_db_exec(c->db, &sub,
                    "UPDATE block_device_mapping SET volume_id = ?, updated_at = ? WHERE id = ?",
                    "ssi", vid, now, nb_json_int(bdm, "id", 0)) < 0 &&
         rc == 0)
-        return nb_error(ctx, sub.err_status, NULL, "%s", sub.err_msg);
+        return nb_ctx_forward_error(ctx, &sub);
     json_object_set_new(bdm, "volume_id", json_string(vid));
     if (rc == 0)
         NB_INFO(LOG_COND, ctx, uuid, "Created volume %s (source %s) for the instance", vid, src);
@@ -220,12 +221,8 @@ static int begin_attach(struct conductor *c, struct nb_ctx *ctx, const char *uui
                             "UPDATE block_device_mapping SET connection_info = ?, updated_at = ? "
                             "WHERE id = ?",
                             "ssi", text, now, nb_json_int(bdm, "id", 0)) < 0) {
-        char saved[sizeof(ctx->err_msg)];
-        nb_strlcpy(saved, ctx->err_msg, sizeof(saved));
-        int status = ctx->err_status;
-        cond_clear_error(ctx);
-        transition_quietly(ctx, uuid, vid, NB_VOLUME_ATTACH_FAILED);
-        return nb_error(ctx, status ? status : 500, NULL, "%s", saved);
+        transition_quietly(ctx, uuid, vid, NB_VOLUME_ATTACH_FAILED); /* leaves ctx's error */
+        return nb_error(ctx, 500, NULL, "Volume %s has no connection info.", vid);
     }
     json_object_set_new(bdm, "connection_info", json_string(text));
     return 0;
@@ -240,12 +237,8 @@ static int complete_attach(struct conductor *c, struct nb_ctx *ctx, const char *
     const char *vid = nb_json_str(bdm, "volume_id");
     char att[NB_UUID_LEN] = "";
     if (nb_volume_attach(ctx, vid, uuid, host, nb_json_str(bdm, "device_name"), att) < 0) {
-        char saved[sizeof(ctx->err_msg)];
-        nb_strlcpy(saved, ctx->err_msg, sizeof(saved));
-        int status = ctx->err_status;
-        cond_clear_error(ctx);
-        transition_quietly(ctx, uuid, vid, NB_VOLUME_ATTACH_FAILED);
-        return nb_error(ctx, status ? status : 500, NULL, "%s", saved);
+        transition_quietly(ctx, uuid, vid, NB_VOLUME_ATTACH_FAILED); /* leaves ctx's error */
+        return nb_error(ctx, 500, NULL, "Volume %s could not be attached.", vid);
     }
     char now[32];
     nb_now_iso_us(now);
@@ -285,8 +278,9 @@ int cond_prep_block_devices(struct conductor *c, struct nb_ctx *ctx, const char 
     rc = 0;
 out:
     if (rc < 0) {
-        snprintf(msg, n, "%s", ctx->err_msg[0] ? ctx->err_msg : "Failure prepping block device.");
-        cond_clear_error(ctx);
+        snprintf(msg, n, "%s",
+                 nb_ctx_failed(ctx) ? nb_ctx_message(ctx) : "Failure prepping block device.");
+        nb_ctx_clear_error(ctx); /* handled: the caller aborts the build with msg */
         NB_ERROR(LOG_COND, ctx, uuid, "Instance failed block device setup: %s", msg);
     }
     return rc;
@@ -307,10 +301,11 @@ static void release_volume(struct conductor *c, struct nb_ctx *ctx, const char *
     if (att && (!strcmp(status, "in-use") || !strcmp(status, "detaching"))) {
         if (!strcmp(status, "in-use"))
             transition_quietly(ctx, uuid, vid, NB_VOLUME_BEGIN_DETACH);
-        if (nb_volume_detach(ctx, vid, att) < 0) {
+        struct nb_ctx sub;
+        nb_ctx_child(&sub, ctx);
+        if (nb_volume_detach(&sub, vid, att) < 0) {
             NB_WARN(LOG_COND, ctx, uuid, "Failed to detach volume: %s due to %s", vid,
-                    ctx->err_msg);
-            cond_clear_error(ctx);
+                    nb_ctx_message(&sub));
             transition_quietly(ctx, uuid, vid, NB_VOLUME_ROLL_DETACHING);
             return;
         }
@@ -320,11 +315,12 @@ static void release_volume(struct conductor *c, struct nb_ctx *ctx, const char *
     } else if (!att && !strcmp(status, "reserved")) {
         transition_quietly(ctx, uuid, vid, NB_VOLUME_UNRESERVE);
     }
-    nb_db_exec(c->db, ctx,
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    nb_db_exec(c->db, &sub,
                "UPDATE block_device_mapping SET connection_info = NULL, attachment_id = NULL "
                "WHERE id = ?",
                "i", nb_json_int(b, "id", 0));
-    cond_clear_error(ctx);
 }
 
 void cond_cleanup_volumes(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
@@ -337,19 +333,19 @@ void cond_cleanup_volumes(struct conductor *c, struct nb_ctx *ctx, const char *u
         release_volume(c, ctx, uuid, b);
         if (nb_json_int(b, "delete_on_termination", 0) == 0)
             continue;
-        if (nb_volume_delete_for(ctx, vid) < 0) {
+        struct nb_ctx sub; /* a cleanup: each step best-effort */
+        nb_ctx_child(&sub, ctx);
+        if (nb_volume_delete_for(&sub, vid) < 0) {
             NB_WARN(LOG_COND, ctx, uuid, "Failed to delete volume: %s due to %s", vid,
-                    ctx->err_msg);
-            cond_clear_error(ctx);
+                    nb_ctx_message(&sub));
             continue;
         }
         char now[32];
         nb_now_iso_us(now);
-        nb_db_exec(c->db, ctx,
+        nb_db_exec(c->db, &sub,
                    "UPDATE block_device_mapping SET deleted = id, deleted_at = COALESCE("
                    "deleted_at, ?) WHERE id = ?",
                    "si", now, nb_json_int(b, "id", 0));
-        cond_clear_error(ctx);
         NB_INFO(LOG_COND, ctx, uuid, "Volume %s deleted (delete_on_termination)", vid);
     }
 }
@@ -365,11 +361,12 @@ static void attach_failed(struct conductor *c, struct nb_ctx *ctx, const char *u
 {
     char now[32], status[32];
     nb_now_iso_us(now);
-    nb_db_exec(c->db, ctx,
+    struct nb_ctx sub; /* best-effort: the attach has failed already */
+    nb_ctx_child(&sub, ctx);
+    nb_db_exec(c->db, &sub,
                "UPDATE block_device_mapping SET deleted = id, deleted_at = ? WHERE uuid = ? AND "
                "instance_uuid = ? AND deleted = 0",
                "sss", now, bdm_uuid, uuid);
-    cond_clear_error(ctx);
     if (vid) {
         volume_status(ctx, vid, status, sizeof(status));
         if (!strcmp(status, "attaching"))
@@ -379,8 +376,7 @@ static void attach_failed(struct conductor *c, struct nb_ctx *ctx, const char *u
     }
     cond_fault(c, ctx, uuid, 500, message, message, host);
     cond_event_finish(c, ctx, uuid, EV_ATTACH, false, message);
-    nb_action_finish(c->db, ctx, uuid, "Error");
-    cond_clear_error(ctx);
+    cond_action_finish(c, ctx, uuid, "Error");
     NB_ERROR(LOG_COND, ctx, uuid, "Failed to attach volume %s: %s", str_or(vid, "?"), message);
 }
 
@@ -393,8 +389,7 @@ void cond_attach_volume(struct conductor *c, struct nb_ctx *ctx, json_t *args)
     if (!row || !bdm_uuid || !vid || nb_json_int(row, "deleted", 0) != 0)
         return;
     const char *host = nb_json_str(row, "host");
-    nb_action_start(c->db, ctx, uuid, "attach_volume");
-    cond_clear_error(ctx);
+    cond_action_start(c, ctx, uuid, "attach_volume");
     cond_event_start(c, ctx, uuid, EV_ATTACH, host);
     _cleanup_json_ json_t *bdm = bdm_by_uuid(c, ctx, uuid, bdm_uuid);
     char msg[1100];
@@ -410,8 +405,8 @@ void cond_attach_volume(struct conductor *c, struct nb_ctx *ctx, json_t *args)
         return;
     }
     if (begin_attach(c, ctx, uuid, bdm) < 0) {
-        snprintf(msg, sizeof(msg), "%s", ctx->err_msg);
-        cond_clear_error(ctx);
+        snprintf(msg, sizeof(msg), "%s", nb_ctx_message(ctx));
+        nb_ctx_clear_error(ctx); /* handled: the attach fails with msg */
         attach_failed(c, ctx, uuid, bdm_uuid, vid, host, msg);
         return;
     }
@@ -419,7 +414,6 @@ void cond_attach_volume(struct conductor *c, struct nb_ctx *ctx, json_t *args)
             str_or(nb_json_str(bdm, "device_name"), "?"), host);
     json_t *inst = cond_instance_for_agent(c, ctx, row);
     if (nb_compute_attach_volume(ctx, host, inst, bdm) < 0) {
-        cond_clear_error(ctx);
         snprintf(msg, sizeof(msg), "The compute service of host %s is not reachable.", host);
         attach_failed(c, ctx, uuid, bdm_uuid, vid, host, msg);
     }
@@ -448,14 +442,13 @@ void cond_attach_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
         return;
     }
     if (complete_attach(c, ctx, uuid, host, bdm) < 0) {
-        snprintf(msg, sizeof(msg), "%s", ctx->err_msg);
-        cond_clear_error(ctx);
+        snprintf(msg, sizeof(msg), "%s", nb_ctx_message(ctx));
+        nb_ctx_clear_error(ctx); /* handled: the attach fails with msg */
         attach_failed(c, ctx, uuid, bdm_uuid, vid, host, msg);
         return;
     }
     cond_event_finish(c, ctx, uuid, EV_ATTACH, true, NULL);
-    nb_action_finish(c->db, ctx, uuid, NULL);
-    cond_clear_error(ctx);
+    cond_action_finish(c, ctx, uuid, NULL);
 }
 
 /* The volume is off the guest: attachment closed (volume available), the
@@ -485,8 +478,7 @@ static void detach_failed(struct conductor *c, struct nb_ctx *ctx, const char *u
         transition_quietly(ctx, uuid, vid, NB_VOLUME_ROLL_DETACHING);
     cond_fault(c, ctx, uuid, 500, message, message, host);
     cond_event_finish(c, ctx, uuid, EV_DETACH, false, message);
-    nb_action_finish(c->db, ctx, uuid, "Error");
-    cond_clear_error(ctx);
+    cond_action_finish(c, ctx, uuid, "Error");
     NB_ERROR(LOG_COND, ctx, uuid, "Failed to detach volume %s: %s", str_or(vid, "?"), message);
 }
 
@@ -496,14 +488,13 @@ static void detach_done(struct conductor *c, struct nb_ctx *ctx, const char *uui
     const char *vid = nb_json_str(bdm, "volume_id");
     if (complete_detach(c, ctx, bdm) < 0) {
         char msg[1100];
-        snprintf(msg, sizeof(msg), "%s", ctx->err_msg);
-        cond_clear_error(ctx);
+        snprintf(msg, sizeof(msg), "%s", nb_ctx_message(ctx));
+        nb_ctx_clear_error(ctx); /* handled: the detach fails with msg */
         detach_failed(c, ctx, uuid, vid, host, msg);
         return;
     }
     cond_event_finish(c, ctx, uuid, EV_DETACH, true, NULL);
-    nb_action_finish(c->db, ctx, uuid, NULL);
-    cond_clear_error(ctx);
+    cond_action_finish(c, ctx, uuid, NULL);
     NB_INFO(LOG_COND, ctx, uuid, "Volume %s detached", str_or(vid, "?"));
 }
 
@@ -515,8 +506,7 @@ void cond_detach_volume(struct conductor *c, struct nb_ctx *ctx, json_t *args)
     if (!row || !vid || nb_json_int(row, "deleted", 0) != 0)
         return;
     const char *host = nb_json_str(row, "host");
-    nb_action_start(c->db, ctx, uuid, "detach_volume");
-    cond_clear_error(ctx);
+    cond_action_start(c, ctx, uuid, "detach_volume");
     cond_event_start(c, ctx, uuid, EV_DETACH, host);
     _cleanup_json_ json_t *bdm = bdm_by_uuid(c, ctx, uuid, nb_json_str(args, "bdm_uuid"));
     if (!bdm || strcmp(str_or(nb_json_str(bdm, "volume_id"), ""), vid) != 0) {
@@ -534,7 +524,6 @@ void cond_detach_volume(struct conductor *c, struct nb_ctx *ctx, json_t *args)
             str_or(nb_json_str(bdm, "device_name"), "?"), host);
     json_t *inst = cond_instance_for_agent(c, ctx, row);
     if (nb_compute_detach_volume(ctx, host, inst, bdm) < 0) {
-        cond_clear_error(ctx);
         char msg[512];
         snprintf(msg, sizeof(msg), "The compute service of host %s is not reachable.", host);
         detach_failed(c, ctx, uuid, vid, host, msg);
@@ -582,8 +571,7 @@ static char *correct_format(struct conductor *c, struct nb_ctx *ctx, const char 
     json_t *ci = bdm ? nb_bdm_connection_info(bdm) : NULL;
     char *text = NULL;
     if (!ci) {
-        if (!ctx->err_status)
-            nb_error(ctx, 404, NULL, "Volume %s of instance %s has no connection info.", vid, uuid);
+        nb_error(ctx, 404, NULL, "Volume %s of instance %s has no connection info.", vid, uuid);
         goto fail;
     }
     json_t *data = json_object_get(ci, "data");
@@ -634,8 +622,8 @@ json_t *cond_reconcile_disk_format(struct conductor *c, struct nb_ctx *ctx, json
     if (!text) {
         char msg[1200];
         snprintf(msg, sizeof(msg), "Could not correct the disk format of volume %s: %s", vid,
-                 ctx->err_msg);
-        cond_clear_error(ctx);
+                 nb_ctx_message(ctx));
+        nb_ctx_clear_error(ctx); /* handled: the agent gets it in the reply */
         NB_ERROR(LOG_COND, ctx, uuid, "%s", msg);
         return json_pack("{s:b, s:s}", "ok", 0, "message", msg);
     }
@@ -647,7 +635,6 @@ json_t *cond_reconcile_disk_format(struct conductor *c, struct nb_ctx *ctx, json
     char details[1200];
     snprintf(details, sizeof(details), "Volume %s: %s in the database, %s on disk (%s)", vid,
              old_fmt, new_fmt, path);
-    if (nb_event_finish(c->db, ctx, uuid, EV_RECONCILE, "Success", NULL, details) < 0)
-        cond_clear_error(ctx);
+    cond_event_finish(c, ctx, uuid, EV_RECONCILE, true, details);
     return json_pack("{s:b, s:s}", "ok", 1, "connection_info", text);
 }

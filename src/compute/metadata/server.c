@@ -138,7 +138,7 @@ static json_t *load_instance(struct nb_db *db, struct nb_ctx *ctx, const char *u
     _cleanup_json_ json_t *row =
         nb_db_row(db, ctx, "SELECT * FROM instances WHERE uuid = ? AND deleted = 0", "s", uuid);
     if (!row) {
-        if (!ctx->err_status)
+        if (!nb_ctx_failed(ctx))
             nb_error(ctx, 404, NULL, "Instance %s could not be found.", uuid);
         return NULL;
     }
@@ -149,7 +149,7 @@ static json_t *load_instance(struct nb_db *db, struct nb_ctx *ctx, const char *u
         return NULL;
     }
     json_t *inst = nb_instance_agent_view(db, ctx, row);
-    if (ctx->err_status || add_row_extras(db, ctx, inst, row) < 0) {
+    if (nb_ctx_failed(ctx) || add_row_extras(db, ctx, inst, row) < 0) {
         json_decref(inst);
         return NULL;
     }
@@ -206,10 +206,10 @@ void nb_md_serve(struct nb_db *db, struct nb_ctx *ctx, const struct nb_md_reques
         return;
     }
     free(rs->doc.data);
-    rs->status = ctx->err_status ? ctx->err_status : 500;
+    rs->status = nb_ctx_failed(ctx) ? nb_ctx_status(ctx) : 500;
     /* webob's plain-text error page: status line, blank line, why */
     rs->doc.data = nb_strdup_printf("%d %s\n\n%s\n", rs->status, status_title(rs->status),
-                                    ctx->err_msg[0] ? ctx->err_msg : "Unknown error.");
+                                    nb_ctx_failed(ctx) ? nb_ctx_message(ctx) : "Unknown error.");
     rs->doc.len = strlen(rs->doc.data);
     rs->doc.content_type = "text/plain";
 }
@@ -223,11 +223,11 @@ static void log_request(struct MHD_Connection *conn, const struct nb_ctx *ctx,
     enum nb_log_level lvl = rs->status >= 500                        ? NB_LOG_ERROR
                             : rs->status == 400 || rs->status == 403 ? NB_LOG_WARNING
                                                                      : NB_LOG_INFO;
-    bool why = rs->status >= 400 && ctx->err_msg[0];
+    bool why = rs->status >= 400 && nb_ctx_message(ctx)[0];
     nb_log(lvl, MD_LOG, ctx, rs->instance[0] ? rs->instance : NULL,
            "%s \"%s %s\" status: %d len: %zu time: %.4f%s%s",
            nb_http_guard_peer(conn, addr, sizeof(addr)), rq->method, rq->path, rs->status,
-           rs->doc.len, nb_time_mono() - t0, why ? ": " : "", why ? ctx->err_msg : "");
+           rs->doc.len, nb_time_mono() - t0, why ? ": " : "", why ? nb_ctx_message(ctx) : "");
 }
 
 static enum MHD_Result healthcheck(struct MHD_Connection *conn, const char *method)

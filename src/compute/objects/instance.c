@@ -79,7 +79,7 @@ int nb_instance_state(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
         db, ctx, "SELECT vm_state, task_state, host, deleted FROM instances WHERE uuid = ?", "s",
         uuid);
     if (!row)
-        return ctx->err_status ? -1 : 0;
+        return nb_ctx_failed(ctx) ? -1 : 0;
     found->exists = true;
     found->deleted = nb_json_int(row, "deleted", 0) != 0;
     const char *vm = nb_json_str(row, "vm_state"), *task = nb_json_str(row, "task_state");

@@ -49,7 +49,7 @@ json_t *nb_migration_get(struct nb_db *db, struct nb_ctx *ctx, const char *uuid)
 {
     json_t *row =
         nb_db_row(db, ctx, "SELECT * FROM migrations WHERE uuid = ? AND deleted = 0", "s", uuid);
-    if (!row && !ctx->err_status)
+    if (!row && !nb_ctx_failed(ctx))
         nb_error(ctx, 404, NULL, "Migration %s could not be found.", uuid);
     return row;
 }

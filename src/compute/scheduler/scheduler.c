@@ -65,13 +65,6 @@ struct scheduler {
     size_t nweighers;
 };
 
-static void clear_error(struct nb_ctx *ctx)
-{
-    ctx->err_status = 0;
-    ctx->err_name[0] = '\0';
-    ctx->err_msg[0] = '\0';
-}
-
 static void cache_unref(struct host_cache *c)
 {
     if (!c || --c->refs > 0)
@@ -390,14 +383,15 @@ static json_t *group_hosts(struct scheduler *s, struct nb_ctx *ctx, struct host_
                            json_t *group, const char *self)
 {
     json_t *out = json_object();
+    struct nb_ctx sub; /* lookups: a failure falls back to what the spec says */
+    nb_ctx_child(&sub, ctx);
     _cleanup_json_ json_t *rows = NULL;
     const char *guuid = nb_json_str(group, "uuid");
     if (guuid)
-        rows = nb_db_rows(s->env->db, ctx,
+        rows = nb_db_rows(s->env->db, &sub,
                           "SELECT m.instance_uuid AS uuid FROM instance_group_member m JOIN "
                           "instance_groups g ON g.id = m.group_id WHERE g.uuid = ?",
                           "s", guuid);
-    clear_error(ctx);
     _cleanup_json_ json_t *members = json_array();
     size_t i;
     json_t *m;
@@ -412,17 +406,15 @@ static json_t *group_hosts(struct scheduler *s, struct nb_ctx *ctx, struct host_
         if (!uuid || (self && !strcmp(uuid, self)))
             continue;
         _cleanup_json_ json_t *row =
-            nb_db_row(s->env->db, ctx, "SELECT host FROM instances WHERE uuid = ? AND deleted = 0",
+            nb_db_row(s->env->db, &sub, "SELECT host FROM instances WHERE uuid = ? AND deleted = 0",
                       "s", uuid);
-        clear_error(ctx);
         if (!row)
             continue;
         char host[256] = "";
         if (nb_json_str(row, "host")) {
             nb_strlcpy(host, nb_json_str(row, "host"), sizeof(host));
         } else {
-            _cleanup_free_ char *rp = nb_placement_consumer_provider(ctx, uuid);
-            clear_error(ctx);
+            _cleanup_free_ char *rp = nb_placement_consumer_provider(&sub, uuid);
             json_t *idx = rp ? json_object_get(c->by_rp, rp) : NULL;
             if (idx)
                 nb_strlcpy(host, c->hosts[json_integer_value(idx)].host, sizeof(host));
@@ -587,8 +579,8 @@ static json_t *ask_placement(struct nb_ctx *ctx, const char *uuid, json_t *res, 
     if (!cands) {
         char line[1400];
         snprintf(line, sizeof(line), "Placement: allocation candidates for %s failed: %s", restext,
-                 ctx->err_msg);
-        clear_error(ctx);
+                 nb_ctx_message(ctx));
+        nb_ctx_clear_error(ctx); /* handled: answered as no valid host */
         json_array_append_new(lines, json_string(line));
         return NULL;
     }
@@ -605,8 +597,9 @@ static json_t *ask_placement(struct nb_ctx *ctx, const char *uuid, json_t *res, 
     json_array_append_new(lines, json_string(line));
     NB_INFO(LOG_FILTERS, ctx, uuid, "%s", line);
     if (ncand == 0) {
-        _cleanup_free_ char *why = nb_placement_explain_shortage(ctx, res);
-        clear_error(ctx);
+        struct nb_ctx sub; /* the explanation is best-effort */
+        nb_ctx_child(&sub, ctx);
+        _cleanup_free_ char *why = nb_placement_explain_shortage(&sub, res);
         if (why && *why)
             json_array_append_new(lines, json_string(why));
         else
@@ -689,7 +682,7 @@ static void weights_text(struct nb_host_state **hosts, size_t n, char *weights, 
 
 /* Claims res in placement on the weighed hosts in order, the next one on a
  * refusal. The selection reply, or the no-host reply when every claim was
- * refused (each refusal in lines, ctx's error cleared). New ref. */
+ * refused (each refusal in lines, on its own child context). New ref. */
 static json_t *claim_best(struct nb_ctx *ctx, const char *uuid, const struct nb_request_spec *rs,
                           struct nb_host_state **hosts, size_t n, json_t *res, const char *restext,
                           const char *weights, const struct select_times *t, json_t *lines)
@@ -698,7 +691,9 @@ static json_t *claim_best(struct nb_ctx *ctx, const char *uuid, const struct nb_
     const char *user = rs->user_id;
     char line[2048];
     for (size_t i = 0; i < n; i++) {
-        if (nb_placement_claim(ctx, uuid, project ? project : ctx->project_id,
+        struct nb_ctx claim; /* each host's refusal is its own */
+        nb_ctx_child(&claim, ctx);
+        if (nb_placement_claim(&claim, uuid, project ? project : ctx->project_id,
                                user ? user : ctx->user_id, hosts[i]->rp_uuid, res, -1) == 0) {
             _cleanup_free_ char *details = join_lines(lines);
             double t_end = nb_time_mono();
@@ -712,10 +707,9 @@ static json_t *claim_best(struct nb_ctx *ctx, const char *uuid, const struct nb_
                              hosts[i]->nodename, "rp_uuid", hosts[i]->rp_uuid, "availability_zone",
                              hosts[i]->availability_zone, "details", details);
         }
-        snprintf(line, sizeof(line), "Claim: %s refused (%d): %s", hosts[i]->host, ctx->err_status,
-                 ctx->err_msg);
+        snprintf(line, sizeof(line), "Claim: %s refused (%d): %s", hosts[i]->host,
+                 nb_ctx_status(&claim), nb_ctx_message(&claim));
         NB_INFO(LOG_MGR, ctx, uuid, "%s", line);
-        clear_error(ctx);
         json_array_append_new(lines, json_string(line));
     }
     return no_host(ctx, uuid, NO_HOST_FILTERS, lines);
@@ -744,8 +738,9 @@ static json_t *select_for(struct scheduler *s, struct nb_ctx *ctx, const char *u
     struct host_cache *c = cache_get(s, ctx);
     if (!c) {
         char line[2048];
-        snprintf(line, sizeof(line), "Database error reading compute hosts: %s", ctx->err_msg);
-        clear_error(ctx);
+        snprintf(line, sizeof(line), "Database error reading compute hosts: %s",
+                 nb_ctx_message(ctx));
+        nb_ctx_clear_error(ctx); /* handled: answered as no valid host */
         json_array_append_new(lines, json_string(line));
         return no_host(ctx, uuid, NO_HOST_FILTERS, lines);
     }

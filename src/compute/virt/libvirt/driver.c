@@ -318,7 +318,7 @@ struct nb_virt_driver *nb_virt_libvirt_open(const char *host)
     lv_cache_cleanup(lv, &ctx);
     return drv;
 fail:
-    NB_ERROR(LV_LOG, &ctx, NULL, "the libvirt driver cannot start: %s", ctx.err_msg);
+    NB_ERROR(LV_LOG, &ctx, NULL, "the libvirt driver cannot start: %s", nb_ctx_message(&ctx));
     op_close(drv);
     return NULL;
 }

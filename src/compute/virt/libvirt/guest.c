@@ -101,7 +101,7 @@ static int start_failed(struct lv *lv, struct nb_ctx *ctx, const json_t *inst,
              auto_vt ? "virt_type auto: the host re-checks KVM against TCG before its next start"
                      : "[libvirt] virt_type = kvm is configured: set virt_type = auto or qemu, "
                        "or another [libvirt] cpu_mode");
-    NB_ERROR(LV_LOG, ctx, uuid, "%s", ctx->err_msg);
+    NB_ERROR(LV_LOG, ctx, uuid, "%s", nb_ctx_message(ctx));
     lv_kvm_failed(lv, (int)nb_json_int(json_object_get(inst, "flavor"), "vcpus", 1));
     return -1;
 }
@@ -185,7 +185,7 @@ int lv_spawn(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
         virDomainFree(old);
         return nb_error(ctx, 409, NULL, "Instance %s already exists on host %s.", uuid, lv->host);
     }
-    if (ctx->err_status)
+    if (nb_ctx_failed(ctx))
         return -1;
     char dir[LV_PATH_MAX], cfg[LV_PATH_MAX + 16];
     lv_instance_dir(lv, uuid, dir, sizeof(dir));
@@ -236,7 +236,7 @@ int lv_destroy(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
     if (!uuid || !nb_is_uuid(uuid))
         return nb_error(ctx, 400, NULL, "destroy: the instance has no valid UUID");
     virDomainPtr dom = lv_lookup(lv, ctx, uuid, false);
-    if (!dom && ctx->err_status)
+    if (!dom && nb_ctx_failed(ctx))
         return -1;
     if (dom) {
         if (force_off(ctx, dom, uuid) < 0) {
@@ -315,7 +315,7 @@ static int hard_reboot(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
     if (lv_volumes_collect(lv, ctx, inst, &vols) < 0)
         return -1;
     virDomainPtr dom = lv_lookup(lv, ctx, uuid, false);
-    if (!dom && ctx->err_status)
+    if (!dom && nb_ctx_failed(ctx))
         return -1;
     if (dom) {
         if (force_off(ctx, dom, uuid) < 0) {

@@ -96,7 +96,7 @@ int lv_events_start(struct lv *lv);
 void lv_conn_close(struct lv *lv);
 /* The domain of instance uuid (caller frees with virDomainFree), or NULL:
  * with 404 recorded if must, else with ctx untouched when it does not
- * exist (ctx->err_status set only when libvirt is unreachable). */
+ * exist (nb_ctx_status(ctx) set only when libvirt is unreachable). */
 virDomainPtr lv_lookup(struct lv *lv, struct nb_ctx *ctx, const char *uuid, bool must);
 /* virDomainGetState's state, VIR_DOMAIN_NOSTATE when it cannot be read. */
 int lv_dom_state(virDomainPtr dom);

@@ -158,9 +158,8 @@ static int decide_auto(struct lv *lv, struct nb_ctx *ctx, virConnectPtr conn, in
                  access("/dev/kvm", F_OK) == 0 ? "exists but is not usable" : "is missing");
     } else if (lv_guest_cpu(lv, ctx, "kvm", &kcpu) < 0) {
         snprintf(kwhy, sizeof(kwhy), "the guest CPU cannot be had under KVM: %.1000s",
-                 ctx->err_msg);
-        ctx->err_status = 0;
-        ctx->err_name[0] = ctx->err_msg[0] = '\0';
+                 nb_ctx_message(ctx));
+        nb_ctx_clear_error(ctx); /* handled: the probe goes on without KVM */
     } else {
         char r[600];
         lv_cpu_describe(&kcpu, kdesc, sizeof(kdesc));

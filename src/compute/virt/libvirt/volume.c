@@ -174,7 +174,7 @@ static virDomainPtr active_domain(struct lv *lv, struct nb_ctx *ctx, const char 
     *rc = 0;
     virDomainPtr dom = lv_lookup(lv, ctx, uuid, false);
     if (!dom) {
-        *rc = ctx->err_status ? -1 : 0;
+        *rc = nb_ctx_failed(ctx) ? -1 : 0;
         if (*rc == 0)
             NB_INFO(LV_LOG, ctx, uuid,
                     "%s volume %s: the instance has no domain on host %s; its next start "
@@ -349,7 +349,7 @@ int lv_snapshot(struct lv *lv, struct nb_ctx *ctx, json_t *inst, const char *out
                         "be made",
                         uuid, lv->host, disk);
     virDomainPtr dom = lv_lookup(lv, ctx, uuid, false);
-    if (!dom && ctx->err_status)
+    if (!dom && nb_ctx_failed(ctx))
         return -1;
     bool paused = false;
     if (dom && lv_dom_state(dom) == VIR_DOMAIN_RUNNING) {
