@@ -66,3 +66,13 @@ json_t *nb_json_strings(const json_t *rows, const char *key)
     }
     return out;
 }
+
+void nb_json_set_add(json_t *set, const char *s)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach (set, i, v)
+        if (!strcmp(json_string_value(v), s))
+            return;
+    json_array_append_new(set, json_string(s));
+}

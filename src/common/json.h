@@ -17,6 +17,8 @@ char *nb_json_dump(const json_t *j);
  * a column), in order, as a new array; an object without a string there
  * is skipped. rows NULL gives NULL. */
 json_t *nb_json_strings(const json_t *rows, const char *key);
+/* Appends the string s to the array set unless it is there already. */
+void nb_json_set_add(json_t *set, const char *s);
 /* Builds a JSON object from printf-formatted text; aborts on bad format
  * (programming error). New reference. */
 json_t *nb_json_pack_text(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -524,7 +524,7 @@ static int resolve_basics(struct nb_ctx *ctx, json_t *body, struct create_req *c
     json_array_foreach (json_object_get(s, "security_groups"), i, v) {
         const char *nm = nb_json_str(v, "name");
         if (nm)
-            nb_srv_set_add(c->security_groups, nm);
+            nb_json_set_add(c->security_groups, nm);
     }
     if (!json_array_size(c->security_groups))
         json_array_append_new(c->security_groups, json_string("default"));

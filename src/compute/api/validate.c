@@ -641,17 +641,6 @@ char *nb_srv_normalize_name(const char *s)
     return strndup(s, n);
 }
 
-/* Adds s to the array set if it is not there yet. */
-void nb_srv_set_add(json_t *set, const char *s)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach (set, i, v)
-        if (!strcmp(json_string_value(v), s))
-            return;
-    json_array_append_new(set, json_string(s));
-}
-
 bool nb_srv_in_list(const char *s, const char *const *list, size_t n)
 {
     for (size_t i = 0; i < n; i++)

@@ -130,8 +130,6 @@ long nb_srv_utf8_next(const unsigned char **p);
 /* Strips leading and trailing whitespace (Nova's normalize_name). New
  * string. */
 char *nb_srv_normalize_name(const char *s);
-/* Adds string s to the array set unless it is there already. */
-void nb_srv_set_add(json_t *set, const char *s);
 /* Is s one of the n strings of list? NB_SRV_IN_LIST for an array. */
 bool nb_srv_in_list(const char *s, const char *const *list, size_t n);
 #define NB_SRV_IN_LIST(s, l) nb_srv_in_list(s, l, sizeof(l) / sizeof(l[0]))

@@ -3,6 +3,7 @@
  * status_from_state for the views and task_and_vm_state_from_status for
  * GET /servers?status=... (see states.h). */
 #include "compute/objects/states.h"
+#include "common/json.h"
 
 #include <stddef.h>
 #include <string.h>
@@ -72,17 +73,6 @@ const char *nb_server_status(const char *vm_state, const char *task_state)
     return fallback;
 }
 
-/* Appends s to the array set unless it is there already. */
-static void set_add(json_t *set, const char *s)
-{
-    size_t i;
-    json_t *v;
-    json_array_foreach (set, i, v)
-        if (!strcmp(json_string_value(v), s))
-            return;
-    json_array_append_new(set, json_string(s));
-}
-
 void nb_server_states_for_statuses(const json_t *statuses, json_t *vm_states, json_t *task_states)
 {
     for (size_t k = 0; k < N_STATES; k++) {
@@ -91,8 +81,8 @@ void nb_server_states_for_statuses(const json_t *statuses, json_t *vm_states, js
         json_array_foreach (statuses, i, v) {
             const char *s = json_string_value(v);
             if (s && strcasecmp(s, state_map[k].status) == 0) {
-                set_add(vm_states, state_map[k].vm);
-                set_add(task_states, state_map[k].task);
+                nb_json_set_add(vm_states, state_map[k].vm);
+                nb_json_set_add(task_states, state_map[k].task);
             }
         }
     }
