@@ -63,11 +63,11 @@ char *nb_placement_consumer_provider(struct nb_ctx *ctx, const char *consumer_uu
 json_t *nb_placement_list_consumers(struct nb_ctx *ctx);
 
 /* Calls for the compute API, which keeps Nova's view of a host in step
- * with placement. Unlike the calls above they open no transaction of their
- * own (the database has no nested ones): each runs its statements inside
- * the caller's transaction, so that the caller's rows and placement's
- * change together, and marks placement's cache stale in it. Call them
- * between nb_db_begin and nb_db_commit on the shared database. */
+ * with placement. Unlike the calls above they open no transaction (not
+ * even a nested one, a savepoint): each runs its statements inside the
+ * caller's transaction, so that the caller's rows and placement's change
+ * together, and marks placement's cache stale in it. Call them between
+ * nb_db_begin and nb_db_commit on the shared database. */
 
 /* Deletes the provider and the providers below it (children first, as
  * Nova's report client deletes a compute node's tree), each with its
