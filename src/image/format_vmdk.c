@@ -110,14 +110,19 @@ static void vmdk_field(const char *s, const char *eq, const char *end, struct vm
 }
 
 /* Parses descriptor text [s, s+n) line by line with Glance's rules: blank,
- * comment, ddb.*, key=value and extent lines; anything else is refused. */
+ * comment, ddb.*, key=value and extent lines; anything else is refused.
+ * QEMU reads the descriptor as a C string, up to its first NUL, and so does
+ * this: qemu-img itself leaves bytes behind that NUL when it rewrites a
+ * descriptor shorter than the one it first wrote (a CID of fewer hex digits:
+ * "...\"\n\0\n"), which QEMU never reads. */
 static void vmdk_descriptor(const char *s, size_t n, bool sparse_file, struct vmdk_desc *d,
                             struct nb_format_info *out)
 {
-    while (n > 0 && s[n - 1] == '\0')
-        n--;
+    const char *nul = memchr(s, '\0', n);
+    if (nul)
+        n = (size_t)(nul - s);
     for (size_t i = 0; i < n; i++)
-        if (s[i] == '\0' || (unsigned char)s[i] > 0x7f)
+        if ((unsigned char)s[i] > 0x7f)
             d->not_text = true;
     const char *p = s, *end = s + n;
     while (p < end) {

@@ -568,6 +568,23 @@ static void test_vmdk_bad_descriptor(void **state)
     patch("baddesc.vmdk", 512, desc, sizeof(desc));
     inspect("baddesc.vmdk", &info);
     assert_unsafe(&info, "points at a file (../x.vmdk)");
+    /* What qemu-img leaves when it rewrites a shorter descriptor (about one
+     * streamOptimized image in a hundred): QEMU stops at the NUL, so the
+     * image is fine. Behind the NUL nothing counts, good or bad. */
+    memset(desc, 0, sizeof(desc));
+    int len = snprintf(desc, sizeof(desc),
+                       "version=1\nCID=d6d207\ncreateType=\"monolithicSparse\"\n"
+                       "RW 20480 SPARSE \"baddesc.vmdk\"\n");
+    memcpy(desc + len + 1, "\nsomething else entirely\n", 26);
+    patch("baddesc.vmdk", 512, desc, sizeof(desc));
+    inspect("baddesc.vmdk", &info);
+    assert_string_equal(info.create_type, "monolithicSparse");
+    assert_safe(&info);
+    /* Non-ASCII before the NUL is still refused. */
+    desc[10] = (char)0xc3;
+    patch("baddesc.vmdk", 512, desc, sizeof(desc));
+    inspect("baddesc.vmdk", &info);
+    assert_unsafe(&info, "VMDK descriptor is not valid descriptor text");
 }
 
 /* Differencing disks name a parent file; QEMU cannot make them, so mark
