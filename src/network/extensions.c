@@ -61,8 +61,18 @@ static int extension_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
     return nb_error(ctx, 404, "ExtensionNotFound", "Extension with alias %s does not exist", alias);
 }
 
+/* HEAD: Neutron's extensions controller answers 404 ("the legacy extensions
+ * controller returned 404"), where its other controllers answer 405. */
+static int extensions_head(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    (void)req, (void)resp;
+    return nb_error(ctx, 404, NULL, "The resource could not be found.");
+}
+
 void nb_net_extensions_routes(void)
 {
     nb_http_route("GET", "/networking/v2.0/extensions", extensions_list, 0);
     nb_http_route("GET", "/networking/v2.0/extensions/{alias}", extension_show, 0);
+    nb_http_route("HEAD", "/networking/v2.0/extensions", extensions_head, 0);
+    nb_http_route("HEAD", "/networking/v2.0/extensions/{alias}", extensions_head, 0);
 }

@@ -244,6 +244,8 @@ static const struct nb_policy_entry table[] = {
     {"GET", "/networking/v2.0", NB_POLICY_READER, "get_v2.0"},
     {"GET", "/networking/v2.0/extensions", NB_POLICY_READER, "get_extension"},
     {"GET", "/networking/v2.0/extensions/{alias}", NB_POLICY_READER, "get_extension"},
+    {"HEAD", "/networking/v2.0/extensions", NB_POLICY_ANY, "get_extension"},
+    {"HEAD", "/networking/v2.0/extensions/{alias}", NB_POLICY_ANY, "get_extension"},
     {"GET", "/networking/v2.0/availability_zones", NB_POLICY_READER, "get_availability_zone"},
     {"GET", "/networking/v2.0/agents", NB_POLICY_ADMIN, "get_agent"},
     {"GET", "/networking/v2.0/agents/{agent_id}", NB_POLICY_ADMIN, "get_agent"},

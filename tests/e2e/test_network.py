@@ -249,6 +249,16 @@ def test_bad_input_names_the_field(cloud):
         "Failed to parse request. Required attribute 'network_id' not specified")
 
 
+def test_head_answers_as_neutron_pecan(cloud):
+    """Neutron's resource controllers refuse HEAD with 405; its extensions
+    controller, keeping the legacy one's answer, with 404."""
+    tok = token(cloud)
+    for path, want in (("networks", 405), ("ports", 405), ("extensions", 404),
+                       ("extensions/router", 404)):
+        code, _, _ = cloud.request("HEAD", "/networking/v2.0/" + path, token=tok)
+        assert (path, code) == (path, want)
+
+
 def test_list_fields_sorting_paging(cloud):
     tok = token(cloud)
     made = [net_create(cloud, "page-%d-%s" % (i, unique("n")))["id"] for i in range(3)]
