@@ -56,6 +56,17 @@ int nb_placement_delete_allocations(struct nb_ctx *ctx, const char *consumer_uui
 /* Provider UUID holding the consumer's allocations, or NULL. Caller frees. */
 char *nb_placement_consumer_provider(struct nb_ctx *ctx, const char *consumer_uuid);
 
+/* The consumer's allocations as {rp_uuid: {rc: amount}} (new ref; {} when
+ * it has none), or NULL after an error recorded on ctx. */
+json_t *nb_placement_allocations_of(struct nb_ctx *ctx, const char *consumer_uuid);
+/* Moves every allocation of consumer from to consumer to (which should
+ * hold none: its allocations are replaced) in one write, keeping project
+ * and user, as Nova's report client move_allocations does (POST
+ * /allocations with both consumers): a move hands the instance's source
+ * allocation to its migration, and a failed move hands it back. 1 moved,
+ * 0 when from has no allocations (nothing written), -1 on error. */
+int nb_placement_move_allocations(struct nb_ctx *ctx, const char *from, const char *to);
+
 /* The consumers that hold allocations (what GET /allocations/{consumer}
  * answers non-empty for), as a new JSON array of their UUIDs, or NULL after
  * an error recorded on ctx. The conductor's start-up recovery asks which

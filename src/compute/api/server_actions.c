@@ -18,6 +18,7 @@
 #include "common/util.h"
 #include "compute/api/api.h"
 #include "compute/api/instances.h"
+#include "compute/api/server_actions.h"
 #include "compute/api/server_snapshot.h"
 #include "compute/api/validate.h"
 #include "compute/compute.h"
@@ -30,15 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* One state rule of Nova's check_instance_state: allowed vm_states and
- * task_states (NULL lists allow any; "" in tasks stands for None). */
-struct state_rule {
-    const char *const *vm;
-    const char *const *task;
-    bool must_have_launched;
-};
-
-static bool in_set(const char *v, const char *const *set)
+bool nb_srv_in_set(const char *v, const char *const *set)
 {
     for (; *set; set++)
         if (!strcmp(v ? v : "", *set))
@@ -46,25 +39,22 @@ static bool in_set(const char *v, const char *const *set)
     return false;
 }
 
-/* 409 with Nova's wording when inst breaks rule (action as named in the
- * message, e.g. "stop"). */
-static int check_state(struct nb_ctx *ctx, const json_t *inst, const char *action,
-                       const struct state_rule *rule)
+int nb_srv_check_state(struct nb_ctx *ctx, const json_t *inst, const char *action,
+                       const struct nb_srv_state_rule *rule)
 {
     const char *uuid = nb_json_str(inst, "uuid");
     const char *vm = nb_json_str(inst, "vm_state");
     const char *task = nb_json_str(inst, "task_state");
-    if (rule->vm && !in_set(vm, rule->vm))
+    if (rule->vm && !nb_srv_in_set(vm, rule->vm))
         return nb_srv_invalid_state(ctx, action, uuid, "vm_state", vm);
-    if (rule->task && !in_set(task, rule->task))
+    if (rule->task && !nb_srv_in_set(task, rule->task))
         return nb_srv_invalid_state(ctx, action, uuid, "task_state", task);
     if (rule->must_have_launched && !nb_json_str(inst, "launched_at"))
         return nb_srv_invalid_state(ctx, action, uuid, "launched_at", NULL);
     return 0;
 }
 
-/* Nova's check_instance_host: 409 "Instance <id> is not ready". */
-static int check_host(struct nb_ctx *ctx, const json_t *inst)
+int nb_srv_check_host(struct nb_ctx *ctx, const json_t *inst)
 {
     const char *host = nb_json_str(inst, "host");
     if (!host || !*host)
@@ -72,17 +62,14 @@ static int check_host(struct nb_ctx *ctx, const json_t *inst)
     return 0;
 }
 
-/* Sets the task state if the instance is still as checked (expected task
- * states, "" = None), records the action, and commits. -1 after 409 when
- * the instance changed meanwhile. */
-static int begin_task(struct nb_ctx *ctx, const json_t *inst, const char *action_name,
+int nb_srv_begin_task(struct nb_ctx *ctx, const json_t *inst, const char *action_name,
                       const char *message_action, const char *task_state,
                       const char *const *expected_tasks, bool reset_progress)
 {
     struct nb_db *db = nb_srv_db();
     const char *uuid = nb_json_str(inst, "uuid");
     const char *cur = nb_json_str(inst, "task_state");
-    if (!in_set(cur, expected_tasks))
+    if (!nb_srv_in_set(cur, expected_tasks))
         return nb_srv_invalid_state(ctx, message_action, uuid, "task_state", cur);
     if (nb_db_begin(db, ctx) < 0)
         return -1;
@@ -116,18 +103,19 @@ static int cast_conductor(struct nb_ctx *ctx, const char *op, const char *uuid,
     return 0;
 }
 
-static const char *const none_only[] = {"", NULL};
+const char *const nb_srv_none_only[] = {"", NULL};
 
 static int do_start(struct nb_ctx *ctx, json_t *inst, json_t *args)
 {
     (void)args;
     static const char *const vm[] = {NB_VM_STOPPED, NULL};
-    const struct state_rule rule = {vm, none_only, true};
+    const struct nb_srv_state_rule rule = {vm, nb_srv_none_only, true};
     if (nb_srv_policy(ctx, "os_compute_api:servers:start",
                       nb_srv_is_member_of(ctx, nb_json_str(inst, "project_id"))) < 0 ||
-        nb_srv_check_lock(ctx, inst) < 0 || check_host(ctx, inst) < 0 ||
-        check_state(ctx, inst, "start", &rule) < 0 ||
-        begin_task(ctx, inst, "start", "start", NB_TASK_POWERING_ON, none_only, false) < 0)
+        nb_srv_check_lock(ctx, inst) < 0 || nb_srv_check_host(ctx, inst) < 0 ||
+        nb_srv_check_state(ctx, inst, "start", &rule) < 0 ||
+        nb_srv_begin_task(ctx, inst, "start", "start", NB_TASK_POWERING_ON, nb_srv_none_only,
+                          false) < 0)
         return -1;
     return cast_conductor(ctx, "start", nb_json_str(inst, "uuid"), NULL);
 }
@@ -136,12 +124,13 @@ static int do_stop(struct nb_ctx *ctx, json_t *inst, json_t *args)
 {
     (void)args;
     static const char *const vm[] = {NB_VM_ACTIVE, NB_VM_ERROR, NULL};
-    const struct state_rule rule = {vm, none_only, true};
+    const struct nb_srv_state_rule rule = {vm, nb_srv_none_only, true};
     if (nb_srv_policy(ctx, "os_compute_api:servers:stop",
                       nb_srv_is_member_of(ctx, nb_json_str(inst, "project_id"))) < 0 ||
-        nb_srv_check_lock(ctx, inst) < 0 || check_host(ctx, inst) < 0 ||
-        check_state(ctx, inst, "stop", &rule) < 0 ||
-        begin_task(ctx, inst, "stop", "stop", NB_TASK_POWERING_OFF, none_only, true) < 0)
+        nb_srv_check_lock(ctx, inst) < 0 || nb_srv_check_host(ctx, inst) < 0 ||
+        nb_srv_check_state(ctx, inst, "stop", &rule) < 0 ||
+        nb_srv_begin_task(ctx, inst, "stop", "stop", NB_TASK_POWERING_OFF, nb_srv_none_only, true) <
+            0)
         return -1;
     return cast_conductor(ctx, "stop", nb_json_str(inst, "uuid"), NULL);
 }
@@ -159,7 +148,7 @@ static int validate_reboot(struct nb_ctx *ctx, json_t *args, const char **type)
     if (nb_res_only_keys(ctx, "reboot", args, keys) < 0)
         return -1;
     static const char *const ok[] = {"HARD", "Hard", "hard", "SOFT", "Soft", "soft", NULL};
-    if (!json_is_string(t) || !in_set(json_string_value(t), ok))
+    if (!json_is_string(t) || !nb_srv_in_set(json_string_value(t), ok))
         return nb_srv_bad(ctx, "type", t,
                           "is not one of ['HARD', 'Hard', 'hard', 'SOFT', 'Soft', 'soft']");
     *type = strcasecmp(json_string_value(t), "hard") == 0 ? "HARD" : "SOFT";
@@ -192,12 +181,13 @@ static int do_reboot(struct nb_ctx *ctx, json_t *inst, json_t *args)
                                              "pausing",
                                              "suspending",
                                              NULL};
-    const struct state_rule rule = {hard ? hard_vm : soft_vm, hard ? hard_tasks : none_only, true};
+    const struct nb_srv_state_rule rule = {hard ? hard_vm : soft_vm,
+                                           hard ? hard_tasks : nb_srv_none_only, true};
     if (nb_srv_policy(ctx, "os_compute_api:servers:reboot",
                       nb_srv_is_member_of(ctx, nb_json_str(inst, "project_id"))) < 0 ||
-        nb_srv_check_lock(ctx, inst) < 0 || check_state(ctx, inst, "reboot", &rule) < 0 ||
-        begin_task(ctx, inst, "reboot", "reboot", hard ? NB_TASK_REBOOTING_HARD : NB_TASK_REBOOTING,
-                   rule.task, false) < 0)
+        nb_srv_check_lock(ctx, inst) < 0 || nb_srv_check_state(ctx, inst, "reboot", &rule) < 0 ||
+        nb_srv_begin_task(ctx, inst, "reboot", "reboot",
+                          hard ? NB_TASK_REBOOTING_HARD : NB_TASK_REBOOTING, rule.task, false) < 0)
         return -1;
     return cast_conductor(ctx, "reboot", nb_json_str(inst, "uuid"), type);
 }
@@ -225,11 +215,11 @@ static const struct simple_action resume_action = {
 static int simple(struct nb_ctx *ctx, json_t *inst, const struct simple_action *a)
 {
     const char *const vm[] = {a->vm, NULL};
-    const struct state_rule rule = {vm, none_only, true};
+    const struct nb_srv_state_rule rule = {vm, nb_srv_none_only, true};
     if (nb_srv_policy(ctx, a->policy, nb_srv_is_member_of(ctx, nb_json_str(inst, "project_id"))) <
             0 ||
-        nb_srv_check_lock(ctx, inst) < 0 || check_state(ctx, inst, a->name, &rule) < 0 ||
-        begin_task(ctx, inst, a->name, a->name, a->task, none_only, false) < 0)
+        nb_srv_check_lock(ctx, inst) < 0 || nb_srv_check_state(ctx, inst, a->name, &rule) < 0 ||
+        nb_srv_begin_task(ctx, inst, a->name, a->name, a->task, nb_srv_none_only, false) < 0)
         return -1;
     return cast_conductor(ctx, a->name, nb_json_str(inst, "uuid"), NULL);
 }
@@ -333,7 +323,7 @@ static json_t *do_console_output(struct nb_ctx *ctx, json_t *inst, json_t *args)
     const char *uuid = nb_json_str(inst, "uuid");
     if (nb_srv_policy(ctx, "os_compute_api:os-console-output",
                       nb_srv_is_member_of(ctx, nb_json_str(inst, "project_id"))) < 0 ||
-        check_host(ctx, inst) < 0)
+        nb_srv_check_host(ctx, inst) < 0)
         return NULL;
     const char *host = nb_json_str(inst, "host");
     long long length = console_length(args);
@@ -564,7 +554,7 @@ static int h_server_action(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
         }
     }
     if (!fn && !query && !respond) {
-        if (in_set(name, not_yet))
+        if (nb_srv_in_set(name, not_yet))
             return nb_error(ctx, 400, NULL, "The '%s' server action is not supported by nubo yet.",
                             name);
         return nb_error(ctx, 400, NULL, "There is no such action: %s", name);

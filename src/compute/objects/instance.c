@@ -116,6 +116,8 @@ enum nb_transition nb_instance_transition(struct nb_db *db, struct nb_ctx *ctx, 
     expect_slots(ch->expect_task, task, NB_EXPECT_MAX, &any_task, &none_task);
     char now[32];
     nb_now_iso_us(now);
+    json_t *fl = (json_t *)ch->flavor;
+    int set_fl = fl != NULL;
     if (nb_db_begin(db, ctx) < 0)
         return NB_TRANSITION_ERROR;
     int n = nb_db_exec(
@@ -127,20 +129,33 @@ enum nb_transition nb_instance_transition(struct nb_db *db, struct nb_ctx *ctx, 
         "availability_zone = COALESCE(?, availability_zone), "
         "request_spec = COALESCE(?, request_spec), "
         "launched_at = CASE WHEN ? THEN ? ELSE launched_at END, "
-        "progress = CASE WHEN ? THEN 0 ELSE progress END, updated_at = ? "
+        "progress = CASE WHEN ? THEN 0 ELSE progress END, "
+        "flavor = COALESCE(?, flavor), "
+        "instance_type_id = CASE WHEN ? THEN json_extract(?, '$.id') ELSE instance_type_id END, "
+        "vcpus = CASE WHEN ? THEN json_extract(?, '$.vcpus') ELSE vcpus END, "
+        "memory_mb = CASE WHEN ? THEN json_extract(?, '$.memory_mb') ELSE memory_mb END, "
+        "root_gb = CASE WHEN ? THEN json_extract(?, '$.root_gb') ELSE root_gb END, "
+        "ephemeral_gb = CASE WHEN ? THEN json_extract(?, '$.ephemeral_gb') ELSE ephemeral_gb END, "
+        "old_flavor = CASE WHEN ? THEN NULL ELSE COALESCE(?, old_flavor) END, "
+        "new_flavor = CASE WHEN ? THEN NULL ELSE COALESCE(?, new_flavor) END, "
+        "image_ref = COALESCE(?, image_ref), updated_at = ? "
         "WHERE uuid = ? AND deleted = 0 AND (? OR vm_state IN " SLOTS8 ") "
         "AND (? OR task_state IN " SLOTS8 " OR (? AND task_state IS NULL)) "
         "AND (? IS NULL OR host = ?) AND (NOT ? OR host IS NOT NULL)",
-        "sbsbsbsbisjbsbss"
+        "sbsbsbsbisjbs"
+        "bjbjbjbjbjbjbjbj"
+        "sss"
         "bssssssss"
         "bssssssssb"
         "ssb",
         value(ch->vm_state), ch->task_state != NULL, value(ch->task_state), ch->host != NULL,
         value(ch->host), ch->node != NULL, value(ch->node), (int)ch->set_power_state,
         (long long)ch->power_state, ch->availability_zone, (json_t *)ch->request_spec,
-        (int)ch->launched, now, (int)ch->reset_progress, now, uuid, any_vm, vm[0], vm[1], vm[2],
-        vm[3], vm[4], vm[5], vm[6], vm[7], any_task, task[0], task[1], task[2], task[3], task[4],
-        task[5], task[6], task[7], none_task, ch->expect_host, ch->expect_host,
+        (int)ch->launched, now, (int)ch->reset_progress, fl, set_fl, fl, set_fl, fl, set_fl, fl,
+        set_fl, fl, set_fl, fl, (int)ch->clear_move_flavors, (json_t *)ch->old_flavor,
+        (int)ch->clear_move_flavors, (json_t *)ch->new_flavor, ch->image_ref, now, uuid, any_vm,
+        vm[0], vm[1], vm[2], vm[3], vm[4], vm[5], vm[6], vm[7], any_task, task[0], task[1], task[2],
+        task[3], task[4], task[5], task[6], task[7], none_task, ch->expect_host, ch->expect_host,
         (int)ch->expect_has_host);
     (void)none_vm; /* vm_state is never None */
     if (n < 0) {

@@ -49,6 +49,13 @@ struct nb_instance_change {
     const json_t *request_spec;    /* stored as its JSON text; NULL: unchanged */
     bool launched;                 /* launched_at = now */
     bool reset_progress;           /* progress = 0 */
+    /* moves (resize, rebuild): NULL / false leave each as it is */
+    const json_t *flavor;     /* the flavor row: flavor, instance_type_id ("id"), vcpus,
+                                 memory_mb, root_gb, ephemeral_gb from it */
+    const json_t *old_flavor; /* a resize's flavors until confirm or revert */
+    const json_t *new_flavor;
+    bool clear_move_flavors; /* old_flavor = new_flavor = NULL (wins over the two) */
+    const char *image_ref;   /* rebuild with another image */
 };
 
 /* What a transition found when it lost the race (or the row's state). */

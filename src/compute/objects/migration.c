@@ -73,3 +73,28 @@ int nb_migration_set_status(struct nb_db *db, struct nb_ctx *ctx, const char *uu
                       "deleted = 0 AND (? IS NULL OR status = ?)",
                       "sssss", status, now, uuid, expected_status, expected_status);
 }
+
+int nb_migration_update(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
+                        const struct nb_migration_change *c)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    return nb_db_exec(
+        db, ctx,
+        "UPDATE migrations SET status = COALESCE(?, status), "
+        "source_node = COALESCE(?, source_node), dest_compute = COALESCE(?, dest_compute), "
+        "dest_node = COALESCE(?, dest_node), dest_host = COALESCE(?, dest_host), "
+        "new_instance_type_id = CASE WHEN ? THEN ? ELSE new_instance_type_id END, "
+        "memory_total = CASE WHEN ? THEN ? ELSE memory_total END, "
+        "memory_processed = CASE WHEN ? THEN ? ELSE memory_processed END, "
+        "memory_remaining = CASE WHEN ? THEN ? ELSE memory_remaining END, "
+        "disk_total = CASE WHEN ? THEN ? ELSE disk_total END, "
+        "disk_processed = CASE WHEN ? THEN ? ELSE disk_processed END, "
+        "disk_remaining = CASE WHEN ? THEN ? ELSE disk_remaining END, updated_at = ? "
+        "WHERE uuid = ? AND deleted = 0 AND (? IS NULL OR status = ?)",
+        "sssssbibibibibibibissss", c->status, c->source_node, c->dest_compute, c->dest_node,
+        c->dest_host, c->new_instance_type_id != 0, c->new_instance_type_id, (int)c->set_memory,
+        c->memory_total, (int)c->set_memory, c->memory_processed, (int)c->set_memory,
+        c->memory_remaining, (int)c->set_disk, c->disk_total, (int)c->set_disk, c->disk_processed,
+        (int)c->set_disk, c->disk_remaining, now, uuid, c->expected_status, c->expected_status);
+}

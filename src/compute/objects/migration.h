@@ -69,4 +69,23 @@ json_t *nb_migration_list_by_instance(struct nb_db *db, struct nb_ctx *ctx,
 int nb_migration_set_status(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
                             const char *status, const char *expected_status);
 
+/* What nb_migration_update changes: NULL strings, 0 ids and false flags
+ * leave a column as it is. */
+struct nb_migration_change {
+    const char *status;
+    const char *expected_status; /* change only while in this status (NULL: any) */
+    const char *source_node, *dest_compute, *dest_node, *dest_host;
+    long long new_instance_type_id;
+    bool set_memory; /* memory_total/_processed/_remaining (bytes) */
+    long long memory_total, memory_processed, memory_remaining;
+    bool set_disk; /* disk_total/_processed/_remaining (bytes) */
+    long long disk_total, disk_processed, disk_remaining;
+};
+
+/* Applies c to live migration uuid (and updated_at), guarded by
+ * c->expected_status as nb_migration_set_status is. Joins the caller's
+ * transaction. 1 changed, 0 not, -1 on error. */
+int nb_migration_update(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
+                        const struct nb_migration_change *c);
+
 #endif

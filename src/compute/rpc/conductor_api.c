@@ -62,6 +62,68 @@ int nb_conductor_snapshot_instance(struct nb_ctx *ctx, const char *uuid, const c
                 json_pack("{s:s, s:s}", "uuid", uuid, "image_id", image_id));
 }
 
+int nb_conductor_live_migrate_instance(struct nb_ctx *ctx, const struct nb_live_migrate_req *r)
+{
+    return cast(ctx, NB_CONDUCTOR_LIVE_MIGRATE_INSTANCE,
+                json_pack("{s:s, s:s, s:s?, s:s, s:b}", "uuid", r->uuid, "migration_uuid",
+                          r->migration_uuid, "host", r->host, "block_migration",
+                          r->block_migration ? r->block_migration : "false", "force", r->force));
+}
+
+int nb_conductor_migrate_server(struct nb_ctx *ctx, const struct nb_migrate_server_req *r)
+{
+    return cast(ctx, NB_CONDUCTOR_MIGRATE_SERVER,
+                json_pack("{s:s, s:s, s:s?, s:O?, s:b}", "uuid", r->uuid, "migration_uuid",
+                          r->migration_uuid, "host", r->host, "flavor", (json_t *)r->flavor,
+                          "allow_same_host", r->allow_same_host));
+}
+
+static json_t *migration_args(const char *uuid, const char *migration_uuid)
+{
+    return json_pack("{s:s, s:s}", "uuid", uuid, "migration_uuid", migration_uuid);
+}
+
+int nb_conductor_confirm_resize(struct nb_ctx *ctx, const char *uuid, const char *migration_uuid)
+{
+    return cast(ctx, NB_CONDUCTOR_CONFIRM_RESIZE, migration_args(uuid, migration_uuid));
+}
+
+int nb_conductor_revert_resize(struct nb_ctx *ctx, const char *uuid, const char *migration_uuid)
+{
+    return cast(ctx, NB_CONDUCTOR_REVERT_RESIZE, migration_args(uuid, migration_uuid));
+}
+
+int nb_conductor_rebuild_instance(struct nb_ctx *ctx, const struct nb_rebuild_req *r)
+{
+    return cast(ctx, NB_CONDUCTOR_REBUILD_INSTANCE,
+                json_pack("{s:s, s:s?, s:s?, s:b, s:s?, s:s?, s:b}", "uuid", r->uuid, "image_ref",
+                          r->image_ref, "admin_password", r->admin_password, "preserve_ephemeral",
+                          r->preserve_ephemeral, "migration_uuid", r->migration_uuid, "host",
+                          r->host, "on_shared_storage", r->on_shared_storage));
+}
+
+int nb_conductor_live_migration_abort(struct nb_ctx *ctx, const char *uuid,
+                                      const char *migration_uuid)
+{
+    return cast(ctx, NB_CONDUCTOR_LIVE_MIGRATION_ABORT, migration_args(uuid, migration_uuid));
+}
+
+int nb_conductor_live_migration_force_complete(struct nb_ctx *ctx, const char *uuid,
+                                               const char *migration_uuid)
+{
+    return cast(ctx, NB_CONDUCTOR_LIVE_MIGRATION_FORCE_COMPLETE,
+                migration_args(uuid, migration_uuid));
+}
+
+json_t *nb_conductor_check_live_migration(struct nb_ctx *ctx, const char *uuid, const char *host,
+                                          const char *block_migration, int timeout_ms)
+{
+    return nb_bus_call(ctx, NB_CONDUCTOR_TOPIC, NB_CONDUCTOR_CHECK_LIVE_MIGRATION,
+                       json_pack("{s:s, s:s?, s:s}", "uuid", uuid, "host", host, "block_migration",
+                                 block_migration ? block_migration : "auto"),
+                       timeout_ms);
+}
+
 int nb_conductor_build_result(struct nb_ctx *ctx, const char *uuid, const char *host, bool ok,
                               const char *message)
 {

@@ -54,6 +54,14 @@
 #define NB_CONDUCTOR_ATTACH_VOLUME "attach_volume"
 #define NB_CONDUCTOR_DETACH_VOLUME "detach_volume"
 #define NB_CONDUCTOR_SNAPSHOT_INSTANCE "snapshot_instance"
+#define NB_CONDUCTOR_LIVE_MIGRATE_INSTANCE "live_migrate_instance"
+#define NB_CONDUCTOR_MIGRATE_SERVER "migrate_server"
+#define NB_CONDUCTOR_CONFIRM_RESIZE "confirm_resize"
+#define NB_CONDUCTOR_REVERT_RESIZE "revert_resize"
+#define NB_CONDUCTOR_REBUILD_INSTANCE "rebuild_instance"
+#define NB_CONDUCTOR_LIVE_MIGRATION_ABORT "live_migration_abort"
+#define NB_CONDUCTOR_LIVE_MIGRATION_FORCE_COMPLETE "live_migration_force_complete"
+#define NB_CONDUCTOR_CHECK_LIVE_MIGRATION "check_live_migration"
 /* from the agents */
 #define NB_CONDUCTOR_BUILD_RESULT "build_result"
 #define NB_CONDUCTOR_OP_RESULT "op_result"
@@ -106,6 +114,71 @@ int nb_conductor_detach_volume(struct nb_ctx *ctx, const char *uuid, const char 
  * started action "createImage"; the conductor moves it to
  * image_pending_upload. */
 int nb_conductor_snapshot_instance(struct nb_ctx *ctx, const char *uuid, const char *image_id);
+
+/* ---- API -> conductor: moves (see COMPAT-NOTES, "Moving servers") ----
+ * The API has checked the request and the instance's state, set the task
+ * state (migrating, resize_prep, resize_reverting, rebuilding), started the
+ * instance action (live-migration, migrate, resize, confirmResize,
+ * revertResize, rebuild, evacuate) and, for every move, created the
+ * migration record (migration_uuid: live "accepted", cold and resize
+ * "pre-migrating", evacuation "accepted") in one transaction. host: the
+ * destination the request named (NULL: the scheduler picks). */
+
+struct nb_live_migrate_req {
+    const char *uuid, *migration_uuid;
+    const char *host;            /* NULL: scheduled */
+    const char *block_migration; /* "true", "false" or "auto" */
+    bool force;                  /* host forced, no scheduler (before 2.68) */
+};
+/* live_migrate_instance {"uuid", "migration_uuid", "host", "block_migration",
+ * "force"} (cast). */
+int nb_conductor_live_migrate_instance(struct nb_ctx *ctx, const struct nb_live_migrate_req *r);
+
+struct nb_migrate_server_req {
+    const char *uuid, *migration_uuid;
+    const char *host;     /* NULL: scheduled */
+    const json_t *flavor; /* resize: the new flavor row (borrowed); NULL: cold migration */
+    bool allow_same_host; /* [DEFAULT] allow_resize_to_same_host, read by the API */
+};
+/* migrate_server {"uuid", "migration_uuid", "host", "flavor", "allow_same_host"}
+ * (cast): a cold migration or a resize. */
+int nb_conductor_migrate_server(struct nb_ctx *ctx, const struct nb_migrate_server_req *r);
+
+/* confirm_resize / revert_resize {"uuid", "migration_uuid"} (cast): the
+ * migration is "finished" and the instance "resized". */
+int nb_conductor_confirm_resize(struct nb_ctx *ctx, const char *uuid, const char *migration_uuid);
+int nb_conductor_revert_resize(struct nb_ctx *ctx, const char *uuid, const char *migration_uuid);
+
+struct nb_rebuild_req {
+    const char *uuid;
+    const char *image_ref;      /* the image to rebuild from (rebuild: maybe a new one) */
+    const char *admin_password; /* NULL: none */
+    bool preserve_ephemeral;
+    /* evacuate only (migration_uuid NULL: a rebuild on the instance's host) */
+    const char *migration_uuid;
+    const char *host;       /* NULL: scheduled */
+    bool on_shared_storage; /* before 2.14 the caller says; else the conductor finds out */
+};
+/* rebuild_instance {"uuid", "image_ref", "admin_password",
+ * "preserve_ephemeral", "migration_uuid", "host", "on_shared_storage"}
+ * (cast): rebuild, and evacuate. */
+int nb_conductor_rebuild_instance(struct nb_ctx *ctx, const struct nb_rebuild_req *r);
+
+/* live_migration_abort / live_migration_force_complete {"uuid",
+ * "migration_uuid"} (cast): the API found the migration in progress (the
+ * statuses Nova allows at the request's microversion). */
+int nb_conductor_live_migration_abort(struct nb_ctx *ctx, const char *uuid,
+                                      const char *migration_uuid);
+int nb_conductor_live_migration_force_complete(struct nb_ctx *ctx, const char *uuid,
+                                               const char *migration_uuid);
+
+/* check_live_migration (call) {"uuid", "host", "block_migration"}: every
+ * precheck of a live migration of uuid against host (NULL: every candidate
+ * host), nothing moved (nubo doctor migration). Reply {"instance",
+ * "source", "hosts": [{"host", "ok", "checks": [{"check", "ok", "warning",
+ * "evidence", "message"}…]}…]} | {"error"}; NULL on timeout. */
+json_t *nb_conductor_check_live_migration(struct nb_ctx *ctx, const char *uuid, const char *host,
+                                          const char *block_migration, int timeout_ms);
 
 /* ---- agent -> conductor: outcomes (casts) ---- */
 

@@ -12,6 +12,8 @@
 #include "common/ctx.h"
 #include "compute/objects/states.h"
 #include <jansson.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 
 struct nb_host_info {
     char hypervisor_hostname[256];
@@ -44,6 +46,30 @@ struct nb_virt_image_source {
     /* Writes the image's data into path and its sha512 in hex into
      * hex[129]. 0/-1 (path may be left partly written). */
     int (*download)(struct nb_ctx *ctx, const char *image_id, const char *path, char hex[129]);
+};
+
+/* A live migration's progress, as libvirt's job stats give it (bytes). */
+struct nb_migration_progress {
+    long long memory_total, memory_processed, memory_remaining;
+    long long disk_total, disk_processed, disk_remaining;
+    bool post_copy; /* switched to post-copy */
+};
+
+/* What live_migrate needs; the agent fills it and keeps it while the
+ * migration runs (abort and force_complete come from other threads). */
+struct nb_live_migration {
+    const char *dest_host;    /* the destination's compute host name */
+    const char *dest_uri;     /* its hypervisor's migration URI (migration_info "uri") */
+    const char *dest_addr;    /* address for the migration data (migration_info "addr") */
+    bool block_migration;     /* copy the local disks too */
+    const json_t *dest_disks; /* what pre_live_migration answered (may be NULL) */
+    /* called from the migrating thread about twice a second */
+    void (*progress)(void *opaque, const struct nb_migration_progress *p);
+    void *opaque;
+    atomic_int abort_requested;          /* set by the agent: stop, the guest stays */
+    atomic_int force_complete_requested; /* set by the agent: post-copy or pause */
+    /* out */
+    bool cancelled; /* live_migrate returned -1 because it was aborted */
 };
 
 struct nb_virt_ops {
@@ -102,6 +128,68 @@ struct nb_virt_ops {
      * guest keeps its power state. Optional (NULL: 501). */
     int (*snapshot)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
                     json_t *instance, const char *out_path);
+    /* ---- live migration (optional, all NULL for a driver that cannot
+     * move guests: the prechecks then refuse the move) ---- */
+    /* What this host offers to migrations, new ref: {"hypervisor_type",
+     * "hypervisor_version" (QEMU's, as the compute node's), "libvirt_version",
+     * "uri" (where peers reach this host's hypervisor for migrations, from
+     * [libvirt] live_migration_scheme / live_migration_inbound_addr /
+     * live_migration_uri), "addr" (address for migration data), "mtu" (of
+     * the interface holding addr; 0 unknown), "cpu_models" ([names] the
+     * hypervisor can give guests: domain capabilities), "guest_cpu" ({"mode",
+     * "model", "features"}: the CPU this host gives its guests per [libvirt]
+     * cpu_mode / cpu_models), "instances_path", "tls" (bool), "tls_missing"
+     * ([paths of absent certificates])}. NULL on error. */
+    json_t *(*migration_info)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host);
+    /* Whether this host can run a guest with guest_cpu (the source's
+     * "guest_cpu"): under KVM libvirt's CPU comparison, under TCG the model
+     * in the domain capabilities. 0; -1 with a message naming the missing
+     * model or features. */
+    int (*check_cpu)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                     const json_t *guest_cpu);
+    /* Nova's shared-storage test file in the root of the instances path:
+     * create one (its name into name), tell whether one exists, remove it. */
+    int (*storage_probe_create)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                                char name[64]);
+    int (*storage_probe_exists)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                                const char *name, bool *exists);
+    int (*storage_probe_remove)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                                const char *name);
+    /* Source side: whether this host reaches dest_uri within timeout_ms. 0;
+     * -1 with a message naming the URI, host, port and the error. */
+    int (*check_migration_target)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                                  const char *dest_uri, int timeout_ms);
+    /* Source side: the instance's disks, new ref [{"target", "path",
+     * "format", "virtual_size", "backing" (path or null), "readonly",
+     * "local" (not a volume)}]. NULL on error. */
+    json_t *(*migration_disks)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                               json_t *instance);
+    /* Destination side before the move (Nova's pre_live_migration): the
+     * instance's directory; unless shared_storage, its local disks (empty,
+     * same virtual sizes, for block migration; their backing images in the
+     * cache) and copies of read-only disks such as the config drive. Answers
+     * (new ref) what live_migrate passes on as dest_disks; NULL on error. */
+    json_t *(*pre_live_migration)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                                  json_t *instance, const json_t *disks, bool shared_storage,
+                                  bool block_migration);
+    /* Source side: moves the running guest to m->dest_uri, peer to peer,
+     * returning when it runs there (0), or failed or was aborted (-1, with
+     * m->cancelled set for an abort; the guest still runs here). Tuning from
+     * [libvirt] live_migration_* (bandwidth, downtime steps, completion
+     * timeout and its action, auto-converge, post-copy). */
+    int (*live_migrate)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                        json_t *instance, struct nb_live_migration *m);
+    /* After success: the destination defines the guest persistently (as it
+     * now runs), the source forgets it and, unless shared_storage, removes
+     * its local files. After failure: the destination removes what
+     * pre_live_migration made (its files only when not shared) and any
+     * domain left behind. */
+    int (*post_live_migration_dest)(struct nb_virt_driver *drv, struct nb_ctx *ctx,
+                                    const char *host, json_t *instance);
+    int (*post_live_migration_source)(struct nb_virt_driver *drv, struct nb_ctx *ctx,
+                                      const char *host, json_t *instance, bool shared_storage);
+    int (*rollback_live_migration_dest)(struct nb_virt_driver *drv, struct nb_ctx *ctx,
+                                        const char *host, json_t *instance, bool shared_storage);
     /* Lifecycle events (optional, may be NULL): the driver calls
      * cb(opaque, host, uuid, power_state) from its own thread whenever a
      * guest changes state, whoever caused it. The agent uses it to run the

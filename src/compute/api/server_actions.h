@@ -1,0 +1,42 @@
+/* server_actions.h - what every server action (server_actions.c and the
+ * files with the actions of one concern: moves, rebuild, …) checks and
+ * records before it casts its work to the conductor: Nova's
+ * check_instance_state and check_instance_host, and the task state set
+ * with the instance action in one transaction. */
+#ifndef NB_COMPUTE_API_SERVER_ACTIONS_H
+#define NB_COMPUTE_API_SERVER_ACTIONS_H
+
+#include "common/ctx.h"
+#include <jansson.h>
+#include <stdbool.h>
+
+/* One state rule of Nova's check_instance_state: allowed vm_states and
+ * task_states (NULL lists allow any; "" in tasks stands for None). */
+struct nb_srv_state_rule {
+    const char *const *vm;
+    const char *const *task;
+    bool must_have_launched;
+};
+
+/* {"", NULL}: task state None only. */
+extern const char *const nb_srv_none_only[];
+
+/* Whether v (NULL read as "") is in the NULL-terminated set. */
+bool nb_srv_in_set(const char *v, const char *const *set);
+
+/* 409 with Nova's wording when inst breaks rule (action as named in the
+ * message, e.g. "stop"). 0/-1. */
+int nb_srv_check_state(struct nb_ctx *ctx, const json_t *inst, const char *action,
+                       const struct nb_srv_state_rule *rule);
+
+/* Nova's check_instance_host: 409 "Instance <id> is not ready". 0/-1. */
+int nb_srv_check_host(struct nb_ctx *ctx, const json_t *inst);
+
+/* Sets the task state if the instance is still as checked (expected task
+ * states, "" = None), records the action action_name under the request ID,
+ * and commits. -1 after 409 when the instance changed meanwhile. */
+int nb_srv_begin_task(struct nb_ctx *ctx, const json_t *inst, const char *action_name,
+                      const char *message_action, const char *task_state,
+                      const char *const *expected_tasks, bool reset_progress);
+
+#endif
