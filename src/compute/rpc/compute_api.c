@@ -114,3 +114,14 @@ bool nb_compute_ping(struct nb_ctx *ctx, const char *host, int timeout_ms)
     json_decref(r);
     return r != NULL;
 }
+
+int nb_compute_rebuild_instance(struct nb_ctx *ctx, const char *host, json_t *instance,
+                                const struct nb_compute_rebuild *r)
+{
+    json_t *args = json_pack("{s:o, s:s?, s:b}", "instance", instance, "migration_uuid",
+                             r->migration_uuid, "preserve_ephemeral", r->preserve_ephemeral);
+    json_object_set_new(args, "on_shared_storage",
+                        r->on_shared_storage < 0 ? json_null()
+                                                 : json_boolean(r->on_shared_storage));
+    return cast(ctx, host, NB_COMPUTE_REBUILD_INSTANCE, args);
+}

@@ -43,6 +43,7 @@
 #define NB_COMPUTE_GUEST_INFO "guest_info"
 #define NB_COMPUTE_GET_HOST_UPTIME "get_host_uptime"
 #define NB_COMPUTE_PING "ping"
+#define NB_COMPUTE_REBUILD_INSTANCE "rebuild_instance"
 
 /* build_and_run_instance (cast) {"instance", "node"}: spawn on node (the
  * scheduler's claim); the agent answers build_result. */
@@ -102,5 +103,20 @@ json_t *nb_compute_get_host_uptime(struct nb_ctx *ctx, const char *host, int tim
 /* ping (call) {} -> {"ok": true, "host"}: whether host's agent answers
  * within timeout_ms (a failure is left on ctx). */
 bool nb_compute_ping(struct nb_ctx *ctx, const char *host, int timeout_ms);
+
+/* rebuild_instance (cast) {"instance", "migration_uuid", "on_shared_storage",
+ * "preserve_ephemeral"}: the guest made anew from instance["image_ref"]
+ * keeping its identity (Nova's rebuild_instance); with migration_uuid an
+ * evacuation onto this host, keeping the disk when the instance is found
+ * on this host's storage (on_shared_storage null: the driver decides, as
+ * Nova's instance_on_disk; true/false: the caller's word before 2.14,
+ * checked against it). The agent answers rebuild_result. */
+struct nb_compute_rebuild {
+    const char *migration_uuid; /* NULL: a rebuild on this host */
+    int on_shared_storage;      /* -1 unknown, 0 no, 1 yes */
+    bool preserve_ephemeral;
+};
+int nb_compute_rebuild_instance(struct nb_ctx *ctx, const char *host, json_t *instance,
+                                const struct nb_compute_rebuild *r);
 
 #endif

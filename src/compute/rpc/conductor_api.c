@@ -224,3 +224,31 @@ json_t *nb_conductor_instances_on_host(struct nb_ctx *ctx, const char *host, int
     }
     return rows;
 }
+
+int nb_conductor_rebuild_result(struct nb_ctx *ctx, const struct nb_rebuild_result *r)
+{
+    return cast(ctx, NB_CONDUCTOR_REBUILD_RESULT,
+                json_pack("{s:s, s:s, s:s?, s:b, s:s?, s:i, s:b}", "uuid", r->uuid, "host", r->host,
+                          "migration_uuid", r->migration_uuid, "ok", r->ok, "message", r->message,
+                          "power_state", r->power_state, "on_shared_storage",
+                          r->on_shared_storage));
+}
+
+json_t *nb_conductor_evacuated_instances(struct nb_ctx *ctx, const char *host, int timeout_ms)
+{
+    json_t *rows = nb_bus_call(ctx, NB_CONDUCTOR_TOPIC, NB_CONDUCTOR_EVACUATED_INSTANCES,
+                               json_pack("{s:s}", "host", host), timeout_ms);
+    if (!json_is_array(rows)) {
+        json_decref(rows);
+        return NULL;
+    }
+    return rows;
+}
+
+int nb_conductor_evacuation_cleaned(struct nb_ctx *ctx, const char *uuid,
+                                    const char *migration_uuid, const char *host)
+{
+    return cast(
+        ctx, NB_CONDUCTOR_EVACUATION_CLEANED,
+        json_pack("{s:s, s:s, s:s}", "uuid", uuid, "migration_uuid", migration_uuid, "host", host));
+}

@@ -65,6 +65,9 @@
 /* from the agents */
 #define NB_CONDUCTOR_BUILD_RESULT "build_result"
 #define NB_CONDUCTOR_OP_RESULT "op_result"
+#define NB_CONDUCTOR_REBUILD_RESULT "rebuild_result"
+#define NB_CONDUCTOR_EVACUATED_INSTANCES "evacuated_instances"
+#define NB_CONDUCTOR_EVACUATION_CLEANED "evacuation_cleaned"
 #define NB_CONDUCTOR_ATTACH_RESULT "attach_result"
 #define NB_CONDUCTOR_DETACH_RESULT "detach_result"
 #define NB_CONDUCTOR_SNAPSHOT_RESULT "snapshot_result"
@@ -218,6 +221,37 @@ int nb_conductor_snapshot_result(struct nb_ctx *ctx, const char *uuid, const cha
  * re-checks the database and acts as Nova's _sync_instance_power_state. */
 int nb_conductor_power_sync(struct nb_ctx *ctx, const char *uuid, const char *host, int power_state,
                             bool found);
+
+/* ---- agent -> conductor: rebuild and evacuate ---- */
+
+/* What an agent reports after rebuild_instance (compute_api.h). */
+struct nb_rebuild_result {
+    const char *uuid, *host;
+    const char *migration_uuid; /* the evacuation's (NULL: a rebuild) */
+    bool ok;
+    const char *message;    /* on failure (NULL: sent as null) */
+    int power_state;        /* the guest's afterwards */
+    bool on_shared_storage; /* an evacuation kept the source's disk */
+};
+/* rebuild_result {"uuid", "host", "migration_uuid", "ok", "message",
+ * "power_state", "on_shared_storage"} (cast). */
+int nb_conductor_rebuild_result(struct nb_ctx *ctx, const struct nb_rebuild_result *r);
+
+/* evacuated_instances (call) {"host"} -> [{"uuid", "migration_uuid",
+ * "deleted", "destroy_disks"}…]: the instances evacuated from host whose
+ * evacuation (status accepted, pre-migrating or done) the source has not
+ * cleaned up yet (Nova's _destroy_evacuated_instances at start-up);
+ * destroy_disks false when the destination runs the same disk from shared
+ * storage or the server is volume-backed. NULL on timeout or when the
+ * reply is not an array. */
+json_t *nb_conductor_evacuated_instances(struct nb_ctx *ctx, const char *host, int timeout_ms);
+
+/* evacuation_cleaned (cast) {"uuid", "migration_uuid", "host"}: the
+ * source host removed its guest of the evacuated instance; the conductor
+ * drops the source allocation (held by the migration) and sets the
+ * migration completed. */
+int nb_conductor_evacuation_cleaned(struct nb_ctx *ctx, const char *uuid,
+                                    const char *migration_uuid, const char *host);
 
 /* ---- agent -> conductor: the disk-format check (call) ---- */
 
