@@ -285,6 +285,17 @@ static void test_rebuild_messages(void **state)
     (void)state;
     struct nb_ctx ctx;
     nb_ctx_init_system(&ctx, NULL);
+    const struct nb_rebuild_req req = {.uuid = "u1",
+                                       .migration_uuid = "m1",
+                                       .host = "h2",
+                                       .force = true,
+                                       .shared_storage_given = true,
+                                       .on_shared_storage = true};
+    assert_int_equal(nb_conductor_rebuild_instance(&ctx, &req), 0);
+    expect("conductor", "rebuild_instance",
+           "{\"uuid\": \"u1\", \"image_ref\": null, \"admin_password\": null, "
+           "\"preserve_ephemeral\": false, \"migration_uuid\": \"m1\", "
+           "\"host\": \"h2\", \"force\": true, \"on_shared_storage\": true}");
     const struct nb_compute_rebuild rb = {"m1", -1, false};
     assert_int_equal(nb_compute_rebuild_instance(&ctx, "h1", json_pack("{s:s}", "uuid", "u1"), &rb),
                      0);

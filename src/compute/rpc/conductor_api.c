@@ -95,11 +95,13 @@ int nb_conductor_revert_resize(struct nb_ctx *ctx, const char *uuid, const char 
 
 int nb_conductor_rebuild_instance(struct nb_ctx *ctx, const struct nb_rebuild_req *r)
 {
-    return cast(ctx, NB_CONDUCTOR_REBUILD_INSTANCE,
-                json_pack("{s:s, s:s?, s:s?, s:b, s:s?, s:s?, s:b}", "uuid", r->uuid, "image_ref",
-                          r->image_ref, "admin_password", r->admin_password, "preserve_ephemeral",
-                          r->preserve_ephemeral, "migration_uuid", r->migration_uuid, "host",
-                          r->host, "on_shared_storage", r->on_shared_storage));
+    json_t *args = json_pack("{s:s, s:s?, s:s?, s:b, s:s?, s:s?, s:b}", "uuid", r->uuid,
+                             "image_ref", r->image_ref, "admin_password", r->admin_password,
+                             "preserve_ephemeral", r->preserve_ephemeral, "migration_uuid",
+                             r->migration_uuid, "host", r->host, "force", r->force);
+    json_object_set_new(args, "on_shared_storage",
+                        r->shared_storage_given ? json_boolean(r->on_shared_storage) : json_null());
+    return cast(ctx, NB_CONDUCTOR_REBUILD_INSTANCE, args);
 }
 
 int nb_conductor_live_migration_abort(struct nb_ctx *ctx, const char *uuid,

@@ -159,12 +159,16 @@ struct nb_rebuild_req {
     bool preserve_ephemeral;
     /* evacuate only (migration_uuid NULL: a rebuild on the instance's host) */
     const char *migration_uuid;
-    const char *host;       /* NULL: scheduled */
-    bool on_shared_storage; /* before 2.14 the caller says; else the conductor finds out */
+    const char *host;          /* NULL: scheduled */
+    bool on_shared_storage;    /* before 2.14 the caller says; else the conductor finds out */
+    bool force;                /* host forced, no scheduler filters (before 2.29 with a host,
+                                  force true 2.29-2.67) */
+    bool shared_storage_given; /* on_shared_storage is the caller's word (before 2.14) */
 };
 /* rebuild_instance {"uuid", "image_ref", "admin_password",
- * "preserve_ephemeral", "migration_uuid", "host", "on_shared_storage"}
- * (cast): rebuild, and evacuate. */
+ * "preserve_ephemeral", "migration_uuid", "host", "on_shared_storage"
+ * (null unless shared_storage_given), "force"} (cast): rebuild, and
+ * evacuate. */
 int nb_conductor_rebuild_instance(struct nb_ctx *ctx, const struct nb_rebuild_req *r);
 
 /* live_migration_abort / live_migration_force_complete {"uuid",
