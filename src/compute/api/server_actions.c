@@ -19,6 +19,7 @@
 #include "compute/api/api.h"
 #include "compute/api/instances.h"
 #include "compute/api/server_actions.h"
+#include "compute/api/server_rebuild.h"
 #include "compute/api/server_snapshot.h"
 #include "compute/api/validate.h"
 #include "compute/compute.h"
@@ -499,6 +500,8 @@ static const struct {
     {"resume", NULL, do_resume, NULL, NULL},
     {"os-getConsoleOutput", check_console_output, NULL, do_console_output, NULL},
     {"createImage", nb_srv_check_create_image, NULL, NULL, nb_srv_create_image},
+    {"rebuild", nb_srv_check_rebuild, NULL, NULL, nb_srv_rebuild},
+    {"evacuate", nb_srv_check_evacuate, NULL, NULL, nb_srv_evacuate},
 };
 
 /* Nova's other server actions: known, but not available in nubo yet. */
@@ -508,9 +511,7 @@ static const char *const not_yet[] = {"addFixedIp",
                                       "confirmResize",
                                       "revertResize",
                                       "resize",
-                                      "rebuild",
                                       "createBackup",
-                                      "evacuate",
                                       "os-migrateLive",
                                       "migrate",
                                       "rescue",
