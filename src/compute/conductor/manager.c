@@ -76,6 +76,10 @@ CAST_TO(snapshot_instance, cond_snapshot_instance)
 CAST_TO(snapshot_result, cond_snapshot_result)
 CAST_TO(power_sync, cond_power_sync)
 CAST_TO(service_heartbeat, cond_service_heartbeat)
+CAST_TO(rebuild_instance, cond_rebuild_instance)
+CAST_TO(rebuild_result, cond_rebuild_result)
+CAST_TO(evacuation_cleaned, cond_evacuation_cleaned)
+CALL_TO(evacuated_instances, cond_evacuated_instances)
 CALL_TO(reconcile_disk_format, cond_reconcile_disk_format)
 CALL_TO(service_update, cond_service_update)
 CALL_TO(compute_node_update, cond_compute_node_update)
@@ -108,6 +112,10 @@ static const struct nb_bus_method methods[] = {
     {NB_CONDUCTOR_COMPUTE_NODE_UPDATE, NB_BUS_CALL, compute_node_update},
     {NB_CONDUCTOR_SERVICE_HEARTBEAT, NB_BUS_CAST, service_heartbeat},
     {NB_CONDUCTOR_INSTANCES_ON_HOST, NB_BUS_CALL, instances_on_host},
+    {NB_CONDUCTOR_REBUILD_INSTANCE, NB_BUS_CAST, rebuild_instance},
+    {NB_CONDUCTOR_REBUILD_RESULT, NB_BUS_CAST, rebuild_result},
+    {NB_CONDUCTOR_EVACUATED_INSTANCES, NB_BUS_CALL, evacuated_instances},
+    {NB_CONDUCTOR_EVACUATION_CLEANED, NB_BUS_CAST, evacuation_cleaned},
     {NB_CONDUCTOR_PING, NB_BUS_CALL, ping},
     {NULL, 0, NULL},
 };

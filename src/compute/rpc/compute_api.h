@@ -110,7 +110,8 @@ bool nb_compute_ping(struct nb_ctx *ctx, const char *host, int timeout_ms);
  * evacuation onto this host, keeping the disk when the instance is found
  * on this host's storage (on_shared_storage null: the driver decides, as
  * Nova's instance_on_disk; true/false: the caller's word before 2.14,
- * checked against it). The agent answers rebuild_result. */
+ * checked against it). instance also carries "vm_state": a stopped server's
+ * guest is stopped again afterwards. The agent answers rebuild_result. */
 struct nb_compute_rebuild {
     const char *migration_uuid; /* NULL: a rebuild on this host */
     int on_shared_storage;      /* -1 unknown, 0 no, 1 yes */

@@ -38,6 +38,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "compute/virt/driver.h"
+#include "compute/virt/fake_rebuild.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -794,6 +795,9 @@ static const struct nb_virt_ops fake_ops = {
     .attach_volume = fake_attach_volume,
     .detach_volume = fake_detach_volume,
     .snapshot = fake_snapshot,
+    .rebuild = nb_fake_rebuild,
+    .instance_on_disk = nb_fake_instance_on_disk,
+    .destroy_evacuated = nb_fake_destroy_evacuated,
     .close = fake_close,
 };
 
