@@ -304,3 +304,37 @@ def test_evacuate_after_the_agent_is_killed_and_cleanup_at_its_restart(split):
     assert allocations(c, m["uuid"]) == {}
     assert "Destroying instance as it has been evacuated" in split.compute_log("hostA")
     assert s["id"] in split.compute_log("hostA")
+
+
+# ---- a real guest (libvirt, TCG) ---------------------------------------------------
+
+
+def test_libvirt_rebuild_boots_the_new_image_keeping_the_volume():
+    import test_libvirt as lvt
+    if lvt._why:
+        pytest.skip(lvt._why)
+    c = lvt.start_libvirt_cloud("rebuild")
+    try:
+        img1 = c.cli("image", "create", "--file", lvt.QCOW2, "--disk-format", "qcow2",
+                     "--container-format", "bare", unique("g1"), "-f", "json")["id"]
+        img2 = c.cli("image", "create", "--file", lvt.RAW, "--disk-format", "raw",
+                     "--container-format", "bare", unique("g2"), "-f", "json")["id"]
+        s = lvt.boot(c, unique("lvrb"), image=img1)
+        lvt.wait_console(c, s["id"], r"HB \d+ ")
+        vid = attach_volume(c, s["id"])
+        before = lvt.starts(c, s["id"])
+        c.cli("server", "rebuild", "--image", img2, "--wait", s["id"])
+        v = lvt.wait_status(c, s["id"])
+        assert v["status"] == "ACTIVE" and v["image"]["id"] == img2, v
+        # the console shows the guest booted again, after its first boot
+        lvt.wait_new_boot(c, s["id"], before)
+        assert lvt.console(c, s["id"]).count("GUEST-BOOTED") >= 2
+        disks = lvt.virsh("domblklist", s["id"]).stdout
+        assert "volume-%s" % vid in disks, disks
+        with open(os.path.join(c.state_dir, "instances", s["id"], "disk.info")) as f:
+            info = json.load(f)
+        import hashlib
+        assert info["base"] == hashlib.sha1(img2.encode()).hexdigest(), info
+        assert c.cli("volume", "show", vid, "-f", "json")["status"] == "in-use"
+    finally:
+        assert lvt.stop_cloud(c) == 0, c.tail()
