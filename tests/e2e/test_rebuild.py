@@ -29,8 +29,11 @@ MV = "2.80"
 
 @pytest.fixture(scope="module")
 def fc(tmp_path_factory):
+    # every spawn on fake-3 fails (boots go elsewhere on their retry): the
+    # failing evacuation's destination
     c = Cloud(tmp_path_factory.mktemp("rebuild"), free_port(),
-              ("--set", "DEFAULT.report_interval=1", "--set", "DEFAULT.service_down_time=6"))
+              ("--set", "DEFAULT.report_interval=1", "--set", "DEFAULT.service_down_time=6",
+               "--set", "fake.fail_spawn_hosts=fake-3"))
     c.start()
     c.cli("quota", "set", "--volumes", "50", "--gigabytes", "200", "admin")
     yield c
@@ -101,12 +104,13 @@ def allocations(c, consumer):
     return {rp: a["resources"] for rp, a in body["allocations"].items()}
 
 
-def evacuate_cli(c, sid):
+def evacuate_cli(c, sid, *extra):
     """`openstack server evacuate --wait` at 2.80 as an operator types it.
     OSC 6.0 sends the request and then fails on novaclient's answer (it
     reads `.id` of the TupleWithMeta that Server.evacuate returns), with
     Nova as with nubo; the evacuation itself goes on."""
-    p = c.cli("--os-compute-api-version", MV, "server", "evacuate", "--wait", sid, check=False)
+    p = c.cli("--os-compute-api-version", MV, "server", "evacuate", "--wait", *extra, sid,
+              check=False)
     assert p.returncode == 0 or "'TupleWithMeta' object has no attribute 'id'" in p.stderr, \
         p.stderr
 
@@ -201,17 +205,19 @@ def test_rebuild_and_evacuate_bad_input(fc, image2):
 
 def test_evacuate_forced_down_host_and_the_source_cleans_up_when_it_comes_back(fc):
     c = fc
-    s = boot(c, unique("evac"), host="fake-1")
+    s = boot(c, unique("evac"), host="fake-1", nic="auto")
+    port = c.cli("port", "list", "--server", s["id"], "-f", "json")[0]["ID"]
     vid = attach_volume(c, s["id"])
     src_rp, old = provider(c, "fake-1"), allocations(c, s["id"])
     assert list(old) == [src_rp]
     c.cli("--os-compute-api-version", "2.11", "compute", "service", "set", "--down",
           "fake-1", "nova-compute")
     try:
-        evacuate_cli(c, s["id"])
+        evacuate_cli(c, s["id"], "--host", "fake-2")
         v = settled(c, s["id"], "ACTIVE")
         dest = v["OS-EXT-SRV-ATTR:host"]
-        assert dest in ("fake-2", "fake-3")
+        assert dest == "fake-2"
+        assert c.cli("port", "show", port, "-f", "json")["binding_host_id"] == dest
         assert v["OS-EXT-SRV-ATTR:hypervisor_hostname"] == dest
         m = migration(c, s["id"])
         assert (m["migration_type"], m["status"], m["source_compute"], m["dest_compute"]) == \
@@ -266,6 +272,29 @@ def test_failed_evacuation_leaves_the_server_in_error_on_its_source(fc):
         for h in ("fake-1", "fake-2"):
             c.cli("--os-compute-api-version", "2.11", "compute", "service", "set", "--up", h,
                   "nova-compute")
+
+
+def test_evacuation_failing_on_the_destination_sets_error_and_gives_the_claims_back(fc):
+    c = fc
+    s = boot(c, unique("evspawn"), host="fake-2")
+    old = allocations(c, s["id"])
+    c.cli("--os-compute-api-version", "2.11", "compute", "service", "set", "--down", "fake-2",
+          "nova-compute")
+    try:
+        st, _, out = action(c, s["id"], {"evacuate": {"host": "fake-3", "force": True}}, mv="2.29")
+        assert st == 200, out
+        v = settled(c, s["id"], "ERROR")
+        assert v["OS-EXT-SRV-ATTR:host"] == "fake-2"
+        assert "spawn failure injected on host fake-3" in v["fault"]["message"], v["fault"]
+        m = migration(c, s["id"])
+        assert (m["status"], m["dest_compute"]) == ("failed", "fake-3")
+        assert allocations(c, s["id"]) == old
+        assert allocations(c, m["uuid"]) == {}
+        ev = events(c, s["id"], "evacuate")
+        assert ev["compute_rebuild_instance"]["result"] == "Error"
+    finally:
+        c.cli("--os-compute-api-version", "2.11", "compute", "service", "set", "--up", "fake-2",
+              "nova-compute")
 
 
 # ---- evacuate (split processes, agent killed) -------------------------------------

@@ -29,6 +29,7 @@
 #include "compute/objects/request_spec.h"
 #include "compute/rpc/scheduler_api.h"
 #include "db/db.h"
+#include "network/network.h"
 #include "placement/placement.h"
 #include "volume/volume.h"
 
@@ -204,11 +205,15 @@ void cond_evacuate(struct conductor *c, struct nb_ctx *ctx, const json_t *row, c
                          json_is_true(json_object_get(args, "preserve_ephemeral")));
 }
 
-void cond_evacuate_done(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+void cond_evacuate_done(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *host,
                         const char *migration_uuid, bool on_shared_storage)
 {
     struct nb_ctx sub; /* the instance has moved: the records follow best-effort */
     nb_ctx_child(&sub, ctx);
+    if (nb_network_bind_instance_host(&sub, uuid, host) < 0)
+        NB_WARN(LOG_COND, ctx, uuid, "could not bind the ports to %s: %s", host,
+                nb_ctx_message(&sub));
+    nb_ctx_clear_error(&sub);
     if (nb_migration_set_status(c->db, &sub, migration_uuid, "done", NULL) < 0)
         NB_WARN(LOG_COND, ctx, uuid, "could not set migration %s done: %s", migration_uuid,
                 nb_ctx_message(&sub));

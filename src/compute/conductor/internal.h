@@ -152,9 +152,10 @@ void cond_evacuate_rollback(struct conductor *c, struct nb_ctx *ctx, const char 
 /* The migration's dest_node (malloc'd) or NULL. */
 char *cond_evacuation_dest_node(struct conductor *c, struct nb_ctx *ctx,
                                 const char *migration_uuid);
-/* The evacuation went well: migration done, its storage recorded for the
- * source's clean-up. Best-effort. */
-void cond_evacuate_done(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+/* The evacuation to host went well: the ports bound to host, the
+ * migration done, its storage recorded for the source's clean-up.
+ * Best-effort. */
+void cond_evacuate_done(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *host,
                         const char *migration_uuid, bool on_shared_storage);
 /* evacuated_instances (call) and evacuation_cleaned (cast): see
  * conductor_api.h. */

@@ -173,7 +173,7 @@ void cond_rebuild_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
         return;
     }
     if (mig)
-        cond_evacuate_done(c, ctx, uuid, mig,
+        cond_evacuate_done(c, ctx, uuid, host, mig,
                            json_is_true(json_object_get(args, "on_shared_storage")));
     cond_event_finish(c, ctx, uuid, EV_REBUILD, true, NULL);
     cond_action_finish(c, ctx, uuid, NULL);
