@@ -311,7 +311,7 @@ def split(tmp_path_factory, evac_vhost):
     s.compute("hostA")
     s.compute("hostB")
     yield s
-    s.stop()
+    assert all(rc == 0 for rc in s.stop()), [p.tail() for p in s.computes.values()]
 
 
 def test_evacuate_after_the_agent_is_killed_and_cleanup_at_its_restart(split):
