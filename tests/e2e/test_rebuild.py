@@ -200,6 +200,21 @@ def test_rebuild_and_evacuate_bad_input(fc, image2):
     c.cli("server", "delete", sid)
 
 
+def test_rebuild_interrupted_by_a_restart_ends_in_error(fresh_cloud):
+    c = fresh_cloud("--set", "fake.spawn_delay_ms=3000")
+    s = boot(c, unique("rbi"))
+    st, _, out = action(c, s["id"], {"rebuild": {"imageRef": server(c, s["id"])["image"]["id"]}})
+    assert st == 202, out
+    wait_for("rebuild spawning", lambda: server(c, s["id"])["OS-EXT-STS:task_state"]
+             == "rebuild_spawning")
+    c.stop(signal.SIGKILL)
+    c.start()
+    c._token = None
+    v = settled(c, s["id"], "ERROR")
+    assert v["fault"]["message"] == "Rebuild interrupted: nubo stopped during the rebuild.", v
+    assert events(c, s["id"], "rebuild")["compute_rebuild_instance"]["result"] == "Error"
+
+
 # ---- evacuate (fake hosts, forced down) -------------------------------------------
 
 

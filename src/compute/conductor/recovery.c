@@ -478,6 +478,7 @@ static void *recovery_main(void *arg)
     resume_interrupted_builds(c, &ctx, waited);
     resume_actions(c, &ctx, waited);
     clear_interrupted_snapshots(c, &ctx);
+    cond_recover_rebuilds(c, &ctx);
     json_decref(waited);
     NB_INFO(LOG_COND, &ctx, NULL, "start-up recovery done");
     return NULL;
