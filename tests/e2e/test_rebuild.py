@@ -16,8 +16,6 @@ the new image again keeping the volume."""
 import json
 import os
 import signal
-import subprocess
-import time
 
 import pytest
 
