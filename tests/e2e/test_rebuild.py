@@ -331,6 +331,27 @@ def test_evacuation_failing_on_the_destination_sets_error_and_gives_the_claims_b
               "nova-compute")
 
 
+def test_evacuation_onto_shared_storage_keeps_the_disk(fresh_cloud):
+    c = fresh_cloud("--set", "fake.shared_storage=true")
+    s1, s2 = boot(c, unique("evsh"), host="fake-1"), boot(c, unique("evsh"), host="fake-1")
+    c.cli("--os-compute-api-version", "2.11", "compute", "service", "set", "--down", "fake-1",
+          "nova-compute")
+    # before 2.14 the caller says; wrong, the destination refuses
+    st, _, out = action(c, s1["id"], {"evacuate": {"onSharedStorage": "False"}}, mv="2.1")
+    assert st == 200 and len(out["adminPass"]) == 12, out
+    v = settled(c, s1["id"], "ERROR")
+    assert v["fault"]["message"] == "Invalid state of instance files on shared storage", v
+    assert migration(c, s1["id"])["status"] == "failed"
+    # from 2.14 the destination finds out
+    st, _, out = action(c, s2["id"], {"evacuate": {}}, mv="2.14")
+    assert st == 200 and out is None, out
+    assert settled(c, s2["id"], "ACTIVE")["OS-EXT-SRV-ATTR:host"] != "fake-1"
+    assert "disk on shared storage, evacuating using existing disk" in c.log("compute")
+    assert c.sql("SELECT value FROM instance_system_metadata WHERE instance_uuid = '%s' AND "
+                 "key = 'evacuated_on_shared_storage' AND deleted = 0" % s2["id"]) \
+        == [{"value": "True"}]
+
+
 # ---- evacuate (split processes, agent killed) -------------------------------------
 
 
