@@ -164,6 +164,25 @@ def test_rebuild_of_a_stopped_server_answers_the_server_and_stays_stopped(fc, im
     assert hdrs["Location"].endswith("/servers/%s" % s["id"])
     v = settled(c, s["id"], "SHUTOFF")
     assert v["image"]["id"] == image2 and v["OS-EXT-STS:power_state"] == 4
+    # 2.57: a key pair and user data, both shown in the answer
+    kp = unique("kp")
+    st, _, out = c.request("POST", "/compute/v2.1/os-keypairs", {"keypair": {"name": kp}},
+                           token=token(c))
+    assert st == 200, out
+    st, _, body = action(c, s["id"], {"rebuild": {"imageRef": image2, "key_name": kp,
+                                                   "user_data": "aGVsbG8="}}, mv="2.57")
+    assert st == 202, body
+    assert body["server"]["key_name"] == kp and body["server"]["user_data"] == "aGVsbG8="
+    settled(c, s["id"], "SHUTOFF")
+    row = c.sql("SELECT key_name, key_data, user_data FROM instances WHERE uuid = '%s'"
+                % s["id"])[0]
+    assert row["key_name"] == kp and row["key_data"].startswith("ssh-")
+    assert row["user_data"] == "aGVsbG8="
+    st, _, body = action(c, s["id"], {"rebuild": {"imageRef": image2, "key_name": None,
+                                                   "user_data": None}}, mv="2.57")
+    assert st == 202 and body["server"]["key_name"] is None, body
+    assert body["server"]["user_data"] is None
+    settled(c, s["id"], "SHUTOFF")
 
 
 def test_rebuild_answers_match_tempests_schemas(fc, image2):
