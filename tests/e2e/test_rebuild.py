@@ -210,6 +210,7 @@ def test_rebuild_and_evacuate_bad_input(fc, image2):
     c = fc
     s = boot(c, unique("rbbad"), host="fake-1")
     sid = s["id"]
+    c.cli("image", "set", "--property", "auto_disk_config=disabled", image2)
     cases = [
         ({"rebuild": {}}, "2.1", 400, "'imageRef' is a required property"),
         ({"rebuild": {"imageRef": "nope"}}, "2.1", 400, "imageRef"),
@@ -221,6 +222,8 @@ def test_rebuild_and_evacuate_bad_input(fc, image2):
          "Cannot find image for rebuild"),
         ({"rebuild": {"imageRef": image2, "key_name": "missing"}}, "2.54", 400,
          "Invalid key_name provided."),
+        ({"rebuild": {"imageRef": image2, "OS-DCF:diskConfig": "AUTO"}}, "2.1", 400,
+         "Requested image %s has automatic disk resize disabled." % image2),
         ({"evacuate": {}}, "2.1", 400, "'onSharedStorage' is a required property"),
         ({"evacuate": {"force": True}}, "2.29", 400,
          "Can't force to a non-provided destination"),

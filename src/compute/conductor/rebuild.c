@@ -120,6 +120,11 @@ void cond_rebuild_instance(struct conductor *c, struct nb_ctx *ctx, json_t *args
         return;
     }
     const char *host = nb_json_str(row, "host");
+    if (!host || !*host) {
+        cond_rebuild_failed(c, ctx, uuid, NULL, NULL, EV_COND_REBUILD, NULL,
+                            "The instance has no host to rebuild it on.", NULL);
+        return;
+    }
     cond_event_finish(c, ctx, uuid, EV_COND_REBUILD, true, NULL);
     NB_INFO(LOG_COND, ctx, uuid, "Rebuilding instance on %s with image %s", host,
             nb_json_str(row, "image_ref") ? nb_json_str(row, "image_ref") : "(volume)");
