@@ -17,7 +17,6 @@
 #include "compute/api/api.h"
 #include "compute/api/block_devices.h"
 #include "compute/api/instances.h"
-#include "compute/api/links.h"
 #include "compute/api/quotas.h"
 #include "compute/api/server_actions.h"
 #include "compute/api/server_create.h"

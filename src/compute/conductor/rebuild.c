@@ -17,7 +17,9 @@
  * ERROR with a fault (Nova's _error_out_instance_on_exception); for an
  * evacuation the migration goes "failed" (compute side) or "error" (no
  * destination), the destination claim is dropped and the source
- * allocation handed back to the instance. */
+ * allocation handed back to the instance. A rebuild or evacuation a
+ * restart interrupted ends the same way at the start-up recovery, as
+ * Nova's _init_instance sets ERROR for the rebuild task states. */
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "common/log.h"
