@@ -144,7 +144,7 @@ def test_rebuild_with_a_new_image_keeps_ports_and_volumes(fc, image2):
     assert c.cli("volume", "show", vid, "-f", "json")["status"] == "in-use"
     ev = events(c, s["id"], "rebuild")
     assert ev["compute_rebuild_instance"]["result"] == "Success", ev
-    assert "conductor_rebuild_instance" in ev
+    assert "rebuild_server" in ev
     out = c.cli("console", "log", "show", s["id"])
     assert "boot source: %s" % image2 in out and "volume %s at" % vid in out
     log = c.log("compute")

@@ -39,7 +39,7 @@ struct nb_request_spec;
 #define EV_SNAPSHOT "compute_snapshot_instance"
 #define EV_RECONCILE "reconcile_disk_format"
 #define EV_REBUILD "compute_rebuild_instance"
-#define EV_COND_REBUILD "conductor_rebuild_instance"
+#define EV_COND_REBUILD "rebuild_server" /* Nova's conductor EventReporter */
 
 struct conductor {
     struct nb_env *env;

@@ -2,7 +2,7 @@
  * and the compute manager's rebuild_instance. The API has set task_state
  * rebuilding (with the new image_ref, for a rebuild), started action
  * "rebuild" or "evacuate" and, for an evacuation, created the migration
- * (accepted). Here: event conductor_rebuild_instance; for an evacuation the
+ * (accepted). Here: event rebuild_server; for an evacuation the
  * destination is chosen and claimed and the volumes re-attached for it
  * (evacuate.c); then event compute_rebuild_instance on the host that
  * rebuilds, the task states rebuild_block_device_mapping and
