@@ -236,6 +236,17 @@ def test_rebuild_and_evacuate_bad_input(fc, image2):
     for body, mv, code, msg in cases:
         st, _, out = action(c, sid, body, mv)
         assert st == code and msg in json.dumps(out), (body, mv, st, out)
+    # evacuate is admin-only (Nova's os_compute_api:os-evacuate), even for
+    # the server's own project
+    mine = c.cli("--os-compute-api-version", "2.37", "server", "create", "--flavor", "m1.tiny",
+                 "--image", "cirros", "--nic", "none", unique("demo"), "-f", "json",
+                 cloud="nubo-demo")["id"]
+    demo = c.cli("token", "issue", "-f", "json", cloud="nubo-demo")["id"]
+    st, _, out = c.request("POST", "/compute/v2.1/servers/%s/action" % mine,
+                           {"evacuate": {}}, token=demo,
+                           headers={"OpenStack-API-Version": "compute 2.29"})
+    assert st == 403 and "os_compute_api:os-evacuate" in json.dumps(out), out
+    c.cli("server", "delete", mine, cloud="nubo-demo")
     # nothing moved
     assert server(c, sid)["OS-EXT-STS:task_state"] is None
     c.cli("server", "delete", sid)
