@@ -183,6 +183,13 @@ def test_rebuild_of_a_stopped_server_answers_the_server_and_stays_stopped(fc, im
     assert st == 202 and body["server"]["key_name"] is None, body
     assert body["server"]["user_data"] is None
     settled(c, s["id"], "SHUTOFF")
+    # 2.63: trusted image certificate IDs set, then cleared
+    for certs in (["cert-1", "cert-2"], None):
+        st, _, body = action(c, s["id"], {"rebuild": {"imageRef": image2,
+                                                       "trusted_image_certificates": certs}},
+                             mv="2.63")
+        assert st == 202 and body["server"]["trusted_image_certificates"] == certs, body
+        settled(c, s["id"], "SHUTOFF")
 
 
 def test_rebuild_answers_match_tempests_schemas(fc, image2):

@@ -307,12 +307,15 @@ static int store_attrs(struct nb_ctx *ctx, const struct rebuild_req *r)
         .auto_disk_config = dc && !strcmp(json_string_value(dc), "AUTO"),
     };
     json_t *kn = json_object_get(a, "key_name"), *ud = json_object_get(a, "user_data");
+    json_t *tc = json_object_get(a, "trusted_image_certificates");
     struct nb_instance_boot_data bd = {
         .set_key = kn != NULL,
         .key_name = nb_json_str(r->keypair, "name"),
         .key_data = nb_json_str(r->keypair, "public_key"),
         .set_user_data = ud != NULL,
         .user_data = json_string_value(ud),
+        .set_trusted_certs = tc != NULL,
+        .trusted_certs = json_is_array(tc) ? tc : NULL,
     };
     struct nb_db *db = nb_srv_db();
     if (nb_instance_update_attrs(db, ctx, r->uuid, &at) < 0 ||

@@ -157,9 +157,12 @@ struct nb_instance_boot_data {
     const char *key_name, *key_data;
     bool set_user_data;
     const char *user_data;
+    bool set_trusted_certs;
+    const json_t *trusted_certs; /* array, or NULL to clear (2.63) */
 };
 
-/* Sets the key pair and user data of live instance uuid (and updated_at).
+/* Sets the key pair, user data and trusted certificate IDs of live
+ * instance uuid (and updated_at).
  * Joins the caller's transaction. Rows changed (0/1), or -1. */
 int nb_instance_set_boot_data(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
                               const struct nb_instance_boot_data *b);
