@@ -213,11 +213,19 @@ def test_rebuild_answers_match_tempests_schemas(fc, image2):
     c.cli("server", "delete", s["id"])
 
 
-def test_rebuild_and_evacuate_bad_input(fc, image2):
+def test_rebuild_and_evacuate_bad_input(fc, image2, tmp_path):
     c = fc
     s = boot(c, unique("rbbad"), host="fake-1")
     sid = s["id"]
     c.cli("image", "set", "--property", "auto_disk_config=disabled", image2)
+    queued = c.cli("image", "create", unique("queued"), "-f", "json")["id"]
+    data = tmp_path / "small.raw"
+    data.write_bytes(b"\0" * 4096)
+
+    def image(*opts):
+        return c.cli("image", "create", "--disk-format", "raw", "--container-format", "bare",
+                     "--file", str(data), *opts, unique("img"), "-f", "json")["id"]
+    hungry, wide = image("--min-ram", "100000"), image("--min-disk", "50")
     cases = [
         ({"rebuild": {}}, "2.1", 400, "'imageRef' is a required property"),
         ({"rebuild": {"imageRef": "nope"}}, "2.1", 400, "imageRef"),
@@ -231,6 +239,11 @@ def test_rebuild_and_evacuate_bad_input(fc, image2):
          "Invalid key_name provided."),
         ({"rebuild": {"imageRef": image2, "OS-DCF:diskConfig": "AUTO"}}, "2.1", 400,
          "Requested image %s has automatic disk resize disabled." % image2),
+        ({"rebuild": {"imageRef": queued}}, "2.1", 400, "Image %s is not active." % queued),
+        ({"rebuild": {"imageRef": hungry}}, "2.1", 400,
+         "Flavor's memory is too small for requested image."),
+        ({"rebuild": {"imageRef": wide}}, "2.1", 400,
+         "Flavor's disk is smaller than the minimum size specified in image metadata."),
         ({"evacuate": {}}, "2.1", 400, "'onSharedStorage' is a required property"),
         ({"evacuate": {"force": True}}, "2.29", 400,
          "Can't force to a non-provided destination"),
