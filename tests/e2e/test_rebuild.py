@@ -192,6 +192,25 @@ def test_rebuild_of_a_stopped_server_answers_the_server_and_stays_stopped(fc, im
         settled(c, s["id"], "SHUTOFF")
 
 
+def test_volume_backed_rebuild_keeps_its_image_only(fc, image2):
+    c = fc
+    s = c.cli("--os-compute-api-version", "2.37", "server", "create", "--flavor", "m1.tiny",
+              "--image", image2, "--boot-from-volume", "1", "--nic", "none", "--wait",
+              unique("rbbfv"), "-f", "json")
+    sid = s["id"]
+    other = c.cli("image", "show", "cirros", "-f", "json")["id"]
+    st, _, out = action(c, sid, {"rebuild": {"imageRef": other}}, mv="2.1")
+    assert st == 400 and out["badRequest"]["message"] == (
+        "Image %s is unacceptable: Unable to rebuild with a different image for a "
+        "volume-backed server." % other), out
+    st, _, out = action(c, sid, {"rebuild": {"imageRef": image2}}, mv="2.1")
+    assert st == 202, out
+    v = settled(c, sid, "ACTIVE")
+    assert v["image"] == "" and len(v["os-extended-volumes:volumes_attached"]) == 1, v
+    assert "disk on volume" not in c.log("compute")  # a rebuild, not an evacuation
+    c.cli("server", "delete", sid)
+
+
 def test_rebuild_answers_match_tempests_schemas(fc, image2):
     """The 202 body of a rebuild at the microversions whose response
     Tempest's schemas change (no extra keys: they reject them)."""
