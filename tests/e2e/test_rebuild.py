@@ -119,7 +119,8 @@ def provider(c, host):
 
 
 def migration(c, sid):
-    rows = c.sql("SELECT uuid, status, source_compute, dest_compute, dest_node, migration_type "
+    rows = c.sql("SELECT uuid, status, source_compute, dest_compute, dest_node, dest_host, "
+                 "migration_type, new_instance_type_id "
                  "FROM migrations WHERE instance_uuid = '%s' ORDER BY id DESC" % sid)
     return rows[0]
 
@@ -328,6 +329,8 @@ def test_evacuate_forced_down_host_and_the_source_cleans_up_when_it_comes_back(f
         m = migration(c, s["id"])
         assert (m["migration_type"], m["status"], m["source_compute"], m["dest_compute"]) == \
             ("evacuation", "done", "fake-1", dest)
+        assert m["dest_node"] == dest and m["dest_host"] == "127.0.0.1", m
+        assert m["new_instance_type_id"] is None, m
         # the instance holds the destination, the migration the source
         assert list(allocations(c, s["id"])) == [provider(c, dest)]
         assert allocations(c, m["uuid"]) == old

@@ -175,9 +175,7 @@ static int begin_evacuate(struct nb_ctx *ctx, const json_t *inst, const struct e
         .status = "accepted",
         .source_compute = nb_json_str(inst, "host"),
         .source_node = nb_json_str(inst, "node"),
-        .dest_compute = e->host,
-        .old_instance_type_id = nb_json_int(inst, "instance_type_id", 0),
-        .new_instance_type_id = nb_json_int(inst, "instance_type_id", 0),
+        .dest_compute = e->host, /* no flavor ids: Nova's evacuation record has none */
         .user_id = ctx->user_id,
         .project_id = ctx->project_id,
     };

@@ -184,8 +184,16 @@ void cond_evacuate(struct conductor *c, struct nb_ctx *ctx, const json_t *row, c
         return;
     const char *dest = nb_json_str(sel, "host");
     const char *node = nb_json_str(sel, "node") ? nb_json_str(sel, "node") : dest;
-    const struct nb_migration_change mc = {
-        .status = "pre-migrating", .dest_compute = dest, .dest_node = node};
+    /* the resource tracker's _claim_existing_migration: destination
+     * compute, node and address, pre-migrating */
+    _cleanup_json_ json_t *cn = nb_db_row(c->db, ctx,
+                                          "SELECT host_ip FROM compute_nodes WHERE host = ? AND "
+                                          "deleted = 0 ORDER BY id LIMIT 1",
+                                          "s", dest);
+    const struct nb_migration_change mc = {.status = "pre-migrating",
+                                           .dest_compute = dest,
+                                           .dest_node = node,
+                                           .dest_host = nb_json_str(cn, "host_ip")};
     nb_migration_update(c->db, ctx, mig, &mc);
     nb_ctx_clear_error(ctx); /* the record's progress is not the evacuation's */
     cond_event_finish(c, ctx, uuid, EV_COND_REBUILD, true, NULL);
