@@ -160,7 +160,7 @@ json_t *nb_migration_list_in_progress(struct nb_db *db, struct nb_ctx *ctx,
     return nb_db_rows(db, ctx,
                       "SELECT * FROM migrations WHERE instance_uuid = ? AND deleted = 0 AND "
                       "status IN (?, ?, ?, ?) AND (? IS NULL OR migration_type = ?) ORDER BY id",
-                      "ssssssss", instance_uuid, NB_MIGRATION_QUEUED, NB_MIGRATION_PREPARING,
+                      "sssssss", instance_uuid, NB_MIGRATION_QUEUED, NB_MIGRATION_PREPARING,
                       NB_MIGRATION_RUNNING, NB_MIGRATION_POST_MIGRATING, migration_type,
                       migration_type);
 }
