@@ -376,6 +376,34 @@ def test_cli_migration_commands(cloud, srv, migrating):
                      "ORDER BY id DESC LIMIT 1" % sid)[0]["action"] == "live_migration_cancel"
 
 
+def test_cold_migration_rows_through_the_api(cloud, tok):
+    """A real cold migration's record, as the lists show it."""
+    sid = boot(cloud)["id"]
+    src = cloud.cli("server", "show", sid, "-f", "json")["OS-EXT-SRV-ATTR:host"]
+    mv = ("--os-compute-api-version", "2.80")
+    cloud.cli(*mv, "server", "migrate", "--wait", sid, parse=False, timeout=60)
+    rows = cloud.cli(*mv, "server", "migration", "list", "--server", sid, "-f", "json")
+    assert len(rows) == 1, rows
+    r = rows[0]
+    assert (r["Type"], r["Status"], r["Source Compute"]) == ("migration", "finished", src)
+    assert r["Dest Compute"] not in (src, None)
+    b = migrations(cloud, tok, "2.23", "?instance_uuid=%s&migration_type=migration" % sid)
+    m = b["migrations"][0]
+    assert set(m) == LIST_KEYS_21 | {"migration_type"}  # no links: not a live migration
+    assert m["old_instance_type_id"] == m["new_instance_type_id"] is not None
+    # not a live migration: the server's migration list is empty, show is 404
+    st, _, body = api(cloud, tok, "GET", "/servers/%s/migrations" % sid, "2.23")
+    assert st == 200 and body == {"migrations": []}
+    st, _, body = api(cloud, tok, "GET", "/servers/%s/migrations/%d" % (sid, r["Id"]), "2.23")
+    assert st == 404 and body["itemNotFound"]["message"] == (
+        "Migration %d for server %s is not live-migration." % (r["Id"], sid))
+    cloud.cli(*mv, "server", "migration", "confirm", sid, parse=False)
+    cloud.wait_server(sid, ("ACTIVE",))
+    rows = cloud.cli(*mv, "server", "migration", "list", "--server", sid, "--status", "confirmed",
+                     "-f", "json")
+    assert [x["Id"] for x in rows] == [r["Id"]]
+
+
 # ---- nubo host drain ---------------------------------------------------------
 
 def drain(cloud, *args):
@@ -439,3 +467,23 @@ def test_drain_disables_the_service_and_reports(fresh_cloud):
            "disabled" in p.stdout
     assert p.returncode == 1
     assert c.cli("server", "show", s["id"], "-f", "json")["OS-EXT-SRV-ATTR:host"] == "fake-1"
+
+
+def test_drain_moves_a_stopped_server_cold(fresh_cloud):
+    c = fresh_cloud("--fake-hosts", "2")
+    s = boot(c)
+    host = s["OS-EXT-SRV-ATTR:host"]
+    other = "fake-2" if host == "fake-1" else "fake-1"
+    c.cli("server", "stop", s["id"])
+    c.wait_server(s["id"], ("SHUTOFF",))
+    p = drain(c, host, "--concurrency", "2")
+    assert "%s %s: moved by cold migration, %s -> %s (" % (s["id"], s["name"], host, other) \
+        in p.stdout, p.stdout + p.stderr
+    assert "summary: host %s: 1 moved, 0 failed, 0 left" % host in p.stdout
+    assert p.returncode == 0
+    after = c.cli("server", "show", s["id"], "-f", "json")
+    assert (after["status"], after["OS-EXT-SRV-ATTR:host"]) == ("SHUTOFF", other)
+    rows = c.cli("--os-compute-api-version", "2.80", "server", "migration", "list", "--server",
+                 s["id"], "-f", "json")
+    assert [(r["Type"], r["Status"]) for r in rows] == [("migration", "confirmed")]
+    assert compute_service(c, host)["Status"] == "disabled"
