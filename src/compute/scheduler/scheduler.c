@@ -546,30 +546,6 @@ static size_t force_host(struct nb_host_state **hosts, size_t n, const char *hos
     return kept;
 }
 
-/* Drops the hosts the request ignores (Nova's host manager: a move's
- * source and the hosts a live migration already refused). */
-static size_t ignore_hosts(struct nb_host_state **hosts, size_t n, const json_t *ignore,
-                           json_t *lines)
-{
-    size_t kept = 0;
-    for (size_t i = 0; i < n; i++) {
-        bool ignored = false;
-        size_t k;
-        json_t *h;
-        json_array_foreach (ignore, k, h)
-            ignored =
-                ignored || (json_is_string(h) && !strcmp(json_string_value(h), hosts[i]->host));
-        if (!ignored)
-            hosts[kept++] = hosts[i];
-    }
-    _cleanup_free_ char *names = json_dumps(ignore, JSON_COMPACT);
-    char line[1200];
-    snprintf(line, sizeof(line), "IgnoreHosts: %zu -> %zu; host filter ignoring hosts %s", n, kept,
-             names ? names : "[]");
-    json_array_append_new(lines, json_string(line));
-    return kept;
-}
-
 /* Restricts hosts to the one named in the request (2.74 "host"); unlike a
  * forced host, filters still run. */
 static size_t requested_host(struct nb_host_state **hosts, size_t n, const char *host,
@@ -667,8 +643,6 @@ static size_t filter_hosts(struct scheduler *s, struct nb_ctx *ctx, const char *
 {
     const char *forced = rs->force_host;
     const char *requested = rs->requested_host;
-    if (json_array_size(rs->ignore_hosts))
-        n = ignore_hosts(hosts, n, rs->ignore_hosts, lines);
     if (forced && *forced)
         return force_host(hosts, n, forced, lines);
     if (requested && *requested)

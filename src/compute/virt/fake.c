@@ -38,7 +38,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "compute/virt/driver.h"
-#include "compute/virt/fake_internal.h"
+#include "compute/virt/fake_moves.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -777,7 +777,7 @@ static void fake_close(struct nb_virt_driver *drv)
     free(drv);
 }
 
-/* ---- shared with fake_moves.c (fake_internal.h) ---- */
+/* ---- shared with fake_moves.c (fake_moves.h) ---- */
 
 void fake_lock(struct nb_virt_driver *drv)
 {

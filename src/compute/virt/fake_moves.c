@@ -32,7 +32,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "compute/virt/driver.h"
-#include "compute/virt/fake_internal.h"
+#include "compute/virt/fake_moves.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -1,9 +1,9 @@
-/* fake_internal.h - what fake.c shares with the other files of the fake
- * driver (fake_moves.c): its lock, a host's guests and their state file,
+/* fake_moves.h - what fake.c shares with fake_moves.c, the fake
+ * driver's live migration: its lock, a host's guests and their state file,
  * the fault-injection table and the per-host configuration. Nothing outside
  * src/compute/virt includes it. */
-#ifndef NB_VIRT_FAKE_INTERNAL_H
-#define NB_VIRT_FAKE_INTERNAL_H
+#ifndef NB_VIRT_FAKE_MOVES_H
+#define NB_VIRT_FAKE_MOVES_H
 
 #include "common/ctx.h"
 #include "compute/virt/driver.h"
