@@ -18,6 +18,8 @@ static void usage(void)
           "  db sync|version --config FILE\n"
           "  doctor server <id> [--fix] --config FILE\n"
           "                               diagnose (and fix) a server; see doctor --help\n"
+          "  doctor migration <id> [--to HOST] [--json]\n"
+          "                               why a server can or cannot live-migrate, per host\n"
           "  policy list [--json]         who may call each API route\n",
           stderr);
 }
