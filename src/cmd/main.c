@@ -18,6 +18,8 @@ static void usage(void)
           "  db sync|version --config FILE\n"
           "  doctor server <id> [--fix] --config FILE\n"
           "                               diagnose (and fix) a server; see doctor --help\n"
+          "  doctor migration <id> [--to HOST] [--json]\n"
+          "                               why a server can or cannot live-migrate, per host\n"
           "  host drain <host> [--live] [--concurrency N] [--dry-run] --config FILE\n"
           "                               disable a host and move its servers off; see\n"
           "                               host --help\n"

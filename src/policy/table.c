@@ -146,6 +146,7 @@ static const struct nb_policy_entry table[] = {
     {"GET", "/compute/v2.1/servers/{server_id}/migrations/{migration_id}", NB_POLICY_READER, "os_compute_api:servers:migrations:show"},
     {"DELETE", "/compute/v2.1/servers/{server_id}/migrations/{migration_id}", NB_POLICY_MEMBER, "os_compute_api:servers:migrations:delete"},
     {"POST", "/compute/v2.1/servers/{server_id}/migrations/{migration_id}/action", NB_POLICY_MEMBER, "os_compute_api:servers:migrations:force_complete"},
+    {"GET", "/compute/v2.1/servers/{server_id}/os-migration-check", NB_POLICY_ADMIN, "nubo:os-migration-check"},
     {"GET", "/compute/v2.1/os-quota-sets/{project_id}", NB_POLICY_READER, "os_compute_api:os-quota-sets:show"},
     {"PUT", "/compute/v2.1/os-quota-sets/{project_id}", NB_POLICY_ADMIN, "os_compute_api:os-quota-sets:update"},
     {"DELETE", "/compute/v2.1/os-quota-sets/{project_id}", NB_POLICY_ADMIN, "os_compute_api:os-quota-sets:delete"},

@@ -19,6 +19,7 @@
 #include "compute/api/api.h"
 #include "compute/api/instances.h"
 #include "compute/api/server_actions.h"
+#include "compute/api/server_moves.h"
 #include "compute/api/server_resize.h"
 #include "compute/api/server_snapshot.h"
 #include "compute/api/validate.h"
@@ -500,6 +501,7 @@ static const struct {
     {"resume", NULL, do_resume, NULL, NULL},
     {"os-getConsoleOutput", check_console_output, NULL, do_console_output, NULL},
     {"createImage", nb_srv_check_create_image, NULL, NULL, nb_srv_create_image},
+    {"os-migrateLive", nb_srv_check_live_migrate, nb_srv_live_migrate, NULL, NULL},
     {"migrate", nb_srv_check_migrate, nb_srv_migrate, NULL, NULL},
     {"resize", nb_srv_check_resize, nb_srv_resize, NULL, NULL},
     {"confirmResize", NULL, NULL, NULL, nb_srv_confirm_resize},
@@ -513,7 +515,6 @@ static const char *const not_yet[] = {"addFixedIp",
                                       "rebuild",
                                       "createBackup",
                                       "evacuate",
-                                      "os-migrateLive",
                                       "rescue",
                                       "unrescue",
                                       "shelve",
