@@ -2,16 +2,18 @@
 abort, force_complete) per microversion, on fake hosts, and `nubo host
 drain`.
 
-Migration rows in given states. The moves themselves make rows too, but on
-fake hosts a live migration finishes at once, so no API holds one in
-queued/preparing/running with progress counters, nor sets created_at and
-updated_at to chosen times for the paging and changes-since checks: those
-states are set up here with SQL on the migrations table (and, for abort and
-force-complete, the instance's task_state migrating that goes with them).
-Everything else goes through the API."""
-import json
+Real moves make the rows of test_cold_migration_rows_through_the_api,
+test_running_live_migration_shown_aborted_and_forced (a fake live migration
+that takes 30 s) and the drain tests. The other tests set up with SQL on
+the migrations table what no API produces on demand: rows with chosen
+created_at/updated_at (ordering, paging, changes-since/-before), a hidden
+row, progress counters of a known size, and a live migration held in
+"preparing" with its instance's task_state migrating (abort and
+force-complete refusals by status and microversion).
+"""
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -404,6 +406,81 @@ def test_cold_migration_rows_through_the_api(cloud, tok):
     assert [x["Id"] for x in rows] == [r["Id"]]
 
 
+def wait_for(fn, timeout=60, what="condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        got = fn()
+        if got:
+            return got
+        time.sleep(0.2)
+    raise AssertionError("no %s after %ss" % (what, timeout))
+
+
+def test_running_live_migration_shown_aborted_and_forced(fresh_cloud):
+    """A live migration that takes its time on the fake hosts (30 s): the
+    server's migration list and show with progress, the CLI, abort and
+    force-complete as Nova's server migrations API does them."""
+    c = fresh_cloud("--fake-hosts", "2", "--set", "fake.live_migration_ms=30000")
+    t = {"nubo": c.token()}
+    mv = ("--os-compute-api-version", "2.80")
+
+    def start(sid):
+        st, _, body = api(c, t, "POST", "/servers/%s/action" % sid, "2.25",
+                          body={"os-migrateLive": {"host": None, "block_migration": "auto"}})
+        assert st == 202, body
+
+        def running():
+            st, _, b = api(c, t, "GET", "/servers/%s/migrations" % sid, "2.80")
+            ms = [m for m in b["migrations"] if m["status"] == "running"
+                  and m["memory_processed_bytes"]]
+            return ms[0] if ms else None
+        return wait_for(running, 30, "running live migration")
+
+    sid = boot(c)["id"]
+    src = c.cli("server", "show", sid, "-f", "json")["OS-EXT-SRV-ATTR:host"]
+    m = start(sid)
+    assert set(m) == SERVER_KEYS | {"uuid", "user_id", "project_id"}
+    assert m["source_compute"] == src and m["dest_compute"] not in (src, None)
+    assert m["memory_total_bytes"] == 512 << 20  # m1.tiny
+    assert 0 < m["memory_processed_bytes"] <= m["memory_total_bytes"]
+    # the index links it while it runs
+    st, _, b = api(c, t, "GET", "/os-migrations?instance_uuid=%s" % sid, "2.23")
+    assert b["migrations"][0]["links"][0]["href"].endswith(
+        "/servers/%s/migrations/%d" % (sid, m["id"]))
+    rows = c.cli(*mv, "server", "migration", "list", "--server", sid, "-f", "json")
+    assert [(r["Id"], r["Status"], r["Type"]) for r in rows] == [(m["id"], "running",
+                                                                   "live-migration")]
+    show = c.cli(*mv, "server", "migration", "show", sid, str(m["id"]), "-f", "json")
+    assert show["Status"] == "running" and show["Memory Total Bytes"] == 512 << 20
+    c.cli(*mv, "server", "migration", "abort", sid, str(m["id"]), parse=False)
+
+    def settled():
+        st, _, b = api(c, t, "GET", "/os-migrations?instance_uuid=%s" % sid, "2.59")
+        got = {x["id"]: x["status"] for x in b["migrations"]}
+        return got if got.get(m["id"]) in ("cancelled", "completed", "error") else None
+    assert settled_status(wait_for(settled, 30, "aborted migration"), m["id"]) == "cancelled"
+    s = c.wait_server(sid, ("ACTIVE",))
+    assert s["OS-EXT-SRV-ATTR:host"] == src and not s["OS-EXT-STS:task_state"]
+    assert "live_migration_cancel" in actions(c, t, sid)
+
+    t0 = time.time()
+    m = start(sid)
+    c.cli(*mv, "server", "migration", "force", "complete", sid, str(m["id"]), parse=False)
+    assert settled_status(wait_for(settled, 30, "forced migration"), m["id"]) == "completed"
+    s = wait_for(lambda: (lambda x: x if not x["OS-EXT-STS:task_state"] else None)(
+        c.cli("server", "show", sid, "-f", "json")), 30, "server settled")
+    assert s["status"] == "ACTIVE" and s["OS-EXT-SRV-ATTR:host"] != src
+    assert "live_migration_force_complete" in actions(c, t, sid)
+    # forced: done well before the 30 s the fake copy would have taken
+    assert time.time() - t0 < 25
+    st, _, b = api(c, t, "GET", "/servers/%s/migrations" % sid, "2.80")
+    assert b == {"migrations": []}
+
+
+def settled_status(statuses, mid):
+    return statuses[mid]
+
+
 # ---- nubo host drain ---------------------------------------------------------
 
 def drain(cloud, *args):
@@ -469,21 +546,32 @@ def test_drain_disables_the_service_and_reports(fresh_cloud):
     assert c.cli("server", "show", s["id"], "-f", "json")["OS-EXT-SRV-ATTR:host"] == "fake-1"
 
 
-def test_drain_moves_a_stopped_server_cold(fresh_cloud):
+def test_drain_moves_every_server(fresh_cloud):
+    """Three servers on fake-1 (fake-2 disabled while they boot): ACTIVE and
+    PAUSED ones move live, the SHUTOFF one cold (confirmed), two at a time."""
     c = fresh_cloud("--fake-hosts", "2")
-    s = boot(c)
-    host = s["OS-EXT-SRV-ATTR:host"]
-    other = "fake-2" if host == "fake-1" else "fake-1"
-    c.cli("server", "stop", s["id"])
-    c.wait_server(s["id"], ("SHUTOFF",))
-    p = drain(c, host, "--concurrency", "2")
-    assert "%s %s: moved by cold migration, %s -> %s (" % (s["id"], s["name"], host, other) \
-        in p.stdout, p.stdout + p.stderr
-    assert "summary: host %s: 1 moved, 0 failed, 0 left" % host in p.stdout
+    c.cli("compute", "service", "set", "--disable", "fake-2", "nova-compute", parse=False)
+    active, paused, stopped = boot(c), boot(c), boot(c)
+    c.cli("server", "pause", paused["id"], parse=False)
+    c.cli("server", "stop", stopped["id"], parse=False)
+    c.wait_server(paused["id"], ("PAUSED",))
+    c.wait_server(stopped["id"], ("SHUTOFF",))
+    c.cli("compute", "service", "set", "--enable", "fake-2", "nova-compute", parse=False)
+    p = drain(c, "fake-1", "--concurrency", "2")
+    out = p.stdout + p.stderr
+    assert "3 server(s) on fake-1" in out
+    for s, how in ((active, "live migration"), (paused, "live migration"),
+                   (stopped, "cold migration")):
+        assert "%s %s: moved by %s, fake-1 -> fake-2 (" % (s["id"], s["name"], how) in out, out
+    assert "summary: host fake-1: 3 moved, 0 failed, 0 left" in out
     assert p.returncode == 0
-    after = c.cli("server", "show", s["id"], "-f", "json")
-    assert (after["status"], after["OS-EXT-SRV-ATTR:host"]) == ("SHUTOFF", other)
-    rows = c.cli("--os-compute-api-version", "2.80", "server", "migration", "list", "--server",
-                 s["id"], "-f", "json")
-    assert [(r["Type"], r["Status"]) for r in rows] == [("migration", "confirmed")]
-    assert compute_service(c, host)["Status"] == "disabled"
+    for s, status in ((active, "ACTIVE"), (paused, "PAUSED"), (stopped, "SHUTOFF")):
+        after = c.cli("server", "show", s["id"], "-f", "json")
+        assert (after["status"], after["OS-EXT-SRV-ATTR:host"]) == (status, "fake-2")
+    rows = c.cli("--os-compute-api-version", "2.80", "server", "migration", "list", "--host",
+                 "fake-1", "-f", "json")
+    assert sorted((r["Type"], r["Status"]) for r in rows) == [
+        ("live-migration", "completed"), ("live-migration", "completed"),
+        ("migration", "confirmed")]
+    svc = compute_service(c, "fake-1")
+    assert svc["Status"] == "disabled" and svc["Disabled Reason"] == "drained by nubo host drain"
