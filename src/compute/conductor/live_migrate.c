@@ -125,10 +125,15 @@ static json_t *try_host(struct lm_task *t, const char *dest, const json_t *sched
     json_object_set(v, "dest_node", json_object_get(facts, "dest_node"));
     _cleanup_free_ char *text = cond_lm_verdict_text(v);
     bool ok = json_is_true(json_object_get(v, "ok"));
-    char *line = nb_strdup_printf("%s: %s%s%s", dest, ok ? "passed" : "refused",
-                                  text && *text ? "\n  " : "", text ? text : "");
-    for (char *p = line; (p = strchr(p, '\n')) && p[1] != ' ';)
-        *p++ = ';';
+    /* "<host>: passed|refused", then each refused check (and warning)
+     * indented on a line of its own */
+    char *line = nb_strdup_printf("%s: %s", dest, ok ? "passed" : "refused");
+    for (char *p = text, *nl; p && *p; p = nl ? nl + 1 : NULL) {
+        nl = strchr(p, '\n');
+        char *next = nb_strdup_printf("%s\n  %.*s", line, nl ? (int)(nl - p) : (int)strlen(p), p);
+        free(line);
+        line = next;
+    }
     json_array_append_new(lines, json_string(line));
     free(line);
     if (t->dry_run)
@@ -322,8 +327,10 @@ void cond_live_migrate_instance(struct conductor *c, struct nb_ctx *ctx, json_t 
     if (v && json_is_true(json_object_get(v, "ok"))) {
         start_move(&t, v, lines);
     } else {
-        _cleanup_free_ char *details = join_lines("Candidates:", lines);
-        refused(&t, v ? nb_json_str(v, "message") : why, details);
+        const char *msg = v ? nb_json_str(v, "message") : why;
+        _cleanup_free_ char *head = nb_strdup_printf("%s\nCandidates:", msg);
+        _cleanup_free_ char *details = join_lines(head, lines);
+        refused(&t, msg, details);
     }
     json_decref(v);
     json_decref(row);
