@@ -125,8 +125,7 @@ static int compute_host_exists(struct nb_ctx *ctx, const char *host)
     if (nb_ctx_failed(ctx))
         return -1;
     if (n == 0)
-        return nb_error(ctx, 400, NULL, "Compute host %s could not be found.",
-                        host);
+        return nb_error(ctx, 400, NULL, "Compute host %s could not be found.", host);
     return 0;
 }
 
