@@ -57,10 +57,10 @@ def lm(tmp_path_factory):
     c.stop()
 
 
-def boot(c, host, flavor="m1.tiny"):
+def boot(c, host, flavor="m1.tiny", networks="none"):
     st, _, body = c.request("POST", "/compute/v2.1/servers", token=c.admin, headers=MV, body={
         "server": {"name": unique("lm"), "flavorRef": c.flavors.get(flavor, flavor),
-                   "imageRef": c.image, "networks": "none", "host": host}})
+                   "imageRef": c.image, "networks": networks, "host": host}})
     assert st == 202, body
     sid = body["server"]["id"]
     s = wait_server(c, sid)
@@ -188,6 +188,18 @@ def test_success_moves_host_and_allocations_with_the_cli(lm):
         assert ev[name]["result"] == "Success", (name, ev)
     assert ev["compute_pre_live_migration"]["host"] == "fake-2"
     assert ev["compute_live_migration"]["host"] == "fake-1"
+
+
+def test_ports_are_bound_to_the_destination(lm):
+    sid = boot(lm, "fake-1", networks="auto")
+
+    def bound():
+        st, _, body = lm.request("GET", "/networking/v2.0/ports?device_id=%s" % sid,
+                                 token=lm.admin)
+        return [p["binding:host_id"] for p in body["ports"]]
+    assert bound() == ["fake-1"]
+    assert migrate_and_wait(lm, sid, "fake-2")["status"] == "completed"
+    assert bound() == ["fake-2"]
 
 
 def test_api_refusals(lm):
