@@ -54,7 +54,8 @@ def lm(tmp_path_factory):
     st, _, body = c.request("GET", "/image/v2/images", token=c.admin)
     c.image = [i for i in body["images"] if i["name"] == "cirros"][0]["id"]
     yield c
-    c.stop()
+    rc = c.stop()
+    assert rc == 0, "nubo exited with %s on SIGTERM: %s" % (rc, c.tail())
 
 
 def boot(c, host, flavor="m1.tiny", networks="none"):
@@ -377,6 +378,34 @@ def test_abort_of_a_slow_migration(lm):
     assert m["status"] == "cancelled", m
     assert events(lm, sid)["compute_live_migration"]["result"] == "Error"
     assert_on(lm, sid, "fake-slow", m)
+
+
+def test_force_complete_of_a_slow_migration(lm):
+    sid = boot(lm, "fake-slow")
+    t0 = time.time()
+    assert live_migrate(lm, sid, "fake-2")[0] == 202
+    m = wait_migration(lm, sid, ("running",))
+    st, _, body = lm.request("POST", "/compute/v2.1/servers/%s/migrations/%s/action"
+                             % (sid, m["id"]), token=lm.admin,
+                             headers={"OpenStack-API-Version": "compute 2.22"},
+                             body={"force_complete": None})
+    assert st == 202, body
+    m = wait_migration(lm, sid)
+    assert m["status"] == "completed" and time.time() - t0 < 4.5  # the run takes 5 s
+    assert_on(lm, sid, "fake-2", m)
+
+
+def test_before_2_34_a_refused_precheck_is_a_400(lm):
+    sid = boot(lm, "fake-1")
+    st, _, body = live_migrate(lm, sid, "fake-cpu", False, headers={
+        "OpenStack-API-Version": "compute 2.24"}, disk_over_commit=False)
+    assert st == 400 and body["badRequest"]["message"].startswith(
+        "Unacceptable CPU info: CPU doesn't have compatibility"), body
+    assert migration(lm, sid) is None and server(lm, sid)["OS-EXT-STS:task_state"] is None
+    st, _, body = live_migrate(lm, sid, "fake-2", False, headers={
+        "OpenStack-API-Version": "compute 2.24"}, disk_over_commit=False)
+    assert st == 202, body
+    assert wait_migration(lm, sid)["status"] == "completed"
 
 
 def doctor(c, *args):
