@@ -184,7 +184,7 @@ def test_success_moves_host_and_allocations_with_the_cli(lm):
     assert allocations(lm, m["uuid"]) == {}
     ev = events(lm, sid)
     for name in ("conductor_live_migrate_instance", "compute_check_can_live_migrate_destination",
-                 "compute_pre_live_migration", "compute_live_migration",
+                 "compute_check_can_live_migrate_source", "compute_pre_live_migration", "compute_live_migration",
                  "compute_post_live_migration_at_destination"):
         assert ev[name]["result"] == "Success", (name, ev)
     assert ev["compute_pre_live_migration"]["host"] == "fake-2"
@@ -279,6 +279,9 @@ def test_precheck_6_transport(lm):
             "fake://fake-far/system from host fake-1: host fake-far, port 16509: Connection "
             "refused")
     assert time.time() - t0 < 10
+    ev = events(lm, sid)["compute_check_can_live_migrate_source"]
+    assert ev["result"] == "Error" and ev["host"] == "fake-1"
+    assert "transport REFUSED: Migration pre-check error: Cannot connect" in ev["details"]
 
 
 def test_precheck_7_storage(lm):

@@ -111,6 +111,41 @@ static void refused(struct lm_task *t, const char *message, const char *details)
     cond_action_finish(t->c, t->ctx, t->uuid, "Error");
 }
 
+/* Whether s is one of the NULL-terminated list. */
+static bool in_list(const char *s, const char *const *list)
+{
+    for (; s && *list; list++)
+        if (!strcmp(s, *list))
+            return true;
+    return false;
+}
+
+/* Nova's compute_check_can_live_migrate_source: the source's part of the
+ * checks (the destination asked it) as an event on the source host, with
+ * the verdicts of the checks that rest on what it said. */
+static void source_event(struct lm_task *t, const json_t *v)
+{
+    if (!json_object_get(json_object_get(v, "agent"), "source"))
+        return; /* the source was not asked */
+    static const char *const from_source[] = {"transport", "storage", "network", NULL};
+    char details[3000] = "";
+    bool ok = true;
+    size_t i;
+    json_t *c;
+    json_array_foreach (json_object_get(v, "checks"), i, c) {
+        if (!in_list(nb_json_str(c, "check"), from_source))
+            continue;
+        bool cok = json_is_true(json_object_get(c, "ok"));
+        ok = ok && cok;
+        snprintf(details + strlen(details), sizeof(details) - strlen(details), "%s%s %s: %s",
+                 details[0] ? "\n" : "", nb_json_str(c, "check"), cok ? "ok" : "REFUSED",
+                 nb_json_str(c, "message") ? nb_json_str(c, "message")
+                                           : nb_json_str(c, "evidence"));
+    }
+    cond_event_start(t->c, t->ctx, t->uuid, EV_LM_CHECK_SOURCE, t->source);
+    cond_event_finish(t->c, t->ctx, t->uuid, EV_LM_CHECK_SOURCE, ok, details);
+}
+
 /* Judges dest as the destination (scheduled: the scheduler's reply when it
  * chose and claimed dest). Adds "<dest>: <verdict>" to lines; a refused
  * destination's claim is dropped again. The verdict (new ref) with the
@@ -140,6 +175,7 @@ static json_t *try_host(struct lm_task *t, const char *dest, const json_t *sched
         return v;
     cond_event_finish(t->c, t->ctx, t->uuid, EV_LM_CHECK_DEST, ok,
                       text && *text ? text : "every precheck passed");
+    source_event(t, v);
     json_t *claim = json_object_get(facts, "claim");
     if (!ok && json_is_true(json_object_get(claim, "ok"))) {
         struct nb_ctx sub;
