@@ -398,7 +398,7 @@ out:
  * the action dispatch's 400 for another action. 0/-1. */
 static int check_force_complete_body(struct nb_ctx *ctx, struct nb_req *req)
 {
-    json_t *body = nb_req_json_object(ctx, req); /* borrowed */
+    json_t *body = nb_req_json_object(ctx, req);
     if (!body)
         return -1;
     int rc = 0;
@@ -413,7 +413,7 @@ static int check_force_complete_body(struct nb_ctx *ctx, struct nb_req *req)
                  ? nb_res_only_keys(ctx, NULL, body, only)
                  : nb_srv_bad(ctx, "force_complete", v, "is not of type 'null'");
     }
-    return rc;
+    return rc; /* body is the request's (borrowed) */
 }
 
 /* POST /servers/{id}/migrations/{mid}/action {"force_complete": null}:

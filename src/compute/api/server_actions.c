@@ -583,5 +583,6 @@ int nb_compute_server_actions_init(struct nb_env *env)
 {
     (void)env;
     nb_http_route("POST", "/compute/v2.1/servers/{server_id}/action", h_server_action, 0);
+    nb_compute_server_moves_init(env);
     return 0;
 }
