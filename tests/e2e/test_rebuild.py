@@ -16,8 +16,6 @@ the new image again keeping the volume."""
 import json
 import os
 import signal
-import subprocess
-import time
 
 import pytest
 
@@ -166,12 +164,53 @@ def test_rebuild_of_a_stopped_server_answers_the_server_and_stays_stopped(fc, im
     assert hdrs["Location"].endswith("/servers/%s" % s["id"])
     v = settled(c, s["id"], "SHUTOFF")
     assert v["image"]["id"] == image2 and v["OS-EXT-STS:power_state"] == 4
+    # 2.57: a key pair and user data, both shown in the answer
+    kp = unique("kp")
+    st, _, out = c.request("POST", "/compute/v2.1/os-keypairs", {"keypair": {"name": kp}},
+                           token=token(c))
+    assert st == 200, out
+    st, _, body = action(c, s["id"], {"rebuild": {"imageRef": image2, "key_name": kp,
+                                                   "user_data": "aGVsbG8="}}, mv="2.57")
+    assert st == 202, body
+    assert body["server"]["key_name"] == kp and body["server"]["user_data"] == "aGVsbG8="
+    settled(c, s["id"], "SHUTOFF")
+    row = c.sql("SELECT key_name, key_data, user_data FROM instances WHERE uuid = '%s'"
+                % s["id"])[0]
+    assert row["key_name"] == kp and row["key_data"].startswith("ssh-")
+    assert row["user_data"] == "aGVsbG8="
+    st, _, body = action(c, s["id"], {"rebuild": {"imageRef": image2, "key_name": None,
+                                                   "user_data": None}}, mv="2.57")
+    assert st == 202 and body["server"]["key_name"] is None, body
+    assert body["server"]["user_data"] is None
+    settled(c, s["id"], "SHUTOFF")
+
+
+def test_rebuild_answers_match_tempests_schemas(fc, image2):
+    """The 202 body of a rebuild at the microversions whose response
+    Tempest's schemas change (no extra keys: they reject them)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    pytest.importorskip("tempest.lib.api_schema.response.compute.v2_1.servers")
+    import importlib
+    c = fc
+    s = boot(c, unique("rbsch"))
+    for mv in ("2.1", "2.26", "2.54", "2.57", "2.71", "2.75", "2.79"):
+        mod = importlib.import_module("tempest.lib.api_schema.response.compute.v%s.servers"
+                                      % mv.replace(".", "_"))
+        schema = mod.rebuild_server_with_admin_pass
+        settled(c, s["id"], "ACTIVE")
+        st, _, body = action(c, s["id"], {"rebuild": {"imageRef": image2}}, mv=mv)
+        assert st in schema["status_code"], (mv, st, body)
+        jsonschema.Draft4Validator(schema["response_body"],
+                                   format_checker=jsonschema.draft4_format_checker).validate(body)
+    settled(c, s["id"], "ACTIVE")
+    c.cli("server", "delete", s["id"])
 
 
 def test_rebuild_and_evacuate_bad_input(fc, image2):
     c = fc
     s = boot(c, unique("rbbad"), host="fake-1")
     sid = s["id"]
+    c.cli("image", "set", "--property", "auto_disk_config=disabled", image2)
     cases = [
         ({"rebuild": {}}, "2.1", 400, "'imageRef' is a required property"),
         ({"rebuild": {"imageRef": "nope"}}, "2.1", 400, "imageRef"),
@@ -183,6 +222,8 @@ def test_rebuild_and_evacuate_bad_input(fc, image2):
          "Cannot find image for rebuild"),
         ({"rebuild": {"imageRef": image2, "key_name": "missing"}}, "2.54", 400,
          "Invalid key_name provided."),
+        ({"rebuild": {"imageRef": image2, "OS-DCF:diskConfig": "AUTO"}}, "2.1", 400,
+         "Requested image %s has automatic disk resize disabled." % image2),
         ({"evacuate": {}}, "2.1", 400, "'onSharedStorage' is a required property"),
         ({"evacuate": {"force": True}}, "2.29", 400,
          "Can't force to a non-provided destination"),
@@ -198,6 +239,21 @@ def test_rebuild_and_evacuate_bad_input(fc, image2):
     # nothing moved
     assert server(c, sid)["OS-EXT-STS:task_state"] is None
     c.cli("server", "delete", sid)
+
+
+def test_rebuild_interrupted_by_a_restart_ends_in_error(fresh_cloud):
+    c = fresh_cloud("--set", "fake.spawn_delay_ms=3000")
+    s = boot(c, unique("rbi"))
+    st, _, out = action(c, s["id"], {"rebuild": {"imageRef": server(c, s["id"])["image"]["id"]}})
+    assert st == 202, out
+    wait_for("rebuild spawning", lambda: server(c, s["id"])["OS-EXT-STS:task_state"]
+             == "rebuild_spawning")
+    c.stop(signal.SIGKILL)
+    c.start()
+    c._token = None
+    v = settled(c, s["id"], "ERROR")
+    assert v["fault"]["message"] == "Rebuild interrupted: nubo stopped during the rebuild.", v
+    assert events(c, s["id"], "rebuild")["compute_rebuild_instance"]["result"] == "Error"
 
 
 # ---- evacuate (fake hosts, forced down) -------------------------------------------
@@ -297,6 +353,27 @@ def test_evacuation_failing_on_the_destination_sets_error_and_gives_the_claims_b
               "nova-compute")
 
 
+def test_evacuation_onto_shared_storage_keeps_the_disk(fresh_cloud):
+    c = fresh_cloud("--set", "fake.shared_storage=true")
+    s1, s2 = boot(c, unique("evsh"), host="fake-1"), boot(c, unique("evsh"), host="fake-1")
+    c.cli("--os-compute-api-version", "2.11", "compute", "service", "set", "--down", "fake-1",
+          "nova-compute")
+    # before 2.14 the caller says; wrong, the destination refuses
+    st, _, out = action(c, s1["id"], {"evacuate": {"onSharedStorage": "False"}}, mv="2.1")
+    assert st == 200 and len(out["adminPass"]) == 12, out
+    v = settled(c, s1["id"], "ERROR")
+    assert v["fault"]["message"] == "Invalid state of instance files on shared storage", v
+    assert migration(c, s1["id"])["status"] == "failed"
+    # from 2.14 the destination finds out
+    st, _, out = action(c, s2["id"], {"evacuate": {}}, mv="2.14")
+    assert st == 200 and out is None, out
+    assert settled(c, s2["id"], "ACTIVE")["OS-EXT-SRV-ATTR:host"] != "fake-1"
+    assert "disk on shared storage, evacuating using existing disk" in c.log("compute")
+    assert c.sql("SELECT value FROM instance_system_metadata WHERE instance_uuid = '%s' AND "
+                 "key = 'evacuated_on_shared_storage' AND deleted = 0" % s2["id"]) \
+        == [{"value": "True"}]
+
+
 # ---- evacuate (split processes, agent killed) -------------------------------------
 
 
@@ -311,7 +388,7 @@ def split(tmp_path_factory, evac_vhost):
     s.compute("hostA")
     s.compute("hostB")
     yield s
-    s.stop()
+    assert all(rc == 0 for rc in s.stop()), [p.tail() for p in s.computes.values()]
 
 
 def test_evacuate_after_the_agent_is_killed_and_cleanup_at_its_restart(split):

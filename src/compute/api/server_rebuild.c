@@ -17,7 +17,6 @@
 #include "compute/api/api.h"
 #include "compute/api/block_devices.h"
 #include "compute/api/instances.h"
-#include "compute/api/links.h"
 #include "compute/api/quotas.h"
 #include "compute/api/server_actions.h"
 #include "compute/api/server_create.h"
@@ -204,6 +203,11 @@ static int resolve_image(struct nb_ctx *ctx, struct rebuild_req *r)
     const char *st = nb_json_str(r->image, "status");
     if (!st || strcmp(st, "active"))
         return nb_error(ctx, 400, NULL, "Image %s is not active.", r->image_ref);
+    const char *dc = json_string_value(json_object_get(r->args, "OS-DCF:diskConfig"));
+    const char *adc = json_string_value(json_object_get(r->image, "auto_disk_config"));
+    if (dc && !strcmp(dc, "AUTO") && adc && !strcmp(adc, "disabled"))
+        return nb_error(ctx, 400, NULL, "Requested image %s has automatic disk resize disabled.",
+                        r->image_ref);
     _cleanup_free_ char *orig = bfv_image(ctx, r->uuid, &r->bfv);
     const char *iref = nb_json_str(r->inst, "image_ref");
     if (!iref || !*iref)

@@ -146,6 +146,11 @@ void cond_rebuild_failed(struct conductor *c, struct nb_ctx *ctx, const char *uu
                          const char *migration_uuid, const char *host, const char *event,
                          const char *migration_status, const char *message, const char *details);
 
+/* Start-up recovery: rebuilds and evacuations a restart interrupted end
+ * in ERROR with a fault (an evacuation's claims rolled back, its migration
+ * failed), as Nova's _init_instance does with rebuild task states. */
+void cond_recover_rebuilds(struct conductor *c, struct nb_ctx *ctx);
+
 /* evacuate.c: the destination, the claims, the volumes, the source's
  * clean-up */
 /* Schedules and claims the destination of row's evacuation (args: the

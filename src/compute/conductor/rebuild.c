@@ -17,7 +17,9 @@
  * ERROR with a fault (Nova's _error_out_instance_on_exception); for an
  * evacuation the migration goes "failed" (compute side) or "error" (no
  * destination), the destination claim is dropped and the source
- * allocation handed back to the instance. */
+ * allocation handed back to the instance. A rebuild or evacuation a
+ * restart interrupted ends the same way at the start-up recovery, as
+ * Nova's _init_instance sets ERROR for the rebuild task states. */
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -120,6 +122,11 @@ void cond_rebuild_instance(struct conductor *c, struct nb_ctx *ctx, json_t *args
         return;
     }
     const char *host = nb_json_str(row, "host");
+    if (!host || !*host) {
+        cond_rebuild_failed(c, ctx, uuid, NULL, NULL, EV_COND_REBUILD, NULL,
+                            "The instance has no host to rebuild it on.", NULL);
+        return;
+    }
     cond_event_finish(c, ctx, uuid, EV_COND_REBUILD, true, NULL);
     NB_INFO(LOG_COND, ctx, uuid, "Rebuilding instance on %s with image %s", host,
             nb_json_str(row, "image_ref") ? nb_json_str(row, "image_ref") : "(volume)");
@@ -178,4 +185,69 @@ void cond_rebuild_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
     cond_event_finish(c, ctx, uuid, EV_REBUILD, true, NULL);
     cond_action_finish(c, ctx, uuid, NULL);
     NB_INFO(LOG_COND, ctx, uuid, "%s on %s complete", mig ? "Evacuation" : "Rebuild", host);
+}
+
+/* The evacuation migration of instance uuid still under way (accepted or
+ * pre-migrating), malloc'd, or NULL. */
+static char *open_evacuation(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
+{
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    _cleanup_json_ json_t *m = nb_db_row(c->db, &sub,
+                                         "SELECT uuid FROM migrations WHERE instance_uuid = ? AND "
+                                         "migration_type = 'evacuation' AND deleted = 0 AND "
+                                         "status IN ('accepted', 'pre-migrating') ORDER BY id "
+                                         "DESC LIMIT 1",
+                                         "s", uuid);
+    const char *mu = nb_json_str(m, "uuid");
+    return mu ? strdup(mu) : NULL;
+}
+
+/* A system context carrying the request ID, user and project of the
+ * instance's newest rebuild or evacuate action. */
+static void action_ctx(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
+{
+    struct nb_ctx tmp;
+    nb_ctx_init_system(&tmp, NULL);
+    _cleanup_json_ json_t *row = nb_db_row(c->db, &tmp,
+                                           "SELECT request_id, user_id, project_id FROM "
+                                           "instance_actions WHERE instance_uuid = ? AND action "
+                                           "IN ('rebuild', 'evacuate') ORDER BY id DESC LIMIT 1",
+                                           "s", uuid);
+    nb_ctx_init_system(ctx, nb_json_str(row, "request_id"));
+    if (nb_json_str(row, "user_id"))
+        nb_strlcpy(ctx->user_id, nb_json_str(row, "user_id"), sizeof(ctx->user_id));
+    if (nb_json_str(row, "project_id"))
+        nb_strlcpy(ctx->project_id, nb_json_str(row, "project_id"), sizeof(ctx->project_id));
+}
+
+void cond_recover_rebuilds(struct conductor *c, struct nb_ctx *ctx)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    _cleanup_json_ json_t *rows =
+        nb_db_rows(c->db, ctx,
+                   "SELECT uuid, host, task_state FROM instances WHERE deleted = 0 AND task_state "
+                   "IN (?, ?, ?) AND "
+                   "updated_at < ? ORDER BY id",
+                   "ssss", NB_TASK_REBUILDING, NB_TASK_REBUILD_BDM, NB_TASK_REBUILD_SPAWNING, now);
+    nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        const char *uuid = nb_json_str(r, "uuid");
+        const char *task = nb_json_str(r, "task_state");
+        _cleanup_free_ char *mig = open_evacuation(c, ctx, uuid);
+        struct nb_ctx actx; /* recorded under the request that started it */
+        action_ctx(c, &actx, uuid);
+        /* Nova's _init_instance: a rebuild the restart interrupted ends in
+         * ERROR, its open event in Error */
+        cond_rebuild_failed(c, &actx, uuid, mig, nb_json_str(r, "host"),
+                            strcmp(task, NB_TASK_REBUILDING) ? EV_REBUILD : EV_COND_REBUILD,
+                            "failed",
+                            mig ? "Evacuation interrupted: nubo stopped during the rebuild on "
+                                  "the destination."
+                                : "Rebuild interrupted: nubo stopped during the rebuild.",
+                            "Rebuild the server again (or evacuate it again).");
+    }
 }
