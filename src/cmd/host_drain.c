@@ -347,6 +347,9 @@ static void finish(struct drain *d, struct move *m, enum state st)
     fflush(stdout);
 }
 
+/* Starts the move of m. Live migrations go at 2.25: block_migration
+ * "auto" exists there, and before 2.34 a refused precheck is the answer
+ * itself (400 with its reason), so the server's line can say why at once. */
 static void start(struct drain *d, struct move *m)
 {
     m->started = nb_time_mono();

@@ -503,30 +503,11 @@ def test_drain_usage_and_unknown_host(cloud):
     assert p.returncode == 3 and "no nova-compute service on that host" in p.stderr
 
 
-def test_drain_disables_the_service_and_reports(fresh_cloud):
-    c = fresh_cloud("--fake-hosts", "1")
-    s = boot(c)
-    err = boot(c)
-    # a server in ERROR is left with its reason
-    c.cli("server", "set", "--state", "error", err["id"])
-    p = drain(c, "fake-1")
-    svc = compute_service(c, "fake-1")
-    assert svc["Status"] == "disabled" and svc["Disabled Reason"] == "drained by nubo host drain"
-    assert "service nova-compute on fake-1 disabled: drained by nubo host drain" in p.stdout
-    assert "%s %s: left: status ERROR" % (err["id"], err["name"]) in p.stdout
-    # one host: nowhere to go, and the line says why
-    line = [x for x in p.stdout.splitlines() if s["id"] in x][0]
-    assert "failed (live migration): " in line
-    assert "summary: host fake-1: 0 moved, 1 failed, 1 left; service nova-compute stays " \
-           "disabled" in p.stdout
-    assert p.returncode == 1
-    assert c.cli("server", "show", s["id"], "-f", "json")["OS-EXT-SRV-ATTR:host"] == "fake-1"
-
-
 def test_drain_moves_every_server(fresh_cloud):
     """Three servers on fake-1 (fake-2 disabled while they boot): the dry run
     changes nothing; then ACTIVE and PAUSED ones move live, the SHUTOFF one
-    cold (confirmed), two at a time."""
+    cold (confirmed), two at a time. Drained back with fake-1 disabled, they
+    have nowhere to go: the lines say why, and a server in ERROR is left."""
     c = fresh_cloud("--fake-hosts", "2")
     c.cli("compute", "service", "set", "--disable", "fake-2", "nova-compute", parse=False)
     active, paused, stopped = boot(c), boot(c), boot(c)
@@ -565,3 +546,15 @@ def test_drain_moves_every_server(fresh_cloud):
         ("migration", "confirmed")]
     svc = compute_service(c, "fake-1")
     assert svc["Status"] == "disabled" and svc["Disabled Reason"] == "drained by nubo host drain"
+    # back: fake-1 is disabled now, so nothing can move; ERROR is left as it is
+    c.cli("server", "set", "--state", "error", stopped["id"], parse=False)
+    p = drain(c, "fake-2")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "%s %s: left: status ERROR" % (stopped["id"], stopped["name"]) in p.stdout
+    for s in (active, paused):
+        assert "%s %s: failed (live migration): No valid host was found. There are not enough " \
+               "hosts available." % (s["id"], s["name"]) in p.stdout, p.stdout
+        assert c.cli("server", "show", s["id"], "-f", "json")["OS-EXT-SRV-ATTR:host"] == "fake-2"
+    assert "summary: host fake-2: 0 moved, 2 failed, 1 left; service nova-compute stays " \
+           "disabled" in p.stdout
+    assert compute_service(c, "fake-2")["Status"] == "disabled"
