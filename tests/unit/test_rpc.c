@@ -280,6 +280,59 @@ static void test_calls_to_compute_and_scheduler(void **state)
     assert_int_not_equal(ctx.err_status, 0);
 }
 
+/* The resize steps: each a call to compute.<host> with the common members
+ * and its own (flavor, dest_host + dest, power_on). */
+static void test_resize_steps(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *flavor = json_pack("{s:s}", "name", "m1.small");
+    json_t *dest = json_pack("{s:s}", "host", "h1");
+    struct nb_resize_step s = {.host = "h1",
+                               .migration_uuid = "m1",
+                               .same_host = true,
+                               .flavor = flavor,
+                               .dest_host = "h1",
+                               .dest = dest,
+                               .power_on = true};
+    s.instance = json_pack("{s:s}", "uuid", "u1");
+    json_t *r = nb_compute_prep_resize(&ctx, &s, 5000);
+    assert_string_equal(nb_json_str(r, "method"), "prep_resize");
+    json_decref(r);
+    expect("compute.h1", "prep_resize",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"migration_uuid\": \"m1\", \"same_host\": "
+           "true, \"flavor\": {\"name\": \"m1.small\"}}");
+    s.instance = json_pack("{s:s}", "uuid", "u1");
+    json_decref(nb_compute_resize_instance(&ctx, &s, 5000));
+    expect("compute.h1", "resize_instance",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"migration_uuid\": \"m1\", \"same_host\": "
+           "true, \"flavor\": {\"name\": \"m1.small\"}, \"dest_host\": \"h1\", \"dest\": "
+           "{\"host\": \"h1\"}}");
+    json_t *(*with_power[])(struct nb_ctx *, const struct nb_resize_step *,
+                            int) = {nb_compute_finish_resize, nb_compute_finish_revert_resize};
+    const char *power_names[] = {"finish_resize", "finish_revert_resize"};
+    for (int i = 0; i < 2; i++) {
+        s.instance = json_pack("{s:s}", "uuid", "u1");
+        json_decref(with_power[i](&ctx, &s, 5000));
+        expect("compute.h1", power_names[i],
+               "{\"instance\": {\"uuid\": \"u1\"}, \"migration_uuid\": \"m1\", "
+               "\"same_host\": true, \"power_on\": true}");
+    }
+    json_t *(*plain[])(struct nb_ctx *, const struct nb_resize_step *,
+                       int) = {nb_compute_confirm_resize, nb_compute_revert_resize};
+    const char *plain_names[] = {"confirm_resize", "revert_resize"};
+    for (int i = 0; i < 2; i++) {
+        s.instance = json_pack("{s:s}", "uuid", "u1");
+        json_decref(plain[i](&ctx, &s, 5000));
+        expect("compute.h1", plain_names[i],
+               "{\"instance\": {\"uuid\": \"u1\"}, \"migration_uuid\": \"m1\", "
+               "\"same_host\": true}");
+    }
+    json_decref(flavor);
+    json_decref(dest);
+}
+
 static void test_rebuild_messages(void **state)
 {
     (void)state;
@@ -316,6 +369,91 @@ static void test_rebuild_messages(void **state)
            "{\"uuid\": \"u1\", \"migration_uuid\": \"m1\", \"host\": \"h1\"}");
 }
 
+/* The live-migration messages: the source's reports to the conductor (a
+ * status change is a call, progress a cast), and the steps on
+ * compute.<host>. */
+static void test_live_migration_messages(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    struct nb_live_migration_status st = {
+        .uuid = "u1", .migration_uuid = "m1", .host = "h1", .status = "running"};
+    assert_int_equal(nb_conductor_live_migration_status(&ctx, &st), 0);
+    expect("conductor", "live_migration_status",
+           "{\"uuid\": \"u1\", \"migration_uuid\": \"m1\", \"host\": \"h1\", \"status\": "
+           "\"running\", \"progress\": null}");
+    st.status = NULL;
+    st.has_progress = true;
+    st.memory_total = 8;
+    st.memory_processed = 5;
+    st.memory_remaining = 3;
+    assert_int_equal(nb_conductor_live_migration_status(&ctx, &st), 0);
+    expect("conductor", "live_migration_status",
+           "{\"uuid\": \"u1\", \"migration_uuid\": \"m1\", \"host\": \"h1\", \"status\": "
+           "null, \"progress\": {\"memory_total\": 8, \"memory_processed\": 5, "
+           "\"memory_remaining\": 3, \"disk_total\": 0, \"disk_processed\": 0, "
+           "\"disk_remaining\": 0}}");
+    const struct nb_live_migration_outcome o = {.uuid = "u1",
+                                                .migration_uuid = "m1",
+                                                .host = "h1",
+                                                .phase = "live_migration",
+                                                .message = "boom",
+                                                .shared_storage = true};
+    assert_int_equal(nb_conductor_live_migration_result(&ctx, &o), 0);
+    expect("conductor", "live_migration_result",
+           "{\"uuid\": \"u1\", \"migration_uuid\": \"m1\", \"host\": \"h1\", \"ok\": "
+           "false, \"cancelled\": false, \"phase\": \"live_migration\", \"message\": "
+           "\"boom\", \"shared_storage\": true}");
+    const struct nb_live_migrate_req lr = {
+        .uuid = "u1", .migration_uuid = "m1", .host = "h2", .block_migration = "auto"};
+    assert_int_equal(nb_conductor_live_migrate_instance(&ctx, &lr), 0);
+    expect("conductor", "live_migrate_instance",
+           "{\"uuid\": \"u1\", \"migration_uuid\": \"m1\", \"host\": \"h2\", "
+           "\"block_migration\": \"auto\", \"force\": false}");
+    json_decref(nb_compute_check_can_live_migrate_destination(
+        &ctx, "h1", json_pack("{s:s}", "uuid", "u1"), "h2", 3000, 5000));
+    expect("compute.h1", "check_can_live_migrate_destination",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"source\": \"h2\", \"timeout_ms\": 3000}");
+    json_decref(nb_compute_check_can_live_migrate_source(
+        &ctx, "h1", json_pack("{s:s}", "uuid", "u1"), "p1", "qemu+tcp://h2/system", 3000, 5000));
+    expect("compute.h1", "check_can_live_migrate_source",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"probe\": \"p1\", \"dest_uri\": "
+           "\"qemu+tcp://h2/system\", \"timeout_ms\": 3000}");
+    json_decref(nb_compute_pre_live_migration(&ctx, "h1", json_pack("{s:s}", "uuid", "u1"), NULL,
+                                              true, false, 5000));
+    expect("compute.h1", "pre_live_migration",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"disks\": null, \"shared_storage\": true, "
+           "\"block_migration\": false}");
+    const struct nb_live_migration_req r = {.migration_uuid = "m1",
+                                            .dest_host = "h2",
+                                            .dest_uri = "qemu+tcp://h2/system",
+                                            .dest_addr = "10.0.0.2",
+                                            .shared_storage = true};
+    assert_int_equal(nb_compute_live_migration(&ctx, "h1", json_pack("{s:s}", "uuid", "u1"), &r),
+                     0);
+    expect("compute.h1", "live_migration",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"migration_uuid\": \"m1\", \"dest_host\": "
+           "\"h2\", \"dest_uri\": \"qemu+tcp://h2/system\", \"dest_addr\": \"10.0.0.2\", "
+           "\"block_migration\": false, \"shared_storage\": true, \"disks\": null}");
+    assert_int_equal(nb_compute_live_migration_abort(&ctx, "h1", "m1"), 0);
+    expect("compute.h1", "live_migration_abort", "{\"migration_uuid\": \"m1\"}");
+    assert_int_equal(nb_compute_live_migration_force_complete(&ctx, "h1", "m1"), 0);
+    expect("compute.h1", "live_migration_force_complete", "{\"migration_uuid\": \"m1\"}");
+    json_decref(nb_compute_post_live_migration_at_destination(
+        &ctx, "h1", json_pack("{s:s}", "uuid", "u1"), 5000));
+    expect("compute.h1", "post_live_migration_at_destination",
+           "{\"instance\": {\"uuid\": \"u1\"}}");
+    json_decref(nb_compute_post_live_migration_at_source(
+        &ctx, "h1", json_pack("{s:s}", "uuid", "u1"), false, 5000));
+    expect("compute.h1", "post_live_migration_at_source",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"shared_storage\": false}");
+    json_decref(nb_compute_rollback_live_migration_at_destination(
+        &ctx, "h1", json_pack("{s:s}", "uuid", "u1"), true, 5000));
+    expect("compute.h1", "rollback_live_migration_at_destination",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"shared_storage\": true}");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -324,7 +462,9 @@ int main(void)
         cmocka_unit_test(test_agent_calls_conductor),
         cmocka_unit_test(test_conductor_to_compute),
         cmocka_unit_test(test_calls_to_compute_and_scheduler),
+        cmocka_unit_test(test_resize_steps),
         cmocka_unit_test(test_rebuild_messages),
+        cmocka_unit_test(test_live_migration_messages),
     };
     return cmocka_run_group_tests_name("rpc", tests, setup, teardown);
 }

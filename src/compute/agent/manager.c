@@ -42,6 +42,11 @@ static pthread_mutex_t *instance_lock(struct agent *a, const char *uuid)
     return &a->locks[h % AGENT_LOCKS];
 }
 
+pthread_mutex_t *nb_agent_instance_lock(struct agent *a, const char *uuid)
+{
+    return instance_lock(a, uuid);
+}
+
 static int guest_power_state(struct agent *a, struct nb_ctx *ctx, const char *uuid)
 {
     struct nb_ctx tmp;
@@ -50,11 +55,6 @@ static int guest_power_state(struct agent *a, struct nb_ctx *ctx, const char *uu
     if (a->drv->ops->get_info(a->drv, &tmp, a->host, uuid, &gi) < 0)
         return NB_POWER_NOSTATE;
     return gi.power_state;
-}
-
-pthread_mutex_t *nb_agent_instance_lock(struct agent *a, const char *uuid)
-{
-    return instance_lock(a, uuid);
 }
 
 int nb_agent_guest_power_state(struct agent *a, struct nb_ctx *ctx, const char *uuid)
@@ -498,6 +498,21 @@ static const struct nb_bus_method methods[] = {
     {NB_COMPUTE_GET_HOST_UPTIME, NB_BUS_CALL, rpc_host_uptime},
     {NB_COMPUTE_PING, NB_BUS_CALL, rpc_ping},
     {NB_COMPUTE_REBUILD_INSTANCE, NB_BUS_CAST, rpc_rebuild},
+    {NB_COMPUTE_CHECK_CAN_LIVE_MIGRATE_DESTINATION, NB_BUS_CALL, nb_lm_check_destination},
+    {NB_COMPUTE_CHECK_CAN_LIVE_MIGRATE_SOURCE, NB_BUS_CALL, nb_lm_check_source},
+    {NB_COMPUTE_PRE_LIVE_MIGRATION, NB_BUS_CALL, nb_lm_pre},
+    {NB_COMPUTE_LIVE_MIGRATION, NB_BUS_CAST, nb_lm_start},
+    {NB_COMPUTE_LIVE_MIGRATION_ABORT, NB_BUS_CAST, nb_lm_abort},
+    {NB_COMPUTE_LIVE_MIGRATION_FORCE_COMPLETE, NB_BUS_CAST, nb_lm_force_complete},
+    {NB_COMPUTE_POST_LIVE_MIGRATION_AT_DESTINATION, NB_BUS_CALL, nb_lm_post_dest},
+    {NB_COMPUTE_POST_LIVE_MIGRATION_AT_SOURCE, NB_BUS_CALL, nb_lm_post_source},
+    {NB_COMPUTE_ROLLBACK_LIVE_MIGRATION_AT_DESTINATION, NB_BUS_CALL, nb_lm_rollback_dest},
+    {NB_COMPUTE_PREP_RESIZE, NB_BUS_CALL, nb_agent_prep_resize},
+    {NB_COMPUTE_RESIZE_INSTANCE, NB_BUS_CALL, nb_agent_resize_instance},
+    {NB_COMPUTE_FINISH_RESIZE, NB_BUS_CALL, nb_agent_finish_resize},
+    {NB_COMPUTE_CONFIRM_RESIZE, NB_BUS_CALL, nb_agent_drop_resize},
+    {NB_COMPUTE_REVERT_RESIZE, NB_BUS_CALL, nb_agent_drop_resize},
+    {NB_COMPUTE_FINISH_REVERT_RESIZE, NB_BUS_CALL, nb_agent_finish_resize},
     {NULL, 0, NULL},
 };
 

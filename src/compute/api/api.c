@@ -19,6 +19,7 @@ int nb_compute_api_init(struct nb_env *env)
         nb_compute_server_actions_init,
         nb_compute_server_metadata_init,
         nb_compute_instance_actions_init,
+        nb_compute_migrations_init,
         nb_compute_quotas_init,
         nb_compute_limits_init,
         nb_compute_volume_attachments_init,

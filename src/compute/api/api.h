@@ -38,6 +38,7 @@ int nb_compute_servers_init(struct nb_env *env);
 int nb_compute_server_actions_init(struct nb_env *env);
 int nb_compute_server_metadata_init(struct nb_env *env);
 int nb_compute_instance_actions_init(struct nb_env *env);
+int nb_compute_migrations_init(struct nb_env *env);
 int nb_compute_quotas_init(struct nb_env *env);
 int nb_compute_limits_init(struct nb_env *env);
 int nb_compute_volume_attachments_init(struct nb_env *env);

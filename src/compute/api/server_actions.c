@@ -19,7 +19,9 @@
 #include "compute/api/api.h"
 #include "compute/api/instances.h"
 #include "compute/api/server_actions.h"
+#include "compute/api/server_moves.h"
 #include "compute/api/server_rebuild.h"
+#include "compute/api/server_resize.h"
 #include "compute/api/server_snapshot.h"
 #include "compute/api/validate.h"
 #include "compute/compute.h"
@@ -500,6 +502,11 @@ static const struct {
     {"resume", NULL, do_resume, NULL, NULL},
     {"os-getConsoleOutput", check_console_output, NULL, do_console_output, NULL},
     {"createImage", nb_srv_check_create_image, NULL, NULL, nb_srv_create_image},
+    {"os-migrateLive", nb_srv_check_live_migrate, nb_srv_live_migrate, NULL, NULL},
+    {"migrate", nb_srv_check_migrate, nb_srv_migrate, NULL, NULL},
+    {"resize", nb_srv_check_resize, nb_srv_resize, NULL, NULL},
+    {"confirmResize", NULL, NULL, NULL, nb_srv_confirm_resize},
+    {"revertResize", NULL, nb_srv_revert_resize, NULL, NULL},
     {"rebuild", nb_srv_check_rebuild, NULL, NULL, nb_srv_rebuild},
     {"evacuate", nb_srv_check_evacuate, NULL, NULL, nb_srv_evacuate},
 };
@@ -508,12 +515,7 @@ static const struct {
 static const char *const not_yet[] = {"addFixedIp",
                                       "removeFixedIp",
                                       "changePassword",
-                                      "confirmResize",
-                                      "revertResize",
-                                      "resize",
                                       "createBackup",
-                                      "os-migrateLive",
-                                      "migrate",
                                       "rescue",
                                       "unrescue",
                                       "shelve",
@@ -581,5 +583,6 @@ int nb_compute_server_actions_init(struct nb_env *env)
 {
     (void)env;
     nb_http_route("POST", "/compute/v2.1/servers/{server_id}/action", h_server_action, 0);
+    nb_compute_server_moves_init(env);
     return 0;
 }

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "compute/conductor/conductor.h"
 #include "compute/conductor/internal.h"
+#include "compute/conductor/live_migrate.h"
 #include "compute/rpc/conductor_api.h"
 #include "db/db.h"
 
@@ -75,6 +76,9 @@ CAST_TO(detach_result, cond_detach_result)
 CAST_TO(snapshot_instance, cond_snapshot_instance)
 CAST_TO(snapshot_result, cond_snapshot_result)
 CAST_TO(power_sync, cond_power_sync)
+CAST_TO(migrate_server, cond_migrate_server)
+CAST_TO(confirm_resize, cond_confirm_resize)
+CAST_TO(revert_resize, cond_revert_resize)
 CAST_TO(service_heartbeat, cond_service_heartbeat)
 CAST_TO(rebuild_instance, cond_rebuild_instance)
 CAST_TO(rebuild_result, cond_rebuild_result)
@@ -84,6 +88,12 @@ CALL_TO(reconcile_disk_format, cond_reconcile_disk_format)
 CALL_TO(service_update, cond_service_update)
 CALL_TO(compute_node_update, cond_compute_node_update)
 CALL_TO(instances_on_host, cond_instances_on_host)
+CAST_TO(live_migrate_instance, cond_live_migrate_instance)
+CALL_TO(check_live_migration, cond_check_live_migration)
+CALL_TO(live_migration_status, cond_live_migration_status)
+CAST_TO(live_migration_result, cond_live_migration_result)
+CAST_TO(live_migration_abort, cond_live_migration_abort)
+CAST_TO(live_migration_force_complete, cond_live_migration_force_complete)
 
 /* The methods of topic "conductor" (the messages: conductor_api.h).
  * compute_node_update is a call at registration and a cast for usage
@@ -101,6 +111,9 @@ static const struct nb_bus_method methods[] = {
     {NB_CONDUCTOR_ATTACH_VOLUME, NB_BUS_CAST, attach_volume},
     {NB_CONDUCTOR_DETACH_VOLUME, NB_BUS_CAST, detach_volume},
     {NB_CONDUCTOR_SNAPSHOT_INSTANCE, NB_BUS_CAST, snapshot_instance},
+    {NB_CONDUCTOR_MIGRATE_SERVER, NB_BUS_CAST, migrate_server},
+    {NB_CONDUCTOR_CONFIRM_RESIZE, NB_BUS_CAST, confirm_resize},
+    {NB_CONDUCTOR_REVERT_RESIZE, NB_BUS_CAST, revert_resize},
     {NB_CONDUCTOR_BUILD_RESULT, NB_BUS_CAST, build_result},
     {NB_CONDUCTOR_OP_RESULT, NB_BUS_CAST, op_result},
     {NB_CONDUCTOR_ATTACH_RESULT, NB_BUS_CAST, attach_result},
@@ -117,6 +130,12 @@ static const struct nb_bus_method methods[] = {
     {NB_CONDUCTOR_EVACUATED_INSTANCES, NB_BUS_CALL, evacuated_instances},
     {NB_CONDUCTOR_EVACUATION_CLEANED, NB_BUS_CAST, evacuation_cleaned},
     {NB_CONDUCTOR_PING, NB_BUS_CALL, ping},
+    {NB_CONDUCTOR_LIVE_MIGRATE_INSTANCE, NB_BUS_CAST, live_migrate_instance},
+    {NB_CONDUCTOR_CHECK_LIVE_MIGRATION, NB_BUS_CALL, check_live_migration},
+    {NB_CONDUCTOR_LIVE_MIGRATION_STATUS, NB_BUS_CALL, live_migration_status},
+    {NB_CONDUCTOR_LIVE_MIGRATION_RESULT, NB_BUS_CAST, live_migration_result},
+    {NB_CONDUCTOR_LIVE_MIGRATION_ABORT, NB_BUS_CAST, live_migration_abort},
+    {NB_CONDUCTOR_LIVE_MIGRATION_FORCE_COMPLETE, NB_BUS_CAST, live_migration_force_complete},
     {NULL, 0, NULL},
 };
 

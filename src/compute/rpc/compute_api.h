@@ -44,6 +44,21 @@
 #define NB_COMPUTE_GET_HOST_UPTIME "get_host_uptime"
 #define NB_COMPUTE_PING "ping"
 #define NB_COMPUTE_REBUILD_INSTANCE "rebuild_instance"
+#define NB_COMPUTE_CHECK_CAN_LIVE_MIGRATE_DESTINATION "check_can_live_migrate_destination"
+#define NB_COMPUTE_CHECK_CAN_LIVE_MIGRATE_SOURCE "check_can_live_migrate_source"
+#define NB_COMPUTE_PRE_LIVE_MIGRATION "pre_live_migration"
+#define NB_COMPUTE_LIVE_MIGRATION "live_migration"
+#define NB_COMPUTE_LIVE_MIGRATION_ABORT "live_migration_abort"
+#define NB_COMPUTE_LIVE_MIGRATION_FORCE_COMPLETE "live_migration_force_complete"
+#define NB_COMPUTE_POST_LIVE_MIGRATION_AT_DESTINATION "post_live_migration_at_destination"
+#define NB_COMPUTE_POST_LIVE_MIGRATION_AT_SOURCE "post_live_migration_at_source"
+#define NB_COMPUTE_ROLLBACK_LIVE_MIGRATION_AT_DESTINATION "rollback_live_migration_at_destination"
+#define NB_COMPUTE_PREP_RESIZE "prep_resize"
+#define NB_COMPUTE_RESIZE_INSTANCE "resize_instance"
+#define NB_COMPUTE_FINISH_RESIZE "finish_resize"
+#define NB_COMPUTE_CONFIRM_RESIZE "confirm_resize"
+#define NB_COMPUTE_REVERT_RESIZE "revert_resize"
+#define NB_COMPUTE_FINISH_REVERT_RESIZE "finish_revert_resize"
 
 /* build_and_run_instance (cast) {"instance", "node"}: spawn on node (the
  * scheduler's claim); the agent answers build_result. */
@@ -103,6 +118,119 @@ json_t *nb_compute_get_host_uptime(struct nb_ctx *ctx, const char *host, int tim
 /* ping (call) {} -> {"ok": true, "host"}: whether host's agent answers
  * within timeout_ms (a failure is left on ctx). */
 bool nb_compute_ping(struct nb_ctx *ctx, const char *host, int timeout_ms);
+
+/* ---- live migration (Nova's compute rpcapi of the same names) ----
+ * Calls answer {"ok": true, …} or {"ok": false, "message"}; a driver
+ * without the live-migration ops answers ok false naming the driver. */
+
+/* check_can_live_migrate_destination (call, to the destination)
+ * {"instance", "source", "timeout_ms"}: the destination reads its own
+ * migration_info, creates the shared-storage probe, asks the source
+ * (check_can_live_migrate_source), compares the source's guest CPU with
+ * its own, removes the probe. Reply {"ok", "dest": migration_info,
+ * "source": migration_info, "cpu": {"ok", "message"}, "shared_storage":
+ * bool, "probe": {"ok", "message"}, "transport": {"ok", "message"},
+ * "disks": [migration_disks of the source]} (ok false with message when a
+ * step could not run at all). timeout_ms bounds the transport check. */
+json_t *nb_compute_check_can_live_migrate_destination(struct nb_ctx *ctx, const char *dest,
+                                                      json_t *instance, const char *source,
+                                                      int check_timeout_ms, int timeout_ms);
+/* check_can_live_migrate_source (call, to the source) {"instance",
+ * "probe", "dest_uri", "timeout_ms"} -> {"ok", "source": migration_info,
+ * "probe_exists", "transport": {"ok", "message"}, "disks"}. */
+json_t *nb_compute_check_can_live_migrate_source(struct nb_ctx *ctx, const char *source,
+                                                 json_t *instance, const char *probe,
+                                                 const char *dest_uri, int check_timeout_ms,
+                                                 int timeout_ms);
+/* pre_live_migration (call, to the destination) {"instance", "disks",
+ * "shared_storage", "block_migration"} -> {"ok", "dest_disks"}. disks
+ * borrowed. */
+json_t *nb_compute_pre_live_migration(struct nb_ctx *ctx, const char *dest, json_t *instance,
+                                      const json_t *disks, bool shared_storage,
+                                      bool block_migration, int timeout_ms);
+
+/* What the source needs to run a live migration. */
+struct nb_live_migration_req {
+    const char *migration_uuid;
+    const char *dest_host, *dest_uri, *dest_addr;
+    bool block_migration, shared_storage;
+    const json_t *disks; /* the source's migration_disks (borrowed; NULL: none) */
+};
+/* live_migration (cast, to the source) {"instance", "migration_uuid",
+ * "dest_host", "dest_uri", "dest_addr", "block_migration",
+ * "shared_storage", "disks"}: the source waits for a slot ([DEFAULT]
+ * max_concurrent_live_migrations; status "queued" meanwhile), has the
+ * destination prepare (pre_live_migration, status "preparing"), moves the
+ * guest (status "running", progress) and answers live_migration_result. */
+int nb_compute_live_migration(struct nb_ctx *ctx, const char *source, json_t *instance,
+                              const struct nb_live_migration_req *r);
+/* live_migration_abort / live_migration_force_complete (cast, to the
+ * source) {"migration_uuid"}: flags the running (or queued) migration; a
+ * migration the host does not run is logged and ignored. */
+int nb_compute_live_migration_abort(struct nb_ctx *ctx, const char *source,
+                                    const char *migration_uuid);
+int nb_compute_live_migration_force_complete(struct nb_ctx *ctx, const char *source,
+                                             const char *migration_uuid);
+/* post_live_migration_at_destination (call) {"instance"}; and
+ * post_live_migration_at_source / rollback_live_migration_at_destination
+ * (call) {"instance", "shared_storage"} -> {"ok"} | {"ok": false,
+ * "message"}. */
+json_t *nb_compute_post_live_migration_at_destination(struct nb_ctx *ctx, const char *dest,
+                                                      json_t *instance, int timeout_ms);
+json_t *nb_compute_post_live_migration_at_source(struct nb_ctx *ctx, const char *source,
+                                                 json_t *instance, bool shared_storage,
+                                                 int timeout_ms);
+json_t *nb_compute_rollback_live_migration_at_destination(struct nb_ctx *ctx, const char *dest,
+                                                          json_t *instance, bool shared_storage,
+                                                          int timeout_ms);
+
+/* ---- cold migration and resize (calls, conductor -> agent) ----
+ * The conductor (conductor/resize.c) drives Nova's steps one host at a
+ * time and writes every state itself; each step is a call answered
+ * {"ok": true, …} or {"ok": false, "message", "guest_lost"} ("guest_lost":
+ * the guest could not be brought back on that host). "instance" is the
+ * agent view as the step needs it: prep_resize and resize_instance get it
+ * as it is on the source, finish_resize with the new flavor on the
+ * destination, finish_revert_resize with the old flavor on the source. */
+struct nb_resize_step {
+    const char *host;           /* whose agent runs the step */
+    json_t *instance;           /* stolen */
+    const char *migration_uuid; /* logged */
+    bool same_host;             /* source and destination are one host */
+    const json_t *flavor;       /* prep_resize, resize_instance: the new flavor (borrowed) */
+    const char *dest_host;      /* resize_instance: where the disks go */
+    const json_t *dest;         /* resize_instance: prep_resize's "dest" (borrowed) */
+    bool power_on;              /* finish_resize, finish_revert_resize: start the guest */
+};
+
+/* prep_resize {"instance", "migration_uuid", "same_host", "flavor"} on the
+ * destination: room made for the instance (its directory, its image in the
+ * cache) -> {"ok", "dest": {what the source needs to send the disks}}.
+ * resize_instance {"instance", "migration_uuid", "same_host", "flavor",
+ * "dest_host", "dest"} on the source: the guest powered off and its local disks sent to
+ * the destination -> {"ok"}.
+ * finish_resize {"instance", "migration_uuid", "same_host", "power_on"} on
+ * the destination: the guest defined with the new flavor (and started) ->
+ * {"ok", "power_state"}.
+ * confirm_resize {"instance", "migration_uuid", "same_host"} on the source:
+ * the old guest and its files removed -> {"ok"}.
+ * revert_resize {"instance", "migration_uuid", "same_host"} on the
+ * destination: the new guest and its files removed -> {"ok"}.
+ * finish_revert_resize {"instance", "migration_uuid", "same_host",
+ * "power_on"} on the source: the old guest back with the old flavor (and
+ * started) -> {"ok", "power_state"}.
+ * NULL on timeout or when the agent does not answer (error on ctx). */
+json_t *nb_compute_prep_resize(struct nb_ctx *ctx, const struct nb_resize_step *s, int timeout_ms);
+json_t *nb_compute_resize_instance(struct nb_ctx *ctx, const struct nb_resize_step *s,
+                                   int timeout_ms);
+json_t *nb_compute_finish_resize(struct nb_ctx *ctx, const struct nb_resize_step *s,
+                                 int timeout_ms);
+json_t *nb_compute_confirm_resize(struct nb_ctx *ctx, const struct nb_resize_step *s,
+                                  int timeout_ms);
+json_t *nb_compute_revert_resize(struct nb_ctx *ctx, const struct nb_resize_step *s,
+                                 int timeout_ms);
+json_t *nb_compute_finish_revert_resize(struct nb_ctx *ctx, const struct nb_resize_step *s,
+                                        int timeout_ms);
 
 /* rebuild_instance (cast) {"instance", "migration_uuid", "on_shared_storage",
  * "preserve_ephemeral"}: the guest made anew from instance["image_ref"]
