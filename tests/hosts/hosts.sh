@@ -33,6 +33,10 @@
 #                            hostN (host name, my_ip, log dir set; pidfile
 #                            $BASE/hostN/agent.pid, output agent.out)
 #   hosts.sh agent-stop hostN            stop that agent (TERM, then KILL)
+#   hosts.sh libvirtd hostN stop|start|restart [--no-listen]   libvirtd
+#                            alone (guests and virtlogd stay)
+#   hosts.sh cpu-hide hostN MODEL...     hostN's QEMU no longer offers these
+#                            CPU models (edits its cached capabilities)
 #   hosts.sh ip hostN | dir hostN | uri hostN   print an address / directory /
 #                            the root-namespace URI of its libvirtd
 # Env: HOSTS_NAME (default nubo: names of namespaces, bridge, links),
@@ -63,6 +67,8 @@ hveth() { echo "${NAME}-h$(hnum "$1")"; }
 huuid() { printf '0f0f0f0f-0000-4000-8000-%012d' "$(hnum "$1")"; }
 hdir() { echo "$BASE/$1"; }
 hpid() { cat "$(hdir "$1")/libvirtd.pid" 2>/dev/null; }
+# virtlogd lives as long as the host: the process whose namespaces are the host's
+hanchor() { cat "$(hdir "$1")/virtlogd.pid" 2>/dev/null; }
 alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
 huri() { echo "qemu+unix:///system?socket=$(hdir "$1")/run/libvirt-sock"; }
 hvirsh() { local h=$1; shift; virsh -c "$(huri "$h")" "$@"; }
@@ -70,7 +76,7 @@ known_hosts() { local d; for d in "$BASE"/host*; do [ -d "$d" ] && basename "$d"
 
 hexec() {
     local h=$1 p; shift
-    p=$(hpid "$h")
+    p=$(hanchor "$h")
     alive "$p" || die "$h is not running (hosts.sh up)"
     exec nsenter -t "$p" -m -n -- "$@"
 }
@@ -216,6 +222,42 @@ start_host() {
     log "$h: netns $(hns "$h") ip $(hip "$h") libvirtd pid $(hpid "$h")${listen:+ listening on tcp/16509}"
 }
 
+# libvirtd alone, in the host's namespaces: guests (QEMU) and virtlogd stay.
+libvirtd_ctl() {
+    local h=$1 what=$2 d listen=--listen i
+    d=$(hdir "$h")
+    [ "${3:-}" = --no-listen ] && listen=""
+    alive "$(hanchor "$h")" || die "$h is not running (hosts.sh up)"
+    case $what in
+    stop) stop_pid "$(hpid "$h")"; rm -f "$d/libvirtd.pid" ;;
+    start)
+        alive "$(hpid "$h")" && return 0
+        prepare_dirs "$h"
+        nsenter -t "$(hanchor "$h")" -m -n -- libvirtd -d $listen -p "$d/libvirtd.pid" ||
+            die "$h: libvirtd did not start"
+        for i in $(seq 100); do hvirsh "$h" uri >/dev/null 2>&1 && return 0; sleep 0.1; done
+        die "$h: libvirtd does not answer" ;;
+    restart) libvirtd_ctl "$h" stop && libvirtd_ctl "$h" start "${3:-}" ;;
+    *) die "libvirtd hostN stop|start|restart [--no-listen]" ;;
+    esac
+}
+
+# Makes hostN's QEMU lack CPU models (a host of another CPU generation):
+# they are removed from its libvirtd's cached QEMU capabilities, which
+# libvirt keeps while QEMU's binary is unchanged; libvirtd restarts.
+cpu_hide() {
+    local h=$1 m f
+    shift
+    for f in "$(hdir "$h")"/cache/qemu/capabilities/*.xml; do
+        [ -f "$f" ] || die "$h has no cached QEMU capabilities"
+        for m in "$@"; do
+            sed -i -e "/<cpu type='[a-z]*' name='$m' .*\/>\$/d" \
+                -e "/<cpu type='[a-z]*' name='$m' .*[^/]>\$/,/<\/cpu>/d" "$f"
+        done
+    done
+    libvirtd_ctl "$h" restart
+}
+
 agent_pid() { cat "$(hdir "$1")/agent.pid" 2>/dev/null; }
 
 agent_stop() {
@@ -233,7 +275,7 @@ agent_start() {
         log "$h: agent already running (pid $(agent_pid "$h"))"
         return 0
     fi
-    p=$(hpid "$h")
+    p=$(hanchor "$h")
     alive "$p" || die "$h is not running (hosts.sh up)"
     mkdir -p "$d/agent-log"
     nsenter -t "$p" -m -n -- setsid "$NUBO_BIN" compute --config "$conf" \
@@ -324,8 +366,10 @@ exec) h=$1; shift; hexec "$h" "$@" ;;
 virsh) h=$1; shift; hvirsh "$h" "$@" ;;
 agent) h=$1; c=$2; shift 2; agent_start "$h" "$c" "$@" ;;
 agent-stop) agent_stop "$1" ;;
+libvirtd) libvirtd_ctl "$@" ;;
+cpu-hide) h=$1; shift; cpu_hide "$h" "$@" ;;
 ip) hip "$1" ;;
 dir) hdir "$1" ;;
 uri) huri "$1" ;;
-*) sed -n '2,44p' "$0"; exit 2 ;;
+*) sed -n '2,50p' "$0"; exit 2 ;;
 esac

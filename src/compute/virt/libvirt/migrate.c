@@ -466,10 +466,11 @@ int lv_check_migration_target(struct lv *lv, struct nb_ctx *ctx, const char *des
         tcp_probe(host, port, timeout_ms, why, sizeof(why)) < 0)
         return nb_error(ctx, 409, NULL,
                         "Live migration URI %s is unreachable from host %s: cannot connect to "
-                        "host %s port %s within %.1f s: %s (is libvirtd on the destination "
-                        "running and listening, e.g. libvirtd --listen with listen_tcp/"
-                        "listen_tls?)",
-                        dest_uri, lv->host, host, port, (nb_time_mono() - t0), why);
+                        "host %s port %s: %s (after %.1f s, timeout %.1f s; is libvirtd on the "
+                        "destination running and listening, libvirtd --listen with listen_tcp "
+                        "or listen_tls?)",
+                        dest_uri, lv->host, host, port, why, nb_time_mono() - t0,
+                        timeout_ms / 1000.0);
     virConnectPtr dst = virConnectOpen(dest_uri);
     if (!dst)
         return lv_error(ctx, 409, "Live migration URI %s (host %s, port %s) refused host %s",
