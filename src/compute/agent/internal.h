@@ -82,6 +82,18 @@ int nb_disk_check(const json_t *bdm, struct nb_disk_check *chk, char *err, size_
  * missing on host <host>"); nothing is changed then. */
 int nb_agent_verify_disks(struct agent *a, struct nb_ctx *ctx, json_t *inst, json_t *only);
 
+/* live_migration.c: the handlers of the live-migration messages
+ * (compute_api.h), with the bus handler's signature */
+json_t *nb_lm_check_destination(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_lm_check_source(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_lm_pre(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_lm_start(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_lm_abort(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_lm_force_complete(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_lm_post_dest(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_lm_post_source(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_lm_rollback_dest(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+
 /* manager.c */
 /* The bus handler of "compute.<host>". */
 json_t *nb_agent_handle(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args);

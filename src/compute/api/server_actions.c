@@ -19,6 +19,7 @@
 #include "compute/api/api.h"
 #include "compute/api/instances.h"
 #include "compute/api/server_actions.h"
+#include "compute/api/server_moves.h"
 #include "compute/api/server_snapshot.h"
 #include "compute/api/validate.h"
 #include "compute/compute.h"
@@ -499,6 +500,7 @@ static const struct {
     {"resume", NULL, do_resume, NULL, NULL},
     {"os-getConsoleOutput", check_console_output, NULL, do_console_output, NULL},
     {"createImage", nb_srv_check_create_image, NULL, NULL, nb_srv_create_image},
+    {"os-migrateLive", nb_srv_check_live_migrate, nb_srv_live_migrate, NULL, NULL},
 };
 
 /* Nova's other server actions: known, but not available in nubo yet. */
@@ -511,7 +513,6 @@ static const char *const not_yet[] = {"addFixedIp",
                                       "rebuild",
                                       "createBackup",
                                       "evacuate",
-                                      "os-migrateLive",
                                       "migrate",
                                       "rescue",
                                       "unrescue",

@@ -566,6 +566,33 @@ static size_t requested_host(struct nb_host_state **hosts, size_t n, const char 
     return kept;
 }
 
+/* Drops the hosts the request ignores (Nova's ignore_hosts: a move's
+ * source host unless it may stay there), as Nova's host manager strips
+ * them before the filters ("Host filter ignoring hosts: …"). */
+static size_t ignore_hosts(struct nb_host_state **hosts, size_t n, json_t *ignored, json_t *lines)
+{
+    size_t kept = 0;
+    char names[1024] = "";
+    for (size_t i = 0; i < n; i++) {
+        bool drop = false;
+        size_t k;
+        json_t *h;
+        json_array_foreach (ignored, k, h) {
+            drop = drop || (json_is_string(h) && !strcmp(json_string_value(h), hosts[i]->host));
+        }
+        if (!drop)
+            hosts[kept++] = hosts[i];
+        else if (strlen(names) < sizeof(names) - 300)
+            snprintf(names + strlen(names), sizeof(names) - strlen(names), "%s%s",
+                     names[0] ? ", " : "", hosts[i]->host);
+    }
+    char line[1200];
+    snprintf(line, sizeof(line), "IgnoreHosts: %zu -> %zu%s%s", n, kept,
+             names[0] ? "; Host filter ignoring hosts: " : "", names);
+    json_array_append_new(lines, json_string(line));
+    return kept;
+}
+
 /* Asks placement for allocation candidates for res (with the required
  * traits), adding the outcome to lines. The candidates (new ref), or NULL
  * when there are none or placement failed: lines then hold the whole
@@ -647,6 +674,8 @@ static size_t filter_hosts(struct scheduler *s, struct nb_ctx *ctx, const char *
         return force_host(hosts, n, forced, lines);
     if (requested && *requested)
         n = requested_host(hosts, n, requested, lines);
+    if (json_array_size(rs->ignore_hosts))
+        n = ignore_hosts(hosts, n, rs->ignore_hosts, lines);
     const struct nb_sched_filter *pre[2];
     size_t npre = 0;
     if (json_array_size(spec->retry_hosts) || json_array_size(spec->unreachable_hosts))
