@@ -280,6 +280,59 @@ static void test_calls_to_compute_and_scheduler(void **state)
     assert_int_not_equal(ctx.err_status, 0);
 }
 
+/* The resize steps: each a call to compute.<host> with the common members
+ * and its own (flavor, dest_host + dest, power_on). */
+static void test_resize_steps(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *flavor = json_pack("{s:s}", "name", "m1.small");
+    json_t *dest = json_pack("{s:s}", "host", "h1");
+    struct nb_resize_step s = {.host = "h1",
+                               .migration_uuid = "m1",
+                               .same_host = true,
+                               .flavor = flavor,
+                               .dest_host = "h1",
+                               .dest = dest,
+                               .power_on = true};
+    s.instance = json_pack("{s:s}", "uuid", "u1");
+    json_t *r = nb_compute_prep_resize(&ctx, &s, 5000);
+    assert_string_equal(nb_json_str(r, "method"), "prep_resize");
+    json_decref(r);
+    expect("compute.h1", "prep_resize",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"migration_uuid\": \"m1\", \"same_host\": "
+           "true, \"flavor\": {\"name\": \"m1.small\"}}");
+    s.instance = json_pack("{s:s}", "uuid", "u1");
+    json_decref(nb_compute_resize_instance(&ctx, &s, 5000));
+    expect("compute.h1", "resize_instance",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"migration_uuid\": \"m1\", \"same_host\": "
+           "true, \"flavor\": {\"name\": \"m1.small\"}, \"dest_host\": \"h1\", \"dest\": "
+           "{\"host\": \"h1\"}}");
+    json_t *(*with_power[])(struct nb_ctx *, const struct nb_resize_step *,
+                            int) = {nb_compute_finish_resize, nb_compute_finish_revert_resize};
+    const char *power_names[] = {"finish_resize", "finish_revert_resize"};
+    for (int i = 0; i < 2; i++) {
+        s.instance = json_pack("{s:s}", "uuid", "u1");
+        json_decref(with_power[i](&ctx, &s, 5000));
+        expect("compute.h1", power_names[i],
+               "{\"instance\": {\"uuid\": \"u1\"}, \"migration_uuid\": \"m1\", "
+               "\"same_host\": true, \"power_on\": true}");
+    }
+    json_t *(*plain[])(struct nb_ctx *, const struct nb_resize_step *,
+                       int) = {nb_compute_confirm_resize, nb_compute_revert_resize};
+    const char *plain_names[] = {"confirm_resize", "revert_resize"};
+    for (int i = 0; i < 2; i++) {
+        s.instance = json_pack("{s:s}", "uuid", "u1");
+        json_decref(plain[i](&ctx, &s, 5000));
+        expect("compute.h1", plain_names[i],
+               "{\"instance\": {\"uuid\": \"u1\"}, \"migration_uuid\": \"m1\", "
+               "\"same_host\": true}");
+    }
+    json_decref(flavor);
+    json_decref(dest);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -288,6 +341,7 @@ int main(void)
         cmocka_unit_test(test_agent_calls_conductor),
         cmocka_unit_test(test_conductor_to_compute),
         cmocka_unit_test(test_calls_to_compute_and_scheduler),
+        cmocka_unit_test(test_resize_steps),
     };
     return cmocka_run_group_tests_name("rpc", tests, setup, teardown);
 }

@@ -94,7 +94,19 @@ json_t *nb_lm_post_dest(void *a, struct nb_ctx *ctx, const char *method, json_t 
 json_t *nb_lm_post_source(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
 json_t *nb_lm_rollback_dest(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
 
+/* resize.c: cold migration and resize steps (compute_api.h), bus handlers
+ * of the calls prep_resize, resize_instance, finish_resize and
+ * finish_revert_resize (nb_agent_finish_resize), confirm_resize and
+ * revert_resize (nb_agent_drop_resize). */
+json_t *nb_agent_prep_resize(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_agent_resize_instance(void *opaque, struct nb_ctx *ctx, const char *method,
+                                 json_t *args);
+json_t *nb_agent_finish_resize(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_agent_drop_resize(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args);
+
 /* manager.c */
+/* The lock that serialises the operations on instance uuid. */
+pthread_mutex_t *nb_agent_instance_lock(struct agent *a, const char *uuid);
 /* The bus handler of "compute.<host>". */
 json_t *nb_agent_handle(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args);
 

@@ -42,6 +42,11 @@ static pthread_mutex_t *instance_lock(struct agent *a, const char *uuid)
     return &a->locks[h % AGENT_LOCKS];
 }
 
+pthread_mutex_t *nb_agent_instance_lock(struct agent *a, const char *uuid)
+{
+    return instance_lock(a, uuid);
+}
+
 static int guest_power_state(struct agent *a, struct nb_ctx *ctx, const char *uuid)
 {
     struct nb_ctx tmp;
@@ -489,6 +494,12 @@ static const struct nb_bus_method methods[] = {
     {NB_COMPUTE_POST_LIVE_MIGRATION_AT_DESTINATION, NB_BUS_CALL, nb_lm_post_dest},
     {NB_COMPUTE_POST_LIVE_MIGRATION_AT_SOURCE, NB_BUS_CALL, nb_lm_post_source},
     {NB_COMPUTE_ROLLBACK_LIVE_MIGRATION_AT_DESTINATION, NB_BUS_CALL, nb_lm_rollback_dest},
+    {NB_COMPUTE_PREP_RESIZE, NB_BUS_CALL, nb_agent_prep_resize},
+    {NB_COMPUTE_RESIZE_INSTANCE, NB_BUS_CALL, nb_agent_resize_instance},
+    {NB_COMPUTE_FINISH_RESIZE, NB_BUS_CALL, nb_agent_finish_resize},
+    {NB_COMPUTE_CONFIRM_RESIZE, NB_BUS_CALL, nb_agent_drop_resize},
+    {NB_COMPUTE_REVERT_RESIZE, NB_BUS_CALL, nb_agent_drop_resize},
+    {NB_COMPUTE_FINISH_REVERT_RESIZE, NB_BUS_CALL, nb_agent_finish_resize},
     {NULL, 0, NULL},
 };
 

@@ -121,6 +121,12 @@ void cond_release_leaked_ports(struct conductor *c, struct nb_ctx *ctx);
 void cond_snapshot_instance(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 void cond_snapshot_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 
+/* resize.c: cold migration and resize (migrate_server), confirm_resize,
+ * revert_resize */
+void cond_migrate_server(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+void cond_confirm_resize(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+void cond_revert_resize(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+
 /* recovery.c */
 void cond_recover_start(struct conductor *c);
 

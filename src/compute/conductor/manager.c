@@ -76,6 +76,9 @@ CAST_TO(detach_result, cond_detach_result)
 CAST_TO(snapshot_instance, cond_snapshot_instance)
 CAST_TO(snapshot_result, cond_snapshot_result)
 CAST_TO(power_sync, cond_power_sync)
+CAST_TO(migrate_server, cond_migrate_server)
+CAST_TO(confirm_resize, cond_confirm_resize)
+CAST_TO(revert_resize, cond_revert_resize)
 CAST_TO(service_heartbeat, cond_service_heartbeat)
 CALL_TO(reconcile_disk_format, cond_reconcile_disk_format)
 CALL_TO(service_update, cond_service_update)
@@ -104,6 +107,9 @@ static const struct nb_bus_method methods[] = {
     {NB_CONDUCTOR_ATTACH_VOLUME, NB_BUS_CAST, attach_volume},
     {NB_CONDUCTOR_DETACH_VOLUME, NB_BUS_CAST, detach_volume},
     {NB_CONDUCTOR_SNAPSHOT_INSTANCE, NB_BUS_CAST, snapshot_instance},
+    {NB_CONDUCTOR_MIGRATE_SERVER, NB_BUS_CAST, migrate_server},
+    {NB_CONDUCTOR_CONFIRM_RESIZE, NB_BUS_CAST, confirm_resize},
+    {NB_CONDUCTOR_REVERT_RESIZE, NB_BUS_CAST, revert_resize},
     {NB_CONDUCTOR_BUILD_RESULT, NB_BUS_CAST, build_result},
     {NB_CONDUCTOR_OP_RESULT, NB_BUS_CAST, op_result},
     {NB_CONDUCTOR_ATTACH_RESULT, NB_BUS_CAST, attach_result},

@@ -190,6 +190,45 @@ struct nb_virt_ops {
                                       const char *host, json_t *instance, bool shared_storage);
     int (*rollback_live_migration_dest)(struct nb_virt_driver *drv, struct nb_ctx *ctx,
                                         const char *host, json_t *instance, bool shared_storage);
+    /* ---- cold migration and resize (optional: all NULL for a driver that
+     * cannot; the agent then fails the step with 501). Nova's
+     * migrate_disk_and_power_off, finish_migration, confirm_migration and
+     * finish_revert_migration. instance carries the flavor the step is for
+     * (finish_migration: the new one; finish_revert_migration: the old);
+     * same_host: source and destination are this one host, so the guest's
+     * disks stay where they are and nothing is sent. ---- */
+    /* Destination, before the move: the instance's directory (and the
+     * image's base in the cache) made ready. Answers (new ref) what the
+     * source's migrate_disk_and_power_off needs to send the disks there
+     * (libvirt: {"uri", "instances_path", "probe"}), or NULL on error. */
+    json_t *(*prep_resize)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                           json_t *instance, const json_t *flavor, bool same_host);
+    /* Source: powers the guest off (graceful for timeout_s) and sends its
+     * local disks to dest_host as dest (prep_resize's answer) says; its own
+     * files stay until confirm_migration. On failure the guest's disks are
+     * as before (the agent powers it on again if it ran). */
+    int (*migrate_disk_and_power_off)(struct nb_virt_driver *drv, struct nb_ctx *ctx,
+                                      const char *host, json_t *instance, const json_t *flavor,
+                                      const char *dest_host, const json_t *dest, bool same_host,
+                                      int timeout_s);
+    /* Destination: defines the guest with instance's (new) flavor on the
+     * disks received (the root disk grown to the flavor's root_gb) and
+     * starts it when power_on. On failure nothing of it runs. */
+    int (*finish_migration)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                            json_t *instance, bool same_host, bool power_on);
+    /* Source, at confirm: the old guest and its files removed (same_host:
+     * only what the move kept aside for a revert). */
+    int (*confirm_migration)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                             json_t *instance, bool same_host);
+    /* Destination, at revert (or after a failed move): the new guest and
+     * the files the move brought removed (same_host: the guest's own disks
+     * and what was kept aside stay). Absent guest or files: not an error. */
+    int (*revert_migration)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                            json_t *instance, bool same_host);
+    /* Source, at revert: the old guest back on its own disks with instance's
+     * (old) flavor, started when power_on. */
+    int (*finish_revert_migration)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                                   json_t *instance, bool same_host, bool power_on);
     /* Lifecycle events (optional, may be NULL): the driver calls
      * cb(opaque, host, uuid, power_state) from its own thread whenever a
      * guest changes state, whoever caused it. The agent uses it to run the
