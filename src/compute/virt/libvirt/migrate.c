@@ -206,15 +206,33 @@ static json_t *guest_cpu_json(struct lv *lv, struct nb_ctx *ctx, const char *vir
                      "features", features, "virt_type", virt_type);
 }
 
+static int uri_host_port(const char *uri, char *host, size_t hn, char *port, size_t pn);
+
+/* lv_conn failed on ctx: the error again, naming where peers would send
+ * their migrations (the URI, its host and port). NULL. */
+static json_t *hypervisor_down(struct lv *lv, struct nb_ctx *ctx, const char *uri)
+{
+    char why[1024], host[256] = "?", port[16] = "?";
+    nb_strlcpy(why, nb_ctx_message(ctx), sizeof(why));
+    uri_host_port(uri, host, sizeof(host), port, sizeof(port));
+    nb_ctx_clear_error(ctx);
+    nb_error(ctx, 503, NULL,
+             "Live migration URI %s (host %s, port %s) of host %s cannot take live migrations: "
+             "its hypervisor does not answer: %s",
+             uri, host, port, lv->host, why);
+    return NULL;
+}
+
 json_t *lv_migration_info(struct lv *lv, struct nb_ctx *ctx)
 {
+    char uri[512], virt_type[16];
+    if (migration_uri(lv, ctx, uri, sizeof(uri)) < 0)
+        return NULL;
     virConnectPtr conn = lv_conn(lv, ctx);
     if (!conn)
-        return NULL;
-    char uri[512], virt_type[16];
+        return hypervisor_down(lv, ctx, uri);
     struct lv_cpu cpu;
-    if (migration_uri(lv, ctx, uri, sizeof(uri)) < 0 ||
-        lv_current_virt(lv, ctx, virt_type, &cpu) < 0)
+    if (lv_current_virt(lv, ctx, virt_type, &cpu) < 0)
         return NULL;
     unsigned long ver = 0, lver = 0;
     if (virConnectGetVersion(conn, &ver) < 0 || virConnectGetLibVersion(conn, &lver) < 0) {
