@@ -18,6 +18,7 @@ limit. Then the agents restart with per-host instances paths ("local
 disks"), host1 giving its guests a custom CPU model: a destination whose
 QEMU lacks it is refused (precheck 4), and a block migration
 (--block-migration) moves the disk."""
+import contextlib
 import json
 import os
 import re
@@ -255,8 +256,12 @@ class Heartbeat:
         return beats, max(gaps) if gaps else (0, None)
 
 
-@pytest.fixture(scope="module")
-def lab():
+@contextlib.contextmanager
+def running_lab(instances_path=SHARED):
+    """Two hosts, the control plane on its own RabbitMQ vhost and user, one
+    agent per host with instances_path, the test image uploaded
+    (lab.image); everything removed afterwards. Also used by
+    bench/bench_migration.py."""
     hosts("down", check=False)
     hosts("up", "2")
     vhost = "nubo-e2e-lm-%s" % uuid.uuid4().hex[:8]
@@ -267,17 +272,19 @@ def lab():
     url = "rabbit://%s:%s@%s:5672/%s" % (vhost, password, GW, vhost)
     d = make_state_dir("lm")
     roles = "DEFAULT.roles=api,conductor,scheduler,placement,metadata"
-    cloud = BridgeCloud(d, free_port(), (
-        "--driver", "libvirt", "--set", "bus.transport=amqp", "--set", "bus.transport_url=" + url,
-        "--set", roles, "--set", "DEFAULT.report_interval=2",
-        "--set", "DEFAULT.service_down_time=20", "--set", "libvirt.virt_type=qemu"))
-    cloud.start()
-    assert cloud.stop() == 0, cloud.tail()
-    serve = Proc("serve", ["serve", "--config", os.path.join(d, "nubo.conf"), "--set", roles],
-                 d).start().wait_ready(60)
-    lab = Lab(cloud, serve)
+    serve = None
     try:
-        lab.agents(SHARED)
+        cloud = BridgeCloud(d, free_port(), (
+            "--driver", "libvirt", "--set", "bus.transport=amqp",
+            "--set", "bus.transport_url=" + url, "--set", roles,
+            "--set", "DEFAULT.report_interval=2", "--set", "DEFAULT.service_down_time=20",
+            "--set", "libvirt.virt_type=qemu"))
+        cloud.start()
+        assert cloud.stop() == 0, cloud.tail()
+        serve = Proc("serve", ["serve", "--config", os.path.join(d, "nubo.conf"), "--set", roles],
+                     d).start().wait_ready(60)
+        lab = Lab(cloud, serve)
+        lab.agents(instances_path)
         img = cloud.cli("image", "create", "--file", QCOW2, "--disk-format", "qcow2",
                         "--container-format", "bare", "--public", unique("guest"), "-f", "json")
         lab.image = img["id"]
@@ -285,12 +292,19 @@ def lab():
     finally:
         for h in ("host1", "host2"):
             hosts("agent-stop", h, check=False)
-        serve.stop()
+        if serve:
+            serve.stop()
         hosts("down", check=False)
         subprocess.run([RABBITMQCTL, "-q", "delete_vhost", vhost], capture_output=True, timeout=60)
         subprocess.run([RABBITMQCTL, "-q", "delete_user", vhost], capture_output=True, timeout=60)
         if not os.environ.get("NUBO_E2E_KEEP"):
             shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def lab():
+    with running_lab() as lab:
+        yield lab
 
 
 def console_path(instances_path, sid, host=None):

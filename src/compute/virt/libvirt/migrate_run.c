@@ -295,7 +295,8 @@ static unsigned int migration_flags(const struct nb_live_migration *m, bool shar
     return f;
 }
 
-/* QEMU's own figures for the finished migration, from the destination. */
+/* QEMU's own figures for the finished migration, from the destination
+ * (kept there for `virsh domjobinfo --completed`). */
 static void log_completed(struct lv *lv, struct nb_ctx *ctx, const char *uuid,
                           const struct nb_live_migration *m, double wall)
 {
@@ -304,7 +305,9 @@ static void log_completed(struct lv *lv, struct nb_ctx *ctx, const char *uuid,
     int type = 0, n = 0;
     virTypedParameterPtr p = NULL;
     unsigned long long downtime = 0, elapsed = 0, mem = 0;
-    if (dom && virDomainGetJobStats(dom, &type, &p, &n, VIR_DOMAIN_JOB_STATS_COMPLETED) == 0) {
+    if (dom && virDomainGetJobStats(dom, &type, &p, &n,
+                                    VIR_DOMAIN_JOB_STATS_COMPLETED |
+                                        VIR_DOMAIN_JOB_STATS_KEEP_COMPLETED) == 0) {
         downtime = param_ull(p, n, VIR_DOMAIN_JOB_DOWNTIME);
         elapsed = param_ull(p, n, VIR_DOMAIN_JOB_TIME_ELAPSED);
         mem = param_ull(p, n, VIR_DOMAIN_JOB_MEMORY_PROCESSED);
