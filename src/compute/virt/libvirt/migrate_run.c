@@ -81,15 +81,7 @@ static bool wait_done(struct run *r, int ms)
     return d;
 }
 
-/* Nova's downtime_steps: step i at delay*data_gb*i seconds sets
- * base + offset*i ms, reaching live_migration_downtime at the last. */
-struct downtime {
-    long long at_s[64];
-    long long ms[64];
-    int n;
-};
-
-static void downtime_steps(double data_gb, struct downtime *d)
+void lv_downtime_steps(double data_gb, struct lv_downtime *d)
 {
     long long downtime = nb_conf_int("libvirt", "live_migration_downtime", 500);
     long long steps = nb_conf_int("libvirt", "live_migration_downtime_steps", 10);
@@ -164,7 +156,7 @@ struct watch {
     bool aborted;       /* abort requested (by the agent or the timeout) */
     bool timeout_fired; /* completion timeout action taken */
     long long downtime; /* current max downtime, -1 none set */
-    struct downtime steps;
+    struct lv_downtime steps;
     double t0, timeout_s;
 };
 
@@ -355,7 +347,7 @@ int lv_live_migrate(struct lv *lv, struct nb_ctx *ctx, json_t *inst, struct nb_l
     _cleanup_json_ json_t *disks = lv_migration_disks(lv, ctx, inst);
     nb_ctx_clear_error(ctx);
     double gb = data_gb(inst, disks, m->block_migration);
-    downtime_steps(gb, &w.steps);
+    lv_downtime_steps(gb, &w.steps);
     w.timeout_s = (double)nb_conf_int("libvirt", "live_migration_completion_timeout", 800) * gb;
     pthread_mutex_init(&r.lock, NULL);
     pthread_cond_init(&r.cond, NULL);
