@@ -12,9 +12,10 @@ console every 0.1 s); the console file is read from the root namespace with
 host timestamps, so the downtime is the largest gap between heartbeats.
 
 First the instances path is the directory every host sees ("NFS"): a live
-migration with shared storage, a destination whose libvirtd is not
-reachable (precheck 6), an abort of a migration slowed by a bandwidth
-limit. Then the agents restart with per-host instances paths ("local
+migration with shared storage (with a migration network whose MTU
+differs: precheck 8's warning), a destination whose libvirtd is stopped or
+not listening (precheck 6), an abort and a force-complete of migrations
+slowed by a bandwidth limit. Then the agents restart with per-host instances paths ("local
 disks"), host1 giving its guests a custom CPU model: a destination whose
 QEMU lacks it is refused (precheck 4), and a block migration
 (--block-migration) moves the disk."""
@@ -440,6 +441,35 @@ def test_abort_of_a_running_migration(lab):
     rps = lab.providers()
     assert lab.allocations(sid) == {rps["host2"]}
     lab.virsh("host2", "migrate-setspeed", sid, "0")
+
+
+def test_force_complete_pauses_the_guest_and_the_move_ends(lab):
+    sid = lab.shared
+    path = console_path(SHARED, sid)
+    # 20 MiB/s: long enough to be asked; post-copy is not permitted, so
+    # force-complete pauses the guest (Nova) and the copy converges
+    lab.virsh("host2", "migrate-setspeed", sid, "20")
+    hb = Heartbeat([path])
+    st, data = lab.api("POST", "/servers/%s/action" % sid,
+                       {"os-migrateLive": {"host": "host1", "block_migration": "auto"}})
+    assert st == 202, data
+    mig = wait_for("migration running", lambda: [
+        m for m in lab.get("/servers/%s/migrations" % sid)["migrations"]
+        if m["status"] == "running" and m["memory_processed_bytes"]], 60, 0.5)[0]
+    lab.cloud.cli("--os-compute-api-version", MV, "server", "migration", "force", "complete",
+                  sid, str(mig["id"]), parse=False)
+    wait_for("migration completed", lambda: lab.last_migration(sid)["status"] == "completed",
+             120, 0.5)
+    wait_for("task cleared", lambda: not lab.server(sid)["OS-EXT-STS:task_state"], 30, 0.5)
+    beats, (gap, after) = hb.finish()
+    s = lab.server(sid)
+    assert s["status"] == "ACTIVE" and s["OS-EXT-SRV-ATTR:host"] == "host1", s
+    assert sid in lab.domains("host1") and sid not in lab.domains("host2")
+    assert "running" in lab.virsh("host1", "domstate", sid)  # paused on the source only
+    assert beats and beats[-1][1][0] > time.time() - 5  # the guest runs on
+    log = open(os.path.join(BASE, "host2", "agent-log", "nubo-compute.log")).read()
+    assert "Pausing the instance to complete its live migration (force complete requested)" in log
+    print("force-complete (pause): downtime %.3f s after HB %s" % (gap, after))
     lab.cloud.cli("server", "delete", "--wait", sid, parse=False)
 
 
