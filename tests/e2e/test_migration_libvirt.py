@@ -70,7 +70,8 @@ def hosts_unavailable():
 
 
 _why = hosts_unavailable()
-pytestmark = pytest.mark.skipif(bool(_why), reason=_why or "")
+# the simulated hosts are one set per machine: modules using them share a worker
+pytestmark = [pytest.mark.skipif(bool(_why), reason=_why or ""), pytest.mark.xdist_group("hosts")]
 
 
 class BridgeCloud(Cloud):
