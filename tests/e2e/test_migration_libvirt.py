@@ -341,6 +341,8 @@ def assert_moved(lab, sid, source, dest, t, beats_gap, kind):
     assert lab.allocations(m["uuid"]) == set()
     beats, (gap, after) = beats_gap
     assert beats and gap < 5, (gap, after)
+    # the heartbeat went on after the move (finish() watched 1.5 s more)
+    assert beats[-1][1][0] > time.time() - 1.0, beats[-1]
     print("%s live migration %s -> %s through nubo: %.2f s total, downtime (largest "
           "heartbeat gap) %.3f s after HB %s" % (kind, source, dest, t, gap, after))
 
