@@ -18,7 +18,8 @@ not listening (precheck 6), an abort and a force-complete of migrations
 slowed by a bandwidth limit. Then the agents restart with per-host instances paths ("local
 disks"), host1 giving its guests a custom CPU model: a destination whose
 QEMU lacks it is refused (precheck 4), and a block migration
-(--block-migration) moves the disk."""
+(--block-migration) moves the disk; a volume-backed server moves without one
+(its storage counts as shared)."""
 import contextlib
 import json
 import os
@@ -517,3 +518,24 @@ def test_block_migration_of_local_disks(lab):
     assert "disk.config" in lab.virsh("host2", "domblklist", sid)
     lab.cloud.cli("server", "delete", "--wait", sid, parse=False)
     assert sid not in lab.domains("host2")
+
+
+def test_live_migration_of_a_volume_backed_server(lab):
+    """No local disk: the storage counts as shared (the volume's share is
+    reachable from both hosts) though the instances paths are not."""
+    sid = lab.boot(unique("lm-bfv"), "host1", lab.image, "--boot-from-volume", "1")
+    src, dst = console_path(LOCAL, sid, "host1"), console_path(LOCAL, sid, "host2")
+    wait_heartbeat(src)
+    hb = Heartbeat([src, dst])
+    time.sleep(1)
+    t = lab.migrate(sid, "host2")  # block_migration auto (2.80): not a block migration
+    beats_gap = hb.finish()
+    assert_moved(lab, sid, "host1", "host2", t, beats_gap, "volume-backed")
+    assert beats_gap[0][-1][1][1] == dst
+    vol = lab.virsh("host2", "domblklist", sid)
+    assert "/volume-" in vol, vol
+    # each host had its own directory: the destination made one, the source's is gone
+    assert not os.path.exists(os.path.join(BASE, "host1", "local", "instances", sid))
+    d = os.path.join(BASE, "host2", "local", "instances", sid)
+    assert "disk" not in os.listdir(d) and ".live-migration-created" not in os.listdir(d)
+    lab.cloud.cli("server", "delete", "--wait", sid, parse=False)

@@ -215,6 +215,48 @@ static int prepare_local(struct lv *lv, struct nb_ctx *ctx, json_t *inst, const 
     return 0;
 }
 
+/* Markers in the instance's directory. pre_live_migration leaves
+ * SHARED_MARK when it finds the directory already there (the instances
+ * path is shared: the source sees the mark too) and CREATED_MARK when it
+ * makes it. A volume-backed instance counts as shared storage without a
+ * shared instances path, so the sides tell by these marks which files are
+ * their own: the source removes a directory only when the destination did
+ * not find it shared, the destination's rollback only one it created. */
+#define SHARED_MARK ".live-migration-shared"
+#define CREATED_MARK ".live-migration-created"
+
+static int mark(struct nb_ctx *ctx, const char *dir, const char *name)
+{
+    char p[LV_PATH_MAX + 64];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    if (nb_write_file(p, "", 0, 0644) < 0)
+        return nb_error(ctx, 500, NULL, "cannot write %s: %s", p, strerror(errno));
+    return 0;
+}
+
+/* Whether dir/name exists; removes it when take. */
+static bool marked(const char *dir, const char *name, bool take)
+{
+    char p[LV_PATH_MAX + 64];
+    snprintf(p, sizeof(p), "%s/%s", dir, name);
+    bool there = access(p, F_OK) == 0;
+    if (there && take)
+        unlink(p);
+    return there;
+}
+
+/* Whether disks holds a writable disk of the instance's directory. */
+static bool has_writable_local(const json_t *disks)
+{
+    size_t i;
+    json_t *d;
+    json_array_foreach (disks, i, d)
+        if (json_is_true(json_object_get(d, "local")) &&
+            !json_is_true(json_object_get(d, "readonly")))
+            return true;
+    return false;
+}
+
 json_t *lv_pre_live_migration(struct lv *lv, struct nb_ctx *ctx, json_t *inst, const json_t *disks,
                               bool shared, bool block)
 {
@@ -228,16 +270,22 @@ json_t *lv_pre_live_migration(struct lv *lv, struct nb_ctx *ctx, json_t *inst, c
     json_t *migrate = json_array();
     json_t *out = json_pack("{s:b, s:b, s:s, s:o}", "shared_storage", shared, "block_migration",
                             block, "instance_dir", dir, "migrate_disks", migrate);
-    if (shared) {
-        if (access(dir, F_OK) != 0) {
-            nb_error(ctx, 409, NULL,
-                     "The instances path is shared, but the directory %s of instance %s is "
-                     "missing on host %s",
-                     dir, uuid, lv->host);
+    if (shared && access(dir, F_OK) == 0) {
+        /* the instances path is shared: the source's files are here */
+        if (mark(ctx, dir, SHARED_MARK) < 0) {
             json_decref(out);
             return NULL;
         }
         return out;
+    }
+    if (shared && has_writable_local(disks)) {
+        nb_error(ctx, 409, NULL,
+                 "The directory %s of instance %s is missing on host %s although its storage was "
+                 "found shared: the instances paths are not shared and the instance has local "
+                 "disks",
+                 dir, uuid, lv->host);
+        json_decref(out);
+        return NULL;
     }
     struct stat st;
     if (stat(dir, &st) == 0) {
@@ -252,19 +300,12 @@ json_t *lv_pre_live_migration(struct lv *lv, struct nb_ctx *ctx, json_t *inst, c
         json_decref(out);
         return NULL;
     }
-    if (!block && json_array_size(disks) > 0) {
-        json_t *d;
-        size_t i;
-        json_array_foreach (disks, i, d)
-            if (json_is_true(json_object_get(d, "local")) &&
-                !json_is_true(json_object_get(d, "readonly"))) {
-                nb_error(ctx, 409, "InvalidSharedStorage",
-                         "Shared storage live-migration requires either shared storage or "
-                         "boot-from-volume with no local disks.");
-                break;
-            }
-    }
-    if (nb_ctx_failed(ctx) || prepare_local(lv, ctx, inst, disks, dir, migrate) < 0) {
+    if (!block && has_writable_local(disks))
+        nb_error(ctx, 409, "InvalidSharedStorage",
+                 "Shared storage live-migration requires either shared storage or "
+                 "boot-from-volume with no local disks.");
+    if (nb_ctx_failed(ctx) || mark(ctx, dir, CREATED_MARK) < 0 ||
+        prepare_local(lv, ctx, inst, disks, dir, migrate) < 0) {
         nb_rm_rf(dir);
         json_decref(out);
         return NULL;
@@ -278,6 +319,8 @@ int lv_post_live_migration_dest(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
     virDomainPtr dom = lv_lookup(lv, ctx, uuid, true);
     if (!dom)
         return -1;
+    char dir[LV_PATH_MAX];
+    marked(lv_instance_dir(lv, uuid, dir, sizeof(dir)), CREATED_MARK, true); /* ours now */
     int rc = 0;
     if (virDomainIsPersistent(dom) != 1) {
         /* the definition the guest now runs with (Nova's
@@ -315,10 +358,17 @@ int lv_post_live_migration_source(struct lv *lv, struct nb_ctx *ctx, json_t *ins
         if (rc < 0)
             return -1;
     }
-    if (shared)
-        return 0;
     char dir[LV_PATH_MAX];
     lv_instance_dir(lv, uuid, dir, sizeof(dir));
+    if (shared) {
+        /* shared storage: the files are the destination's too, unless the
+         * instance is volume-backed and the destination made its own
+         * directory (it did not find this one) */
+        _cleanup_json_ json_t *di = lv_read_disk_info(dir);
+        if (marked(dir, SHARED_MARK, true) ||
+            !json_is_true(json_object_get(di, "boot_from_volume")))
+            return 0;
+    }
     if (nb_rm_rf(dir) < 0)
         return nb_error(ctx, 500, NULL, "cannot remove %s: %s", dir, strerror(errno));
     NB_INFO(LV_LOG, ctx, uuid, "Deleting instance files %s", dir);
@@ -344,10 +394,11 @@ int lv_rollback_live_migration_dest(struct lv *lv, struct nb_ctx *ctx, json_t *i
                                    VIR_DOMAIN_UNDEFINE_MANAGED_SAVE | VIR_DOMAIN_UNDEFINE_NVRAM);
         virDomainFree(dom);
     }
-    if (shared)
-        return 0;
     char dir[LV_PATH_MAX];
     lv_instance_dir(lv, uuid, dir, sizeof(dir));
+    marked(dir, SHARED_MARK, true);
+    if (shared && !marked(dir, CREATED_MARK, false))
+        return 0; /* the source's own files */
     if (nb_rm_rf(dir) < 0)
         return nb_error(ctx, 500, NULL, "cannot remove %s: %s", dir, strerror(errno));
     NB_INFO(LV_LOG, ctx, uuid, "Deleting instance files %s", dir);
