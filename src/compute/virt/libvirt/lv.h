@@ -79,6 +79,8 @@ struct lv {
 
     const struct nb_virt_image_source *images; /* set by the agent; NULL: none yet */
 
+    bool no_post_copy; /* QEMU refused post-copy once: later migrations go without */
+
     pthread_mutex_t cache_lock; /* instances/_base */
     json_t *cache_pins;         /* base name -> spawns between fetch and disk.info (cache_lock) */
 };

@@ -7,7 +7,9 @@
  * prepared: VIR_MIGRATE_PARAM_MIGRATE_DISKS), TLS with
  * live_migration_with_native_tls, POSTCOPY when
  * live_migration_permit_post_copy, else AUTO_CONVERGE when
- * live_migration_permit_auto_converge. UNSAFE only when the storage probe
+ * live_migration_permit_auto_converge (a QEMU that refuses post-copy, for
+ * want of userfaultfd, gets the migration without it, with a warning, and
+ * the driver does not ask again). UNSAFE only when the storage probe
  * found the instances path shared: libvirt trusts only the shared file
  * systems it knows, and nubo's own test is what Nova relies on. The
  * migration data goes to tcp://<destination's migration address>.
@@ -269,7 +271,8 @@ static int build_params(const struct nb_live_migration *m, const json_t *migrate
     return 0;
 }
 
-static unsigned int migration_flags(const struct nb_live_migration *m, bool shared, bool *post_copy)
+static unsigned int migration_flags(struct lv *lv, const struct nb_live_migration *m, bool shared,
+                                    bool *post_copy)
 {
     unsigned int f = VIR_MIGRATE_LIVE | VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_PERSIST_DEST |
                      VIR_MIGRATE_UNDEFINE_SOURCE;
@@ -279,7 +282,8 @@ static unsigned int migration_flags(const struct nb_live_migration *m, bool shar
         f |= VIR_MIGRATE_UNSAFE;
     if (nb_conf_bool("libvirt", "live_migration_with_native_tls", false))
         f |= VIR_MIGRATE_TLS;
-    *post_copy = nb_conf_bool("libvirt", "live_migration_permit_post_copy", false);
+    *post_copy = nb_conf_bool("libvirt", "live_migration_permit_post_copy", false) &&
+                 !__atomic_load_n(&lv->no_post_copy, __ATOMIC_RELAXED);
     if (*post_copy)
         f |= VIR_MIGRATE_POSTCOPY;
     else if (nb_conf_bool("libvirt", "live_migration_permit_auto_converge", false))
@@ -325,6 +329,19 @@ static void unpause(struct watch *w, virDomainPtr dom)
                 virGetLastErrorMessage());
 }
 
+/* Runs the migration in its thread and polls it until it ends (r->rc,
+ * r->err). 0, or -1 when the thread cannot start. */
+static int run_watched(struct run *r, struct watch *w, virDomainPtr dom)
+{
+    pthread_t th;
+    if (pthread_create(&th, NULL, migrate_main, r) != 0)
+        return nb_error(w->ctx, 500, NULL, "cannot start the migration thread");
+    for (int n = 0; !wait_done(r, 500); n++)
+        watch_poll(w, dom, n);
+    pthread_join(th, NULL);
+    return 0;
+}
+
 int lv_live_migrate(struct lv *lv, struct nb_ctx *ctx, json_t *inst, struct nb_live_migration *m)
 {
     const char *uuid = nb_json_str(inst, "uuid");
@@ -338,7 +355,7 @@ int lv_live_migrate(struct lv *lv, struct nb_ctx *ctx, json_t *inst, struct nb_l
     bool shared = json_is_true(json_object_get(dd, "shared_storage"));
     struct watch w = {.lv = lv, .ctx = ctx, .uuid = uuid, .m = m, .downtime = -1};
     struct run r = {.dom = dom, .dest_uri = m->dest_uri};
-    r.flags = migration_flags(m, shared, &w.post_copy_ok);
+    r.flags = migration_flags(lv, m, shared, &w.post_copy_ok);
     if (build_params(m, m->block_migration ? json_object_get(dd, "migrate_disks") : NULL, &r.params,
                      &r.nparams) < 0) {
         virDomainFree(dom);
@@ -356,14 +373,26 @@ int lv_live_migrate(struct lv *lv, struct nb_ctx *ctx, json_t *inst, struct nb_l
             r.flags, m->block_migration ? ", block migration" : "",
             shared ? ", shared storage" : "");
     w.t0 = nb_time_mono();
-    pthread_t th;
-    int rc = 0;
-    if (pthread_create(&th, NULL, migrate_main, &r) != 0) {
-        rc = nb_error(ctx, 500, NULL, "cannot start the migration thread");
-    } else {
-        for (int n = 0; !wait_done(&r, 500); n++)
-            watch_poll(&w, dom, n);
-        pthread_join(th, NULL);
+    int rc = run_watched(&r, &w, dom);
+    if (rc == 0 && r.rc < 0 && w.post_copy_ok && !w.aborted &&
+        strstr(r.err, "Postcopy is not supported")) {
+        /* QEMU cannot do post-copy here (no userfaultfd for its user):
+         * nothing was sent yet, so the move goes on without it */
+        NB_WARN(LV_LOG, ctx, uuid,
+                "[libvirt] live_migration_permit_post_copy: QEMU on this host cannot use "
+                "post-copy (%s); migrating without it, now and from now on (force-complete "
+                "pauses the guest)",
+                r.err);
+        r.flags &= ~(unsigned)VIR_MIGRATE_POSTCOPY;
+        if (nb_conf_bool("libvirt", "live_migration_permit_auto_converge", false))
+            r.flags |= VIR_MIGRATE_AUTO_CONVERGE;
+        w.post_copy_ok = false;
+        __atomic_store_n(&lv->no_post_copy, true, __ATOMIC_RELAXED);
+        r.done = false;
+        r.err[0] = '\0';
+        rc = run_watched(&r, &w, dom);
+    }
+    if (rc == 0) {
         double wall = nb_time_mono() - w.t0;
         if (r.rc == 0) {
             log_completed(lv, ctx, uuid, m, wall);
