@@ -58,10 +58,12 @@ def lm(tmp_path_factory):
     assert rc == 0, "nubo exited with %s on SIGTERM: %s" % (rc, c.tail())
 
 
-def boot(c, host, flavor="m1.tiny", networks="none"):
-    st, _, body = c.request("POST", "/compute/v2.1/servers", token=c.admin, headers=MV, body={
-        "server": {"name": unique("lm"), "flavorRef": c.flavors.get(flavor, flavor),
-                   "imageRef": c.image, "networks": networks, "host": host}})
+def boot(c, host, flavor="m1.tiny", networks="none", group=None):
+    body = {"server": {"name": unique("lm"), "flavorRef": c.flavors.get(flavor, flavor),
+                       "imageRef": c.image, "networks": networks, "host": host}}
+    if group:
+        body["os:scheduler_hints"] = {"group": group}
+    st, _, body = c.request("POST", "/compute/v2.1/servers", token=c.admin, headers=MV, body=body)
     assert st == 202, body
     sid = body["server"]["id"]
     s = wait_server(c, sid)
@@ -324,6 +326,25 @@ def test_scheduled_destination_records_every_candidate(lm):
     assert "fake-old: refused\n  hypervisor REFUSED: The instance requires a newer hypervisor" \
         in details
     assert details.endswith("\nfake-2: passed")
+    assert_on(lm, sid, "fake-2", m)
+
+
+def test_named_host_passes_the_scheduler_filters_unless_forced(lm):
+    st, _, g = lm.request("POST", "/compute/v2.1/os-server-groups", token=lm.admin, headers=MV,
+                          body={"server_group": {"name": unique("anti"),
+                                                 "policy": "anti-affinity"}})
+    assert st == 200, g
+    gid = g["server_group"]["id"]
+    sid = boot(lm, "fake-1", group=gid)
+    boot(lm, "fake-2", group=gid)
+    m, ev, f = refused(lm, sid, "fake-2", "ServerGroupAntiAffinityFilter")
+    assert f["message"] == "No valid host was found. There are not enough hosts available."
+    # forced (2.30-2.67), the filters are not asked, as in Nova
+    st, _, body = live_migrate(lm, sid, "fake-2", "auto", headers={
+        "OpenStack-API-Version": "compute 2.30"}, force=True)
+    assert st == 202, body
+    m = wait_migration(lm, sid)
+    assert m["status"] == "completed"
     assert_on(lm, sid, "fake-2", m)
 
 
