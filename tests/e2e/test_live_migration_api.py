@@ -475,7 +475,8 @@ def test_restart_mid_migration_is_recovered(lm):
     # as if the hypervisor had moved b's guest before the crash
     fake = os.path.join(lm.state_dir, "fake")
     src = json.load(open(os.path.join(fake, "fake-slow.json")))
-    dst = json.load(open(os.path.join(fake, "fake-2.json")))
+    dst_file = os.path.join(fake, "fake-2.json")
+    dst = json.load(open(dst_file)) if os.path.exists(dst_file) else {}
     dst[b] = src.pop(b)
     json.dump(src, open(os.path.join(fake, "fake-slow.json"), "w"))
     json.dump(dst, open(os.path.join(fake, "fake-2.json"), "w"))
