@@ -358,6 +358,25 @@ def test_servers_on_both_hosts_live_and_one_request_id_spans_the_logs(split):
         assert "Instance destroyed successfully." in split.compute_log(host)
 
 
+def test_live_migration_between_compute_processes(split):
+    """A live migration between two `nubo compute` processes over AMQP: the
+    destination's prechecks ask the source, the source runs the move and
+    reports to the conductor, the fake guest moves through the hosts' state
+    files."""
+    c = split.cloud
+    for host in ("hostA", "hostB"):
+        wait_state(c, host, "up", 30)
+    s = boot(c, unique("mp-lm"), "hostA")
+    c.cli("--os-compute-api-version", "2.80", "server", "migrate", "--live-migration", "--host",
+          "hostB", "--wait", s["id"])
+    v = wait_status(c, s["id"], "ACTIVE")
+    assert v["OS-EXT-SRV-ATTR:host"] == "hostB", v
+    assert "post_live_migration_at_destination done on hostB" in split.compute_log("hostB")
+    assert "Migrating instance to hostB finished successfully" in split.compute_log("hostA")
+    c.cli("server", "delete", "--wait", s["id"])
+    assert "Instance destroyed successfully." in split.compute_log("hostB")
+
+
 def test_killed_compute_goes_down_boots_go_elsewhere_and_restart_syncs(split):
     c = split.cloud
     wait_state(c, "hostB", "up", 30)

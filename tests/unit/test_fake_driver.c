@@ -456,6 +456,22 @@ static void test_live_migration(void **state)
     assert_int_equal(drv->ops->post_live_migration_dest(drv, &ctx, "h3", inst), 0);
     assert_int_equal(drv->ops->rollback_live_migration_dest(drv, &ctx, "h3", inst, true), 0);
     assert_int_equal(drv->ops->get_info(drv, &ctx, "h3", "lm-1", &gi), -1);
+    nb_ctx_clear_error(&ctx);
+    /* a destination another process serves gets the guest in its state file */
+    char path[256];
+    snprintf(path, sizeof(path), "%s/fake/h9.json", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{}", f);
+    fclose(f);
+    assert_int_equal(drv->ops->spawn(drv, &ctx, "h1", inst), 0);
+    m.dest_host = "h9";
+    assert_int_equal(drv->ops->live_migrate(drv, &ctx, "h1", inst, &m), 0);
+    json_t *h9 = json_load_file(path, 0, NULL);
+    assert_non_null(json_object_get(h9, "lm-1"));
+    json_decref(h9);
+    m.dest_host = "nowhere";
+    assert_int_equal(drv->ops->live_migrate(drv, &ctx, "h9", inst, &m), -1);
     json_decref(inst);
     drv->ops->close(drv);
 }
