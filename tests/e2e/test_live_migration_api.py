@@ -221,11 +221,20 @@ def test_api_refusals(lm):
         "Can't force to a non-provided destination"
     st, _, body = live_migrate(lm, sid, "fake-2", "maybe")
     assert st == 400 and "'maybe' is not one of" in body["badRequest"]["message"]
-    # a member may not (policy os_compute_api:os-migrate-server:migrate_live)
-    st, _, body = lm.request("POST", "/compute/v2.1/servers/%s/action" % sid,
-                             token=lm.token("nubo-demo"), headers=MV,
-                             body={"os-migrateLive": {"host": None, "block_migration": "auto"}})
-    assert st in (403, 404), body
+    # the owner, a member, may not (policy os_compute_api:os-migrate-server:migrate_live)
+    member = lm.token("nubo-demo")
+    st, _, body = lm.request("POST", "/compute/v2.1/servers", token=member, headers=MV, body={
+        "server": {"name": unique("lm-own"), "flavorRef": lm.flavors["m1.tiny"],
+                   "imageRef": lm.image, "networks": "none"}})
+    assert st == 202, body
+    own = body["server"]["id"]
+    assert wait_server(lm, own)["status"] == "ACTIVE"
+    st, _, body = lm.request("POST", "/compute/v2.1/servers/%s/action" % own, token=member,
+                             headers=MV, body={"os-migrateLive": {"host": None,
+                                                                  "block_migration": "auto"}})
+    assert st == 403 and "os_compute_api:os-migrate-server:migrate_live" in \
+        body["forbidden"]["message"], body
+    assert migration(lm, own) is None
     # 9: not ACTIVE or PAUSED (Nova's check_instance_state, in the API)
     lm.request("POST", "/compute/v2.1/servers/%s/action" % sid, token=lm.admin,
                body={"os-stop": None})
