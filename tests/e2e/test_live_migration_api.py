@@ -308,6 +308,28 @@ def test_precheck_7_storage(lm):
     assert_on(lm, sid, "fake-local", m)
 
 
+def test_volume_backed_counts_as_shared_storage(lm):
+    v = lm.cli("volume", "create", "--size", "1", unique("lm-vol"), "-f", "json")
+    deadline = time.time() + 30
+    while lm.cli("volume", "show", v["id"], "-f", "json")["status"] != "available":
+        assert time.time() < deadline
+        time.sleep(0.2)
+    lm.cli("volume", "set", "--bootable", v["id"])
+    st, _, body = lm.request("POST", "/compute/v2.1/servers", token=lm.admin, headers=MV, body={
+        "server": {"name": unique("lm-bfv"), "flavorRef": lm.flavors["m1.tiny"],
+                   "networks": "none", "host": "fake-1",
+                   "block_device_mapping_v2": [{
+                       "boot_index": 0, "uuid": v["id"], "source_type": "volume",
+                       "destination_type": "volume", "delete_on_termination": True}]}})
+    assert st == 202, body
+    sid = body["server"]["id"]
+    assert wait_server(lm, sid, timeout=60)["status"] == "ACTIVE"
+    # no shared instances path to fake-local, but no local disk either
+    m = migrate_and_wait(lm, sid, "fake-local", False)
+    assert m["status"] == "completed" and not m["disk_total"], m
+    assert_on(lm, sid, "fake-local", m)
+
+
 def test_precheck_9_device_that_cannot_move(lm):
     name = unique("pci")
     f = lm.cli("flavor", "create", "--ram", "512", "--disk", "1", "--vcpus", "1", "--property",
