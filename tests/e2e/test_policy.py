@@ -188,6 +188,10 @@ def bodies(w):
     return {
         "PUT %s/servers/{server_id}" % c: ({"server": {"name": "x"}}, None, None),
         "POST %s/servers/{server_id}/action" % c: ({"os-stop": None}, None, None),
+        "DELETE %s/servers/{server_id}/migrations/{migration_id}" % c: (
+            None, {"OpenStack-API-Version": "compute 2.24"}, None),
+        "POST %s/servers/{server_id}/migrations/{migration_id}/action" % c: (
+            {"force_complete": None}, {"OpenStack-API-Version": "compute 2.22"}, None),
         "POST %s/servers/{server_id}/metadata" % c: meta,
         "PUT %s/servers/{server_id}/metadata" % c: meta,
         "PUT %s/servers/{server_id}/metadata/{key}" % c: one,
@@ -240,12 +244,12 @@ def is_collection(entry):
 OBJECT_RULES = {
     "PUT /image/v2/images/{image_id}/members/{member_id}": {"member": {403},
                                                             "other-member": None},
-    # Nova's server migrations: admin, asked after the server is found (and
-    # after the body's schema)
+    # Nova's server migrations: admin, asked after the server is found (the
+    # deletes run last: the server may be gone by then)
     "DELETE /compute/v2.1/servers/{server_id}/migrations/{migration_id}": {
-        "member": {403}, "other-member": {403, 404}},
+        "member": {403, 404}, "other-member": {404}},
     "POST /compute/v2.1/servers/{server_id}/migrations/{migration_id}/action": {
-        "member": {400, 403}, "other-member": {400, 403, 404}},
+        "member": {403}, "other-member": {404}},
 }
 
 
