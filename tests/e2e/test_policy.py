@@ -142,7 +142,7 @@ def world(cloud):
         "target_project_id": w.demo, "key": "k1", "tag": "t1", "member_id": w.other,
         "resource_class": "VCPU", "name": "CUSTOM_POL", "keypair_name": "pol-nokey",
         "consumer_uuid": random, "service_id": random, "attachment_id": random,
-        "message_id": random, "migration_id": "1",
+        "message_id": random, "migration_id": 1,
     }
     w.projects = {w.reader: w.demo, w.member: w.demo, w.foreign: w.other, a: w.admin_project}
     w.own_user = {w.reader: w.users["pol-reader"], w.member: w.users["pol-member"],
@@ -188,10 +188,6 @@ def bodies(w):
     return {
         "PUT %s/servers/{server_id}" % c: ({"server": {"name": "x"}}, None, None),
         "POST %s/servers/{server_id}/action" % c: ({"os-stop": None}, None, None),
-        "DELETE %s/servers/{server_id}/migrations/{migration_id}" % c: (
-            None, {"OpenStack-API-Version": "compute 2.24"}, None),
-        "POST %s/servers/{server_id}/migrations/{migration_id}/action" % c: (
-            {"force_complete": None}, {"OpenStack-API-Version": "compute 2.22"}, None),
         "POST %s/servers/{server_id}/metadata" % c: meta,
         "PUT %s/servers/{server_id}/metadata" % c: meta,
         "PUT %s/servers/{server_id}/metadata/{key}" % c: one,
@@ -244,12 +240,6 @@ def is_collection(entry):
 OBJECT_RULES = {
     "PUT /image/v2/images/{image_id}/members/{member_id}": {"member": {403},
                                                             "other-member": None},
-    # Nova's server migrations: admin, asked after the server is found (the
-    # deletes run last: the server may be gone by then)
-    "DELETE /compute/v2.1/servers/{server_id}/migrations/{migration_id}": {
-        "member": {403, 404}, "other-member": {404}},
-    "POST /compute/v2.1/servers/{server_id}/migrations/{migration_id}/action": {
-        "member": {403}, "other-member": {404}},
 }
 
 
