@@ -19,6 +19,8 @@
 static const char usage_text[] =
     "usage: nubo doctor server <server-id|name> [--fix] [--timeout SECONDS]\n"
     "                          [--config FILE] [--set SECTION.KEY=VALUE ...]\n"
+    "       nubo doctor migration <server-id|name> [--to HOST] [--json] ...\n"
+    "                          (live-migration prechecks; see doctor migration --help)\n"
     "\n"
     "Diagnoses one server the way the \"Image is not in qcow2 format\" runbook does.\n"
     "Run it as root on a controller or compute host: it reads the database of\n"
@@ -102,7 +104,7 @@ static int parse(int argc, char **argv, struct options *o)
         if (rest < 1 || strcmp(av[optind], "server")) {
             fprintf(stderr,
                     rest < 1 ? "nubo doctor: what to diagnose? (server)\n"
-                             : "nubo doctor: cannot diagnose '%s'; only 'server'\n",
+                             : "nubo doctor: cannot diagnose '%s'; only 'server' or 'migration'\n",
                     rest < 1 ? "" : av[optind]);
             rc = -1;
         } else if (rest != 2 || !*av[optind + 1]) {

@@ -58,10 +58,12 @@ def lm(tmp_path_factory):
     assert rc == 0, "nubo exited with %s on SIGTERM: %s" % (rc, c.tail())
 
 
-def boot(c, host, flavor="m1.tiny", networks="none"):
-    st, _, body = c.request("POST", "/compute/v2.1/servers", token=c.admin, headers=MV, body={
-        "server": {"name": unique("lm"), "flavorRef": c.flavors.get(flavor, flavor),
-                   "imageRef": c.image, "networks": networks, "host": host}})
+def boot(c, host, flavor="m1.tiny", networks="none", group=None):
+    body = {"server": {"name": unique("lm"), "flavorRef": c.flavors.get(flavor, flavor),
+                       "imageRef": c.image, "networks": networks, "host": host}}
+    if group:
+        body["os:scheduler_hints"] = {"group": group}
+    st, _, body = c.request("POST", "/compute/v2.1/servers", token=c.admin, headers=MV, body=body)
     assert st == 202, body
     sid = body["server"]["id"]
     s = wait_server(c, sid)
@@ -219,11 +221,20 @@ def test_api_refusals(lm):
         "Can't force to a non-provided destination"
     st, _, body = live_migrate(lm, sid, "fake-2", "maybe")
     assert st == 400 and "'maybe' is not one of" in body["badRequest"]["message"]
-    # a member may not (policy os_compute_api:os-migrate-server:migrate_live)
-    st, _, body = lm.request("POST", "/compute/v2.1/servers/%s/action" % sid,
-                             token=lm.token("nubo-demo"), headers=MV,
-                             body={"os-migrateLive": {"host": None, "block_migration": "auto"}})
-    assert st in (403, 404), body
+    # the owner, a member, may not (policy os_compute_api:os-migrate-server:migrate_live)
+    member = lm.token("nubo-demo")
+    st, _, body = lm.request("POST", "/compute/v2.1/servers", token=member, headers=MV, body={
+        "server": {"name": unique("lm-own"), "flavorRef": lm.flavors["m1.tiny"],
+                   "imageRef": lm.image, "networks": "none"}})
+    assert st == 202, body
+    own = body["server"]["id"]
+    assert wait_server(lm, own)["status"] == "ACTIVE"
+    st, _, body = lm.request("POST", "/compute/v2.1/servers/%s/action" % own, token=member,
+                             headers=MV, body={"os-migrateLive": {"host": None,
+                                                                  "block_migration": "auto"}})
+    assert st == 403 and "os_compute_api:os-migrate-server:migrate_live" in \
+        body["forbidden"]["message"], body
+    assert migration(lm, own) is None
     # 9: not ACTIVE or PAUSED (Nova's check_instance_state, in the API)
     lm.request("POST", "/compute/v2.1/servers/%s/action" % sid, token=lm.admin,
                body={"os-stop": None})
@@ -297,6 +308,28 @@ def test_precheck_7_storage(lm):
     assert_on(lm, sid, "fake-local", m)
 
 
+def test_volume_backed_counts_as_shared_storage(lm):
+    v = lm.cli("volume", "create", "--size", "1", unique("lm-vol"), "-f", "json")
+    deadline = time.time() + 30
+    while lm.cli("volume", "show", v["id"], "-f", "json")["status"] != "available":
+        assert time.time() < deadline
+        time.sleep(0.2)
+    lm.cli("volume", "set", "--bootable", v["id"])
+    st, _, body = lm.request("POST", "/compute/v2.1/servers", token=lm.admin, headers=MV, body={
+        "server": {"name": unique("lm-bfv"), "flavorRef": lm.flavors["m1.tiny"],
+                   "networks": "none", "host": "fake-1",
+                   "block_device_mapping_v2": [{
+                       "boot_index": 0, "uuid": v["id"], "source_type": "volume",
+                       "destination_type": "volume", "delete_on_termination": True}]}})
+    assert st == 202, body
+    sid = body["server"]["id"]
+    assert wait_server(lm, sid, timeout=60)["status"] == "ACTIVE"
+    # no shared instances path to fake-local, but no local disk either
+    m = migrate_and_wait(lm, sid, "fake-local", False)
+    assert m["status"] == "completed" and not m["disk_total"], m
+    assert_on(lm, sid, "fake-local", m)
+
+
 def test_precheck_9_device_that_cannot_move(lm):
     name = unique("pci")
     f = lm.cli("flavor", "create", "--ram", "512", "--disk", "1", "--vcpus", "1", "--property",
@@ -324,6 +357,25 @@ def test_scheduled_destination_records_every_candidate(lm):
     assert "fake-old: refused\n  hypervisor REFUSED: The instance requires a newer hypervisor" \
         in details
     assert details.endswith("\nfake-2: passed")
+    assert_on(lm, sid, "fake-2", m)
+
+
+def test_named_host_passes_the_scheduler_filters_unless_forced(lm):
+    st, _, g = lm.request("POST", "/compute/v2.1/os-server-groups", token=lm.admin, headers=MV,
+                          body={"server_group": {"name": unique("anti"),
+                                                 "policy": "anti-affinity"}})
+    assert st == 200, g
+    gid = g["server_group"]["id"]
+    sid = boot(lm, "fake-1", group=gid)
+    boot(lm, "fake-2", group=gid)
+    m, ev, f = refused(lm, sid, "fake-2", "ServerGroupAntiAffinityFilter")
+    assert f["message"] == "No valid host was found. There are not enough hosts available."
+    # forced (2.30-2.67), the filters are not asked, as in Nova
+    st, _, body = live_migrate(lm, sid, "fake-2", "auto", headers={
+        "OpenStack-API-Version": "compute 2.30"}, force=True)
+    assert st == 202, body
+    m = wait_migration(lm, sid)
+    assert m["status"] == "completed"
     assert_on(lm, sid, "fake-2", m)
 
 
@@ -454,7 +506,8 @@ def test_restart_mid_migration_is_recovered(lm):
     # as if the hypervisor had moved b's guest before the crash
     fake = os.path.join(lm.state_dir, "fake")
     src = json.load(open(os.path.join(fake, "fake-slow.json")))
-    dst = json.load(open(os.path.join(fake, "fake-2.json")))
+    dst_file = os.path.join(fake, "fake-2.json")
+    dst = json.load(open(dst_file)) if os.path.exists(dst_file) else {}
     dst[b] = src.pop(b)
     json.dump(src, open(os.path.join(fake, "fake-slow.json"), "w"))
     json.dump(dst, open(os.path.join(fake, "fake-2.json"), "w"))
@@ -463,4 +516,5 @@ def test_restart_mid_migration_is_recovered(lm):
     mb = wait_migration(lm, b, ("completed",), timeout=40)
     assert_on(lm, a, "fake-slow", ma)
     assert_on(lm, b, "fake-2", mb)
-    assert "interrupted by a restart" in fault(lm, a)["message"]
+    # recovered at the conductor's start or at the source agent's registration
+    assert "failed in live_migration: interrupted (" in fault(lm, a)["message"]

@@ -358,6 +358,60 @@ def test_servers_on_both_hosts_live_and_one_request_id_spans_the_logs(split):
         assert "Instance destroyed successfully." in split.compute_log(host)
 
 
+def test_live_migration_between_compute_processes(split):
+    """A live migration between two `nubo compute` processes over AMQP: the
+    destination's prechecks ask the source, the source runs the move and
+    reports to the conductor, the fake guest moves through the hosts' state
+    files."""
+    c = split.cloud
+    for host in ("hostA", "hostB"):
+        wait_state(c, host, "up", 30)
+    s = boot(c, unique("mp-lm"), "hostA")
+    c.cli("--os-compute-api-version", "2.80", "server", "migrate", "--live-migration", "--host",
+          "hostB", "--wait", s["id"])
+    v = wait_status(c, s["id"], "ACTIVE")
+    assert v["OS-EXT-SRV-ATTR:host"] == "hostB", v
+    assert "post_live_migration_at_destination done on hostB" in split.compute_log("hostB")
+    assert "Migrating instance to hostB finished successfully" in split.compute_log("hostA")
+    c.cli("server", "delete", "--wait", s["id"])
+    assert "Instance destroyed successfully." in split.compute_log("hostB")
+
+
+def test_source_agent_restarted_mid_live_migration_is_rolled_back(split):
+    """The source's `nubo compute` killed -9 while it runs a (slow) live
+    migration: when it registers again, the conductor finds the migration,
+    sees no guest on the destination and rolls it back."""
+    c = split.cloud
+    split.computes["hostA"].stop()
+    slow = Proc("compute-hostA-slow", ["compute", "--config", split.conf,
+                                       "--set", "DEFAULT.host=hostA", "--set", "fake.hosts=hostA",
+                                       "--set", "fake.live_migration_ms=20000",
+                                       "--set", "DEFAULT.log_dir=%s" %
+                                       split.computes["hostA"].logdir], c.state_dir)
+    slow.start().wait_ready(30)
+    wait_state(c, "hostA", "up", 30)
+    s = boot(c, unique("mp-lm-kill"), "hostA")
+    api(c, "/servers/%s" % s["id"])  # logs in
+    st, _, body = c.request("POST", "/compute/v2.1/servers/%s/action" % s["id"], token=c._token,
+                            headers={"OpenStack-API-Version": "compute 2.80"},
+                            body={"os-migrateLive": {"host": "hostB",
+                                                     "block_migration": "auto"}})
+    assert st == 202, body
+
+    def status():
+        rows = c.sql("SELECT status FROM migrations WHERE instance_uuid = '%s'" % s["id"])
+        return rows[0]["status"] if rows else None
+    wait_for("migration running", lambda: status() == "running", 30)
+    slow.stop(signal.SIGKILL)
+    split.compute("hostA")  # registers again: the conductor recovers the migration
+    wait_for("migration error", lambda: status() == "error", 60)
+    v = wait_status(c, s["id"], "ACTIVE")
+    assert v["OS-EXT-SRV-ATTR:host"] == "hostA", v
+    f = c.sql("SELECT message FROM instance_faults WHERE instance_uuid = '%s'" % s["id"])
+    assert "the compute service of its source host restarted" in f[-1]["message"], f
+    c.cli("server", "delete", "--wait", s["id"])
+
+
 def test_killed_compute_goes_down_boots_go_elsewhere_and_restart_syncs(split):
     c = split.cloud
     wait_state(c, "hostB", "up", 30)

@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "common/config.h"
+#include "common/json.h"
 #include "common/util.h"
 #include "compute/virt/driver.h"
 
@@ -431,6 +432,88 @@ static void test_rebuild_and_evacuation_ops(void **state)
     json_decref(bfv);
 }
 
+/* The live-migration ops: the shared-storage probe seen only from hosts on
+ * the same storage, the CPU check against the models a host offers, and
+ * live_migrate moving the guest (after progress reports) or failing as
+ * injected, or stopping on abort. */
+static void on_progress(void *opaque, const struct nb_migration_progress *p)
+{
+    (void)p;
+    (*(int *)opaque)++;
+}
+
+static void test_live_migration(void **state)
+{
+    (void)state;
+    nb_conf_set("fake", "shared_storage.h2", "false");
+    nb_conf_set("fake", "cpu_model.h2", "Westmere");
+    struct nb_virt_driver *drv = nb_virt_open("fake");
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *inst =
+        json_pack("{s:s, s:{s:i, s:i}}", "uuid", "lm-1", "flavor", "memory_mb", 64, "root_gb", 1);
+    assert_int_equal(drv->ops->spawn(drv, &ctx, "h1", inst), 0);
+    char probe[64];
+    bool seen = true;
+    assert_int_equal(drv->ops->storage_probe_create(drv, &ctx, "h2", probe), 0);
+    assert_int_equal(drv->ops->storage_probe_exists(drv, &ctx, "h1", probe, &seen), 0);
+    assert_false(seen); /* h2 has its own storage */
+    assert_int_equal(drv->ops->storage_probe_remove(drv, &ctx, "h2", probe), 0);
+    assert_int_equal(drv->ops->storage_probe_create(drv, &ctx, "h3", probe), 0);
+    assert_int_equal(drv->ops->storage_probe_exists(drv, &ctx, "h1", probe, &seen), 0);
+    assert_true(seen); /* h1 and h3 share theirs */
+    json_t *info = drv->ops->migration_info(drv, &ctx, "h1");
+    json_t *gc = json_object_get(info, "guest_cpu");
+    assert_string_equal(nb_json_str(gc, "model"), "Haswell-noTSX-IBRS");
+    assert_int_equal(drv->ops->check_cpu(drv, &ctx, "h3", gc), 0);
+    assert_int_equal(drv->ops->check_cpu(drv, &ctx, "h2", gc), -1);
+    assert_non_null(strstr(nb_ctx_message(&ctx), "Haswell-noTSX-IBRS is missing on host h2"));
+    nb_ctx_clear_error(&ctx);
+    json_decref(info);
+    /* an injected failure leaves the guest where it was */
+    int reports = 0;
+    struct nb_live_migration m = {.dest_host = "h3", .progress = on_progress, .opaque = &reports};
+    nb_virt_fake_fail("h1", "live_migrate", 1);
+    assert_int_equal(drv->ops->live_migrate(drv, &ctx, "h1", inst, &m), -1);
+    nb_ctx_clear_error(&ctx);
+    struct nb_guest_info gi;
+    assert_int_equal(drv->ops->get_info(drv, &ctx, "h1", "lm-1", &gi), 0);
+    /* abort before it ends */
+    atomic_store(&m.abort_requested, 1);
+    assert_int_equal(drv->ops->live_migrate(drv, &ctx, "h1", inst, &m), -1);
+    assert_true(m.cancelled);
+    nb_ctx_clear_error(&ctx);
+    atomic_store(&m.abort_requested, 0);
+    m.cancelled = false;
+    assert_int_equal(drv->ops->live_migrate(drv, &ctx, "h1", inst, &m), 0);
+    assert_true(reports > 0);
+    assert_int_equal(drv->ops->get_info(drv, &ctx, "h1", "lm-1", &gi), -1);
+    nb_ctx_clear_error(&ctx);
+    assert_int_equal(drv->ops->get_info(drv, &ctx, "h3", "lm-1", &gi), 0);
+    assert_int_equal(gi.power_state, NB_POWER_RUNNING);
+    assert_int_equal(drv->ops->post_live_migration_dest(drv, &ctx, "h3", inst), 0);
+    assert_int_equal(drv->ops->rollback_live_migration_dest(drv, &ctx, "h3", inst, true), 0);
+    assert_int_equal(drv->ops->get_info(drv, &ctx, "h3", "lm-1", &gi), -1);
+    nb_ctx_clear_error(&ctx);
+    /* a destination another process serves gets the guest in its state file */
+    char path[256];
+    snprintf(path, sizeof(path), "%s/fake/h9.json", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{}", f);
+    fclose(f);
+    assert_int_equal(drv->ops->spawn(drv, &ctx, "h1", inst), 0);
+    m.dest_host = "h9";
+    assert_int_equal(drv->ops->live_migrate(drv, &ctx, "h1", inst, &m), 0);
+    json_t *h9 = json_load_file(path, 0, NULL);
+    assert_non_null(json_object_get(h9, "lm-1"));
+    json_decref(h9);
+    m.dest_host = "nowhere";
+    assert_int_equal(drv->ops->live_migrate(drv, &ctx, "h9", inst, &m), -1);
+    json_decref(inst);
+    drv->ops->close(drv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -440,6 +523,9 @@ int main(void)
         cmocka_unit_test(test_pause_and_suspend),
         cmocka_unit_test(test_volumes),
         cmocka_unit_test(test_snapshot),
+        /* before the rebuild test, which leaves [fake] shared_storage false
+         * (its default there; the live-migration ops default to true) */
+        cmocka_unit_test(test_live_migration),
         cmocka_unit_test(test_rebuild_and_evacuation_ops),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -187,7 +187,9 @@ json_t *nb_lm_check_destination(void *opaque, struct nb_ctx *ctx, const char *me
     return reply;
 }
 
-/* pre_live_migration (destination side). */
+/* pre_live_migration (destination side): the volume files checked (and a
+ * format mismatch reconciled) as before any domain start, then the
+ * driver's preparation. */
 json_t *nb_lm_pre(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
 {
     (void)method;
@@ -198,6 +200,13 @@ json_t *nb_lm_pre(void *opaque, struct nb_ctx *ctx, const char *method, json_t *
     json_t *inst = json_object_get(args, "instance");
     struct nb_ctx dctx;
     nb_ctx_child(&dctx, ctx);
+    /* the volumes' files as this host sees them, before the guest runs here
+     * (the disk-format check every domain start makes) */
+    if (nb_agent_verify_disks(a, &dctx, inst, NULL) < 0) {
+        NB_ERROR(LOG_AGENT, ctx, nb_json_str(inst, "uuid"), "pre_live_migration failed on %s: %s",
+                 a->host, nb_ctx_message(&dctx));
+        return failed_ctx(&dctx);
+    }
     json_t *dest_disks = a->drv->ops->pre_live_migration(
         a->drv, &dctx, a->host, inst, json_object_get(args, "disks"),
         json_is_true(json_object_get(args, "shared_storage")),

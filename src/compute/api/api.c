@@ -6,6 +6,8 @@
 int nb_compute_api_init(struct nb_env *env)
 {
     nb_http_service_register(&nb_compute_http_service, true);
+    /* one init a line (clang-format would pack the list into columns) */
+    /* clang-format off */
     int (*inits[])(struct nb_env *) = {
         nb_compute_versions_init,
         nb_compute_flavors_init,
@@ -26,6 +28,7 @@ int nb_compute_api_init(struct nb_env *env)
         nb_compute_server_ips_init,
         nb_compute_images_init,
     };
+    /* clang-format on */
     for (size_t i = 0; i < sizeof(inits) / sizeof(inits[0]); i++)
         if (inits[i](env) < 0)
             return -1;

@@ -207,7 +207,9 @@ int nb_srv_live_migrate(struct nb_ctx *ctx, json_t *inst, json_t *args)
     const char *host = json_is_string(h) ? json_string_value(h) : NULL;
     const char *bm = "auto";
     check_block_migration(ctx, json_object_get(args, "block_migration"), &bm);
-    bool force = false;
+    /* Nova: a host named before 2.30 is forced (no scheduler); 2.30-2.67
+     * say so with force; else the scheduler's filters judge the host */
+    bool force = host && !nb_ctx_mv_ge(ctx, 2, 30);
     if (nb_ctx_mv_ge(ctx, 2, 30) && !nb_ctx_mv_ge(ctx, 2, 68) && json_object_get(args, "force"))
         force = nb_res_check_bool(ctx, "force", json_object_get(args, "force")) == 1;
     if (force && !host)

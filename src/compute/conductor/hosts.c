@@ -11,6 +11,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "compute/conductor/internal.h"
+#include "compute/conductor/live_migrate.h"
 #include "db/db.h"
 
 #include <stdio.h>
@@ -57,6 +58,8 @@ json_t *cond_service_update(struct conductor *c, struct nb_ctx *ctx, json_t *arg
     }
     if (nb_db_commit(c->db, ctx) < 0)
         goto fail;
+    if (!strcmp(binary, "nova-compute"))
+        cond_lm_source_restarted(c, host); /* its agent runs no migration yet */
     json_t *svc = nb_db_row(c->db, ctx,
                             "SELECT id, uuid, disabled, disabled_reason FROM services WHERE "
                             "host = ? AND binary = ? AND deleted = 0",

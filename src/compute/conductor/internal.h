@@ -175,5 +175,8 @@ void cond_evacuation_cleaned(struct conductor *c, struct nb_ctx *ctx, json_t *ar
 
 /* recovery.c */
 void cond_recover_start(struct conductor *c);
+/* Closes the events a crash left open on the instance's actions (result
+ * Error, "Interrupted: …"). Best-effort. */
+void cond_close_open_events(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
 
 #endif

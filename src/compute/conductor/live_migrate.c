@@ -4,7 +4,9 @@
  *  1. live_migrate_instance (from the API: migration "accepted", task
  *     migrating, action "live-migration"): the instance's source
  *     allocation goes to the migration (Nova's migration-consumer model);
- *     the destination is the named host, or the scheduler's choice (source
+ *     the destination is the named host (forced: before 2.30, or with
+ *     force; else the scheduler's filters judge it too), or the
+ *     scheduler's choice (source
  *     and refused hosts in ignore_hosts, up to [scheduler] max_attempts, or
  *     [DEFAULT] migrate_max_retries + 1 when that is set); each candidate
  *     is claimed for the instance and judged by every precheck
@@ -201,7 +203,8 @@ static long max_attempts(struct conductor *c)
 
 /* The request spec for select_destinations: the boot's, with ignore_hosts
  * and nothing forced or requested. */
-static void spec_for(struct lm_task *t, struct nb_request_spec *rs, json_t *ignore)
+static void spec_for(struct lm_task *t, struct nb_request_spec *rs, json_t *ignore,
+                     const char *requested)
 {
     _cleanup_json_ json_t *stored = nb_json_parse(nb_json_str(t->row, "request_spec"));
     nb_request_spec_from_json(rs, stored);
@@ -210,6 +213,7 @@ static void spec_for(struct lm_task *t, struct nb_request_spec *rs, json_t *igno
     free(rs->requested_host);
     free(rs->requested_node);
     rs->force_host = rs->force_node = rs->requested_host = rs->requested_node = NULL;
+    rs->requested_host = requested ? strdup(requested) : NULL;
     free(rs->instance_uuid);
     rs->instance_uuid = strdup(t->uuid);
     json_decref(rs->ignore_hosts);
@@ -234,7 +238,7 @@ static json_t *schedule(struct lm_task *t, json_t *lines, char *why, size_t n)
             return NULL;
         }
         struct nb_request_spec rs;
-        spec_for(t, &rs, ignore);
+        spec_for(t, &rs, ignore, NULL);
         struct nb_ctx sub;
         nb_ctx_child(&sub, t->ctx);
         _cleanup_json_ json_t *r =
@@ -257,6 +261,44 @@ static json_t *schedule(struct lm_task *t, json_t *lines, char *why, size_t n)
         json_decref(v);
         json_array_append_new(ignore, json_string(host));
     }
+}
+
+/* A named destination that is not forced (from 2.30 without force): the
+ * scheduler's filters judge it too (Nova's requested_destination), and
+ * claim it. When the scheduler refuses, the host's own facts (weighed, not
+ * claimed) name the cause if they can, else NoValidHost with the
+ * scheduler's explanation. The verdict, new ref. */
+static json_t *requested(struct lm_task *t, const char *host, json_t *lines)
+{
+    _cleanup_json_ json_t *ignore = json_pack("[s]", t->source);
+    struct nb_request_spec rs;
+    spec_for(t, &rs, ignore, host);
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, t->ctx);
+    _cleanup_json_ json_t *r =
+        nb_scheduler_select_destinations(&sub, t->uuid, &rs, t->c->call_timeout_ms);
+    nb_request_spec_free(&rs);
+    if (nb_json_str(r, "host") && !strcmp(nb_json_str(r, "host"), host))
+        return try_host(t, host, r, lines);
+    if (nb_json_str(r, "host")) { /* not the one asked for: give it back */
+        nb_ctx_child(&sub, t->ctx);
+        nb_placement_delete_allocations(&sub, t->uuid);
+    }
+    t->dry_run = true; /* weigh the host's facts only: no claim, no events */
+    json_t *v = try_host(t, host, NULL, lines);
+    t->dry_run = false;
+    char line[4000];
+    snprintf(line, sizeof(line), "scheduler: %s%s%s",
+             r ? (nb_json_str(r, "error") ? nb_json_str(r, "error") : "another host chosen")
+               : nb_ctx_message(&sub),
+             nb_json_str(r, "details") ? "\n  " : "",
+             nb_json_str(r, "details") ? nb_json_str(r, "details") : "");
+    json_array_append_new(lines, json_string(line));
+    if (json_is_true(json_object_get(v, "ok"))) {
+        json_object_set_new(v, "ok", json_false());
+        json_object_set_new(v, "message", json_string(NO_VALID_HOST));
+    }
+    return v;
 }
 
 /* "\n"-joined lines, caller frees. */
@@ -359,7 +401,10 @@ void cond_live_migrate_instance(struct conductor *c, struct nb_ctx *ctx, json_t 
     }
     _cleanup_json_ json_t *lines = json_array();
     char why[1400] = "";
-    json_t *v = host ? try_host(&t, host, NULL, lines) : schedule(&t, lines, why, sizeof(why));
+    bool forced = json_is_true(json_object_get(args, "force"));
+    json_t *v = !host    ? schedule(&t, lines, why, sizeof(why))
+                : forced ? try_host(&t, host, NULL, lines)
+                         : requested(&t, host, lines);
     if (v && json_is_true(json_object_get(v, "ok"))) {
         start_move(&t, v, lines);
     } else {

@@ -53,6 +53,16 @@ void cond_lm_finish(struct conductor *c, struct nb_ctx *ctx, const json_t *mig, 
 void cond_lm_rollback(struct conductor *c, struct nb_ctx *ctx, const json_t *mig, const char *phase,
                       const char *message, bool cancelled, bool shared);
 
+/* A migration whose run was interrupted (why: by what): refused when it
+ * was in its prechecks, finished when the destination's agent says the
+ * guest runs there, else rolled back (after an abort sent to the source).
+ * Serialised, and a migration that ended meanwhile is left alone. */
+void cond_lm_recover(struct conductor *c, struct nb_ctx *ctx, const char *migration_uuid,
+                     const char *why);
+/* host's compute agent registered (it started): the live migrations it was
+ * running as their source are recovered, in a thread of their own. */
+void cond_lm_source_restarted(struct conductor *c, const char *host);
+
 /* live_migrate_hosts.c */
 /* The facts about dest as a destination of t (migrate_checks.h), new ref.
  * claim_evidence: the scheduler's claim on dest (its reply), or NULL: then

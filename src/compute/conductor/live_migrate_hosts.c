@@ -138,7 +138,8 @@ static json_t *claim_facts(struct lm_task *t, const char *dest, const json_t *no
                  rp ? rp : "?");
         return json_pack("{s:b, s:s}", "ok", 1, "evidence", ev);
     }
-    _cleanup_json_ json_t *res = held_amounts(t->ctx, t->dry_run ? t->uuid : t->migration_uuid);
+    _cleanup_json_ json_t *res =
+        held_amounts(t->ctx, t->migration_uuid ? t->migration_uuid : t->uuid);
     weigh(t->ctx, rp, res, ev, sizeof(ev), shortage, sizeof(shortage));
     if (!json_object_size(res))
         return json_pack("{s:b, s:s}", "ok", 1, "evidence", "the instance holds no allocation");

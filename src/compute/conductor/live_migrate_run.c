@@ -22,9 +22,11 @@
 #include "network/network.h"
 #include "placement/placement.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *str(const json_t *o, const char *k)
 {
@@ -311,4 +313,129 @@ void cond_live_migration_abort(struct conductor *c, struct nb_ctx *ctx, json_t *
 void cond_live_migration_force_complete(struct conductor *c, struct nb_ctx *ctx, json_t *args)
 {
     forward(c, ctx, args, false);
+}
+
+/* ---- after a restart ---- */
+
+/* Serialises the recoveries of this conductor (start-up and an agent's
+ * re-registration may both find the same migration). */
+static pthread_mutex_t recover_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Whether host's agent says the instance's guest runs there (waits up to
+ * 15 s for an agent that is starting). */
+static bool guest_running_on(const char *host, const char *uuid)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    for (int i = 0; host && *host && i < 30; i++) {
+        nb_ctx_clear_error(&ctx);
+        bool found = false;
+        int power = NB_POWER_NOSTATE;
+        if (nb_compute_guest_info(&ctx, host, uuid, 2000, &found, &power) == 0)
+            return found && power == NB_POWER_RUNNING;
+        usleep(500 * 1000);
+    }
+    return false;
+}
+
+void cond_lm_recover(struct conductor *c, struct nb_ctx *ctx, const char *migration_uuid,
+                     const char *why)
+{
+    pthread_mutex_lock(&recover_lock);
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    _cleanup_json_ json_t *mig = nb_migration_get(c->db, &sub, migration_uuid);
+    const char *status = nb_json_str(mig, "status");
+    bool live = false;
+    for (const char *const *s = in_progress; status && *s; s++)
+        live = live || !strcmp(status, *s);
+    live = live || (status && !strcmp(status, NB_MIGRATION_POST_MIGRATING));
+    if (!live) {
+        pthread_mutex_unlock(&recover_lock);
+        return; /* ended meanwhile, or handled by another recovery */
+    }
+    const char *uuid = str(mig, "instance_uuid"), *dest = nb_json_str(mig, "dest_compute");
+    char msg[600];
+    if (!strcmp(status, NB_MIGRATION_ACCEPTED)) {
+        NB_WARN(LOG_LM, ctx, uuid, "Live migration %s interrupted in its prechecks (%s): refused",
+                migration_uuid, why);
+        snprintf(msg, sizeof(msg), "interrupted (%s) before the prechecks ended", why);
+        cond_lm_rollback(c, ctx, mig, "prechecks", msg, false, true);
+    } else if (guest_running_on(dest, uuid)) {
+        NB_WARN(LOG_LM, ctx, uuid,
+                "Live migration %s (%s) interrupted (%s): the guest runs on %s, finishing it",
+                migration_uuid, status, why, dest);
+        cond_lm_finish(c, ctx, mig, true);
+    } else {
+        const char *source = nb_json_str(mig, "source_compute");
+        if (source) /* in case its agent still runs the job */
+            nb_compute_live_migration_abort(ctx, source, migration_uuid);
+        NB_WARN(LOG_LM, ctx, uuid,
+                "Live migration %s (%s) interrupted (%s): the guest does not run on %s, rolling "
+                "back",
+                migration_uuid, status, why, dest ? dest : "its destination");
+        snprintf(msg, sizeof(msg), "interrupted (%s); the guest was not running on the destination",
+                 why);
+        cond_lm_rollback(c, ctx, mig, "live_migration", msg, false, true);
+    }
+    pthread_mutex_unlock(&recover_lock);
+}
+
+struct restarted {
+    struct conductor *c;
+    char host[256];
+};
+
+static void *source_restarted_main(void *arg)
+{
+    struct restarted *r = arg;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    _cleanup_json_ json_t *rows =
+        nb_db_rows(r->c->db, &ctx,
+                   "SELECT uuid, instance_uuid FROM migrations WHERE deleted = 0 AND "
+                   "migration_type = "
+                   "'live-migration' AND source_compute = ? AND status IN ('queued', "
+                   "'preparing', 'running', 'running (post-copy)') ORDER BY id",
+                   "s", r->host);
+    nb_ctx_clear_error(&ctx);
+    size_t i;
+    json_t *row;
+    json_array_foreach (rows, i, row) {
+        /* recorded under the request of the migration's action */
+        _cleanup_json_ json_t *act = nb_db_row(
+            r->c->db, &ctx,
+            "SELECT request_id, user_id, project_id FROM instance_actions WHERE instance_uuid = ? "
+            "AND action = "
+            "'live-migration' ORDER BY id DESC LIMIT 1",
+            "s", nb_json_str(row, "instance_uuid"));
+        nb_ctx_clear_error(&ctx);
+        struct nb_ctx actx;
+        nb_ctx_init_system(&actx, nb_json_str(act, "request_id"));
+        if (nb_json_str(act, "user_id"))
+            nb_strlcpy(actx.user_id, nb_json_str(act, "user_id"), sizeof(actx.user_id));
+        if (nb_json_str(act, "project_id"))
+            nb_strlcpy(actx.project_id, nb_json_str(act, "project_id"), sizeof(actx.project_id));
+        cond_close_open_events(r->c, &actx, nb_json_str(row, "instance_uuid"));
+        cond_lm_recover(r->c, &actx, nb_json_str(row, "uuid"),
+                        "the compute service of its source host restarted");
+    }
+    free(r);
+    return NULL;
+}
+
+void cond_lm_source_restarted(struct conductor *c, const char *host)
+{
+    struct restarted *r = calloc(1, sizeof(*r));
+    r->c = c;
+    nb_strlcpy(r->host, host, sizeof(r->host));
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&t, &attr, source_restarted_main, r) != 0) {
+        NB_ERROR(LOG_LM, NULL, NULL, "cannot start the live-migration recovery for %s", host);
+        free(r);
+    }
+    pthread_attr_destroy(&attr);
 }

@@ -59,8 +59,7 @@ static bool ping(const char *host, int timeout_ms);
 
 #define INTERRUPTED "Interrupted: nubo stopped before this event finished."
 
-/* Closes the events the crash left open on the instance's actions. */
-static void close_open_events(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
+void cond_close_open_events(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
 {
     char now[32];
     nb_now_iso_us(now);
@@ -107,7 +106,7 @@ static void fail_interrupted_build(struct conductor *c, struct nb_ctx *actx, con
     nb_ctx_clear_error(actx); /* a failed update is left alone like a lost race */
     if (n != 1)
         return;
-    close_open_events(c, actx, uuid);
+    cond_close_open_events(c, actx, uuid);
     char msg[512];
     snprintf(msg, sizeof(msg),
              "Build of instance %s aborted: nubo stopped while the instance was in task "
@@ -131,7 +130,7 @@ static void finish_spawned_build(struct conductor *c, struct nb_ctx *actx, const
         return;
     cond_event_finish(c, actx, uuid, EV_SPAWN, true, NULL);
     cond_event_finish(c, actx, uuid, EV_BUILD, true, NULL);
-    close_open_events(c, actx, uuid);
+    cond_close_open_events(c, actx, uuid);
     cond_action_finish(c, actx, uuid, NULL);
     NB_INFO(LOG_COND, actx, uuid,
             "The guest was running on %s when nubo restarted: build completed, instance ACTIVE",
@@ -160,7 +159,7 @@ static void reschedule_interrupted_build(struct conductor *c, struct nb_ctx *act
     nb_ctx_clear_error(actx); /* a failed update is left alone like a lost race */
     if (n != 1)
         return;
-    close_open_events(c, actx, uuid);
+    cond_close_open_events(c, actx, uuid);
     cond_release_allocations(c, actx, uuid, host);
     NB_INFO(LOG_COND, actx, uuid,
             "Build on %s was interrupted in task state %s by a restart: scheduling again", host,
@@ -375,7 +374,7 @@ static void resume_builds(struct conductor *c, struct nb_ctx *ctx)
         const char *uuid = nb_json_str(r, "uuid");
         struct nb_ctx actx;
         ctx_for_action(c, &actx, uuid, "create");
-        close_open_events(c, &actx, uuid);
+        cond_close_open_events(c, &actx, uuid);
         nb_instance_transition(c->db, &actx, uuid,
                                &(struct nb_instance_change){
                                    .expect_vm = {NB_VM_BUILDING},
@@ -423,7 +422,7 @@ static void resume_actions(struct conductor *c, struct nb_ctx *ctx, json_t *wait
                 action = by_task[k][1];
         struct nb_ctx actx;
         ctx_for_action(c, &actx, uuid, action);
-        close_open_events(c, &actx, uuid);
+        cond_close_open_events(c, &actx, uuid);
         NB_INFO(LOG_COND, &actx, uuid, "Resuming %s (task_state %s) interrupted by a restart",
                 action, task);
         json_t *args = json_pack("{s:s, s:s}", "uuid", uuid, "reboot_type",
@@ -456,7 +455,7 @@ static void clear_interrupted_snapshots(struct conductor *c, struct nb_ctx *ctx)
         const char *uuid = nb_json_str(r, "uuid");
         struct nb_ctx actx;
         ctx_for_action(c, &actx, uuid, "createImage");
-        close_open_events(c, &actx, uuid);
+        cond_close_open_events(c, &actx, uuid);
         nb_instance_transition(c->db, &actx, uuid,
                                &(struct nb_instance_change){
                                    .expect_task = {nb_json_str(r, "task_state")},
@@ -469,20 +468,6 @@ static void clear_interrupted_snapshots(struct conductor *c, struct nb_ctx *ctx)
                 "task state cleared",
                 nb_json_str(r, "task_state"));
     }
-}
-
-/* Whether host's agent says the instance's guest runs there (waits up to
- * 15 s for an agent that starts after the conductor). */
-static bool guest_running_on(const char *host, const char *uuid)
-{
-    if (!host || !*host || !wait_for(host, 15))
-        return false;
-    struct nb_ctx ctx;
-    nb_ctx_init_system(&ctx, NULL);
-    bool found = false;
-    int power = NB_POWER_NOSTATE;
-    return nb_compute_guest_info(&ctx, host, uuid, 5000, &found, &power) == 0 && found &&
-           power == NB_POWER_RUNNING;
 }
 
 /* Step 5: live migrations a restart interrupted. */
@@ -498,42 +483,11 @@ static void recover_live_migrations(struct conductor *c, struct nb_ctx *ctx)
     size_t i;
     json_t *r;
     json_array_foreach (rows, i, r) {
-        const char *uuid = nb_json_str(r, "instance_uuid"), *status = nb_json_str(r, "status");
+        const char *uuid = nb_json_str(r, "instance_uuid");
         struct nb_ctx actx;
         ctx_for_action(c, &actx, uuid, "live-migration");
-        close_open_events(c, &actx, uuid);
-        _cleanup_json_ json_t *mig = nb_migration_get(c->db, &actx, nb_json_str(r, "uuid"));
-        nb_ctx_clear_error(&actx);
-        if (!mig)
-            continue;
-        const char *dest = nb_json_str(mig, "dest_compute");
-        if (!strcmp(status, NB_MIGRATION_ACCEPTED)) {
-            NB_WARN(LOG_COND, &actx, uuid,
-                    "Live migration %s interrupted in its prechecks by a "
-                    "restart: refused",
-                    nb_json_str(r, "uuid"));
-            cond_lm_rollback(c, &actx, mig, "prechecks",
-                             "interrupted by a restart of nubo before the prechecks ended", false,
-                             true);
-        } else if (guest_running_on(dest, uuid)) {
-            NB_WARN(LOG_COND, &actx, uuid,
-                    "Live migration %s (%s) interrupted by a restart: the "
-                    "guest runs on %s, finishing it",
-                    nb_json_str(r, "uuid"), status, dest);
-            cond_lm_finish(c, &actx, mig, true);
-        } else {
-            const char *source = nb_json_str(mig, "source_compute");
-            if (source)
-                nb_compute_live_migration_abort(&actx, source, nb_json_str(r, "uuid"));
-            NB_WARN(LOG_COND, &actx, uuid,
-                    "Live migration %s (%s) interrupted by a restart: the "
-                    "guest does not run on %s, rolling back",
-                    nb_json_str(r, "uuid"), status, dest ? dest : "its destination");
-            cond_lm_rollback(c, &actx, mig, "live_migration",
-                             "interrupted by a restart of nubo; the guest was not running on the "
-                             "destination",
-                             false, true);
-        }
+        cond_close_open_events(c, &actx, uuid);
+        cond_lm_recover(c, &actx, nb_json_str(r, "uuid"), "by a restart of nubo");
     }
 }
 

@@ -23,9 +23,12 @@
  * way), "post_live_migration" (destination), "rollback_live_migration"
  * (destination).
  *
- * Probe files live in a process-wide table (guarded by its own mutex), as
- * the injection table does: a probe is a name and the storage it was made
- * on. */
+ * The probe is a real file in the host's instances path,
+ * $state_path/fake/storage-<shared|host>/, so hosts served by different
+ * processes (one `nubo compute` per host) share it as real hosts share
+ * NFS; likewise a destination this process does not serve gets the guest
+ * through its state file ($state_path/fake/<host>.json, which its own
+ * process re-reads when it changes). */
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
@@ -34,6 +37,7 @@
 #include "compute/virt/driver.h"
 #include "compute/virt/fake_moves.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,9 +46,6 @@
 #include <unistd.h>
 
 #define STEP_MS 100
-
-static pthread_mutex_t probe_lock = PTHREAD_MUTEX_INITIALIZER;
-static json_t *probes; /* {name: storage} */
 
 /* CPU models by generation: a host offers its own and every older one. */
 static const char *const generations[] = {
@@ -79,6 +80,31 @@ static void storage_of(const char *host, char *out, size_t n)
         snprintf(out, n, "local-%s", host);
 }
 
+/* The host's instances path: $state_path/fake/storage-<storage>. */
+static void instances_path(const char *host, char *out, size_t n)
+{
+    char storage[300];
+    storage_of(host, storage, sizeof(storage));
+    snprintf(out, n, "%s/fake/storage-%s", nb_conf_str("DEFAULT", "state_path", "/var/lib/nubo"),
+             storage);
+}
+
+/* A host's guest state file, into out. */
+static void state_file(const char *host, char *out, size_t n)
+{
+    snprintf(out, n, "%s/fake/%s.json", nb_conf_str("DEFAULT", "state_path", "/var/lib/nubo"),
+             host);
+}
+
+/* Whether host is a fake hypervisor: this driver's, or one whose state
+ * file exists (served by another process). */
+static bool known_host(struct nb_virt_driver *drv, const char *host)
+{
+    char path[4400];
+    state_file(host, path, sizeof(path));
+    return fake_has_host(drv, host) || access(path, F_OK) == 0;
+}
+
 static int need_host(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host)
 {
     if (!host || !fake_has_host(drv, host))
@@ -92,11 +118,9 @@ json_t *fake_migration_info(struct nb_virt_driver *drv, struct nb_ctx *ctx, cons
     if (need_host(drv, ctx, host) < 0)
         return NULL;
     const char *model = fake_host_cpu_model(drv, host);
-    char storage[300], uri[320], path[4400];
-    storage_of(host, storage, sizeof(storage));
+    char uri[320], path[4400];
     snprintf(uri, sizeof(uri), "fake://%s/system", host);
-    snprintf(path, sizeof(path), "%s/fake/%s",
-             nb_conf_str("DEFAULT", "state_path", "/var/lib/nubo"), storage);
+    instances_path(host, path, sizeof(path));
     return json_pack("{s:s, s:I, s:I, s:s, s:s, s:I, s:o, s:{s:s, s:s, s:[]}, s:s, s:b, s:[]}",
                      "hypervisor_type", "fake", "hypervisor_version",
                      (json_int_t)fake_host_hv_version(drv, host), "libvirt_version", (json_int_t)0,
@@ -139,15 +163,16 @@ int fake_storage_probe_create(struct nb_virt_driver *drv, struct nb_ctx *ctx, co
 {
     if (need_host(drv, ctx, host) < 0)
         return -1;
-    char u[NB_UUID_LEN], storage[300];
+    char u[NB_UUID_LEN], dir[4400], path[4500];
     nb_uuid(u);
     snprintf(name, 64, "tmp%.24s", u);
-    storage_of(host, storage, sizeof(storage));
-    pthread_mutex_lock(&probe_lock);
-    if (!probes)
-        probes = json_object();
-    json_object_set_new(probes, name, json_string(storage));
-    pthread_mutex_unlock(&probe_lock);
+    instances_path(host, dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = nb_mkdir_p(dir) == 0 ? fopen(path, "w") : NULL;
+    if (!f)
+        return nb_error(ctx, 500, NULL, "Cannot create the probe file %s on host %s: %s", path,
+                        host, strerror(errno));
+    fclose(f);
     return 0;
 }
 
@@ -156,12 +181,10 @@ int fake_storage_probe_exists(struct nb_virt_driver *drv, struct nb_ctx *ctx, co
 {
     if (need_host(drv, ctx, host) < 0)
         return -1;
-    char storage[300];
-    storage_of(host, storage, sizeof(storage));
-    pthread_mutex_lock(&probe_lock);
-    const char *at = name ? nb_json_str(probes, name) : NULL;
-    *exists = at && !strcmp(at, storage);
-    pthread_mutex_unlock(&probe_lock);
+    char dir[4400], path[4500];
+    instances_path(host, dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/%s", dir, name ? name : "");
+    *exists = name && *name && !strchr(name, '/') && access(path, F_OK) == 0;
     return 0;
 }
 
@@ -170,10 +193,12 @@ int fake_storage_probe_remove(struct nb_virt_driver *drv, struct nb_ctx *ctx, co
 {
     if (need_host(drv, ctx, host) < 0)
         return -1;
-    pthread_mutex_lock(&probe_lock);
-    if (probes && name)
-        json_object_del(probes, name);
-    pthread_mutex_unlock(&probe_lock);
+    char dir[4400], path[4500];
+    instances_path(host, dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/%s", dir, name ? name : "");
+    if (name && *name && !strchr(name, '/') && unlink(path) < 0 && errno != ENOENT)
+        return nb_error(ctx, 500, NULL, "Cannot remove the probe file %s: %s", path,
+                        strerror(errno));
     return 0;
 }
 
@@ -190,7 +215,7 @@ int fake_check_migration_target(struct nb_virt_driver *drv, struct nb_ctx *ctx, 
         if (slash)
             *slash = '\0';
     }
-    if (!dest[0] || !fake_has_host(drv, dest))
+    if (!dest[0] || !known_host(drv, dest))
         return nb_error(ctx, 503, NULL,
                         "Cannot connect to %s from host %s: host %s is not a fake hypervisor",
                         dest_uri ? dest_uri : "(none)", host, dest[0] ? dest : "(none)");
@@ -305,33 +330,64 @@ static void report(struct nb_live_migration *m, long long mem, long long disk, d
     m->progress(m->opaque, &p);
 }
 
-/* Moves the guest from host to dest in the tables (lock taken here). */
+/* Adds guest g to the state file of dest, a host another process serves
+ * (that process re-reads the changed file). 0/-1. */
+static int add_to_file(struct nb_ctx *ctx, const char *dest, const char *uuid, json_t *g)
+{
+    char path[4400], tmp[4500];
+    state_file(dest, path, sizeof(path));
+    snprintf(tmp, sizeof(tmp), "%s.lm.tmp", path);
+    json_t *guests = json_load_file(path, 0, NULL);
+    if (!json_is_object(guests)) {
+        json_decref(guests);
+        guests = json_object();
+    }
+    int rc = -1;
+    if (json_object_get(guests, uuid))
+        nb_error(ctx, 409, NULL, "Fake driver: guest %s already exists on host %s.", uuid, dest);
+    else if (json_object_set(guests, uuid, g) < 0 ||
+             json_dump_file(guests, tmp, JSON_COMPACT) < 0 || rename(tmp, path) < 0)
+        nb_error(ctx, 500, NULL, "Fake driver: cannot write %s: %s", path, strerror(errno));
+    else
+        rc = 0;
+    json_decref(guests);
+    return rc;
+}
+
+/* Moves the guest from host to dest (lock taken here): between this
+ * driver's tables, or into the state file of a host another process
+ * serves. */
 static int move_guest(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
                       const char *dest, const char *uuid)
 {
     fake_lock(drv);
     int rc = -1;
+    bool local = fake_has_host(drv, dest);
     json_t *src = fake_host_guests(drv, ctx, host);
-    json_t *dst = src ? fake_host_guests(drv, ctx, dest) : NULL;
+    json_t *dst = src && local ? fake_host_guests(drv, ctx, dest) : NULL;
     json_t *g = src && uuid ? json_object_get(src, uuid) : NULL;
-    if (!dst)
+    if (!src || (local && !dst))
         goto out;
     if (!g) {
         nb_error(ctx, 404, NULL, "Fake driver: no guest %s on host %s.", uuid ? uuid : "(null)",
                  host);
         goto out;
     }
-    if (json_object_get(dst, uuid)) {
+    if (local && json_object_get(dst, uuid)) {
         nb_error(ctx, 409, NULL, "Fake driver: guest %s already exists on host %s.", uuid, dest);
         goto out;
     }
     char line[600];
     snprintf(line, sizeof(line), "live-migrated from host %s to host %s", host, dest);
     fake_console_line(g, line);
-    json_object_set(dst, uuid, g);
+    if (local)
+        json_object_set(dst, uuid, g);
+    else if (add_to_file(ctx, dest, uuid, g) < 0)
+        goto out;
     json_object_del(src, uuid);
     fake_host_persist(drv, host);
-    fake_host_persist(drv, dest);
+    if (local)
+        fake_host_persist(drv, dest);
     rc = 0;
 out:
     fake_unlock(drv);
@@ -342,8 +398,11 @@ int fake_live_migrate(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char
                       json_t *instance, struct nb_live_migration *m)
 {
     const char *uuid = nb_json_str(instance, "uuid");
-    if (need_host(drv, ctx, host) < 0 || need_host(drv, ctx, m->dest_host) < 0)
+    if (need_host(drv, ctx, host) < 0)
         return -1;
+    if (!m->dest_host || !known_host(drv, m->dest_host))
+        return nb_error(ctx, 404, NULL, "Host %s is not a fake hypervisor.",
+                        m->dest_host ? m->dest_host : "(null)");
     long long mem = nb_json_int(json_object_get(instance, "flavor"), "memory_mb", 0) << 20;
     long long disk = 0;
     size_t i;

@@ -9,6 +9,11 @@
  * host.c     host capabilities and capacity (host_info)
  * imagecache.c  instances/_base: images fetched once, verified by sha512;
  *            instance disks on top of them; unused bases removed
+ * migrate.c  live migration prechecks: migration_info, check_cpu, the
+ *            shared storage probe, check_migration_target
+ * migrate_disks.c  a live migration's disks: migration_disks,
+ *            pre_live_migration, post/rollback on either side
+ * migrate_run.c  live_migrate: libvirt's peer-to-peer migration, watched
  * virt_type.c   [libvirt] virt_type = auto: which accelerator really runs
  *            guests (a probe guest built as real guests are), re-checked
  *            after a KVM-level start failure
@@ -73,6 +78,8 @@ struct lv {
     void *on_event_opaque;
 
     const struct nb_virt_image_source *images; /* set by the agent; NULL: none yet */
+
+    bool no_post_copy; /* QEMU refused post-copy once: later migrations go without */
 
     pthread_mutex_t cache_lock; /* instances/_base */
     json_t *cache_pins;         /* base name -> spawns between fetch and disk.info (cache_lock) */
@@ -173,6 +180,45 @@ int lv_cpu_config(struct nb_ctx *ctx, const char *virt_type, const char *domcaps
 int lv_guest_cpu(struct lv *lv, struct nb_ctx *ctx, const char *virt_type, struct lv_cpu *out);
 /* "host-model", "custom SandyBridge +pcid -hle", "none (QEMU default)". */
 const char *lv_cpu_describe(const struct lv_cpu *cpu, char *buf, size_t n);
+
+/* migrate.c, migrate_disks.c, migrate_run.c: the driver ops of the same
+ * names (driver.h's contract) */
+json_t *lv_migration_info(struct lv *lv, struct nb_ctx *ctx);
+int lv_check_cpu(struct lv *lv, struct nb_ctx *ctx, const json_t *guest_cpu);
+int lv_probe_create(struct lv *lv, struct nb_ctx *ctx, char name[64]);
+int lv_probe_exists(struct lv *lv, struct nb_ctx *ctx, const char *name, bool *exists);
+int lv_probe_remove(struct lv *lv, struct nb_ctx *ctx, const char *name);
+int lv_check_migration_target(struct lv *lv, struct nb_ctx *ctx, const char *dest_uri,
+                              int timeout_ms);
+json_t *lv_migration_disks(struct lv *lv, struct nb_ctx *ctx, json_t *inst);
+/* Answers {"shared_storage", "block_migration", "instance_dir",
+ * "migrate_disks": [targets libvirt copies]}: live_migrate's dest_disks. */
+json_t *lv_pre_live_migration(struct lv *lv, struct nb_ctx *ctx, json_t *inst, const json_t *disks,
+                              bool shared, bool block);
+int lv_live_migrate(struct lv *lv, struct nb_ctx *ctx, json_t *inst, struct nb_live_migration *m);
+int lv_post_live_migration_dest(struct lv *lv, struct nb_ctx *ctx, json_t *inst);
+int lv_post_live_migration_source(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool shared);
+int lv_rollback_live_migration_dest(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool shared);
+/* The URI peers migrate to this host at: [libvirt] live_migration_uri
+ * (deprecated; its one %s is the address) or qemu+<live_migration_scheme
+ * tcp|tls|ssh>://<address>/system, the address being
+ * live_migration_inbound_addr, else [DEFAULT] my_ip, else the host name.
+ * 0; -1 with a 500 naming the bad option. */
+int lv_migration_uri(const struct lv *lv, struct nb_ctx *ctx, char *out, size_t n);
+/* Host and port of a libvirt URI (driver+transport://[user@]host[:port]/
+ * path), the port defaulting to the transport's (tcp 16509, tls 16514, ssh
+ * 22). 0, or -1 when the URI names no remote host. */
+int lv_uri_host_port(const char *uri, char *host, size_t hn, char *port, size_t pn);
+/* Nova's downtime steps for a guest of data_gb GiB: step i, from
+ * at_s[i] = live_migration_downtime_delay * data_gb * i seconds, allows
+ * ms[i] = base + offset * i of downtime (base = downtime / steps, offset =
+ * (downtime - base) / steps), the last one live_migration_downtime. */
+struct lv_downtime {
+    long long at_s[64];
+    long long ms[64];
+    int n;
+};
+void lv_downtime_steps(double data_gb, struct lv_downtime *d);
 
 /* virt_type.c */
 /* Resolves [libvirt] virt_type (kvm|qemu|auto) into lv->virt_type and
