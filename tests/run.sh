@@ -143,7 +143,9 @@ for b in ${NUBO_E2E_BUILDS:-build-asan}; do
     export ASAN_OPTIONS="log_path=$asan_dir/asan:detect_leaks=1:abort_on_error=0"
     export UBSAN_OPTIONS="log_path=$asan_dir/ubsan:print_stacktrace=1:halt_on_error=0"
   fi
-  NUBO_BIN=$root/$b/nubo /usr/bin/python3 -m pytest -q -p no:cacheprovider -n "${NUBO_E2E_WORKERS:-2}" \
+  # loadgroup: the modules marked xdist_group("hosts") share the simulated
+  # hypervisor hosts (tests/hosts/hosts.sh), so they run in one worker
+  NUBO_BIN=$root/$b/nubo /usr/bin/python3 -m pytest -q -p no:cacheprovider -n "${NUBO_E2E_WORKERS:-2}" --dist loadgroup \
     -W ignore::DeprecationWarning tests/e2e --durations=25 \
     --junitxml="$out/e2e-$b.xml" -o junit_family=xunit2 ${NUBO_E2E_ARGS:-}
   count_junit "$out/e2e-$b.xml"
