@@ -355,3 +355,75 @@ def test_same_host_resize_when_allowed(fresh_cloud):
     assert action(c, sid, {"migrate": None})[0] == 202
     s = wait_status(c, sid, ("ACTIVE", "ERROR"))
     assert s["status"] == "ACTIVE" and migrations(c, sid)[-1]["status"] == "error"
+
+
+# ---- real guests: a libvirt all-in-one resizing on its one host ----------
+
+def _lv():
+    import test_libvirt
+    return test_libvirt
+
+
+def _domain_memory_kib(lvt, sid):
+    import re
+    xml = lvt.virsh("dumpxml", sid).stdout
+    return int(re.search(r"<memory unit='KiB'>(\d+)</memory>", xml).group(1))
+
+
+def _disk_virtual_size(c, sid):
+    info = json.loads(__import__("subprocess").run(
+        ["qemu-img", "info", "-U", "--output=json",
+         os.path.join(c.state_dir, "instances", sid, "disk")],
+        check=True, capture_output=True, text=True).stdout)
+    return info["virtual-size"]
+
+
+def test_libvirt_same_host_resize_confirm_and_revert():
+    lvt = _lv()
+    if lvt._why:
+        pytest.skip(lvt._why)
+    c = lvt.start_libvirt_cloud("resize", "--set", "DEFAULT.allow_resize_to_same_host=true")
+    try:
+        img = c.cli("image", "create", "--file", lvt.QCOW2, "--disk-format", "qcow2",
+                    "--container-format", "bare", "--public", "guest", "-f", "json")
+        c.image_id = img["id"]
+        sid = lvt.boot(c, unique("lv-resize"))["id"]
+        lvt.wait_console(c, sid, r"HB 2 ")
+        assert _domain_memory_kib(lvt, sid) == 512 * 1024
+        # resize up, confirm: the guest boots again with 2048 MB and a 20 GB disk
+        n = lvt.starts(c, sid)
+        c.cli("--os-compute-api-version", "2.80", "server", "resize", "--flavor", "m1.small",
+              "--wait", sid, timeout=300)
+        s = lvt.wait_status(c, sid, ("VERIFY_RESIZE", "ERROR", "ACTIVE"))
+        assert s["status"] == "VERIFY_RESIZE", s
+        assert _domain_memory_kib(lvt, sid) == 2048 * 1024
+        assert lvt.domstate(sid) == "running"
+        lvt.wait_new_boot(c, sid, n)
+        assert _disk_virtual_size(c, sid) == 20 << 30
+        assert os.path.isdir(os.path.join(c.state_dir, "instances", sid + "_resize"))
+        c.cli("--os-compute-api-version", "2.80", "server", "resize", "confirm", sid)
+        s = lvt.wait_status(c, sid, ("ACTIVE", "ERROR"))
+        assert s["status"] == "ACTIVE" and s["flavor"]["id"] == "2"
+        assert not os.path.exists(os.path.join(c.state_dir, "instances", sid + "_resize"))
+        assert _domain_memory_kib(lvt, sid) == 2048 * 1024
+        # resize up again, revert: back to m1.small's domain and disk, running
+        st, _, b = c.request("POST", "/compute/v2.1/servers/%s/action" % sid,
+                             {"resize": {"flavorRef": "3"}}, token=c.token())
+        assert st == 202, b
+        s = lvt.wait_status(c, sid, ("VERIFY_RESIZE", "ERROR", "ACTIVE"), timeout=300)
+        assert s["status"] == "VERIFY_RESIZE", s
+        assert _domain_memory_kib(lvt, sid) == 4096 * 1024
+        n = lvt.starts(c, sid)
+        c.cli("--os-compute-api-version", "2.80", "server", "resize", "revert", sid)
+        s = lvt.wait_status(c, sid, ("ACTIVE", "ERROR"), timeout=300)
+        assert s["status"] == "ACTIVE" and s["flavor"]["id"] == "2"
+        assert _domain_memory_kib(lvt, sid) == 2048 * 1024
+        assert lvt.domstate(sid) == "running"
+        lvt.wait_new_boot(c, sid, n)
+        assert _disk_virtual_size(c, sid) == 20 << 30
+        assert not os.path.exists(os.path.join(c.state_dir, "instances", sid + "_resize"))
+        assert [m["status"] for m in migrations(c, sid)] == ["confirmed", "reverted"]
+        alloc = c.cli("resource", "provider", "allocation", "show", sid, "-f", "json")
+        assert [a["resources"] for a in alloc] == [{"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}]
+    finally:
+        assert lvt.stop_cloud(c) == 0
