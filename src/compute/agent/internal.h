@@ -92,6 +92,18 @@ json_t *nb_agent_resize_instance(void *opaque, struct nb_ctx *ctx, const char *m
 json_t *nb_agent_finish_resize(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args);
 json_t *nb_agent_drop_resize(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args);
 
+/* live_migration.c: the handlers of the live-migration messages
+ * (compute_api.h), with the bus handler's signature */
+json_t *nb_lm_check_destination(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_lm_check_source(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_lm_pre(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_lm_start(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_lm_abort(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_lm_force_complete(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_lm_post_dest(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_lm_post_source(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_lm_rollback_dest(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+
 /* manager.c */
 /* The lock that serialises the operations on instance uuid. */
 pthread_mutex_t *nb_agent_instance_lock(struct agent *a, const char *uuid);

@@ -491,6 +491,15 @@ static const struct nb_bus_method methods[] = {
     {NB_COMPUTE_CONFIRM_RESIZE, NB_BUS_CALL, nb_agent_drop_resize},
     {NB_COMPUTE_REVERT_RESIZE, NB_BUS_CALL, nb_agent_drop_resize},
     {NB_COMPUTE_FINISH_REVERT_RESIZE, NB_BUS_CALL, nb_agent_finish_resize},
+    {NB_COMPUTE_CHECK_CAN_LIVE_MIGRATE_DESTINATION, NB_BUS_CALL, nb_lm_check_destination},
+    {NB_COMPUTE_CHECK_CAN_LIVE_MIGRATE_SOURCE, NB_BUS_CALL, nb_lm_check_source},
+    {NB_COMPUTE_PRE_LIVE_MIGRATION, NB_BUS_CALL, nb_lm_pre},
+    {NB_COMPUTE_LIVE_MIGRATION, NB_BUS_CAST, nb_lm_start},
+    {NB_COMPUTE_LIVE_MIGRATION_ABORT, NB_BUS_CAST, nb_lm_abort},
+    {NB_COMPUTE_LIVE_MIGRATION_FORCE_COMPLETE, NB_BUS_CAST, nb_lm_force_complete},
+    {NB_COMPUTE_POST_LIVE_MIGRATION_AT_DESTINATION, NB_BUS_CALL, nb_lm_post_dest},
+    {NB_COMPUTE_POST_LIVE_MIGRATION_AT_SOURCE, NB_BUS_CALL, nb_lm_post_source},
+    {NB_COMPUTE_ROLLBACK_LIVE_MIGRATION_AT_DESTINATION, NB_BUS_CALL, nb_lm_rollback_dest},
     {NULL, 0, NULL},
 };
 

@@ -20,6 +20,7 @@
 #include "compute/api/instances.h"
 #include "compute/api/server_actions.h"
 #include "compute/api/server_resize.h"
+#include "compute/api/server_moves.h"
 #include "compute/api/server_snapshot.h"
 #include "compute/api/validate.h"
 #include "compute/compute.h"
@@ -504,6 +505,7 @@ static const struct {
     {"resize", nb_srv_check_resize, nb_srv_resize, NULL, NULL},
     {"confirmResize", NULL, NULL, NULL, nb_srv_confirm_resize},
     {"revertResize", NULL, nb_srv_revert_resize, NULL, NULL},
+    {"os-migrateLive", nb_srv_check_live_migrate, nb_srv_live_migrate, NULL, NULL},
 };
 
 /* Nova's other server actions: known, but not available in nubo yet. */
@@ -513,7 +515,6 @@ static const char *const not_yet[] = {"addFixedIp",
                                       "rebuild",
                                       "createBackup",
                                       "evacuate",
-                                      "os-migrateLive",
                                       "rescue",
                                       "unrescue",
                                       "shelve",

@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "compute/conductor/conductor.h"
 #include "compute/conductor/internal.h"
+#include "compute/conductor/live_migrate.h"
 #include "compute/rpc/conductor_api.h"
 #include "db/db.h"
 
@@ -83,6 +84,12 @@ CALL_TO(reconcile_disk_format, cond_reconcile_disk_format)
 CALL_TO(service_update, cond_service_update)
 CALL_TO(compute_node_update, cond_compute_node_update)
 CALL_TO(instances_on_host, cond_instances_on_host)
+CAST_TO(live_migrate_instance, cond_live_migrate_instance)
+CALL_TO(check_live_migration, cond_check_live_migration)
+CALL_TO(live_migration_status, cond_live_migration_status)
+CAST_TO(live_migration_result, cond_live_migration_result)
+CAST_TO(live_migration_abort, cond_live_migration_abort)
+CAST_TO(live_migration_force_complete, cond_live_migration_force_complete)
 
 /* The methods of topic "conductor" (the messages: conductor_api.h).
  * compute_node_update is a call at registration and a cast for usage
@@ -115,6 +122,12 @@ static const struct nb_bus_method methods[] = {
     {NB_CONDUCTOR_SERVICE_HEARTBEAT, NB_BUS_CAST, service_heartbeat},
     {NB_CONDUCTOR_INSTANCES_ON_HOST, NB_BUS_CALL, instances_on_host},
     {NB_CONDUCTOR_PING, NB_BUS_CALL, ping},
+    {NB_CONDUCTOR_LIVE_MIGRATE_INSTANCE, NB_BUS_CAST, live_migrate_instance},
+    {NB_CONDUCTOR_CHECK_LIVE_MIGRATION, NB_BUS_CALL, check_live_migration},
+    {NB_CONDUCTOR_LIVE_MIGRATION_STATUS, NB_BUS_CALL, live_migration_status},
+    {NB_CONDUCTOR_LIVE_MIGRATION_RESULT, NB_BUS_CAST, live_migration_result},
+    {NB_CONDUCTOR_LIVE_MIGRATION_ABORT, NB_BUS_CAST, live_migration_abort},
+    {NB_CONDUCTOR_LIVE_MIGRATION_FORCE_COMPLETE, NB_BUS_CAST, live_migration_force_complete},
     {NULL, 0, NULL},
 };
 

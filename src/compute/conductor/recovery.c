@@ -24,7 +24,12 @@
  *     host not up by its heartbeat) means ERROR with a fault (Nova's
  *     behaviour on restart);
  *  4. deletes and power actions left in a task state are run again;
- *     snapshots (image_* task states) are not: their task state is cleared.
+ *     snapshots (image_* task states) are not: their task state is cleared;
+ *  5. live migrations in progress (live_migrate.c): one still in its
+ *     prechecks is refused as interrupted; one past them is finished when
+ *     the destination's agent says the guest runs there, else (after an
+ *     abort sent to the source, in case its agent still runs the job)
+ *     rolled back, so no server stays in task migrating.
  * Events the crash left open are closed with result Error. */
 #include "common/cleanup.h"
 #include "common/config.h"
@@ -33,6 +38,8 @@
 #include "common/util.h"
 #include "compute/compute.h"
 #include "compute/conductor/internal.h"
+#include "compute/conductor/live_migrate.h"
+#include "compute/objects/migration.h"
 #include "compute/objects/instance.h"
 #include "compute/objects/request_spec.h"
 #include "compute/rpc/compute_api.h"
@@ -464,6 +471,72 @@ static void clear_interrupted_snapshots(struct conductor *c, struct nb_ctx *ctx)
     }
 }
 
+/* Whether host's agent says the instance's guest runs there (waits up to
+ * 15 s for an agent that starts after the conductor). */
+static bool guest_running_on(const char *host, const char *uuid)
+{
+    if (!host || !*host || !wait_for(host, 15))
+        return false;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    bool found = false;
+    int power = NB_POWER_NOSTATE;
+    return nb_compute_guest_info(&ctx, host, uuid, 5000, &found, &power) == 0 && found &&
+           power == NB_POWER_RUNNING;
+}
+
+/* Step 5: live migrations a restart interrupted. */
+static void recover_live_migrations(struct conductor *c, struct nb_ctx *ctx)
+{
+    _cleanup_json_ json_t *rows =
+        nb_db_rows(c->db, ctx,
+                   "SELECT uuid, instance_uuid, status FROM migrations WHERE deleted = 0 AND "
+                   "migration_type = 'live-migration' AND status IN ('accepted', 'queued', "
+                   "'preparing', 'running', 'running (post-copy)', 'post-migrating') ORDER BY id",
+                   "");
+    nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        const char *uuid = nb_json_str(r, "instance_uuid"), *status = nb_json_str(r, "status");
+        struct nb_ctx actx;
+        ctx_for_action(c, &actx, uuid, "live-migration");
+        close_open_events(c, &actx, uuid);
+        _cleanup_json_ json_t *mig = nb_migration_get(c->db, &actx, nb_json_str(r, "uuid"));
+        nb_ctx_clear_error(&actx);
+        if (!mig)
+            continue;
+        const char *dest = nb_json_str(mig, "dest_compute");
+        if (!strcmp(status, NB_MIGRATION_ACCEPTED)) {
+            NB_WARN(LOG_COND, &actx, uuid,
+                    "Live migration %s interrupted in its prechecks by a "
+                    "restart: refused",
+                    nb_json_str(r, "uuid"));
+            cond_lm_rollback(c, &actx, mig, "prechecks",
+                             "interrupted by a restart of nubo before the prechecks ended", false,
+                             true);
+        } else if (guest_running_on(dest, uuid)) {
+            NB_WARN(LOG_COND, &actx, uuid,
+                    "Live migration %s (%s) interrupted by a restart: the "
+                    "guest runs on %s, finishing it",
+                    nb_json_str(r, "uuid"), status, dest);
+            cond_lm_finish(c, &actx, mig, true);
+        } else {
+            const char *source = nb_json_str(mig, "source_compute");
+            if (source)
+                nb_compute_live_migration_abort(&actx, source, nb_json_str(r, "uuid"));
+            NB_WARN(LOG_COND, &actx, uuid,
+                    "Live migration %s (%s) interrupted by a restart: the "
+                    "guest does not run on %s, rolling back",
+                    nb_json_str(r, "uuid"), status, dest ? dest : "its destination");
+            cond_lm_rollback(c, &actx, mig, "live_migration",
+                             "interrupted by a restart of nubo; the guest was not running on the "
+                             "destination",
+                             false, true);
+        }
+    }
+}
+
 static void *recovery_main(void *arg)
 {
     struct conductor *c = arg;
@@ -478,6 +551,7 @@ static void *recovery_main(void *arg)
     resume_interrupted_builds(c, &ctx, waited);
     resume_actions(c, &ctx, waited);
     clear_interrupted_snapshots(c, &ctx);
+    recover_live_migrations(c, &ctx);
     json_decref(waited);
     NB_INFO(LOG_COND, &ctx, NULL, "start-up recovery done");
     return NULL;

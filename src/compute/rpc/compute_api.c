@@ -170,3 +170,84 @@ json_t *nb_compute_finish_revert_resize(struct nb_ctx *ctx, const struct nb_resi
     return call(ctx, s->host, NB_COMPUTE_FINISH_REVERT_RESIZE, resize_args(s, false, false, true),
                 timeout_ms);
 }
+
+json_t *nb_compute_check_can_live_migrate_destination(struct nb_ctx *ctx, const char *dest,
+                                                      json_t *instance, const char *source,
+                                                      int check_timeout_ms, int timeout_ms)
+{
+    return call(ctx, dest, NB_COMPUTE_CHECK_CAN_LIVE_MIGRATE_DESTINATION,
+                json_pack("{s:o, s:s, s:i}", "instance", instance, "source", source, "timeout_ms",
+                          check_timeout_ms),
+                timeout_ms);
+}
+
+json_t *nb_compute_check_can_live_migrate_source(struct nb_ctx *ctx, const char *source,
+                                                 json_t *instance, const char *probe,
+                                                 const char *dest_uri, int check_timeout_ms,
+                                                 int timeout_ms)
+{
+    return call(ctx, source, NB_COMPUTE_CHECK_CAN_LIVE_MIGRATE_SOURCE,
+                json_pack("{s:o, s:s?, s:s?, s:i}", "instance", instance, "probe", probe,
+                          "dest_uri", dest_uri, "timeout_ms", check_timeout_ms),
+                timeout_ms);
+}
+
+json_t *nb_compute_pre_live_migration(struct nb_ctx *ctx, const char *dest, json_t *instance,
+                                      const json_t *disks, bool shared_storage,
+                                      bool block_migration, int timeout_ms)
+{
+    return call(ctx, dest, NB_COMPUTE_PRE_LIVE_MIGRATION,
+                json_pack("{s:o, s:O?, s:b, s:b}", "instance", instance, "disks", (json_t *)disks,
+                          "shared_storage", shared_storage, "block_migration", block_migration),
+                timeout_ms);
+}
+
+int nb_compute_live_migration(struct nb_ctx *ctx, const char *source, json_t *instance,
+                              const struct nb_live_migration_req *r)
+{
+    return cast(ctx, source, NB_COMPUTE_LIVE_MIGRATION,
+                json_pack("{s:o, s:s, s:s, s:s?, s:s?, s:b, s:b, s:O?}", "instance", instance,
+                          "migration_uuid", r->migration_uuid, "dest_host", r->dest_host,
+                          "dest_uri", r->dest_uri, "dest_addr", r->dest_addr, "block_migration",
+                          r->block_migration, "shared_storage", r->shared_storage, "disks",
+                          (json_t *)r->disks));
+}
+
+int nb_compute_live_migration_abort(struct nb_ctx *ctx, const char *source,
+                                    const char *migration_uuid)
+{
+    return cast(ctx, source, NB_COMPUTE_LIVE_MIGRATION_ABORT,
+                json_pack("{s:s}", "migration_uuid", migration_uuid));
+}
+
+int nb_compute_live_migration_force_complete(struct nb_ctx *ctx, const char *source,
+                                             const char *migration_uuid)
+{
+    return cast(ctx, source, NB_COMPUTE_LIVE_MIGRATION_FORCE_COMPLETE,
+                json_pack("{s:s}", "migration_uuid", migration_uuid));
+}
+
+json_t *nb_compute_post_live_migration_at_destination(struct nb_ctx *ctx, const char *dest,
+                                                      json_t *instance, int timeout_ms)
+{
+    return call(ctx, dest, NB_COMPUTE_POST_LIVE_MIGRATION_AT_DESTINATION,
+                json_pack("{s:o}", "instance", instance), timeout_ms);
+}
+
+json_t *nb_compute_post_live_migration_at_source(struct nb_ctx *ctx, const char *source,
+                                                 json_t *instance, bool shared_storage,
+                                                 int timeout_ms)
+{
+    return call(ctx, source, NB_COMPUTE_POST_LIVE_MIGRATION_AT_SOURCE,
+                json_pack("{s:o, s:b}", "instance", instance, "shared_storage", shared_storage),
+                timeout_ms);
+}
+
+json_t *nb_compute_rollback_live_migration_at_destination(struct nb_ctx *ctx, const char *dest,
+                                                          json_t *instance, bool shared_storage,
+                                                          int timeout_ms)
+{
+    return call(ctx, dest, NB_COMPUTE_ROLLBACK_LIVE_MIGRATION_AT_DESTINATION,
+                json_pack("{s:o, s:b}", "instance", instance, "shared_storage", shared_storage),
+                timeout_ms);
+}

@@ -49,6 +49,15 @@
 #define NB_COMPUTE_CONFIRM_RESIZE "confirm_resize"
 #define NB_COMPUTE_REVERT_RESIZE "revert_resize"
 #define NB_COMPUTE_FINISH_REVERT_RESIZE "finish_revert_resize"
+#define NB_COMPUTE_CHECK_CAN_LIVE_MIGRATE_DESTINATION "check_can_live_migrate_destination"
+#define NB_COMPUTE_CHECK_CAN_LIVE_MIGRATE_SOURCE "check_can_live_migrate_source"
+#define NB_COMPUTE_PRE_LIVE_MIGRATION "pre_live_migration"
+#define NB_COMPUTE_LIVE_MIGRATION "live_migration"
+#define NB_COMPUTE_LIVE_MIGRATION_ABORT "live_migration_abort"
+#define NB_COMPUTE_LIVE_MIGRATION_FORCE_COMPLETE "live_migration_force_complete"
+#define NB_COMPUTE_POST_LIVE_MIGRATION_AT_DESTINATION "post_live_migration_at_destination"
+#define NB_COMPUTE_POST_LIVE_MIGRATION_AT_SOURCE "post_live_migration_at_source"
+#define NB_COMPUTE_ROLLBACK_LIVE_MIGRATION_AT_DESTINATION "rollback_live_migration_at_destination"
 
 /* build_and_run_instance (cast) {"instance", "node"}: spawn on node (the
  * scheduler's claim); the agent answers build_result. */
@@ -156,5 +165,70 @@ json_t *nb_compute_revert_resize(struct nb_ctx *ctx, const struct nb_resize_step
                                  int timeout_ms);
 json_t *nb_compute_finish_revert_resize(struct nb_ctx *ctx, const struct nb_resize_step *s,
                                         int timeout_ms);
+
+/* ---- live migration (Nova's compute rpcapi of the same names) ----
+ * Calls answer {"ok": true, …} or {"ok": false, "message"}; a driver
+ * without the live-migration ops answers ok false naming the driver. */
+
+/* check_can_live_migrate_destination (call, to the destination)
+ * {"instance", "source", "timeout_ms"}: the destination reads its own
+ * migration_info, creates the shared-storage probe, asks the source
+ * (check_can_live_migrate_source), compares the source's guest CPU with
+ * its own, removes the probe. Reply {"ok", "dest": migration_info,
+ * "source": migration_info, "cpu": {"ok", "message"}, "shared_storage":
+ * bool, "probe": {"ok", "message"}, "transport": {"ok", "message"},
+ * "disks": [migration_disks of the source]} (ok false with message when a
+ * step could not run at all). timeout_ms bounds the transport check. */
+json_t *nb_compute_check_can_live_migrate_destination(struct nb_ctx *ctx, const char *dest,
+                                                      json_t *instance, const char *source,
+                                                      int check_timeout_ms, int timeout_ms);
+/* check_can_live_migrate_source (call, to the source) {"instance",
+ * "probe", "dest_uri", "timeout_ms"} -> {"ok", "source": migration_info,
+ * "probe_exists", "transport": {"ok", "message"}, "disks"}. */
+json_t *nb_compute_check_can_live_migrate_source(struct nb_ctx *ctx, const char *source,
+                                                 json_t *instance, const char *probe,
+                                                 const char *dest_uri, int check_timeout_ms,
+                                                 int timeout_ms);
+/* pre_live_migration (call, to the destination) {"instance", "disks",
+ * "shared_storage", "block_migration"} -> {"ok", "dest_disks"}. disks
+ * borrowed. */
+json_t *nb_compute_pre_live_migration(struct nb_ctx *ctx, const char *dest, json_t *instance,
+                                      const json_t *disks, bool shared_storage,
+                                      bool block_migration, int timeout_ms);
+
+/* What the source needs to run a live migration. */
+struct nb_live_migration_req {
+    const char *migration_uuid;
+    const char *dest_host, *dest_uri, *dest_addr;
+    bool block_migration, shared_storage;
+    const json_t *disks; /* the source's migration_disks (borrowed; NULL: none) */
+};
+/* live_migration (cast, to the source) {"instance", "migration_uuid",
+ * "dest_host", "dest_uri", "dest_addr", "block_migration",
+ * "shared_storage", "disks"}: the source waits for a slot ([DEFAULT]
+ * max_concurrent_live_migrations; status "queued" meanwhile), has the
+ * destination prepare (pre_live_migration, status "preparing"), moves the
+ * guest (status "running", progress) and answers live_migration_result. */
+int nb_compute_live_migration(struct nb_ctx *ctx, const char *source, json_t *instance,
+                              const struct nb_live_migration_req *r);
+/* live_migration_abort / live_migration_force_complete (cast, to the
+ * source) {"migration_uuid"}: flags the running (or queued) migration; a
+ * migration the host does not run is logged and ignored. */
+int nb_compute_live_migration_abort(struct nb_ctx *ctx, const char *source,
+                                    const char *migration_uuid);
+int nb_compute_live_migration_force_complete(struct nb_ctx *ctx, const char *source,
+                                             const char *migration_uuid);
+/* post_live_migration_at_destination (call) {"instance"}; and
+ * post_live_migration_at_source / rollback_live_migration_at_destination
+ * (call) {"instance", "shared_storage"} -> {"ok"} | {"ok": false,
+ * "message"}. */
+json_t *nb_compute_post_live_migration_at_destination(struct nb_ctx *ctx, const char *dest,
+                                                      json_t *instance, int timeout_ms);
+json_t *nb_compute_post_live_migration_at_source(struct nb_ctx *ctx, const char *source,
+                                                 json_t *instance, bool shared_storage,
+                                                 int timeout_ms);
+json_t *nb_compute_rollback_live_migration_at_destination(struct nb_ctx *ctx, const char *dest,
+                                                          json_t *instance, bool shared_storage,
+                                                          int timeout_ms);
 
 #endif

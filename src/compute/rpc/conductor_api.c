@@ -224,3 +224,36 @@ json_t *nb_conductor_instances_on_host(struct nb_ctx *ctx, const char *host, int
     }
     return rows;
 }
+
+int nb_conductor_live_migration_status(struct nb_ctx *ctx, const struct nb_live_migration_status *s)
+{
+    json_t *progress = json_null();
+    if (s->has_progress)
+        progress =
+            json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "memory_total", (json_int_t)s->memory_total,
+                      "memory_processed", (json_int_t)s->memory_processed, "memory_remaining",
+                      (json_int_t)s->memory_remaining, "disk_total", (json_int_t)s->disk_total,
+                      "disk_processed", (json_int_t)s->disk_processed, "disk_remaining",
+                      (json_int_t)s->disk_remaining);
+    json_t *args =
+        json_pack("{s:s, s:s, s:s, s:s?, s:o}", "uuid", s->uuid, "migration_uuid",
+                  s->migration_uuid, "host", s->host, "status", s->status, "progress", progress);
+    if (!s->status)
+        return cast(ctx, NB_CONDUCTOR_LIVE_MIGRATION_STATUS, args);
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    json_t *r =
+        nb_bus_call(&sub, NB_CONDUCTOR_TOPIC, NB_CONDUCTOR_LIVE_MIGRATION_STATUS, args, 30000);
+    json_decref(r);
+    return r ? 0 : -1;
+}
+
+int nb_conductor_live_migration_result(struct nb_ctx *ctx,
+                                       const struct nb_live_migration_outcome *o)
+{
+    return cast(ctx, NB_CONDUCTOR_LIVE_MIGRATION_RESULT,
+                json_pack("{s:s, s:s, s:s, s:b, s:b, s:s?, s:s?, s:b}", "uuid", o->uuid,
+                          "migration_uuid", o->migration_uuid, "host", o->host, "ok", o->ok,
+                          "cancelled", o->cancelled, "phase", o->phase, "message", o->message,
+                          "shared_storage", o->shared_storage));
+}

@@ -74,6 +74,8 @@
 #define NB_CONDUCTOR_COMPUTE_NODE_UPDATE "compute_node_update"
 #define NB_CONDUCTOR_SERVICE_HEARTBEAT "service_heartbeat"
 #define NB_CONDUCTOR_INSTANCES_ON_HOST "instances_on_host"
+#define NB_CONDUCTOR_LIVE_MIGRATION_STATUS "live_migration_status"
+#define NB_CONDUCTOR_LIVE_MIGRATION_RESULT "live_migration_result"
 /* anyone */
 #define NB_CONDUCTOR_PING "ping"
 
@@ -218,6 +220,46 @@ int nb_conductor_snapshot_result(struct nb_ctx *ctx, const char *uuid, const cha
  * re-checks the database and acts as Nova's _sync_instance_power_state. */
 int nb_conductor_power_sync(struct nb_ctx *ctx, const char *uuid, const char *host, int power_state,
                             bool found);
+
+/* ---- agent -> conductor: a live migration run by its source host (casts) ---- */
+
+/* What the source host's agent reports while it runs a live migration. */
+struct nb_live_migration_status {
+    const char *uuid, *migration_uuid, *host;
+    const char *status; /* "queued", "preparing", "running", "running (post-copy)"; NULL:
+                           progress only */
+    bool has_progress;  /* the six byte counts below are set */
+    long long memory_total, memory_processed, memory_remaining;
+    long long disk_total, disk_processed, disk_remaining;
+};
+/* live_migration_status {"uuid", "migration_uuid", "host", "status",
+ * "progress": {"memory_total", "memory_processed", "memory_remaining",
+ * "disk_total", "disk_processed", "disk_remaining"} | null}: the
+ * conductor writes the status (with the events of the phase it starts) and
+ * the progress to the migration record. A change of status is a call (so
+ * that the phases reach the conductor in order, before the result), a
+ * progress report a cast. 0, or -1 when no conductor took it. */
+int nb_conductor_live_migration_status(struct nb_ctx *ctx,
+                                       const struct nb_live_migration_status *s);
+
+/* How the source host's part of a live migration ended. */
+struct nb_live_migration_outcome {
+    const char *uuid, *migration_uuid, *host;
+    bool ok;             /* the guest runs on the destination */
+    bool cancelled;      /* stopped by an abort request; the guest stays on the source */
+    const char *phase;   /* on failure: "queued", "pre_live_migration" or "live_migration" */
+    const char *message; /* on failure: the cause (NULL sent as null) */
+    bool shared_storage; /* as the migration ran: what the cleanup may remove */
+};
+/* live_migration_result {"uuid", "migration_uuid", "host", "ok",
+ * "cancelled", "phase", "message", "shared_storage"}: the conductor finishes the migration
+ * (post_live_migration_at_destination, post_live_migration_at_source, the
+ * instance on the destination, the migration's allocation removed) or
+ * rolls it back (rollback_live_migration_at_destination, the destination
+ * claim removed and the source allocation handed back, the instance ACTIVE
+ * on the source, the migration "error" or "cancelled"). */
+int nb_conductor_live_migration_result(struct nb_ctx *ctx,
+                                       const struct nb_live_migration_outcome *o);
 
 /* ---- agent -> conductor: the disk-format check (call) ---- */
 

@@ -39,6 +39,7 @@
 #include "common/util.h"
 #include "compute/virt/driver.h"
 #include "compute/virt/fake_internal.h"
+#include "compute/virt/fake_moves.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -804,6 +805,77 @@ int nb_virt_fake_with_guests(struct nb_virt_driver *drv, struct nb_ctx *ctx, con
     return rc;
 }
 
+/* ---- shared with fake_moves.c (fake_moves.h) ---- */
+
+void fake_lock(struct nb_virt_driver *drv)
+{
+    pthread_mutex_lock(&((struct fake_priv *)drv->priv)->lock);
+}
+
+void fake_unlock(struct nb_virt_driver *drv)
+{
+    pthread_mutex_unlock(&((struct fake_priv *)drv->priv)->lock);
+}
+
+json_t *fake_host_guests(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host)
+{
+    struct fake_host *h = get_host_guests(drv->priv, ctx, host);
+    return h ? h->guests : NULL;
+}
+
+void fake_host_persist(struct nb_virt_driver *drv, const char *host)
+{
+    struct fake_host *h = find_host(drv->priv, host);
+    if (h)
+        persist(h);
+}
+
+bool fake_has_host(struct nb_virt_driver *drv, const char *host)
+{
+    return find_host(drv->priv, host) != NULL;
+}
+
+const char *fake_host_cpu_model(struct nb_virt_driver *drv, const char *host)
+{
+    struct fake_host *h = find_host(drv->priv, host);
+    return h ? h->cpu_model : "";
+}
+
+long fake_host_hv_version(struct nb_virt_driver *drv, const char *host)
+{
+    struct fake_host *h = find_host(drv->priv, host);
+    return h ? h->hv_version : 0;
+}
+
+bool fake_take_failure(const char *host, const char *op)
+{
+    return take_injected_failure(host, op);
+}
+
+long fake_conf_int(const char *host, const char *key, long def)
+{
+    return host_conf_int(host, key, def);
+}
+
+const char *fake_conf_str(const char *host, const char *key, const char *def)
+{
+    return host_conf_str(host, key, def);
+}
+
+bool fake_conf_bool(const char *host, const char *key, bool def)
+{
+    char k[320];
+    snprintf(k, sizeof(k), "%s.%s", key, host);
+    if (nb_conf_str("fake", k, NULL))
+        return nb_conf_bool("fake", k, def);
+    return nb_conf_bool("fake", key, def);
+}
+
+void fake_console_line(json_t *guest, const char *line)
+{
+    console_append(guest, "%s", line);
+}
+
 static const struct nb_virt_ops fake_ops = {
     .name = "fake",
     .host_info = fake_host_info,
@@ -828,6 +900,18 @@ static const struct nb_virt_ops fake_ops = {
     .confirm_migration = nb_virt_fake_confirm_migration,
     .revert_migration = nb_virt_fake_revert_migration,
     .finish_revert_migration = nb_virt_fake_finish_revert_migration,
+    .migration_info = fake_migration_info,
+    .check_cpu = fake_check_cpu,
+    .storage_probe_create = fake_storage_probe_create,
+    .storage_probe_exists = fake_storage_probe_exists,
+    .storage_probe_remove = fake_storage_probe_remove,
+    .check_migration_target = fake_check_migration_target,
+    .migration_disks = fake_migration_disks,
+    .pre_live_migration = fake_pre_live_migration,
+    .live_migrate = fake_live_migrate,
+    .post_live_migration_dest = fake_post_live_migration_dest,
+    .post_live_migration_source = fake_post_live_migration_source,
+    .rollback_live_migration_dest = fake_rollback_live_migration_dest,
     .close = fake_close,
 };
 
@@ -902,6 +986,7 @@ struct nb_virt_driver *nb_virt_fake_open(void)
     free(copy);
     free(dir);
     configure_injections();
+    fake_moves_configure();
 
     struct nb_virt_driver *drv = calloc(1, sizeof(*drv));
     drv->ops = &fake_ops;

@@ -4,8 +4,8 @@
  * One driver serves one host: the machine libvirtd runs on, named by
  * [DEFAULT] host.
  *
- * Every [libvirt] option nubo does not implement (Nova's live_migration_*,
- * block_migration, ...) is logged as ignored when the driver starts: an
+ * Every [libvirt] option nubo does not implement (Nova's
+ * live_migration_tunnelled, ...) is logged as ignored when the driver starts: an
  * option that is set is either honoured or said to be ignored. */
 #include "common/cleanup.h"
 #include "common/config.h"
@@ -180,6 +180,90 @@ static int op_finish_revert_migration(struct nb_virt_driver *drv, struct nb_ctx 
     return lv_finish_revert_migration(LV(drv), ctx, inst, same_host, power_on);
 }
 
+static json_t *op_migration_info(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host)
+{
+    (void)host;
+    return lv_migration_info(LV(drv), ctx);
+}
+
+static int op_check_cpu(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                        const json_t *guest_cpu)
+{
+    (void)host;
+    return lv_check_cpu(LV(drv), ctx, guest_cpu);
+}
+
+static int op_probe_create(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                           char name[64])
+{
+    (void)host;
+    return lv_probe_create(LV(drv), ctx, name);
+}
+
+static int op_probe_exists(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                           const char *name, bool *exists)
+{
+    (void)host;
+    return lv_probe_exists(LV(drv), ctx, name, exists);
+}
+
+static int op_probe_remove(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                           const char *name)
+{
+    (void)host;
+    return lv_probe_remove(LV(drv), ctx, name);
+}
+
+static int op_check_migration_target(struct nb_virt_driver *drv, struct nb_ctx *ctx,
+                                     const char *host, const char *dest_uri, int timeout_ms)
+{
+    (void)host;
+    return lv_check_migration_target(LV(drv), ctx, dest_uri, timeout_ms);
+}
+
+static json_t *op_migration_disks(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                                  json_t *inst)
+{
+    (void)host;
+    return lv_migration_disks(LV(drv), ctx, inst);
+}
+
+static json_t *op_pre_live_migration(struct nb_virt_driver *drv, struct nb_ctx *ctx,
+                                     const char *host, json_t *inst, const json_t *disks,
+                                     bool shared_storage, bool block_migration)
+{
+    (void)host;
+    return lv_pre_live_migration(LV(drv), ctx, inst, disks, shared_storage, block_migration);
+}
+
+static int op_live_migrate(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                           json_t *inst, struct nb_live_migration *m)
+{
+    (void)host;
+    return lv_live_migrate(LV(drv), ctx, inst, m);
+}
+
+static int op_post_live_migration_dest(struct nb_virt_driver *drv, struct nb_ctx *ctx,
+                                       const char *host, json_t *inst)
+{
+    (void)host;
+    return lv_post_live_migration_dest(LV(drv), ctx, inst);
+}
+
+static int op_post_live_migration_source(struct nb_virt_driver *drv, struct nb_ctx *ctx,
+                                         const char *host, json_t *inst, bool shared_storage)
+{
+    (void)host;
+    return lv_post_live_migration_source(LV(drv), ctx, inst, shared_storage);
+}
+
+static int op_rollback_live_migration_dest(struct nb_virt_driver *drv, struct nb_ctx *ctx,
+                                           const char *host, json_t *inst, bool shared_storage)
+{
+    (void)host;
+    return lv_rollback_live_migration_dest(LV(drv), ctx, inst, shared_storage);
+}
+
 static void op_set_event_callback(struct nb_virt_driver *drv,
                                   void (*cb)(void *opaque, const char *host, const char *uuid,
                                              int power_state),
@@ -231,6 +315,18 @@ static const struct nb_virt_ops lv_ops = {
     .confirm_migration = op_confirm_migration,
     .revert_migration = op_revert_migration,
     .finish_revert_migration = op_finish_revert_migration,
+    .migration_info = op_migration_info,
+    .check_cpu = op_check_cpu,
+    .storage_probe_create = op_probe_create,
+    .storage_probe_exists = op_probe_exists,
+    .storage_probe_remove = op_probe_remove,
+    .check_migration_target = op_check_migration_target,
+    .migration_disks = op_migration_disks,
+    .pre_live_migration = op_pre_live_migration,
+    .live_migrate = op_live_migrate,
+    .post_live_migration_dest = op_post_live_migration_dest,
+    .post_live_migration_source = op_post_live_migration_source,
+    .rollback_live_migration_dest = op_rollback_live_migration_dest,
     .set_event_callback = op_set_event_callback,
     .set_image_source = op_set_image_source,
     .close = op_close,
@@ -238,9 +334,28 @@ static const struct nb_virt_ops lv_ops = {
 
 /* The [libvirt] options this driver reads. */
 static const char *const known_options[] = {
-    "connection_uri",        "virt_type",   "cpu_mode",          "cpu_models",
-    "cpu_model_extra_flags", "images_type", "kvm_probe_timeout", "wait_soft_reboot_seconds",
+    "connection_uri",
+    "virt_type",
+    "cpu_mode",
+    "cpu_models",
+    "cpu_model_extra_flags",
+    "images_type",
+    "kvm_probe_timeout",
+    "wait_soft_reboot_seconds",
     "device_detach_timeout",
+    /* live migration (migrate.c, migrate_run.c) */
+    "live_migration_scheme",
+    "live_migration_inbound_addr",
+    "live_migration_uri",
+    "live_migration_with_native_tls",
+    "live_migration_bandwidth",
+    "live_migration_downtime",
+    "live_migration_downtime_steps",
+    "live_migration_downtime_delay",
+    "live_migration_completion_timeout",
+    "live_migration_timeout_action",
+    "live_migration_permit_auto_converge",
+    "live_migration_permit_post_copy",
 };
 
 /* Logs, once, each [libvirt] option set that nubo does not implement, and

@@ -9,6 +9,11 @@
  * host.c     host capabilities and capacity (host_info)
  * imagecache.c  instances/_base: images fetched once, verified by sha512;
  *            instance disks on top of them; unused bases removed
+ * migrate.c  live migration prechecks: migration_info, check_cpu, the
+ *            shared storage probe, check_migration_target
+ * migrate_disks.c  a live migration's disks: migration_disks,
+ *            pre_live_migration, post/rollback on either side
+ * migrate_run.c  live_migrate: libvirt's peer-to-peer migration, watched
  * virt_type.c   [libvirt] virt_type = auto: which accelerator really runs
  *            guests (a probe guest built as real guests are), re-checked
  *            after a KVM-level start failure
@@ -165,6 +170,25 @@ int lv_cpu_config(struct nb_ctx *ctx, const char *virt_type, const char *domcaps
 int lv_guest_cpu(struct lv *lv, struct nb_ctx *ctx, const char *virt_type, struct lv_cpu *out);
 /* "host-model", "custom SandyBridge +pcid -hle", "none (QEMU default)". */
 const char *lv_cpu_describe(const struct lv_cpu *cpu, char *buf, size_t n);
+
+/* migrate.c, migrate_disks.c, migrate_run.c: the driver ops of the same
+ * names (driver.h's contract) */
+json_t *lv_migration_info(struct lv *lv, struct nb_ctx *ctx);
+int lv_check_cpu(struct lv *lv, struct nb_ctx *ctx, const json_t *guest_cpu);
+int lv_probe_create(struct lv *lv, struct nb_ctx *ctx, char name[64]);
+int lv_probe_exists(struct lv *lv, struct nb_ctx *ctx, const char *name, bool *exists);
+int lv_probe_remove(struct lv *lv, struct nb_ctx *ctx, const char *name);
+int lv_check_migration_target(struct lv *lv, struct nb_ctx *ctx, const char *dest_uri,
+                              int timeout_ms);
+json_t *lv_migration_disks(struct lv *lv, struct nb_ctx *ctx, json_t *inst);
+/* Answers {"shared_storage", "block_migration", "instance_dir",
+ * "migrate_disks": [targets libvirt copies]}: live_migrate's dest_disks. */
+json_t *lv_pre_live_migration(struct lv *lv, struct nb_ctx *ctx, json_t *inst, const json_t *disks,
+                              bool shared, bool block);
+int lv_live_migrate(struct lv *lv, struct nb_ctx *ctx, json_t *inst, struct nb_live_migration *m);
+int lv_post_live_migration_dest(struct lv *lv, struct nb_ctx *ctx, json_t *inst);
+int lv_post_live_migration_source(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool shared);
+int lv_rollback_live_migration_dest(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool shared);
 
 /* virt_type.c */
 /* Resolves [libvirt] virt_type (kvm|qemu|auto) into lv->virt_type and

@@ -1,0 +1,309 @@
+/* live_migrate_run.c - a live migration once the source host runs it: the
+ * statuses and progress it reports (with the events of each phase), its
+ * end (the post steps on both hosts and the instance on the destination,
+ * or the rollback), and abort / force-complete forwarded to the source.
+ *
+ * Statuses only move forward: each update is guarded by the status it
+ * leaves (nb_migration_update's expected_status), so a report that arrives
+ * late changes nothing; the phase events are recorded only by the update
+ * that moved the status. */
+#include "common/cleanup.h"
+#include "common/config.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "compute/compute.h"
+#include "compute/conductor/internal.h"
+#include "compute/conductor/live_migrate.h"
+#include "compute/objects/instance.h"
+#include "compute/objects/migration.h"
+#include "compute/rpc/compute_api.h"
+#include "db/db.h"
+#include "placement/placement.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *str(const json_t *o, const char *k)
+{
+    const char *s = nb_json_str(o, k);
+    return s ? s : "";
+}
+
+/* Moves migration uuid to status if it is in one of from (NULL-ended).
+ * True when it moved. */
+static bool advance(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *status,
+                    const char *const *from)
+{
+    for (; *from; from++) {
+        struct nb_ctx sub;
+        nb_ctx_child(&sub, ctx);
+        struct nb_migration_change ch = {.status = status, .expected_status = *from};
+        int n = nb_migration_update(c->db, &sub, uuid, &ch);
+        if (n > 0)
+            return true;
+        if (n < 0)
+            NB_ERROR(LOG_LM, ctx, NULL, "could not set migration %s to %s: %s", uuid, status,
+                     nb_ctx_message(&sub));
+    }
+    return false;
+}
+
+static const char *const in_progress[] = {NB_MIGRATION_ACCEPTED,  NB_MIGRATION_QUEUED,
+                                          NB_MIGRATION_PREPARING, NB_MIGRATION_RUNNING,
+                                          "running (post-copy)",  NULL};
+
+json_t *cond_live_migration_status(struct conductor *c, struct nb_ctx *ctx, json_t *args)
+{
+    const char *mig = str(args, "migration_uuid"), *uuid = nb_json_str(args, "uuid");
+    const char *status = nb_json_str(args, "status");
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    _cleanup_json_ json_t *row = nb_migration_get(c->db, &sub, mig);
+    if (!row)
+        return json_pack("{s:b}", "ok", 0);
+    static const char *const to_queued[] = {NB_MIGRATION_ACCEPTED, NULL};
+    static const char *const to_preparing[] = {NB_MIGRATION_ACCEPTED, NB_MIGRATION_QUEUED, NULL};
+    static const char *const to_running[] = {NB_MIGRATION_PREPARING, NULL};
+    static const char *const to_post_copy[] = {NB_MIGRATION_RUNNING, NULL};
+    if (status && !strcmp(status, NB_MIGRATION_QUEUED)) {
+        advance(c, ctx, mig, status, to_queued);
+    } else if (status && !strcmp(status, NB_MIGRATION_PREPARING)) {
+        if (advance(c, ctx, mig, status, to_preparing))
+            cond_event_start(c, ctx, uuid, EV_LM_PRE, nb_json_str(row, "dest_compute"));
+    } else if (status && !strcmp(status, NB_MIGRATION_RUNNING)) {
+        if (advance(c, ctx, mig, status, to_running)) {
+            cond_event_finish(c, ctx, uuid, EV_LM_PRE, true, NULL);
+            cond_event_start(c, ctx, uuid, EV_LM_RUN, nb_json_str(row, "source_compute"));
+        }
+    } else if (status) {
+        advance(c, ctx, mig, status, to_post_copy);
+    }
+    json_t *p = json_object_get(args, "progress");
+    if (json_is_object(p)) {
+        struct nb_migration_change ch = {
+            .set_memory = true,
+            .memory_total = nb_json_int(p, "memory_total", 0),
+            .memory_processed = nb_json_int(p, "memory_processed", 0),
+            .memory_remaining = nb_json_int(p, "memory_remaining", 0),
+            .set_disk = true,
+            .disk_total = nb_json_int(p, "disk_total", 0),
+            .disk_processed = nb_json_int(p, "disk_processed", 0),
+            .disk_remaining = nb_json_int(p, "disk_remaining", 0),
+        };
+        static const char *const running[] = {NB_MIGRATION_RUNNING, "running (post-copy)", NULL};
+        for (const char *const *s = running; *s; s++) {
+            ch.expected_status = *s;
+            struct nb_ctx pctx;
+            nb_ctx_child(&pctx, ctx);
+            if (nb_migration_update(c->db, &pctx, mig, &ch) != 0)
+                break;
+        }
+    }
+    return json_pack("{s:b}", "ok", 1);
+}
+
+/* The instance as the agents get it, or NULL (logged). */
+static json_t *agent_view(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
+{
+    _cleanup_json_ json_t *row = cond_instance_get(c, ctx, uuid);
+    if (!row) {
+        NB_ERROR(LOG_LM, ctx, uuid, "live migration of a missing instance");
+        return NULL;
+    }
+    return cond_instance_for_agent(c, ctx, row);
+}
+
+/* A call to an agent: NULL when it answered ok, else the cause in msg. */
+static bool step_ok(json_t *reply, const struct nb_ctx *sub, const char *host, char *msg, size_t n)
+{
+    if (!reply)
+        snprintf(msg, n, "The compute service of host %s did not answer: %s", host,
+                 nb_ctx_message(sub));
+    else if (!json_is_true(json_object_get(reply, "ok")))
+        snprintf(msg, n, "%s", str(reply, "message"));
+    json_decref(reply);
+    return msg[0] == '\0';
+}
+
+/* Switches the instance to the destination, clearing its task. */
+static void switch_host(struct conductor *c, struct nb_ctx *ctx, const json_t *mig)
+{
+    const char *uuid = str(mig, "instance_uuid");
+    struct nb_instance_change ch = {
+        .expect_task = {NB_TASK_MIGRATING},
+        .expect_host = nb_json_str(mig, "source_compute"),
+        .host = nb_json_str(mig, "dest_compute"),
+        .node = nb_json_str(mig, "dest_node") ? nb_json_str(mig, "dest_node")
+                                              : nb_json_str(mig, "dest_compute"),
+        .task_state = NB_NONE,
+    };
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    if (nb_instance_transition(c->db, &sub, uuid, &ch, NULL) != NB_TRANSITION_MOVED)
+        NB_ERROR(LOG_LM, ctx, uuid, "could not move the instance record to %s: %s",
+                 str(mig, "dest_compute"),
+                 nb_ctx_failed(&sub) ? nb_ctx_message(&sub)
+                                     : "not in task migrating on the source");
+}
+
+void cond_lm_finish(struct conductor *c, struct nb_ctx *ctx, const json_t *mig, bool shared)
+{
+    const char *uuid = str(mig, "instance_uuid"), *m = str(mig, "uuid");
+    const char *dest = str(mig, "dest_compute"), *source = str(mig, "source_compute");
+    struct nb_migration_change pm = {.status = NB_MIGRATION_POST_MIGRATING};
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    nb_migration_update(c->db, &sub, m, &pm);
+    cond_event_finish(c, ctx, uuid, EV_LM_RUN, true, NULL);
+    int tmo = c->call_timeout_ms;
+    char msg[1400] = "", srcmsg[1400] = "";
+    cond_event_start(c, ctx, uuid, EV_LM_POST_DEST, dest);
+    json_t *inst = agent_view(c, ctx, uuid);
+    nb_ctx_child(&sub, ctx);
+    bool ok = inst && step_ok(nb_compute_post_live_migration_at_destination(&sub, dest,
+                                                                            json_incref(inst), tmo),
+                              &sub, dest, msg, sizeof(msg));
+    cond_event_finish(c, ctx, uuid, EV_LM_POST_DEST, ok, ok ? NULL : msg);
+    nb_ctx_child(&sub, ctx);
+    if (inst && !step_ok(nb_compute_post_live_migration_at_source(&sub, source, json_incref(inst),
+                                                                  shared, tmo),
+                         &sub, source, srcmsg, sizeof(srcmsg)))
+        NB_WARN(LOG_LM, ctx, uuid, "cleanup of the source %s after the live migration failed: %s",
+                source, srcmsg);
+    json_decref(inst);
+    /* the guest runs on the destination whatever the post steps said */
+    switch_host(c, ctx, mig);
+    nb_ctx_child(&sub, ctx);
+    if (nb_placement_delete_allocations(&sub, m) < 0)
+        NB_ERROR(LOG_LM, ctx, uuid, "could not delete the allocation of migration %s: %s", m,
+                 nb_ctx_message(&sub));
+    nb_ctx_child(&sub, ctx);
+    nb_migration_set_status(c->db, &sub, m, ok ? NB_MIGRATION_COMPLETED : NB_MIGRATION_ERROR, NULL);
+    if (ok) {
+        NB_INFO(LOG_LM, ctx, uuid, "Migrating instance to %s finished successfully.", dest);
+        cond_action_finish(c, ctx, uuid, NULL);
+        return;
+    }
+    char fault[1800];
+    snprintf(fault, sizeof(fault),
+             "Live migration of instance %s to host %s failed in post_live_migration_at_"
+             "destination: %s",
+             uuid, dest, msg);
+    NB_ERROR(LOG_LM, ctx, uuid, "%s (the guest runs on %s: the instance stays there)", fault, dest);
+    cond_fault(c, ctx, uuid, 500, fault,
+               "phase post_live_migration_at_destination; the guest runs "
+               "on the destination, where the instance now is",
+               dest);
+    cond_action_finish(c, ctx, uuid, "Error");
+}
+
+void cond_lm_rollback(struct conductor *c, struct nb_ctx *ctx, const json_t *mig, const char *phase,
+                      const char *message, bool cancelled, bool shared)
+{
+    const char *uuid = str(mig, "instance_uuid"), *m = str(mig, "uuid");
+    const char *dest = str(mig, "dest_compute"), *source = str(mig, "source_compute");
+    const char *ev = !strcmp(phase, "pre_live_migration") ? EV_LM_PRE
+                     : !strcmp(phase, "live_migration")   ? EV_LM_RUN
+                                                          : NULL;
+    if (ev)
+        cond_event_finish(c, ctx, uuid, ev, false, message);
+    if (strcmp(phase, "queued") && strcmp(phase, "prechecks") && *dest) {
+        char msg[1400] = "";
+        cond_event_start(c, ctx, uuid, EV_LM_ROLLBACK_DEST, dest);
+        json_t *inst = agent_view(c, ctx, uuid);
+        struct nb_ctx sub;
+        nb_ctx_child(&sub, ctx);
+        bool ok = inst && step_ok(nb_compute_rollback_live_migration_at_destination(
+                                      &sub, dest, inst, shared, c->call_timeout_ms),
+                                  &sub, dest, msg, sizeof(msg));
+        cond_event_finish(c, ctx, uuid, EV_LM_ROLLBACK_DEST, ok, ok ? NULL : msg);
+    }
+    cond_lm_allocations_back(c, ctx, uuid, m);
+    struct nb_instance_change ch = {
+        .expect_task = {NB_TASK_MIGRATING}, .expect_host = source, .task_state = NB_NONE};
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    if (nb_instance_transition(c->db, &sub, uuid, &ch, NULL) != NB_TRANSITION_MOVED)
+        NB_WARN(LOG_LM, ctx, uuid, "the instance was no longer in task migrating on %s", source);
+    nb_ctx_child(&sub, ctx);
+    nb_migration_set_status(c->db, &sub, m, cancelled ? NB_MIGRATION_CANCELLED : NB_MIGRATION_ERROR,
+                            NULL);
+    if (cancelled) {
+        NB_INFO(LOG_LM, ctx, uuid, "Live migration %s to %s cancelled (%s): %s", m, dest, phase,
+                message);
+        cond_action_finish(c, ctx, uuid, NULL);
+        return;
+    }
+    char fault[1800], details[600];
+    snprintf(fault, sizeof(fault), "Live migration of instance %s to host %s failed in %s: %s",
+             uuid, *dest ? dest : "?", phase, message);
+    snprintf(details, sizeof(details),
+             "phase %s, source %s, destination %s; rolled back: the instance stays on %s", phase,
+             source, *dest ? dest : "?", source);
+    NB_ERROR(LOG_LM, ctx, uuid, "%s; rolled back, the instance stays on %s", fault, source);
+    cond_fault(c, ctx, uuid, 500, fault, details, source);
+    cond_action_finish(c, ctx, uuid, "Error");
+}
+
+void cond_live_migration_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
+{
+    const char *m = str(args, "migration_uuid");
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    _cleanup_json_ json_t *mig = nb_migration_get(c->db, &sub, m);
+    const char *status = nb_json_str(mig, "status");
+    bool running = false;
+    for (const char *const *s = in_progress; status && *s; s++)
+        running = running || !strcmp(status, *s);
+    if (!running) {
+        NB_WARN(LOG_LM, ctx, nb_json_str(args, "uuid"),
+                "result of live migration %s ignored: the migration is %s", m,
+                status ? status : "gone");
+        return;
+    }
+    bool shared = json_is_true(json_object_get(args, "shared_storage"));
+    if (json_is_true(json_object_get(args, "ok")))
+        cond_lm_finish(c, ctx, mig, shared);
+    else
+        cond_lm_rollback(c, ctx, mig,
+                         nb_json_str(args, "phase") ? str(args, "phase") : "live_migration",
+                         nb_json_str(args, "message") ? str(args, "message") : "unknown error",
+                         json_is_true(json_object_get(args, "cancelled")), shared);
+}
+
+/* Forwards abort / force-complete of a migration in progress to its
+ * source. */
+static void forward(struct conductor *c, struct nb_ctx *ctx, json_t *args, bool abort)
+{
+    const char *m = str(args, "migration_uuid");
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    _cleanup_json_ json_t *mig = nb_migration_get(c->db, &sub, m);
+    const char *source = nb_json_str(mig, "source_compute");
+    const char *what = abort ? "abort" : "force-complete";
+    if (!source) {
+        NB_WARN(LOG_LM, ctx, nb_json_str(args, "uuid"), "%s of unknown live migration %s", what, m);
+        return;
+    }
+    int rc = abort ? nb_compute_live_migration_abort(ctx, source, m)
+                   : nb_compute_live_migration_force_complete(ctx, source, m);
+    if (rc < 0)
+        NB_ERROR(LOG_LM, ctx, nb_json_str(args, "uuid"),
+                 "%s of live migration %s: the compute service of host %s is not reachable", what,
+                 m, source);
+    else
+        NB_INFO(LOG_LM, ctx, nb_json_str(args, "uuid"), "%s of live migration %s sent to %s", what,
+                m, source);
+}
+
+void cond_live_migration_abort(struct conductor *c, struct nb_ctx *ctx, json_t *args)
+{
+    forward(c, ctx, args, true);
+}
+
+void cond_live_migration_force_complete(struct conductor *c, struct nb_ctx *ctx, json_t *args)
+{
+    forward(c, ctx, args, false);
+}

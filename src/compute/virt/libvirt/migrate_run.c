@@ -1,0 +1,395 @@
+/* migrate_run.c - the live migration itself: libvirt's peer-to-peer
+ * migration of a running guest, watched while it runs, as Nova's
+ * _live_migration_operation and _live_migration_monitor.
+ *
+ * Flags as Nova: LIVE | PEER2PEER | PERSIST_DEST | UNDEFINE_SOURCE, with
+ * NON_SHARED_INC for block migration (only the disks pre_live_migration
+ * prepared: VIR_MIGRATE_PARAM_MIGRATE_DISKS), TLS with
+ * live_migration_with_native_tls, POSTCOPY when
+ * live_migration_permit_post_copy, else AUTO_CONVERGE when
+ * live_migration_permit_auto_converge. UNSAFE only when the storage probe
+ * found the instances path shared: libvirt trusts only the shared file
+ * systems it knows, and nubo's own test is what Nova relies on. The
+ * migration data goes to tcp://<destination's migration address>.
+ *
+ * libvirt's call blocks until the guest runs on the destination or the
+ * migration failed; it runs in a thread of its own while the calling
+ * thread polls the job stats twice a second: progress to the agent, the
+ * downtime steps (live_migration_downtime / _steps / _delay, scaled by the
+ * guest's size, as Nova), the completion timeout
+ * (live_migration_completion_timeout per GiB) and its action (abort, or
+ * force_complete: post-copy when permitted, else pause), and the agent's
+ * abort and force-complete requests. */
+#include "common/cleanup.h"
+#include "common/config.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "compute/virt/libvirt/lv.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* What the migrating thread shares with the monitor. */
+struct run {
+    virDomainPtr dom;
+    const char *dest_uri;
+    virTypedParameterPtr params;
+    int nparams;
+    unsigned int flags;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    bool done;
+    int rc;
+    char err[1024]; /* libvirt's error, read in the migrating thread */
+};
+
+static void *migrate_main(void *arg)
+{
+    struct run *r = arg;
+    int rc = virDomainMigrateToURI3(r->dom, r->dest_uri, r->params, (unsigned)r->nparams, r->flags);
+    pthread_mutex_lock(&r->lock);
+    r->rc = rc;
+    if (rc < 0)
+        nb_strlcpy(r->err, virGetLastErrorMessage() ? virGetLastErrorMessage() : "unknown error",
+                   sizeof(r->err));
+    r->done = true;
+    pthread_cond_signal(&r->cond);
+    pthread_mutex_unlock(&r->lock);
+    return NULL;
+}
+
+/* Waits up to ms for the migrating thread; true when it finished. */
+static bool wait_done(struct run *r, int ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&r->lock);
+    while (!r->done && pthread_cond_timedwait(&r->cond, &r->lock, &ts) == 0)
+        ;
+    bool d = r->done;
+    pthread_mutex_unlock(&r->lock);
+    return d;
+}
+
+/* Nova's downtime_steps: step i at delay*data_gb*i seconds sets
+ * base + offset*i ms, reaching live_migration_downtime at the last. */
+struct downtime {
+    long long at_s[64];
+    long long ms[64];
+    int n;
+};
+
+static void downtime_steps(double data_gb, struct downtime *d)
+{
+    long long downtime = nb_conf_int("libvirt", "live_migration_downtime", 500);
+    long long steps = nb_conf_int("libvirt", "live_migration_downtime_steps", 10);
+    long long delay = nb_conf_int("libvirt", "live_migration_downtime_delay", 75);
+    if (downtime < 100)
+        downtime = 100; /* Nova's minimum */
+    if (steps < 3)
+        steps = 3;
+    if (steps > 63)
+        steps = 63;
+    if (delay < 3)
+        delay = 3;
+    long long dl = (long long)((double)delay * data_gb);
+    double base = (double)downtime / (double)steps;
+    double offset = ((double)downtime - base) / (double)steps;
+    d->n = (int)steps + 1;
+    for (int i = 0; i < d->n; i++) {
+        d->at_s[i] = dl * i;
+        d->ms[i] = (long long)(base + offset * i);
+    }
+}
+
+/* The guest's size in GiB for the timeouts: RAM (at least 2, as Nova)
+ * plus the disks copied by a block migration. */
+static double data_gb(const json_t *inst, const json_t *disks, bool block)
+{
+    double ram = (double)nb_json_int(json_object_get(inst, "flavor"), "memory_mb", 512) / 1024.0;
+    double gb = ram < 2 ? 2 : ram;
+    size_t i;
+    json_t *d;
+    json_array_foreach (disks, i, d)
+        if (block && json_is_true(json_object_get(d, "local")) &&
+            !json_is_true(json_object_get(d, "readonly")))
+            gb += (double)nb_json_int(d, "virtual_size", 0) / (1024.0 * 1024 * 1024);
+    return gb;
+}
+
+static unsigned long long param_ull(virTypedParameterPtr p, int n, const char *name)
+{
+    unsigned long long v = 0;
+    virTypedParamsGetULLong(p, n, name, &v);
+    return v;
+}
+
+/* The job's state into *p; the job type (VIR_DOMAIN_JOB_*), -1 when the
+ * stats cannot be read. */
+static int job_stats(virDomainPtr dom, struct nb_migration_progress *p)
+{
+    int type = 0, n = 0;
+    virTypedParameterPtr params = NULL;
+    if (virDomainGetJobStats(dom, &type, &params, &n, 0) < 0)
+        return -1;
+    p->memory_total = (long long)param_ull(params, n, VIR_DOMAIN_JOB_MEMORY_TOTAL);
+    p->memory_processed = (long long)param_ull(params, n, VIR_DOMAIN_JOB_MEMORY_PROCESSED);
+    p->memory_remaining = (long long)param_ull(params, n, VIR_DOMAIN_JOB_MEMORY_REMAINING);
+    p->disk_total = (long long)param_ull(params, n, VIR_DOMAIN_JOB_DISK_TOTAL);
+    p->disk_processed = (long long)param_ull(params, n, VIR_DOMAIN_JOB_DISK_PROCESSED);
+    p->disk_remaining = (long long)param_ull(params, n, VIR_DOMAIN_JOB_DISK_REMAINING);
+    virTypedParamsFree(params, n);
+    return type;
+}
+
+/* The monitor's state across polls. */
+struct watch {
+    struct lv *lv;
+    struct nb_ctx *ctx;
+    const char *uuid;
+    struct nb_live_migration *m;
+    bool post_copy_ok;  /* POSTCOPY flag set */
+    bool post_copy;     /* switched */
+    bool paused;        /* force-complete without post-copy paused the guest */
+    bool aborted;       /* abort requested (by the agent or the timeout) */
+    bool timeout_fired; /* completion timeout action taken */
+    long long downtime; /* current max downtime, -1 none set */
+    struct downtime steps;
+    double t0, timeout_s;
+};
+
+/* Post-copy when permitted, else pause the guest (Nova's
+ * live_migration_force_complete). */
+static void force_complete(struct watch *w, virDomainPtr dom, const char *why)
+{
+    if (w->post_copy || w->paused)
+        return;
+    if (w->post_copy_ok && virDomainMigrateStartPostCopy(dom, 0) == 0) {
+        w->post_copy = true;
+        NB_INFO(LV_LOG, w->ctx, w->uuid, "Switching to post-copy migration mode (%s)", why);
+        return;
+    }
+    if (w->post_copy_ok)
+        NB_WARN(LV_LOG, w->ctx, w->uuid, "Failed to switch to post-copy live migration: %s",
+                virGetLastErrorMessage());
+    if (virDomainSuspend(dom) == 0) {
+        w->paused = true;
+        NB_INFO(LV_LOG, w->ctx, w->uuid, "Pausing the instance to complete its live migration (%s)",
+                why);
+    } else {
+        NB_WARN(LV_LOG, w->ctx, w->uuid, "Failed to pause instance during live-migration %s",
+                virGetLastErrorMessage());
+    }
+}
+
+/* One poll of a running migration. */
+static void watch_poll(struct watch *w, virDomainPtr dom, int n)
+{
+    struct nb_migration_progress p = {0};
+    int type = job_stats(dom, &p);
+    if (type != VIR_DOMAIN_JOB_UNBOUNDED)
+        return; /* not started yet, or finishing */
+    double elapsed = nb_time_mono() - w->t0;
+    if (atomic_load(&w->m->abort_requested) && !w->aborted) {
+        w->aborted = true;
+        NB_INFO(LV_LOG, w->ctx, w->uuid, "Aborting the live migration (requested)");
+        if (virDomainAbortJob(dom) < 0)
+            NB_WARN(LV_LOG, w->ctx, w->uuid, "Failed to abort migration %s",
+                    virGetLastErrorMessage());
+    }
+    if (atomic_exchange(&w->m->force_complete_requested, 0))
+        force_complete(w, dom, "force complete requested");
+    if (w->timeout_s > 0 && elapsed > w->timeout_s && !w->timeout_fired && !w->post_copy) {
+        w->timeout_fired = true;
+        NB_WARN(LV_LOG, w->ctx, w->uuid, "Live migration not completed after %.0f sec",
+                w->timeout_s);
+        if (!strcmp(nb_conf_str("libvirt", "live_migration_timeout_action", "abort"),
+                    "force_complete")) {
+            force_complete(w, dom, "live_migration_completion_timeout");
+        } else {
+            w->aborted = true;
+            if (virDomainAbortJob(dom) < 0)
+                NB_WARN(LV_LOG, w->ctx, w->uuid, "Failed to abort migration %s",
+                        virGetLastErrorMessage());
+        }
+    }
+    long long want = -1, at = 0;
+    for (int i = 0; i < w->steps.n; i++)
+        if (elapsed >= (double)w->steps.at_s[i]) {
+            want = w->steps.ms[i];
+            at = w->steps.at_s[i];
+        }
+    if (want >= 0 && want != w->downtime) {
+        if (virDomainMigrateSetMaxDowntime(dom, (unsigned long long)want, 0) == 0)
+            NB_DEBUG(LV_LOG, w->ctx, w->uuid,
+                     "Increasing downtime to %lld ms after %lld sec elapsed time", want, at);
+        else
+            NB_WARN(LV_LOG, w->ctx, w->uuid, "Unable to increase max downtime to %lld ms: %s", want,
+                    virGetLastErrorMessage());
+        w->downtime = want;
+    }
+    p.post_copy = w->post_copy;
+    if (w->m->progress)
+        w->m->progress(w->m->opaque, &p);
+    if (n % 10 == 0)
+        NB_DEBUG(LV_LOG, w->ctx, w->uuid,
+                 "Migration running for %.0f secs, memory %lld%% remaining (bytes processed=%lld, "
+                 "remaining=%lld, total=%lld); disk (bytes processed=%lld, remaining=%lld, "
+                 "total=%lld).",
+                 elapsed, p.memory_total ? p.memory_remaining * 100 / p.memory_total : 100,
+                 p.memory_processed, p.memory_remaining, p.memory_total, p.disk_processed,
+                 p.disk_remaining, p.disk_total);
+}
+
+/* The migration parameters: URI for the data, bandwidth, disks. */
+static int build_params(const struct nb_live_migration *m, const json_t *migrate_disks,
+                        virTypedParameterPtr *params, int *n)
+{
+    int max = 0;
+    char uri[300];
+    const char *addr = m->dest_addr;
+    bool v6 = addr && strchr(addr, ':');
+    if (addr && *addr) {
+        snprintf(uri, sizeof(uri), "tcp://%s%s%s", v6 ? "[" : "", addr, v6 ? "]" : "");
+        if (virTypedParamsAddString(params, n, &max, VIR_MIGRATE_PARAM_URI, uri) < 0)
+            return -1;
+    }
+    long long bw = nb_conf_int("libvirt", "live_migration_bandwidth", 0);
+    if (bw > 0 && virTypedParamsAddULLong(params, n, &max, VIR_MIGRATE_PARAM_BANDWIDTH,
+                                          (unsigned long long)bw) < 0)
+        return -1;
+    size_t i;
+    json_t *t;
+    json_array_foreach (migrate_disks, i, t)
+        if (virTypedParamsAddString(params, n, &max, VIR_MIGRATE_PARAM_MIGRATE_DISKS,
+                                    json_string_value(t)) < 0)
+            return -1;
+    return 0;
+}
+
+static unsigned int migration_flags(const struct nb_live_migration *m, bool shared, bool *post_copy)
+{
+    unsigned int f = VIR_MIGRATE_LIVE | VIR_MIGRATE_PEER2PEER | VIR_MIGRATE_PERSIST_DEST |
+                     VIR_MIGRATE_UNDEFINE_SOURCE;
+    if (m->block_migration)
+        f |= VIR_MIGRATE_NON_SHARED_INC;
+    if (shared)
+        f |= VIR_MIGRATE_UNSAFE;
+    if (nb_conf_bool("libvirt", "live_migration_with_native_tls", false))
+        f |= VIR_MIGRATE_TLS;
+    *post_copy = nb_conf_bool("libvirt", "live_migration_permit_post_copy", false);
+    if (*post_copy)
+        f |= VIR_MIGRATE_POSTCOPY;
+    else if (nb_conf_bool("libvirt", "live_migration_permit_auto_converge", false))
+        f |= VIR_MIGRATE_AUTO_CONVERGE;
+    return f;
+}
+
+/* QEMU's own figures for the finished migration, from the destination. */
+static void log_completed(struct lv *lv, struct nb_ctx *ctx, const char *uuid,
+                          const struct nb_live_migration *m, double wall)
+{
+    virConnectPtr dst = virConnectOpen(m->dest_uri);
+    virDomainPtr dom = dst ? virDomainLookupByUUIDString(dst, uuid) : NULL;
+    int type = 0, n = 0;
+    virTypedParameterPtr p = NULL;
+    unsigned long long downtime = 0, elapsed = 0, mem = 0;
+    if (dom && virDomainGetJobStats(dom, &type, &p, &n, VIR_DOMAIN_JOB_STATS_COMPLETED) == 0) {
+        downtime = param_ull(p, n, VIR_DOMAIN_JOB_DOWNTIME);
+        elapsed = param_ull(p, n, VIR_DOMAIN_JOB_TIME_ELAPSED);
+        mem = param_ull(p, n, VIR_DOMAIN_JOB_MEMORY_PROCESSED);
+        virTypedParamsFree(p, n);
+    }
+    if (dom)
+        virDomainFree(dom);
+    if (dst)
+        virConnectClose(dst);
+    NB_INFO(LV_LOG, ctx, uuid,
+            "Migration operation has completed: instance %s now runs on %s (%.2f s; QEMU: %llu ms "
+            "elapsed, downtime %llu ms, %llu bytes of memory sent) from host %s",
+            uuid, m->dest_host ? m->dest_host : m->dest_uri, wall, elapsed, downtime, mem,
+            lv->host);
+}
+
+/* Resumes a guest the force-complete paused when the migration failed. */
+static void unpause(struct watch *w, virDomainPtr dom)
+{
+    if (w->paused && lv_dom_state(dom) == VIR_DOMAIN_PAUSED && virDomainResume(dom) < 0)
+        NB_WARN(LV_LOG, w->ctx, w->uuid,
+                "Failed to resume paused instance before live-migration rollback %s",
+                virGetLastErrorMessage());
+}
+
+int lv_live_migrate(struct lv *lv, struct nb_ctx *ctx, json_t *inst, struct nb_live_migration *m)
+{
+    const char *uuid = nb_json_str(inst, "uuid");
+    m->cancelled = false;
+    if (!m->dest_uri || !*m->dest_uri)
+        return nb_error(ctx, 400, NULL, "live_migrate: no destination URI");
+    virDomainPtr dom = lv_lookup(lv, ctx, uuid, true);
+    if (!dom)
+        return -1;
+    const json_t *dd = m->dest_disks;
+    bool shared = json_is_true(json_object_get(dd, "shared_storage"));
+    struct watch w = {.lv = lv, .ctx = ctx, .uuid = uuid, .m = m, .downtime = -1};
+    struct run r = {.dom = dom, .dest_uri = m->dest_uri};
+    r.flags = migration_flags(m, shared, &w.post_copy_ok);
+    if (build_params(m, m->block_migration ? json_object_get(dd, "migrate_disks") : NULL, &r.params,
+                     &r.nparams) < 0) {
+        virDomainFree(dom);
+        return nb_error(ctx, 500, NULL, "cannot build the migration parameters");
+    }
+    _cleanup_json_ json_t *disks = lv_migration_disks(lv, ctx, inst);
+    nb_ctx_clear_error(ctx);
+    double gb = data_gb(inst, disks, m->block_migration);
+    downtime_steps(gb, &w.steps);
+    w.timeout_s = (double)nb_conf_int("libvirt", "live_migration_completion_timeout", 800) * gb;
+    pthread_mutex_init(&r.lock, NULL);
+    pthread_cond_init(&r.cond, NULL);
+    NB_INFO(LV_LOG, ctx, uuid, "Starting live migration to %s (%s, data to %s, flags 0x%x%s%s)",
+            m->dest_host ? m->dest_host : "?", m->dest_uri, m->dest_addr ? m->dest_addr : "-",
+            r.flags, m->block_migration ? ", block migration" : "",
+            shared ? ", shared storage" : "");
+    w.t0 = nb_time_mono();
+    pthread_t th;
+    int rc = 0;
+    if (pthread_create(&th, NULL, migrate_main, &r) != 0) {
+        rc = nb_error(ctx, 500, NULL, "cannot start the migration thread");
+    } else {
+        for (int n = 0; !wait_done(&r, 500); n++)
+            watch_poll(&w, dom, n);
+        pthread_join(th, NULL);
+        double wall = nb_time_mono() - w.t0;
+        if (r.rc == 0) {
+            log_completed(lv, ctx, uuid, m, wall);
+        } else if (w.aborted && !w.timeout_fired) {
+            unpause(&w, dom);
+            m->cancelled = true;
+            NB_WARN(LV_LOG, ctx, uuid, "Migration operation was cancelled");
+            rc = nb_error(ctx, 409, NULL, "Live migration of instance %s to %s was cancelled: %s",
+                          uuid, m->dest_host ? m->dest_host : m->dest_uri, r.err);
+        } else {
+            unpause(&w, dom);
+            NB_ERROR(LV_LOG, ctx, uuid, "Migration operation has aborted");
+            rc = nb_error(ctx, 500, NULL, "Live migration of instance %s to %s (%s) failed%s: %s",
+                          uuid, m->dest_host ? m->dest_host : "?", m->dest_uri,
+                          w.timeout_fired ? " (live_migration_completion_timeout reached)" : "",
+                          r.err);
+        }
+    }
+    pthread_cond_destroy(&r.cond);
+    pthread_mutex_destroy(&r.lock);
+    virTypedParamsFree(r.params, r.nparams);
+    virDomainFree(dom);
+    return rc;
+}
