@@ -256,6 +256,22 @@ def test_confirm_and_revert_failures(mc):
     assert ev == {"compute_revert_resize": "Success", "compute_finish_revert_resize": "Error"}
 
 
+def test_delete_while_resized_leaves_nothing(mc):
+    s = boot(mc)
+    sid, src = s["id"], s["OS-EXT-SRV-ATTR:host"]
+    assert action(mc, sid, {"resize": {"flavorRef": "2"}})[0] == 202
+    dst = wait_status(mc, sid, ("VERIFY_RESIZE",))["OS-EXT-SRV-ATTR:host"]
+    (m,) = migrations(mc, sid)
+    assert api(mc, "DELETE", "/servers/%s" % sid)[0] == 204
+    deadline = time.time() + 30
+    while api(mc, "GET", "/servers/%s" % sid)[0] != 404 and time.time() < deadline:
+        time.sleep(0.1)
+    assert allocations(mc, sid) == {} and allocations(mc, m["uuid"]) == {}
+    assert migrations(mc, sid)[0]["status"] == "confirmed"
+    for h in (src, dst):
+        assert sid not in json.load(open(os.path.join(mc.state_dir, "fake", "%s.json" % h)))
+
+
 def test_no_other_host_and_bad_requests(mc):
     s = boot(mc)
     sid, src = s["id"], s["OS-EXT-SRV-ATTR:host"]

@@ -126,6 +126,12 @@ void cond_snapshot_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
 void cond_migrate_server(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 void cond_confirm_resize(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 void cond_revert_resize(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+/* Before a delete terminates the guest on the instance's host: each open
+ * cold migration or resize of the instance (row) wound up as Nova's
+ * _confirm_resize_on_deleting does: the guest's files on the move's other
+ * host removed, the migration's allocation deleted, its status confirmed
+ * (finished) or error (in flight). Best-effort, logged. */
+void cond_resize_on_delete(struct conductor *c, struct nb_ctx *ctx, const json_t *row);
 
 /* recovery.c */
 void cond_recover_start(struct conductor *c);

@@ -631,3 +631,64 @@ void cond_revert_resize(struct conductor *c, struct nb_ctx *ctx, json_t *args)
     }
     move_free(&m);
 }
+
+/* One move of the instance being deleted, wound up: the guest the move
+ * left on the host the delete does not reach removed, the migration's
+ * allocation deleted, its status final. */
+static void wind_up(struct conductor *c, struct nb_ctx *ctx, const json_t *row, const json_t *mig)
+{
+    struct move m = {
+        .c = c, .ctx = ctx, .uuid = nb_json_str(row, "uuid"), .mig = nb_json_str(mig, "uuid")};
+    const char *st = nb_json_str(mig, "status");
+    const char *src = nb_json_str(mig, "source_compute");
+    const char *dst = nb_json_str(mig, "dest_compute");
+    const char *host = nb_json_str(row, "host");
+    nb_strlcpy(m.source, src ? src : "", sizeof(m.source));
+    nb_strlcpy(m.dest, dst ? dst : "", sizeof(m.dest));
+    m.same_host = m.dest[0] && !strcmp(m.dest, m.source);
+    /* the delete terminates the guest on the instance's host; the other
+     * side of the move is cleaned here (Nova's _confirm_resize_on_deleting) */
+    bool on_dest = host && m.dest[0] && !strcmp(host, m.dest);
+    const char *other = on_dest ? m.source : m.dest;
+    if (other[0] && (!m.same_host || on_dest)) {
+        char msg[1024];
+        bool lost;
+        struct nb_resize_step s = {.host = other, .instance = agent_view(&m)};
+        int rc = run_step(&m, on_dest ? nb_compute_confirm_resize : nb_compute_revert_resize, &s,
+                          c->call_timeout_ms, NULL, msg, sizeof(msg), &lost);
+        if (rc < 0)
+            NB_WARN(LOG_COND, ctx, m.uuid, "Deleting: the guest's files of migration %s on %s: %s",
+                    m.mig, other, msg);
+    }
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    if (nb_placement_delete_allocations(&sub, m.mig) < 0)
+        NB_ERROR(LOG_COND, ctx, m.uuid, "could not delete the allocation of migration %s: %s",
+                 m.mig, nb_ctx_message(&sub));
+    bool done = !strcmp(st, NB_MIGRATION_FINISHED) || !strcmp(st, "confirming");
+    migration_status(&m, done ? NB_MIGRATION_CONFIRMED : NB_MIGRATION_ERROR);
+    NB_INFO(LOG_COND, ctx, m.uuid, "Migration %s (%s) wound up for the delete of the instance",
+            m.mig, st);
+}
+
+void cond_resize_on_delete(struct conductor *c, struct nb_ctx *ctx, const json_t *row)
+{
+    static const char *const open_statuses[] = {
+        NB_MIGRATION_PRE_MIGRATING, NB_MIGRATION_MIGRATING, NB_MIGRATION_POST_MIGRATING,
+        NB_MIGRATION_FINISHED,      "confirming",           "reverting"};
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    _cleanup_json_ json_t *migs =
+        nb_migration_list_by_instance(c->db, &sub, nb_json_str(row, "uuid"));
+    size_t i;
+    json_t *mig;
+    json_array_foreach (migs, i, mig) {
+        const char *type = nb_json_str(mig, "migration_type");
+        const char *st = nb_json_str(mig, "status");
+        bool cold =
+            type && (!strcmp(type, NB_MIGRATION_COLD) || !strcmp(type, NB_MIGRATION_RESIZE));
+        for (size_t k = 0; cold && st && k < sizeof(open_statuses) / sizeof(open_statuses[0]); k++)
+            if (!strcmp(st, open_statuses[k]))
+                wind_up(c, ctx, row, mig);
+    }
+}
