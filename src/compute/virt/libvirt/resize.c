@@ -67,24 +67,6 @@ static void dirs(const struct lv *lv, const char *uuid, char dir[LV_PATH_MAX],
     snprintf(bak, LV_PATH_MAX + 8, "%s_resize", dir);
 }
 
-/* Where peers reach this host's libvirtd: [libvirt] live_migration_uri
- * (its %s the host), else live_migration_scheme (tcp) and
- * live_migration_inbound_addr (else the host name), as Nova builds it. */
-static void peer_uri(const struct lv *lv, char *out, size_t n)
-{
-    const char *tmpl = nb_conf_str("libvirt", "live_migration_uri", NULL);
-    const char *addr = nb_conf_str("libvirt", "live_migration_inbound_addr", NULL);
-    if (!addr || !*addr)
-        addr = lv->host;
-    if (tmpl && *tmpl && strstr(tmpl, "%s")) {
-        const char *p = strstr(tmpl, "%s");
-        snprintf(out, n, "%.*s%s%s", (int)(p - tmpl), tmpl, addr, p + 2);
-        return;
-    }
-    const char *scheme = nb_conf_str("libvirt", "live_migration_scheme", "tcp");
-    snprintf(out, n, "qemu+%s://%s/system", scheme && *scheme ? scheme : "tcp", addr);
-}
-
 json_t *lv_prep_resize(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool same_host)
 {
     const char *uuid = nb_json_str(inst, "uuid");
@@ -92,8 +74,12 @@ json_t *lv_prep_resize(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool sam
         nb_error(ctx, 400, NULL, "prep_resize: the instance has no valid UUID");
         return NULL;
     }
-    char uri[512], probe[96], path[LV_PATH_MAX + 100];
-    peer_uri(lv, uri, sizeof(uri));
+    char probe[96], path[LV_PATH_MAX + 100];
+    /* where the source reaches this host's libvirtd: the live migrations'
+     * URI ([libvirt] live_migration_scheme / _inbound_addr / _uri) */
+    _cleanup_json_ json_t *info = lv_migration_info(lv, ctx);
+    if (!info)
+        return NULL;
     snprintf(probe, sizeof(probe), ".nubo-resize-probe-%s", uuid);
     if (!same_host) {
         virDomainPtr dom = lv_lookup(lv, ctx, uuid, false);
@@ -119,8 +105,8 @@ json_t *lv_prep_resize(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool sam
             lv_cache_unpin(lv, &base);
         }
     }
-    return json_pack("{s:s, s:s, s:s}", "uri", uri, "instances_path", lv->instances_path, "probe",
-                     probe);
+    return json_pack("{s:s?, s:s, s:s}", "uri", nb_json_str(info, "uri"), "instances_path",
+                     lv->instances_path, "probe", probe);
 }
 
 /* Copies the guest's files of bak into dir (the same filesystem: same host
@@ -253,6 +239,9 @@ int lv_migrate_disk_and_power_off(struct lv *lv, struct nb_ctx *ctx, json_t *ins
     snprintf(probe, sizeof(probe), "%s/%s", lv->instances_path,
              nb_json_str(dest, "probe") ? nb_json_str(dest, "probe") : "-");
     bool shared = same_host || exists(probe);
+    if (!shared && !nb_json_str(dest, "uri"))
+        return nb_error(ctx, 500, NULL,
+                        "The destination of instance %s gave no URI to send its disks to", uuid);
     if (lv_power_off(lv, ctx, inst, timeout_s) < 0)
         return -1;
     if (exists(bak) && nb_rm_rf(bak) < 0)
