@@ -7,6 +7,7 @@ refusals with Nova's status and message. The operator's commands run
 through the real CLI at 2.80; the rest is plain REST."""
 import json
 import os
+import signal
 import time
 
 import pytest
@@ -348,6 +349,48 @@ def test_quota_and_no_valid_host(mc):
     finally:
         for h in others:
             mc.cli("compute", "service", "set", "--enable", h, "nova-compute")
+
+
+def test_restart_mid_move_rolls_back_or_finishes(fresh_cloud):
+    """kill -9 while the source sends the disks: back on the source; while
+    the destination finishes (its guest runs there): finished."""
+    c = fresh_cloud("--set", "fake.migrate_disk_and_power_off_delay_ms=3000",
+                    "--set", "fake.finish_migration_delay_ms=3000")
+
+    def kill_when(sid, task):
+        deadline = time.time() + 20
+        while server(c, sid)["OS-EXT-STS:task_state"] != task and time.time() < deadline:
+            time.sleep(0.05)
+        assert server(c, sid)["OS-EXT-STS:task_state"] == task
+        c.proc.send_signal(signal.SIGKILL)
+        c.proc.wait()
+        _tokens.pop(c.url, None)
+        c.start()
+
+    a, b = boot(c), boot(c)
+    src_a = a["OS-EXT-SRV-ATTR:host"]
+    assert action(c, a["id"], {"migrate": None})[0] == 202
+    kill_when(a["id"], "resize_migrating")
+    s = wait_status(c, a["id"], ("ACTIVE", "ERROR"))
+    assert (s["status"], s["OS-EXT-SRV-ATTR:host"], s["OS-EXT-STS:power_state"]) == \
+        ("ACTIVE", src_a, 1)
+    (m,) = migrations(c, a["id"])
+    assert m["status"] == "error"
+    assert allocations(c, a["id"]) == {src_a: {"DISK_GB": 1, "MEMORY_MB": 512, "VCPU": 1}}
+    assert allocations(c, m["uuid"]) == {}
+    guests = json.load(open(os.path.join(c.state_dir, "fake", "%s.json" % src_a)))
+    assert guests[a["id"]]["power_state"] == 1 and "resize_source" not in guests[a["id"]]
+    assert action(c, b["id"], {"migrate": None})[0] == 202
+    kill_when(b["id"], "resize_finish")
+    s = wait_status(c, b["id"], ("VERIFY_RESIZE", "ACTIVE", "ERROR"))
+    (m,) = migrations(c, b["id"])
+    assert (s["status"], s["OS-EXT-SRV-ATTR:host"], m["status"]) == \
+        ("VERIFY_RESIZE", m["dest_compute"], "finished")
+    assert action(c, b["id"], {"confirmResize": None})[0] == 204
+    s = wait_status(c, b["id"], ("ACTIVE",))
+    assert allocations(c, b["id"]) == {m["dest_compute"]: {"DISK_GB": 1, "MEMORY_MB": 512,
+                                                           "VCPU": 1}}
+    assert allocations(c, m["uuid"]) == {}
 
 
 def test_same_host_resize_when_allowed(fresh_cloud):

@@ -132,6 +132,14 @@ void cond_revert_resize(struct conductor *c, struct nb_ctx *ctx, json_t *args);
  * host removed, the migration's allocation deleted, its status confirmed
  * (finished) or error (in flight). Best-effort, logged. */
 void cond_resize_on_delete(struct conductor *c, struct nb_ctx *ctx, const json_t *row);
+/* Start-up recovery of a cold migration or resize the restart interrupted
+ * (migration mig in pre-migrating, migrating, post-migrating, confirming
+ * or reverting; ctx carries the request ID of its action): before the
+ * switch it is rolled back to the source (the guest put back as it was),
+ * after it finished when guest_on_dest (the destination's agent says the
+ * guest runs there), else rolled back; confirm and revert are run again. */
+void cond_resize_recover(struct conductor *c, struct nb_ctx *ctx, const json_t *mig,
+                         bool guest_on_dest);
 
 /* recovery.c */
 void cond_recover_start(struct conductor *c);

@@ -528,6 +528,10 @@ static bool resized_load(struct move *m, json_t **row, json_t **mig, const char 
         return false;
     m->old_flavor = parse_flavor(*row, "old_flavor");
     m->new_flavor = parse_flavor(*row, "flavor");
+    if (!json_object_size(m->old_flavor)) { /* a revert interrupted after its switch back */
+        json_decref(m->old_flavor);
+        m->old_flavor = json_deep_copy(m->new_flavor);
+    }
     return true;
 }
 
@@ -691,4 +695,97 @@ void cond_resize_on_delete(struct conductor *c, struct nb_ctx *ctx, const json_t
             if (!strcmp(st, open_statuses[k]))
                 wind_up(c, ctx, row, mig);
     }
+}
+
+/* After a restart: a move interrupted after the switch (resize_finish)
+ * is finished when its guest runs on the destination, else rolled back
+ * to the source. */
+static void recover_after_switch(struct move *m, bool guest_on_dest)
+{
+    if (!guest_on_dest) {
+        fail_after_switch(m, "interrupted by a restart of nubo; the guest did not run on the "
+                             "destination");
+        return;
+    }
+    if (step_to(m, NB_TASK_RESIZE_FINISH,
+                &(struct nb_instance_change){.vm_state = NB_VM_RESIZED,
+                                             .task_state = NB_NONE,
+                                             .set_power_state = true,
+                                             .power_state = NB_POWER_RUNNING},
+                NB_MIGRATION_FINISHED) == 1) {
+        cond_action_finish(m->c, m->ctx, m->uuid, NULL);
+        NB_WARN(LOG_COND, m->ctx, m->uuid,
+                "%s %s interrupted by a restart: the guest runs on %s, finished (VERIFY_RESIZE)",
+                m->title, m->mig, m->dest);
+    }
+}
+
+/* After a restart: a move interrupted before the switch goes back to the
+ * source: what the destination got is removed and, once resize_instance
+ * may have run, the source's guest is put back as it was. */
+static void recover_before_switch(struct move *m, const char *status)
+{
+    char msg[2048];
+    bool lost = false;
+    if (m->dest[0] && !m->same_host) {
+        struct nb_resize_step d = {.host = m->dest, .instance = agent_view(m)};
+        if (run_step(m, nb_compute_revert_resize, &d, m->c->call_timeout_ms, NULL, msg, sizeof(msg),
+                     &lost) < 0)
+            NB_WARN(LOG_COND, m->ctx, m->uuid, "cleanup on %s after the restart: %s", m->dest, msg);
+    }
+    char cause[2600] = "interrupted by a restart of nubo";
+    if (strcmp(status, NB_MIGRATION_PRE_MIGRATING)) {
+        struct nb_resize_step s = {
+            .host = m->source, .instance = agent_view(m), .power_on = m->power_on};
+        if (run_step(m, nb_compute_finish_revert_resize, &s, m->c->call_timeout_ms, NULL, msg,
+                     sizeof(msg), &lost) < 0) {
+            lost = true;
+            snprintf(cause, sizeof(cause),
+                     "interrupted by a restart of nubo; the guest could not be restarted on %s: %s",
+                     m->source, msg);
+        }
+    }
+    allocations_back(m);
+    move_failed_ev(
+        m, strcmp(status, NB_MIGRATION_PRE_MIGRATING) ? EV_RESIZE_INSTANCE : EV_MIGRATE_SERVER,
+        false, m->source, cause, lost ? NB_VM_ERROR : NULL, before_switch);
+}
+
+void cond_resize_recover(struct conductor *c, struct nb_ctx *ctx, const json_t *mig,
+                         bool guest_on_dest)
+{
+    struct move m = {.c = c,
+                     .ctx = ctx,
+                     .uuid = nb_json_str(mig, "instance_uuid"),
+                     .mig = nb_json_str(mig, "uuid")};
+    _cleanup_json_ json_t *row = cond_instance_get(c, ctx, m.uuid);
+    const char *status = nb_json_str(mig, "status");
+    const char *task = row ? nb_json_str(row, "task_state") : NULL;
+    if (!row || nb_json_int(row, "deleted", 0)) {
+        if (row)
+            wind_up(c, ctx, row, mig);
+        return;
+    }
+    if (!move_load(&m, row, mig, task ? task : "", status))
+        return;
+    _cleanup_json_ json_t *args = json_pack("{s:s, s:s}", "uuid", m.uuid, "migration_uuid", m.mig);
+    if (!strcmp(status, "confirming")) {
+        cond_confirm_resize(c, ctx, args);
+        return;
+    }
+    if (!strcmp(status, "reverting")) {
+        cond_revert_resize(c, ctx, args);
+        return;
+    }
+    bool after = task && !strcmp(task, NB_TASK_RESIZE_FINISH);
+    m.power_on = strcmp(m.vm_before, NB_VM_STOPPED) != 0;
+    m.old_flavor = parse_flavor(row, after ? "old_flavor" : "flavor");
+    m.new_flavor = parse_flavor(row, after ? "new_flavor" : "flavor");
+    NB_WARN(LOG_COND, ctx, m.uuid, "%s %s (%s, task_state %s) interrupted by a restart", m.title,
+            m.mig, status, task ? task : "None");
+    if (after)
+        recover_after_switch(&m, guest_on_dest);
+    else
+        recover_before_switch(&m, status);
+    move_free(&m);
 }
