@@ -393,6 +393,18 @@ def test_restart_mid_move_rolls_back_or_finishes(fresh_cloud):
     assert allocations(c, m["uuid"]) == {}
 
 
+def test_resize_confirm_window_confirms(fresh_cloud):
+    c = fresh_cloud("--set", "DEFAULT.resize_confirm_window=1")
+    sid = boot(c)["id"]
+    assert action(c, sid, {"resize": {"flavorRef": "2"}})[0] == 202
+    s = wait_status(c, sid, ("ACTIVE", "ERROR"), timeout=30)
+    assert s["status"] == "ACTIVE" and s["flavor"]["original_name"] == "m1.small"
+    (m,) = migrations(c, sid)
+    assert m["status"] == "confirmed" and allocations(c, m["uuid"]) == {}
+    ev = {e["event"]: e["result"] for e in events(c, sid, "confirmResize")["events"]}
+    assert ev == {"compute_confirm_resize": "Success"}
+
+
 def test_same_host_resize_when_allowed(fresh_cloud):
     c = fresh_cloud("--set", "DEFAULT.allow_resize_to_same_host=true",
                     "--set", "fake.hosts=fake-1")

@@ -140,6 +140,9 @@ void cond_resize_on_delete(struct conductor *c, struct nb_ctx *ctx, const json_t
  * guest runs there), else rolled back; confirm and revert are run again. */
 void cond_resize_recover(struct conductor *c, struct nb_ctx *ctx, const json_t *mig,
                          bool guest_on_dest);
+/* Starts the thread of [DEFAULT] resize_confirm_window (nothing when 0,
+ * the default): resizes finished that many seconds ago are confirmed. */
+void cond_resize_confirm_start(struct conductor *c);
 
 /* recovery.c */
 void cond_recover_start(struct conductor *c);

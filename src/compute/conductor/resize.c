@@ -30,7 +30,9 @@
  * only when the guest could not be brought back. The migration goes to
  * error, the allocations to what they were, and the fault and the failed
  * event name the phase and the agent's (driver's) cause. The conductor's
- * own event is conductor_migrate_server. */
+ * own event is conductor_migrate_server. With [DEFAULT]
+ * resize_confirm_window (seconds, 0 = off as Nova's default) a thread
+ * confirms the resizes left unconfirmed that long. */
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
@@ -46,9 +48,11 @@
 #include "db/db.h"
 #include "placement/placement.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define EV_MIGRATE_SERVER "conductor_migrate_server"
 #define EV_PREP_RESIZE "compute_prep_resize"
@@ -788,4 +792,69 @@ void cond_resize_recover(struct conductor *c, struct nb_ctx *ctx, const json_t *
     else
         recover_before_switch(&m, status);
     move_free(&m);
+}
+
+/* Nova's _poll_unconfirmed_resizes: the resizes finished longer than
+ * [DEFAULT] resize_confirm_window seconds ago are confirmed, each as its
+ * own confirmResize action (the migration moved from finished to
+ * confirming first, so of two conductors one confirms). */
+static void confirm_unconfirmed(struct conductor *c, int window)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    _cleanup_json_ json_t *rows =
+        nb_db_rows(c->db, &ctx,
+                   "SELECT uuid, instance_uuid, updated_at FROM migrations WHERE deleted = 0 AND "
+                   "status = 'finished' AND migration_type IN ('migration', 'resize')",
+                   "");
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        double at = nb_time_parse(nb_json_str(r, "updated_at"));
+        if (at < 0 || nb_time_now() - at < window)
+            continue;
+        const char *uuid = nb_json_str(r, "instance_uuid"), *mig = nb_json_str(r, "uuid");
+        struct nb_ctx actx; /* a request of its own, as Nova's periodic task */
+        nb_ctx_init_system(&actx, NULL);
+        _cleanup_json_ json_t *row = cond_instance_get(c, &actx, uuid);
+        const char *vm = row ? nb_json_str(row, "vm_state") : NULL;
+        if (!row || !vm || strcmp(vm, NB_VM_RESIZED) || nb_json_str(row, "task_state"))
+            continue;
+        if (nb_migration_set_status(c->db, &actx, mig, "confirming", NB_MIGRATION_FINISHED) != 1) {
+            nb_ctx_clear_error(&actx);
+            continue;
+        }
+        nb_strlcpy(actx.project_id, nb_json_str(row, "project_id"), sizeof(actx.project_id));
+        nb_strlcpy(actx.user_id, nb_json_str(row, "user_id"), sizeof(actx.user_id));
+        cond_action_start(c, &actx, uuid, "confirmResize");
+        NB_INFO(LOG_COND, &actx, uuid,
+                "Automatically confirming migration %s: finished %.0f seconds ago "
+                "(resize_confirm_window %d)",
+                mig, nb_time_now() - at, window);
+        _cleanup_json_ json_t *args = json_pack("{s:s, s:s}", "uuid", uuid, "migration_uuid", mig);
+        cond_confirm_resize(c, &actx, args);
+    }
+}
+
+static void *confirm_main(void *arg)
+{
+    struct conductor *c = arg;
+    for (;;) {
+        int window = (int)nb_conf_int("DEFAULT", "resize_confirm_window", 0);
+        if (window <= 0)
+            return NULL;
+        sleep((unsigned)(window < 60 ? (window + 1) / 2 : 30));
+        confirm_unconfirmed(c, window);
+    }
+}
+
+void cond_resize_confirm_start(struct conductor *c)
+{
+    if (nb_conf_int("DEFAULT", "resize_confirm_window", 0) <= 0)
+        return;
+    pthread_t t;
+    if (pthread_create(&t, NULL, confirm_main, c) == 0)
+        pthread_detach(t);
+    else
+        NB_ERROR(LOG_COND, NULL, NULL, "cannot start the resize_confirm_window thread");
 }
