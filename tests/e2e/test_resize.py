@@ -304,6 +304,21 @@ def test_no_other_host_and_bad_requests(mc):
     wait_status(mc, sid, ("ACTIVE",))
 
 
+def test_resize_below_the_image_min_ram(mc, tmp_path):
+    data = tmp_path / "img.raw"
+    data.write_bytes(b"\0" * 4096)
+    img = mc.cli("image", "create", "--file", str(data), "--disk-format", "raw", "--min-ram",
+                 "256", unique("minram"), "-f", "json")
+    st, b = api(mc, "POST", "/servers", {"server": {
+        "name": unique("rs"), "flavorRef": "1", "imageRef": img["id"], "networks": "none"}})
+    assert st == 202, b
+    sid = wait_status(mc, b["server"]["id"], ("ACTIVE",))["id"]
+    st, b = action(mc, sid, {"resize": {"flavorRef": "42"}})  # m1.nano: 128 MB
+    assert (st, b["badRequest"]["message"]) == \
+        (400, "Flavor's memory is too small for requested image.")
+    assert migrations(mc, sid) == []
+
+
 def test_resize_disk_down_fails_in_the_move(mc):
     s = boot(mc, "m1.small")
     sid, src = s["id"], s["OS-EXT-SRV-ATTR:host"]
