@@ -319,6 +319,22 @@ def test_resize_below_the_image_min_ram(mc, tmp_path):
     assert migrations(mc, sid) == []
 
 
+def test_source_service_down_is_409(mc):
+    s = boot(mc)
+    sid, src = s["id"], s["OS-EXT-SRV-ATTR:host"]
+    mc.cli("--os-compute-api-version", "2.11", "compute", "service", "set", "--down", src,
+           "nova-compute")
+    try:
+        for body in ({"resize": {"flavorRef": "2"}}, {"migrate": None}):
+            st, b = action(mc, sid, body)
+            assert (st, b["conflictingRequest"]["message"]) == \
+                (409, "Service is unavailable at this time."), body
+    finally:
+        mc.cli("--os-compute-api-version", "2.11", "compute", "service", "set", "--up", src,
+               "nova-compute")
+    assert migrations(mc, sid) == []
+
+
 def test_resize_disk_down_fails_in_the_move(mc):
     s = boot(mc, "m1.small")
     sid, src = s["id"], s["OS-EXT-SRV-ATTR:host"]
