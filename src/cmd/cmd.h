@@ -13,6 +13,10 @@ int nb_cmd_db(int argc, char **argv);
 /* `nubo doctor server <id> [--fix]` (doctor.c): exit status 0 healthy, 1
  * problem not fixed, 2 problem fixed, 3 diagnosis impossible, 64 usage. */
 int nb_cmd_doctor(int argc, char **argv);
+/* `nubo host drain <host> [--live] [--concurrency N] [--dry-run]`
+ * (host_drain.c): exit status 0 all moved, 1 some failed or left, 2 usage,
+ * 3 could not start. */
+int nb_cmd_host(int argc, char **argv);
 /* `nubo policy list [--json]` (policy.c): the policy table. */
 int nb_cmd_policy(int argc, char **argv);
 

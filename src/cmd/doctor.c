@@ -202,6 +202,8 @@ static int run(struct nb_db *db, const struct options *o, const struct nb_dr_hos
 
 int nb_cmd_doctor(int argc, char **argv)
 {
+    if (argc > 0 && !strcmp(argv[0], "migration"))
+        return nb_cmd_doctor_migration(argc - 1, argv + 1);
     struct options o = {0};
     int p = parse(argc, argv, &o);
     if (p != 0) {

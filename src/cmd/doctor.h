@@ -116,4 +116,9 @@ int nb_dr_fix_outcome(struct nb_db *db, struct nb_ctx *ctx, const struct nb_dr_r
  * corrected mappings, -1 when the fix failed (rolled back, reasons printed). */
 int nb_dr_fix_run(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report *r, int timeout);
 
+/* `nubo doctor migration <server> [--to HOST] [--json]`
+ * (doctor_migration.c): the live-migration prechecks through the API. Exit
+ * status as above (0: some host can take the server, 1: none). */
+int nb_cmd_doctor_migration(int argc, char **argv);
+
 #endif

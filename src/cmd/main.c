@@ -18,6 +18,11 @@ static void usage(void)
           "  db sync|version --config FILE\n"
           "  doctor server <id> [--fix] --config FILE\n"
           "                               diagnose (and fix) a server; see doctor --help\n"
+          "  doctor migration <id> [--to HOST] [--json]\n"
+          "                               why a server can or cannot live-migrate, per host\n"
+          "  host drain <host> [--live] [--concurrency N] [--dry-run] --config FILE\n"
+          "                               disable a host and move its servers off; see\n"
+          "                               host --help\n"
           "  policy list [--json]         who may call each API route\n",
           stderr);
 }
@@ -41,6 +46,8 @@ int main(int argc, char **argv)
         return nb_cmd_db(argc - 2, argv + 2);
     if (!strcmp(cmd, "doctor"))
         return nb_cmd_doctor(argc - 2, argv + 2);
+    if (!strcmp(cmd, "host"))
+        return nb_cmd_host(argc - 2, argv + 2);
     if (!strcmp(cmd, "policy"))
         return nb_cmd_policy(argc - 2, argv + 2);
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {

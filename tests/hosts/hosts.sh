@@ -6,7 +6,8 @@
 #   - a network namespace <name>-hostN whose eth0 (a veth) has 198.51.100.N/24,
 #     its peer on a bridge <name>br0 (198.51.100.254/24) in the root namespace:
 #     the hosts reach each other and the control plane at 198.51.100.254;
-#   - a private mount namespace in which libvirt's compiled-in paths
+#   - a UTS namespace (host name hostN: the hypervisor hostname) and a
+#     private mount namespace in which libvirt's compiled-in paths
 #     /etc/libvirt /run/libvirt /var/lib/libvirt /var/log/libvirt
 #     /var/cache/libvirt (and /etc/pki with TLS) are bind mounts of
 #     $BASE/hostN/*, so it has its own virtlogd + libvirtd (pidfiles in
@@ -37,6 +38,7 @@
 #                            alone (guests and virtlogd stay)
 #   hosts.sh cpu-hide hostN MODEL...     hostN's QEMU no longer offers these
 #                            CPU models (edits its cached capabilities)
+#   hosts.sh cpu-restore hostN           undoes cpu-hide
 #   hosts.sh ip hostN | dir hostN | uri hostN   print an address / directory /
 #                            the root-namespace URI of its libvirtd
 # Env: HOSTS_NAME (default nubo: names of namespaces, bridge, links),
@@ -78,7 +80,7 @@ hexec() {
     local h=$1 p; shift
     p=$(hanchor "$h")
     alive "$p" || die "$h is not running (hosts.sh up)"
-    exec nsenter -t "$p" -m -n -- "$@"
+    exec nsenter -t "$p" -m -n -u -- "$@"
 }
 
 # Stops pid: TERM, then KILL after 5 s.
@@ -200,7 +202,8 @@ start_host() {
         pki="mount --bind $d/pki /etc/pki"
     fi
     rm -f "$d/libvirtd.pid" "$d/virtlogd.pid" "$d/run/libvirt-sock"
-    ip netns exec "$(hns "$h")" unshare --mount --propagation private -- /bin/bash -ec "
+    ip netns exec "$(hns "$h")" unshare --mount --uts --propagation private -- /bin/bash -ec "
+        hostname $h
         mount --bind $d/etc   /etc/libvirt
         mount --bind $d/run   /run/libvirt
         mount --bind $d/lib   /var/lib/libvirt
@@ -233,7 +236,7 @@ libvirtd_ctl() {
     start)
         alive "$(hpid "$h")" && return 0
         prepare_dirs "$h"
-        nsenter -t "$(hanchor "$h")" -m -n -- libvirtd -d $listen -p "$d/libvirtd.pid" ||
+        nsenter -t "$(hanchor "$h")" -m -n -u -- libvirtd -d $listen -p "$d/libvirtd.pid" ||
             die "$h: libvirtd did not start"
         for i in $(seq 100); do hvirsh "$h" uri >/dev/null 2>&1 && return 0; sleep 0.1; done
         die "$h: libvirtd does not answer" ;;
@@ -246,9 +249,11 @@ libvirtd_ctl() {
 # they are removed from its libvirtd's cached QEMU capabilities, which
 # libvirt keeps while QEMU's binary is unchanged; libvirtd restarts.
 cpu_hide() {
-    local h=$1 m f
+    local h=$1 m f c
     shift
-    for f in "$(hdir "$h")"/cache/qemu/capabilities/*.xml; do
+    c=$(hdir "$h")/cache/qemu
+    [ -d "$c/capabilities.orig" ] || cp -a "$c/capabilities" "$c/capabilities.orig"
+    for f in "$c"/capabilities/*.xml; do
         [ -f "$f" ] || die "$h has no cached QEMU capabilities"
         for m in "$@"; do
             sed -i -e "/<cpu type='[a-z]*' name='$m' .*\/>\$/d" \
@@ -256,6 +261,14 @@ cpu_hide() {
         done
     done
     libvirtd_ctl "$h" restart
+}
+
+cpu_restore() {
+    local c
+    c=$(hdir "$1")/cache/qemu
+    [ -d "$c/capabilities.orig" ] || return 0
+    rm -rf "$c/capabilities" && mv "$c/capabilities.orig" "$c/capabilities"
+    libvirtd_ctl "$1" restart
 }
 
 agent_pid() { cat "$(hdir "$1")/agent.pid" 2>/dev/null; }
@@ -278,7 +291,7 @@ agent_start() {
     p=$(hanchor "$h")
     alive "$p" || die "$h is not running (hosts.sh up)"
     mkdir -p "$d/agent-log"
-    nsenter -t "$p" -m -n -- setsid "$NUBO_BIN" compute --config "$conf" \
+    nsenter -t "$p" -m -n -u -- setsid "$NUBO_BIN" compute --config "$conf" \
         --set "DEFAULT.host=$h" --set "DEFAULT.my_ip=$(hip "$h")" \
         --set "DEFAULT.log_dir=$d/agent-log" "$@" >>"$d/agent.out" 2>&1 </dev/null &
     echo $! >"$d/agent.pid"
@@ -368,6 +381,7 @@ agent) h=$1; c=$2; shift 2; agent_start "$h" "$c" "$@" ;;
 agent-stop) agent_stop "$1" ;;
 libvirtd) libvirtd_ctl "$@" ;;
 cpu-hide) h=$1; shift; cpu_hide "$h" "$@" ;;
+cpu-restore) cpu_restore "$1" ;;
 ip) hip "$1" ;;
 dir) hdir "$1" ;;
 uri) huri "$1" ;;

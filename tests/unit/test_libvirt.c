@@ -611,14 +611,91 @@ static void test_conf_keys(void **state)
     nb_conf_reset();
 }
 
+/* Migration URIs: where peers reach this host, and the host and port a
+ * URI names (what the target check connects to). */
+static void test_migration_uri(void **state)
+{
+    (void)state;
+    struct lv lv = {.host = "cmp1"};
+    struct nb_ctx ctx;
+    char uri[256], host[64], port[16];
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(lv_migration_uri(&lv, &ctx, uri, sizeof(uri)), 0);
+    assert_string_equal(uri, "qemu+tcp://cmp1/system"); /* no my_ip: the host name */
+    nb_conf_set("DEFAULT", "my_ip", "198.51.100.7");
+    nb_conf_set("libvirt", "live_migration_scheme", "tls");
+    assert_int_equal(lv_migration_uri(&lv, &ctx, uri, sizeof(uri)), 0);
+    assert_string_equal(uri, "qemu+tls://198.51.100.7/system");
+    nb_conf_set("libvirt", "live_migration_inbound_addr", "fd00::7");
+    assert_int_equal(lv_migration_uri(&lv, &ctx, uri, sizeof(uri)), 0);
+    assert_string_equal(uri, "qemu+tls://[fd00::7]/system");
+    nb_conf_set("libvirt", "live_migration_uri", "qemu+ssh://nova@%s/system?no_verify=1");
+    assert_int_equal(lv_migration_uri(&lv, &ctx, uri, sizeof(uri)), 0);
+    assert_string_equal(uri, "qemu+ssh://nova@fd00::7/system?no_verify=1");
+    nb_conf_set("libvirt", "live_migration_uri", "qemu+tcp://host/system");
+    assert_int_equal(lv_migration_uri(&lv, &ctx, uri, sizeof(uri)), -1);
+    assert_non_null(strstr(nb_ctx_message(&ctx), "must hold one %s"));
+    nb_ctx_clear_error(&ctx);
+    nb_conf_set("libvirt", "live_migration_uri", "");
+    nb_conf_set("libvirt", "live_migration_scheme", "rdma");
+    assert_int_equal(lv_migration_uri(&lv, &ctx, uri, sizeof(uri)), -1);
+    assert_non_null(strstr(nb_ctx_message(&ctx), "live_migration_scheme must be"));
+    nb_conf_set("libvirt", "live_migration_scheme", "tcp");
+    nb_conf_set("libvirt", "live_migration_inbound_addr", "");
+    nb_conf_set("DEFAULT", "my_ip", "");
+
+    assert_int_equal(
+        lv_uri_host_port("qemu+tcp://198.51.100.2/system", host, sizeof(host), port, sizeof(port)),
+        0);
+    assert_string_equal(host, "198.51.100.2");
+    assert_string_equal(port, "16509");
+    assert_int_equal(
+        lv_uri_host_port("qemu+tls://[fd00::2]/system", host, sizeof(host), port, sizeof(port)), 0);
+    assert_string_equal(host, "fd00::2");
+    assert_string_equal(port, "16514");
+    assert_int_equal(lv_uri_host_port("qemu+ssh://nova@cmp2:2222/system?x=1", host, sizeof(host),
+                                      port, sizeof(port)),
+                     0);
+    assert_string_equal(host, "cmp2");
+    assert_string_equal(port, "2222");
+    assert_int_equal(lv_uri_host_port("qemu://cmp3/system", host, sizeof(host), port, sizeof(port)),
+                     0);
+    assert_string_equal(port, "16514"); /* libvirt's default transport is tls */
+    assert_int_equal(lv_uri_host_port("qemu:///system", host, sizeof(host), port, sizeof(port)),
+                     -1);
+    assert_int_equal(lv_uri_host_port(NULL, host, sizeof(host), port, sizeof(port)), -1);
+}
+
+/* Nova's downtime_steps docstring: 10 steps, 30 s delay, 3 GiB, 400 ms. */
+static void test_downtime_steps(void **state)
+{
+    (void)state;
+    nb_conf_set("libvirt", "live_migration_downtime", "400");
+    nb_conf_set("libvirt", "live_migration_downtime_steps", "10");
+    nb_conf_set("libvirt", "live_migration_downtime_delay", "30");
+    struct lv_downtime d;
+    lv_downtime_steps(3, &d);
+    assert_int_equal(d.n, 11);
+    const long long at[] = {0, 90, 180, 270, 360, 450, 540, 630, 720, 810, 900};
+    const long long ms[] = {40, 76, 112, 148, 184, 220, 256, 292, 328, 364, 400};
+    for (int i = 0; i < 11; i++) {
+        assert_int_equal(d.at_s[i], at[i]);
+        assert_int_equal(d.ms[i], ms[i]);
+    }
+    nb_conf_set("libvirt", "live_migration_downtime", "500");
+    nb_conf_set("libvirt", "live_migration_downtime_steps", "10");
+    nb_conf_set("libvirt", "live_migration_downtime_delay", "75");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_domain_xml),   cmocka_unit_test(test_mac),
-        cmocka_unit_test(test_run),          cmocka_unit_test(test_rm_rf),
-        cmocka_unit_test(test_volume_disks), cmocka_unit_test(test_volume_clashes),
-        cmocka_unit_test(test_cpu_config),   cmocka_unit_test(test_probe_is_a_real_guest),
-        cmocka_unit_test(test_kvm_failure),  cmocka_unit_test(test_conf_keys),
+        cmocka_unit_test(test_domain_xml),    cmocka_unit_test(test_mac),
+        cmocka_unit_test(test_run),           cmocka_unit_test(test_rm_rf),
+        cmocka_unit_test(test_volume_disks),  cmocka_unit_test(test_volume_clashes),
+        cmocka_unit_test(test_cpu_config),    cmocka_unit_test(test_probe_is_a_real_guest),
+        cmocka_unit_test(test_kvm_failure),   cmocka_unit_test(test_conf_keys),
+        cmocka_unit_test(test_migration_uri), cmocka_unit_test(test_downtime_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

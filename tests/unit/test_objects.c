@@ -480,6 +480,122 @@ static void test_migrations(void **state)
     assert_int_equal(ctx.err_status, 400);
 }
 
+/* The ids (column id) of a list, in order, into out as "1,2,3". */
+static void ids_of(json_t *list, char *out, size_t n)
+{
+    out[0] = '\0';
+    size_t i;
+    json_t *r;
+    json_array_foreach (list, i, r)
+        snprintf(out + strlen(out), n - strlen(out), "%s%lld", i ? "," : "",
+                 nb_json_int(r, "id", 0));
+    json_decref(list);
+}
+
+static void test_migration_list_filters_and_pages(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    const char *inst = "00000000-0000-0000-0000-0000000000f1";
+    add_instance(inst);
+    static const struct {
+        const char *type, *status, *src, *dst, *created;
+        int hidden;
+    } rows[] = {
+        {NB_MIGRATION_COLD, NB_MIGRATION_FINISHED, "h1", "h2", "2026-01-01T10:00:00.000000", 0},
+        {NB_MIGRATION_LIVE, NB_MIGRATION_RUNNING, "h3", "h2", "2026-01-01T11:00:00.000000", 0},
+        {NB_MIGRATION_LIVE, NB_MIGRATION_COMPLETED, "h1", "h3", "2026-01-01T12:00:00.000000", 0},
+        {NB_MIGRATION_RESIZE, NB_MIGRATION_CONFIRMED, "h1", "h1", "2026-01-01T13:00:00.000000", 1},
+    };
+    char uuids[4][NB_UUID_LEN];
+    long long id0 = 0;
+    for (int i = 0; i < 4; i++) {
+        struct nb_migration_new m = {.instance_uuid = inst,
+                                     .migration_type = rows[i].type,
+                                     .status = rows[i].status,
+                                     .source_compute = rows[i].src,
+                                     .dest_compute = rows[i].dst,
+                                     .user_id = i == 2 ? "u2" : "u1",
+                                     .project_id = "p1"};
+        assert_int_equal(nb_migration_create(db, &ctx, &m, uuids[i]), 0);
+        assert_true(nb_db_exec(db, &ctx,
+                               "UPDATE migrations SET created_at = ?, updated_at = ?, hidden = ? "
+                               "WHERE uuid = ?",
+                               "ssis", rows[i].created, rows[i].created, (long long)rows[i].hidden,
+                               uuids[i]) >= 0);
+        json_t *r = nb_migration_get(db, &ctx, uuids[i]);
+        if (!i)
+            id0 = nb_json_int(r, "id", 0);
+        json_decref(r);
+    }
+    char got[64], want[64];
+    /* not paged: oldest first, hidden left out */
+    struct nb_migration_filter f = {.instance_uuid = inst, .hidden = -1, .limit = -1};
+    ids_of(nb_migration_list(db, &ctx, &f), got, sizeof(got));
+    snprintf(want, sizeof(want), "%lld,%lld,%lld", id0, id0 + 1, id0 + 2);
+    assert_string_equal(got, want);
+    /* host is the source or the destination; source_compute only without host */
+    f.host = "h3";
+    f.source_compute = "h1";
+    ids_of(nb_migration_list(db, &ctx, &f), got, sizeof(got));
+    snprintf(want, sizeof(want), "%lld,%lld", id0 + 1, id0 + 2);
+    assert_string_equal(got, want);
+    f.host = NULL;
+    ids_of(nb_migration_list(db, &ctx, &f), got, sizeof(got));
+    snprintf(want, sizeof(want), "%lld,%lld", id0, id0 + 2);
+    assert_string_equal(got, want);
+    f.source_compute = NULL;
+    f.migration_type = NB_MIGRATION_LIVE;
+    f.user_id = "u2";
+    ids_of(nb_migration_list(db, &ctx, &f), got, sizeof(got));
+    snprintf(want, sizeof(want), "%lld", id0 + 2);
+    assert_string_equal(got, want);
+    f.migration_type = f.user_id = NULL;
+    f.hidden = 1; /* hidden rows stay out even when asked for */
+    ids_of(nb_migration_list(db, &ctx, &f), got, sizeof(got));
+    assert_string_equal(got, "");
+    f.hidden = -1;
+    /* paged: newest first, after the marker, at most limit, within the times */
+    f.paged = true;
+    f.limit = 1;
+    f.marker = uuids[2];
+    ids_of(nb_migration_list(db, &ctx, &f), got, sizeof(got));
+    snprintf(want, sizeof(want), "%lld", id0 + 1);
+    assert_string_equal(got, want);
+    f.marker = NULL;
+    f.limit = -1;
+    f.changes_since = "2026-01-01T11:00:00.000000";
+    f.changes_before = "2026-01-01T11:59:59.999999";
+    ids_of(nb_migration_list(db, &ctx, &f), got, sizeof(got));
+    snprintf(want, sizeof(want), "%lld", id0 + 1);
+    assert_string_equal(got, want);
+    /* an unknown marker is the 400 the API answers */
+    f.marker = "00000000-0000-0000-0000-00000000beef";
+    assert_null(nb_migration_list(db, &ctx, &f));
+    assert_int_equal(ctx.err_status, 400);
+    assert_string_equal(ctx.err_msg,
+                        "Marker 00000000-0000-0000-0000-00000000beef could not be found.");
+    nb_ctx_init_system(&ctx, NULL);
+    /* in progress: queued, preparing, running, post-migrating */
+    json_t *live = nb_migration_list_in_progress(db, &ctx, inst, NB_MIGRATION_LIVE);
+    assert_int_equal(json_array_size(live), 1);
+    assert_string_equal(nb_json_str(json_array_get(live, 0), "uuid"), uuids[1]);
+    json_decref(live);
+    assert_true(nb_migration_in_progress(NB_MIGRATION_POST_MIGRATING));
+    assert_false(nb_migration_in_progress(NB_MIGRATION_COMPLETED));
+    assert_false(nb_migration_in_progress(NULL));
+    /* by id and instance: Nova's MigrationNotFoundForInstance */
+    json_t *r = nb_migration_get_by_id_and_instance(db, &ctx, id0, inst);
+    assert_non_null(r);
+    json_decref(r);
+    assert_null(nb_migration_get_by_id_and_instance(db, &ctx, id0, U1));
+    assert_int_equal(ctx.err_status, 404);
+    char msg[160];
+    snprintf(msg, sizeof(msg), "Migration %lld not found for instance %s", id0, U1);
+    assert_string_equal(ctx.err_msg, msg);
+}
+
 int main(void)
 {
     const struct CMUnitTest pure[] = {
@@ -492,6 +608,7 @@ int main(void)
         cmocka_unit_test(test_list_in_state),
         cmocka_unit_test(test_destroy),
         cmocka_unit_test(test_migrations),
+        cmocka_unit_test(test_migration_list_filters_and_pages),
     };
     int failed = cmocka_run_group_tests_name("objects", pure, NULL, NULL);
     failed += cmocka_run_group_tests_name("objects-db", with_db, setup_db, teardown_db);

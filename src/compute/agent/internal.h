@@ -82,16 +82,6 @@ int nb_disk_check(const json_t *bdm, struct nb_disk_check *chk, char *err, size_
  * missing on host <host>"); nothing is changed then. */
 int nb_agent_verify_disks(struct agent *a, struct nb_ctx *ctx, json_t *inst, json_t *only);
 
-/* resize.c: cold migration and resize steps (compute_api.h), bus handlers
- * of the calls prep_resize, resize_instance, finish_resize and
- * finish_revert_resize (nb_agent_finish_resize), confirm_resize and
- * revert_resize (nb_agent_drop_resize). */
-json_t *nb_agent_prep_resize(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args);
-json_t *nb_agent_resize_instance(void *opaque, struct nb_ctx *ctx, const char *method,
-                                 json_t *args);
-json_t *nb_agent_finish_resize(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args);
-json_t *nb_agent_drop_resize(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args);
-
 /* live_migration.c: the handlers of the live-migration messages
  * (compute_api.h), with the bus handler's signature */
 json_t *nb_lm_check_destination(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
@@ -103,6 +93,16 @@ json_t *nb_lm_force_complete(void *a, struct nb_ctx *ctx, const char *method, js
 json_t *nb_lm_post_dest(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
 json_t *nb_lm_post_source(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
 json_t *nb_lm_rollback_dest(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+
+/* resize.c: cold migration and resize steps (compute_api.h), bus handlers
+ * of the calls prep_resize, resize_instance, finish_resize and
+ * finish_revert_resize (nb_agent_finish_resize), confirm_resize and
+ * revert_resize (nb_agent_drop_resize). */
+json_t *nb_agent_prep_resize(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_agent_resize_instance(void *opaque, struct nb_ctx *ctx, const char *method,
+                                 json_t *args);
+json_t *nb_agent_finish_resize(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_agent_drop_resize(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args);
 
 /* manager.c */
 /* The lock that serialises the operations on instance uuid. */

@@ -19,11 +19,13 @@ int nb_compute_api_init(struct nb_env *env)
         nb_compute_server_actions_init,
         nb_compute_server_metadata_init,
         nb_compute_instance_actions_init,
+        nb_compute_migrations_init,
         nb_compute_quotas_init,
         nb_compute_limits_init,
         nb_compute_volume_attachments_init,
         nb_compute_server_ips_init,
         nb_compute_images_init,
+        nb_compute_server_moves_init,
     };
     for (size_t i = 0; i < sizeof(inits) / sizeof(inits[0]); i++)
         if (inits[i](env) < 0)

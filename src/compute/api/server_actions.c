@@ -19,8 +19,8 @@
 #include "compute/api/api.h"
 #include "compute/api/instances.h"
 #include "compute/api/server_actions.h"
-#include "compute/api/server_resize.h"
 #include "compute/api/server_moves.h"
+#include "compute/api/server_resize.h"
 #include "compute/api/server_snapshot.h"
 #include "compute/api/validate.h"
 #include "compute/compute.h"
@@ -501,11 +501,11 @@ static const struct {
     {"resume", NULL, do_resume, NULL, NULL},
     {"os-getConsoleOutput", check_console_output, NULL, do_console_output, NULL},
     {"createImage", nb_srv_check_create_image, NULL, NULL, nb_srv_create_image},
+    {"os-migrateLive", nb_srv_check_live_migrate, nb_srv_live_migrate, NULL, NULL},
     {"migrate", nb_srv_check_migrate, nb_srv_migrate, NULL, NULL},
     {"resize", nb_srv_check_resize, nb_srv_resize, NULL, NULL},
     {"confirmResize", NULL, NULL, NULL, nb_srv_confirm_resize},
     {"revertResize", NULL, nb_srv_revert_resize, NULL, NULL},
-    {"os-migrateLive", nb_srv_check_live_migrate, nb_srv_live_migrate, NULL, NULL},
 };
 
 /* Nova's other server actions: known, but not available in nubo yet. */

@@ -13,13 +13,20 @@
  * precheck shows as the migration's status "error" with an event and a
  * fault. Before 2.34 Nova answered a refused precheck with 400; nubo asks
  * the conductor's dry run first (check_live_migration) and answers its
- * refusal with 400 before anything is recorded. */
+ * refusal with 400 before anything is recorded.
+ *
+ * GET /compute/v2.1/servers/{server_id}/os-migration-check?host=H&
+ * block_migration=true|false|auto is nubo's own (admin only, policy
+ * nubo:os-migration-check; no Nova client asks for it): every precheck of a
+ * live migration against host H or every candidate host, with evidence and
+ * verdicts, nothing moved or claimed; `nubo doctor migration` prints it. */
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/pyrepr.h"
 #include "common/util.h"
+#include "compute/api/api.h"
 #include "compute/api/instances.h"
 #include "compute/api/server_actions.h"
 #include "compute/api/server_moves.h"
@@ -221,5 +228,47 @@ int nb_srv_live_migrate(struct nb_ctx *ctx, json_t *inst, json_t *args)
         .uuid = uuid, .migration_uuid = mig, .host = host, .block_migration = bm, .force = force};
     if (nb_conductor_live_migrate_instance(ctx, &req) < 0)
         return undo(ctx, uuid, mig);
+    return 0;
+}
+
+/* The dry run: the conductor's check_live_migration reply as the body. */
+static int h_migration_check(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_srv_policy(ctx, "nubo:os-migration-check", ctx->is_admin) < 0)
+        return -1;
+    static const char *const allowed[] = {"host", "block_migration", NULL};
+    if (nb_res_query_only(ctx, req, allowed) < 0)
+        return -1;
+    const char *host = nb_req_query(req, "host");
+    const char *bm = nb_req_query(req, "block_migration");
+    if (bm && strcmp(bm, "auto") && nb_srv_bool_from_string(bm, true) < 0)
+        return nb_error(ctx, 400, NULL, "Invalid block_migration '%s': it is true, false or auto.",
+                        bm);
+    const char *bms = !bm || !strcmp(bm, "auto")          ? "auto"
+                      : nb_srv_bool_from_string(bm, true) ? "true"
+                                                          : "false";
+    _cleanup_json_ json_t *inst = nb_srv_instance_get(ctx, nb_req_param(req, "server_id"), false);
+    if (!inst)
+        return -1;
+    if (host && *host && compute_host_exists(ctx, host) < 0)
+        return -1;
+    json_t *r = nb_conductor_check_live_migration(
+        ctx, nb_json_str(inst, "uuid"), host && *host ? host : NULL, bms,
+        (int)nb_conf_int("DEFAULT", "rpc_response_timeout", 60) * 2000);
+    if (!r)
+        return nb_srv_error_as(ctx, 503, "The compute conductor is not available.");
+    if (nb_json_str(r, "error")) {
+        int rc = nb_error(ctx, 404, NULL, "%s", nb_json_str(r, "error"));
+        json_decref(r);
+        return rc;
+    }
+    return nb_resp_json(resp, 200, r);
+}
+
+int nb_compute_server_moves_init(struct nb_env *env)
+{
+    (void)env;
+    nb_http_route("GET", "/compute/v2.1/servers/{server_id}/os-migration-check", h_migration_check,
+                  0);
     return 0;
 }

@@ -98,3 +98,69 @@ int nb_migration_update(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
         c->memory_remaining, (int)c->set_disk, c->disk_total, (int)c->set_disk, c->disk_processed,
         (int)c->set_disk, c->disk_remaining, now, uuid, c->expected_status, c->expected_status);
 }
+
+bool nb_migration_in_progress(const char *status)
+{
+    static const char *const live[] = {NB_MIGRATION_QUEUED, NB_MIGRATION_PREPARING,
+                                       NB_MIGRATION_RUNNING, NB_MIGRATION_POST_MIGRATING};
+    for (size_t i = 0; status && i < sizeof(live) / sizeof(live[0]); i++)
+        if (!strcmp(status, live[i]))
+            return true;
+    return false;
+}
+
+json_t *nb_migration_list(struct nb_db *db, struct nb_ctx *ctx, const struct nb_migration_filter *f)
+{
+    const char *marker = f->paged ? f->marker : NULL;
+    if (marker) {
+        json_t *m = nb_db_row(db, ctx, "SELECT id FROM migrations WHERE uuid = ? AND deleted = 0",
+                              "s", marker);
+        if (!m) {
+            if (!nb_ctx_failed(ctx))
+                nb_error(ctx, 400, NULL, "Marker %s could not be found.", marker);
+            return NULL;
+        }
+        json_decref(m);
+    }
+    const char *source = f->host ? NULL : f->source_compute;
+    return nb_db_rows(
+        db, ctx,
+        "SELECT * FROM migrations WHERE deleted = 0 AND hidden = 0 AND NOT ? "
+        "AND (? IS NULL OR source_compute = ? OR dest_compute = ?) "
+        "AND (? IS NULL OR source_compute = ?) AND (? IS NULL OR status = ?) "
+        "AND (? IS NULL OR instance_uuid = ?) AND (? IS NULL OR migration_type = ?) "
+        "AND (? IS NULL OR user_id = ?) AND (? IS NULL OR project_id = ?) "
+        "AND (? IS NULL OR updated_at >= ?) AND (? IS NULL OR updated_at <= ?) "
+        "AND (? IS NULL OR (created_at, id) < "
+        "(SELECT created_at, id FROM migrations WHERE uuid = ? AND deleted = 0)) "
+        "ORDER BY CASE WHEN ? THEN created_at END DESC, CASE WHEN ? THEN id END DESC, id "
+        "LIMIT ?",
+        "bsssssssssssssssssssssbbi", f->hidden == 1, f->host, f->host, f->host, source, source,
+        f->status, f->status, f->instance_uuid, f->instance_uuid, f->migration_type,
+        f->migration_type, f->user_id, f->user_id, f->project_id, f->project_id, f->changes_since,
+        f->changes_since, f->changes_before, f->changes_before, marker, marker, (int)f->paged,
+        (int)f->paged, f->paged && f->limit >= 0 ? f->limit : -1LL);
+}
+
+json_t *nb_migration_get_by_id_and_instance(struct nb_db *db, struct nb_ctx *ctx, long long id,
+                                            const char *instance_uuid)
+{
+    json_t *row = nb_db_row(db, ctx,
+                            "SELECT * FROM migrations WHERE id = ? AND instance_uuid = ? AND "
+                            "deleted = 0",
+                            "is", id, instance_uuid);
+    if (!row && !nb_ctx_failed(ctx))
+        nb_error(ctx, 404, NULL, "Migration %lld not found for instance %s", id, instance_uuid);
+    return row;
+}
+
+json_t *nb_migration_list_in_progress(struct nb_db *db, struct nb_ctx *ctx,
+                                      const char *instance_uuid, const char *migration_type)
+{
+    return nb_db_rows(db, ctx,
+                      "SELECT * FROM migrations WHERE instance_uuid = ? AND deleted = 0 AND "
+                      "status IN (?, ?, ?, ?) AND (? IS NULL OR migration_type = ?) ORDER BY id",
+                      "sssssss", instance_uuid, NB_MIGRATION_QUEUED, NB_MIGRATION_PREPARING,
+                      NB_MIGRATION_RUNNING, NB_MIGRATION_POST_MIGRATING, migration_type,
+                      migration_type);
+}

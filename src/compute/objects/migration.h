@@ -11,6 +11,7 @@
 #include "common/ctx.h"
 #include "common/util.h"
 #include <jansson.h>
+#include <stdbool.h>
 
 struct nb_db;
 
@@ -87,5 +88,45 @@ struct nb_migration_change {
  * transaction. 1 changed, 0 not, -1 on error. */
 int nb_migration_update(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
                         const struct nb_migration_change *c);
+
+/* The filters and paging of Nova's migration_get_all_by_filters
+ * (os-migrations). NULL strings and hidden < 0 do not filter. Hidden rows
+ * are never listed (the API drops them). */
+struct nb_migration_filter {
+    const char *host;           /* source_compute or dest_compute */
+    const char *source_compute; /* only when host is NULL, as Nova */
+    const char *status, *instance_uuid, *migration_type, *user_id, *project_id;
+    int hidden; /* 1: only hidden rows (so none), 0 or < 0: not filtered */
+    /* updated_at bounds, inclusive, as stored ("YYYY-MM-DDTHH:MM:SS.ffffff") */
+    const char *changes_since, *changes_before;
+    /* paged: newest first (created_at, id descending), after the migration
+     * uuid marker (NULL: from the start), at most limit rows (< 0: all).
+     * Not paged: oldest first, marker and limit ignored. */
+    bool paged;
+    const char *marker;
+    long long limit;
+};
+
+/* The live, not hidden migrations matching f: new array (maybe empty), or
+ * NULL after 400 "Marker <uuid> could not be found." (an unknown or deleted
+ * marker) or a database error. */
+json_t *nb_migration_list(struct nb_db *db, struct nb_ctx *ctx,
+                          const struct nb_migration_filter *f);
+
+/* The migration with id (the integer column) of instance_uuid: new ref, or
+ * NULL after 404 "Migration <id> not found for instance <uuid>" (Nova's
+ * MigrationNotFoundForInstance) or a database error. */
+json_t *nb_migration_get_by_id_and_instance(struct nb_db *db, struct nb_ctx *ctx, long long id,
+                                            const char *instance_uuid);
+
+/* The live migrations of instance_uuid in progress (queued, preparing,
+ * running, post-migrating) of migration_type (NULL: any), oldest first:
+ * new array, or NULL on error. */
+json_t *nb_migration_list_in_progress(struct nb_db *db, struct nb_ctx *ctx,
+                                      const char *instance_uuid, const char *migration_type);
+
+/* Whether status is one Nova's server migrations API calls in progress
+ * (queued, preparing, running, post-migrating). */
+bool nb_migration_in_progress(const char *status);
 
 #endif

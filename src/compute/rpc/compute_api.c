@@ -115,62 +115,6 @@ bool nb_compute_ping(struct nb_ctx *ctx, const char *host, int timeout_ms)
     return r != NULL;
 }
 
-/* The arguments of a resize step: what every step sends, plus the members
- * of its own message (flavor, dest_host + dest, power_on). */
-static json_t *resize_args(const struct nb_resize_step *s, bool flavor, bool dest, bool power)
-{
-    json_t *a = json_pack("{s:o, s:s?, s:b}", "instance", s->instance, "migration_uuid",
-                          s->migration_uuid, "same_host", s->same_host);
-    if (flavor)
-        json_object_set_new(a, "flavor", s->flavor ? json_deep_copy(s->flavor) : json_null());
-    if (dest) {
-        json_object_set_new(a, "dest_host", json_string(s->dest_host ? s->dest_host : ""));
-        json_object_set_new(a, "dest", s->dest ? json_deep_copy(s->dest) : json_object());
-    }
-    if (power)
-        json_object_set_new(a, "power_on", json_boolean(s->power_on));
-    return a;
-}
-
-json_t *nb_compute_prep_resize(struct nb_ctx *ctx, const struct nb_resize_step *s, int timeout_ms)
-{
-    return call(ctx, s->host, NB_COMPUTE_PREP_RESIZE, resize_args(s, true, false, false),
-                timeout_ms);
-}
-
-json_t *nb_compute_resize_instance(struct nb_ctx *ctx, const struct nb_resize_step *s,
-                                   int timeout_ms)
-{
-    return call(ctx, s->host, NB_COMPUTE_RESIZE_INSTANCE, resize_args(s, true, true, false),
-                timeout_ms);
-}
-
-json_t *nb_compute_finish_resize(struct nb_ctx *ctx, const struct nb_resize_step *s, int timeout_ms)
-{
-    return call(ctx, s->host, NB_COMPUTE_FINISH_RESIZE, resize_args(s, false, false, true),
-                timeout_ms);
-}
-
-json_t *nb_compute_confirm_resize(struct nb_ctx *ctx, const struct nb_resize_step *s,
-                                  int timeout_ms)
-{
-    return call(ctx, s->host, NB_COMPUTE_CONFIRM_RESIZE, resize_args(s, false, false, false),
-                timeout_ms);
-}
-
-json_t *nb_compute_revert_resize(struct nb_ctx *ctx, const struct nb_resize_step *s, int timeout_ms)
-{
-    return call(ctx, s->host, NB_COMPUTE_REVERT_RESIZE, resize_args(s, false, false, false),
-                timeout_ms);
-}
-
-json_t *nb_compute_finish_revert_resize(struct nb_ctx *ctx, const struct nb_resize_step *s,
-                                        int timeout_ms)
-{
-    return call(ctx, s->host, NB_COMPUTE_FINISH_REVERT_RESIZE, resize_args(s, false, false, true),
-                timeout_ms);
-}
-
 json_t *nb_compute_check_can_live_migrate_destination(struct nb_ctx *ctx, const char *dest,
                                                       json_t *instance, const char *source,
                                                       int check_timeout_ms, int timeout_ms)
@@ -249,5 +193,61 @@ json_t *nb_compute_rollback_live_migration_at_destination(struct nb_ctx *ctx, co
 {
     return call(ctx, dest, NB_COMPUTE_ROLLBACK_LIVE_MIGRATION_AT_DESTINATION,
                 json_pack("{s:o, s:b}", "instance", instance, "shared_storage", shared_storage),
+                timeout_ms);
+}
+
+/* The arguments of a resize step: what every step sends, plus the members
+ * of its own message (flavor, dest_host + dest, power_on). */
+static json_t *resize_args(const struct nb_resize_step *s, bool flavor, bool dest, bool power)
+{
+    json_t *a = json_pack("{s:o, s:s?, s:b}", "instance", s->instance, "migration_uuid",
+                          s->migration_uuid, "same_host", s->same_host);
+    if (flavor)
+        json_object_set_new(a, "flavor", s->flavor ? json_deep_copy(s->flavor) : json_null());
+    if (dest) {
+        json_object_set_new(a, "dest_host", json_string(s->dest_host ? s->dest_host : ""));
+        json_object_set_new(a, "dest", s->dest ? json_deep_copy(s->dest) : json_object());
+    }
+    if (power)
+        json_object_set_new(a, "power_on", json_boolean(s->power_on));
+    return a;
+}
+
+json_t *nb_compute_prep_resize(struct nb_ctx *ctx, const struct nb_resize_step *s, int timeout_ms)
+{
+    return call(ctx, s->host, NB_COMPUTE_PREP_RESIZE, resize_args(s, true, false, false),
+                timeout_ms);
+}
+
+json_t *nb_compute_resize_instance(struct nb_ctx *ctx, const struct nb_resize_step *s,
+                                   int timeout_ms)
+{
+    return call(ctx, s->host, NB_COMPUTE_RESIZE_INSTANCE, resize_args(s, true, true, false),
+                timeout_ms);
+}
+
+json_t *nb_compute_finish_resize(struct nb_ctx *ctx, const struct nb_resize_step *s, int timeout_ms)
+{
+    return call(ctx, s->host, NB_COMPUTE_FINISH_RESIZE, resize_args(s, false, false, true),
+                timeout_ms);
+}
+
+json_t *nb_compute_confirm_resize(struct nb_ctx *ctx, const struct nb_resize_step *s,
+                                  int timeout_ms)
+{
+    return call(ctx, s->host, NB_COMPUTE_CONFIRM_RESIZE, resize_args(s, false, false, false),
+                timeout_ms);
+}
+
+json_t *nb_compute_revert_resize(struct nb_ctx *ctx, const struct nb_resize_step *s, int timeout_ms)
+{
+    return call(ctx, s->host, NB_COMPUTE_REVERT_RESIZE, resize_args(s, false, false, false),
+                timeout_ms);
+}
+
+json_t *nb_compute_finish_revert_resize(struct nb_ctx *ctx, const struct nb_resize_step *s,
+                                        int timeout_ms)
+{
+    return call(ctx, s->host, NB_COMPUTE_FINISH_REVERT_RESIZE, resize_args(s, false, false, true),
                 timeout_ms);
 }

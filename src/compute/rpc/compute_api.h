@@ -43,12 +43,6 @@
 #define NB_COMPUTE_GUEST_INFO "guest_info"
 #define NB_COMPUTE_GET_HOST_UPTIME "get_host_uptime"
 #define NB_COMPUTE_PING "ping"
-#define NB_COMPUTE_PREP_RESIZE "prep_resize"
-#define NB_COMPUTE_RESIZE_INSTANCE "resize_instance"
-#define NB_COMPUTE_FINISH_RESIZE "finish_resize"
-#define NB_COMPUTE_CONFIRM_RESIZE "confirm_resize"
-#define NB_COMPUTE_REVERT_RESIZE "revert_resize"
-#define NB_COMPUTE_FINISH_REVERT_RESIZE "finish_revert_resize"
 #define NB_COMPUTE_CHECK_CAN_LIVE_MIGRATE_DESTINATION "check_can_live_migrate_destination"
 #define NB_COMPUTE_CHECK_CAN_LIVE_MIGRATE_SOURCE "check_can_live_migrate_source"
 #define NB_COMPUTE_PRE_LIVE_MIGRATION "pre_live_migration"
@@ -58,6 +52,12 @@
 #define NB_COMPUTE_POST_LIVE_MIGRATION_AT_DESTINATION "post_live_migration_at_destination"
 #define NB_COMPUTE_POST_LIVE_MIGRATION_AT_SOURCE "post_live_migration_at_source"
 #define NB_COMPUTE_ROLLBACK_LIVE_MIGRATION_AT_DESTINATION "rollback_live_migration_at_destination"
+#define NB_COMPUTE_PREP_RESIZE "prep_resize"
+#define NB_COMPUTE_RESIZE_INSTANCE "resize_instance"
+#define NB_COMPUTE_FINISH_RESIZE "finish_resize"
+#define NB_COMPUTE_CONFIRM_RESIZE "confirm_resize"
+#define NB_COMPUTE_REVERT_RESIZE "revert_resize"
+#define NB_COMPUTE_FINISH_REVERT_RESIZE "finish_revert_resize"
 
 /* build_and_run_instance (cast) {"instance", "node"}: spawn on node (the
  * scheduler's claim); the agent answers build_result. */
@@ -117,54 +117,6 @@ json_t *nb_compute_get_host_uptime(struct nb_ctx *ctx, const char *host, int tim
 /* ping (call) {} -> {"ok": true, "host"}: whether host's agent answers
  * within timeout_ms (a failure is left on ctx). */
 bool nb_compute_ping(struct nb_ctx *ctx, const char *host, int timeout_ms);
-
-/* ---- cold migration and resize (calls, conductor -> agent) ----
- * The conductor (conductor/resize.c) drives Nova's steps one host at a
- * time and writes every state itself; each step is a call answered
- * {"ok": true, …} or {"ok": false, "message", "guest_lost"} ("guest_lost":
- * the guest could not be brought back on that host). "instance" is the
- * agent view as the step needs it: prep_resize and resize_instance get it
- * as it is on the source, finish_resize with the new flavor on the
- * destination, finish_revert_resize with the old flavor on the source. */
-struct nb_resize_step {
-    const char *host;           /* whose agent runs the step */
-    json_t *instance;           /* stolen */
-    const char *migration_uuid; /* logged */
-    bool same_host;             /* source and destination are one host */
-    const json_t *flavor;       /* prep_resize, resize_instance: the new flavor (borrowed) */
-    const char *dest_host;      /* resize_instance: where the disks go */
-    const json_t *dest;         /* resize_instance: prep_resize's "dest" (borrowed) */
-    bool power_on;              /* finish_resize, finish_revert_resize: start the guest */
-};
-
-/* prep_resize {"instance", "migration_uuid", "same_host", "flavor"} on the
- * destination: room made for the instance (its directory, its image in the
- * cache) -> {"ok", "dest": {what the source needs to send the disks}}.
- * resize_instance {"instance", "migration_uuid", "same_host", "flavor",
- * "dest_host", "dest"} on the source: the guest powered off and its local disks sent to
- * the destination -> {"ok"}.
- * finish_resize {"instance", "migration_uuid", "same_host", "power_on"} on
- * the destination: the guest defined with the new flavor (and started) ->
- * {"ok", "power_state"}.
- * confirm_resize {"instance", "migration_uuid", "same_host"} on the source:
- * the old guest and its files removed -> {"ok"}.
- * revert_resize {"instance", "migration_uuid", "same_host"} on the
- * destination: the new guest and its files removed -> {"ok"}.
- * finish_revert_resize {"instance", "migration_uuid", "same_host",
- * "power_on"} on the source: the old guest back with the old flavor (and
- * started) -> {"ok", "power_state"}.
- * NULL on timeout or when the agent does not answer (error on ctx). */
-json_t *nb_compute_prep_resize(struct nb_ctx *ctx, const struct nb_resize_step *s, int timeout_ms);
-json_t *nb_compute_resize_instance(struct nb_ctx *ctx, const struct nb_resize_step *s,
-                                   int timeout_ms);
-json_t *nb_compute_finish_resize(struct nb_ctx *ctx, const struct nb_resize_step *s,
-                                 int timeout_ms);
-json_t *nb_compute_confirm_resize(struct nb_ctx *ctx, const struct nb_resize_step *s,
-                                  int timeout_ms);
-json_t *nb_compute_revert_resize(struct nb_ctx *ctx, const struct nb_resize_step *s,
-                                 int timeout_ms);
-json_t *nb_compute_finish_revert_resize(struct nb_ctx *ctx, const struct nb_resize_step *s,
-                                        int timeout_ms);
 
 /* ---- live migration (Nova's compute rpcapi of the same names) ----
  * Calls answer {"ok": true, …} or {"ok": false, "message"}; a driver
@@ -230,5 +182,53 @@ json_t *nb_compute_post_live_migration_at_source(struct nb_ctx *ctx, const char 
 json_t *nb_compute_rollback_live_migration_at_destination(struct nb_ctx *ctx, const char *dest,
                                                           json_t *instance, bool shared_storage,
                                                           int timeout_ms);
+
+/* ---- cold migration and resize (calls, conductor -> agent) ----
+ * The conductor (conductor/resize.c) drives Nova's steps one host at a
+ * time and writes every state itself; each step is a call answered
+ * {"ok": true, …} or {"ok": false, "message", "guest_lost"} ("guest_lost":
+ * the guest could not be brought back on that host). "instance" is the
+ * agent view as the step needs it: prep_resize and resize_instance get it
+ * as it is on the source, finish_resize with the new flavor on the
+ * destination, finish_revert_resize with the old flavor on the source. */
+struct nb_resize_step {
+    const char *host;           /* whose agent runs the step */
+    json_t *instance;           /* stolen */
+    const char *migration_uuid; /* logged */
+    bool same_host;             /* source and destination are one host */
+    const json_t *flavor;       /* prep_resize, resize_instance: the new flavor (borrowed) */
+    const char *dest_host;      /* resize_instance: where the disks go */
+    const json_t *dest;         /* resize_instance: prep_resize's "dest" (borrowed) */
+    bool power_on;              /* finish_resize, finish_revert_resize: start the guest */
+};
+
+/* prep_resize {"instance", "migration_uuid", "same_host", "flavor"} on the
+ * destination: room made for the instance (its directory, its image in the
+ * cache) -> {"ok", "dest": {what the source needs to send the disks}}.
+ * resize_instance {"instance", "migration_uuid", "same_host", "flavor",
+ * "dest_host", "dest"} on the source: the guest powered off and its local disks sent to
+ * the destination -> {"ok"}.
+ * finish_resize {"instance", "migration_uuid", "same_host", "power_on"} on
+ * the destination: the guest defined with the new flavor (and started) ->
+ * {"ok", "power_state"}.
+ * confirm_resize {"instance", "migration_uuid", "same_host"} on the source:
+ * the old guest and its files removed -> {"ok"}.
+ * revert_resize {"instance", "migration_uuid", "same_host"} on the
+ * destination: the new guest and its files removed -> {"ok"}.
+ * finish_revert_resize {"instance", "migration_uuid", "same_host",
+ * "power_on"} on the source: the old guest back with the old flavor (and
+ * started) -> {"ok", "power_state"}.
+ * NULL on timeout or when the agent does not answer (error on ctx). */
+json_t *nb_compute_prep_resize(struct nb_ctx *ctx, const struct nb_resize_step *s, int timeout_ms);
+json_t *nb_compute_resize_instance(struct nb_ctx *ctx, const struct nb_resize_step *s,
+                                   int timeout_ms);
+json_t *nb_compute_finish_resize(struct nb_ctx *ctx, const struct nb_resize_step *s,
+                                 int timeout_ms);
+json_t *nb_compute_confirm_resize(struct nb_ctx *ctx, const struct nb_resize_step *s,
+                                  int timeout_ms);
+json_t *nb_compute_revert_resize(struct nb_ctx *ctx, const struct nb_resize_step *s,
+                                 int timeout_ms);
+json_t *nb_compute_finish_revert_resize(struct nb_ctx *ctx, const struct nb_resize_step *s,
+                                        int timeout_ms);
 
 #endif

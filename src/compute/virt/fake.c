@@ -38,8 +38,8 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "compute/virt/driver.h"
-#include "compute/virt/fake_internal.h"
 #include "compute/virt/fake_moves.h"
+#include "compute/virt/fake_internal.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -783,28 +783,6 @@ static void fake_close(struct nb_virt_driver *drv)
     free(drv);
 }
 
-int nb_virt_fake_with_guests(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *a,
-                             const char *b,
-                             int (*fn)(struct nb_ctx *ctx, json_t *ga, json_t *gb, void *arg),
-                             void *arg)
-{
-    struct fake_priv *p = drv->priv;
-    pthread_mutex_lock(&p->lock);
-    int rc = -1;
-    struct fake_host *ha = get_host_guests(p, ctx, a);
-    struct fake_host *hb = ha ? get_host_guests(p, ctx, b) : NULL;
-    if (hb) {
-        rc = fn(ctx, ha->guests, hb->guests, arg);
-        if (rc == 0) {
-            persist(ha);
-            if (hb != ha)
-                persist(hb);
-        }
-    }
-    pthread_mutex_unlock(&p->lock);
-    return rc;
-}
-
 /* ---- shared with fake_moves.c (fake_moves.h) ---- */
 
 void fake_lock(struct nb_virt_driver *drv)
@@ -876,6 +854,28 @@ void fake_console_line(json_t *guest, const char *line)
     console_append(guest, "%s", line);
 }
 
+int nb_virt_fake_with_guests(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *a,
+                             const char *b,
+                             int (*fn)(struct nb_ctx *ctx, json_t *ga, json_t *gb, void *arg),
+                             void *arg)
+{
+    struct fake_priv *p = drv->priv;
+    pthread_mutex_lock(&p->lock);
+    int rc = -1;
+    struct fake_host *ha = get_host_guests(p, ctx, a);
+    struct fake_host *hb = ha ? get_host_guests(p, ctx, b) : NULL;
+    if (hb) {
+        rc = fn(ctx, ha->guests, hb->guests, arg);
+        if (rc == 0) {
+            persist(ha);
+            if (hb != ha)
+                persist(hb);
+        }
+    }
+    pthread_mutex_unlock(&p->lock);
+    return rc;
+}
+
 static const struct nb_virt_ops fake_ops = {
     .name = "fake",
     .host_info = fake_host_info,
@@ -894,12 +894,6 @@ static const struct nb_virt_ops fake_ops = {
     .attach_volume = fake_attach_volume,
     .detach_volume = fake_detach_volume,
     .snapshot = fake_snapshot,
-    .prep_resize = nb_virt_fake_prep_resize,
-    .migrate_disk_and_power_off = nb_virt_fake_migrate_disk,
-    .finish_migration = nb_virt_fake_finish_migration,
-    .confirm_migration = nb_virt_fake_confirm_migration,
-    .revert_migration = nb_virt_fake_revert_migration,
-    .finish_revert_migration = nb_virt_fake_finish_revert_migration,
     .migration_info = fake_migration_info,
     .check_cpu = fake_check_cpu,
     .storage_probe_create = fake_storage_probe_create,
@@ -912,6 +906,12 @@ static const struct nb_virt_ops fake_ops = {
     .post_live_migration_dest = fake_post_live_migration_dest,
     .post_live_migration_source = fake_post_live_migration_source,
     .rollback_live_migration_dest = fake_rollback_live_migration_dest,
+    .prep_resize = nb_virt_fake_prep_resize,
+    .migrate_disk_and_power_off = nb_virt_fake_migrate_disk,
+    .finish_migration = nb_virt_fake_finish_migration,
+    .confirm_migration = nb_virt_fake_confirm_migration,
+    .revert_migration = nb_virt_fake_revert_migration,
+    .finish_revert_migration = nb_virt_fake_finish_revert_migration,
     .close = fake_close,
 };
 

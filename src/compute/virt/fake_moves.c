@@ -351,7 +351,7 @@ int fake_live_migrate(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char
     json_array_foreach (m->dest_disks ? json_object_get(m->dest_disks, "disks") : NULL, i, d)
         if (m->block_migration && json_is_true(json_object_get(d, "local")))
             disk += nb_json_int(d, "virtual_size", 0);
-    long total_ms = nb_conf_int("fake", "live_migration_ms", 0);
+    long total_ms = fake_conf_int(host, "live_migration_ms", 0);
     bool fail = fake_take_failure(host, "live_migrate");
     long steps = total_ms / STEP_MS;
     for (long s = 0; s <= steps; s++) {

@@ -189,6 +189,26 @@ int lv_live_migrate(struct lv *lv, struct nb_ctx *ctx, json_t *inst, struct nb_l
 int lv_post_live_migration_dest(struct lv *lv, struct nb_ctx *ctx, json_t *inst);
 int lv_post_live_migration_source(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool shared);
 int lv_rollback_live_migration_dest(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool shared);
+/* The URI peers migrate to this host at: [libvirt] live_migration_uri
+ * (deprecated; its one %s is the address) or qemu+<live_migration_scheme
+ * tcp|tls|ssh>://<address>/system, the address being
+ * live_migration_inbound_addr, else [DEFAULT] my_ip, else the host name.
+ * 0; -1 with a 500 naming the bad option. */
+int lv_migration_uri(const struct lv *lv, struct nb_ctx *ctx, char *out, size_t n);
+/* Host and port of a libvirt URI (driver+transport://[user@]host[:port]/
+ * path), the port defaulting to the transport's (tcp 16509, tls 16514, ssh
+ * 22). 0, or -1 when the URI names no remote host. */
+int lv_uri_host_port(const char *uri, char *host, size_t hn, char *port, size_t pn);
+/* Nova's downtime steps for a guest of data_gb GiB: step i, from
+ * at_s[i] = live_migration_downtime_delay * data_gb * i seconds, allows
+ * ms[i] = base + offset * i of downtime (base = downtime / steps, offset =
+ * (downtime - base) / steps), the last one live_migration_downtime. */
+struct lv_downtime {
+    long long at_s[64];
+    long long ms[64];
+    int n;
+};
+void lv_downtime_steps(double data_gb, struct lv_downtime *d);
 
 /* virt_type.c */
 /* Resolves [libvirt] virt_type (kvm|qemu|auto) into lv->virt_type and

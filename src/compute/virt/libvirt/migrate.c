@@ -62,8 +62,7 @@ static const char *inbound_addr(const struct lv *lv)
     return a && *a ? a : lv->host;
 }
 
-/* This host's URI for peers' migrations. 0/-1. */
-static int migration_uri(const struct lv *lv, struct nb_ctx *ctx, char *out, size_t n)
+int lv_migration_uri(const struct lv *lv, struct nb_ctx *ctx, char *out, size_t n)
 {
     const char *addr = inbound_addr(lv);
     const char *legacy = nb_conf_str("libvirt", "live_migration_uri", NULL);
@@ -206,15 +205,31 @@ static json_t *guest_cpu_json(struct lv *lv, struct nb_ctx *ctx, const char *vir
                      "features", features, "virt_type", virt_type);
 }
 
+/* lv_conn failed on ctx: the error again, naming where peers would send
+ * their migrations (the URI, its host and port). NULL. */
+static json_t *hypervisor_down(struct lv *lv, struct nb_ctx *ctx, const char *uri)
+{
+    char why[1024], host[256] = "?", port[16] = "?";
+    nb_strlcpy(why, nb_ctx_message(ctx), sizeof(why));
+    lv_uri_host_port(uri, host, sizeof(host), port, sizeof(port));
+    nb_ctx_clear_error(ctx);
+    nb_error(ctx, 503, NULL,
+             "Live migration URI %s (host %s, port %s) of host %s cannot take live migrations: "
+             "its hypervisor does not answer: %s",
+             uri, host, port, lv->host, why);
+    return NULL;
+}
+
 json_t *lv_migration_info(struct lv *lv, struct nb_ctx *ctx)
 {
+    char uri[512], virt_type[16];
+    if (lv_migration_uri(lv, ctx, uri, sizeof(uri)) < 0)
+        return NULL;
     virConnectPtr conn = lv_conn(lv, ctx);
     if (!conn)
-        return NULL;
-    char uri[512], virt_type[16];
+        return hypervisor_down(lv, ctx, uri);
     struct lv_cpu cpu;
-    if (migration_uri(lv, ctx, uri, sizeof(uri)) < 0 ||
-        lv_current_virt(lv, ctx, virt_type, &cpu) < 0)
+    if (lv_current_virt(lv, ctx, virt_type, &cpu) < 0)
         return NULL;
     unsigned long ver = 0, lver = 0;
     if (virConnectGetVersion(conn, &ver) < 0 || virConnectGetLibVersion(conn, &lver) < 0) {
@@ -372,12 +387,9 @@ int lv_probe_remove(struct lv *lv, struct nb_ctx *ctx, const char *name)
 
 /* ----------------------------------------------- check_migration_target */
 
-/* Host and port of a libvirt URI (driver+transport://host[:port]/path):
- * the transport's default port (tcp 16509, tls 16514, ssh 22). 0, or -1
- * when the URI names no remote host (a local socket: nothing to reach). */
-static int uri_host_port(const char *uri, char *host, size_t hn, char *port, size_t pn)
+int lv_uri_host_port(const char *uri, char *host, size_t hn, char *port, size_t pn)
 {
-    const char *sep = strstr(uri, "://");
+    const char *sep = uri ? strstr(uri, "://") : NULL;
     if (!sep || sep[3] == '/' || sep[3] == '\0')
         return -1;
     const char *plus = memchr(uri, '+', (size_t)(sep - uri));
@@ -385,6 +397,9 @@ static int uri_host_port(const char *uri, char *host, size_t hn, char *port, siz
     if (plus)
         snprintf(transport, sizeof(transport), "%.*s", (int)(sep - plus - 1), plus + 1);
     const char *h = sep + 3, *e;
+    const char *at = strchr(h, '@'), *slash = h + strcspn(h, "/?");
+    if (at && at < slash)
+        h = at + 1; /* user@host */
     if (*h == '[') {
         e = strchr(h, ']');
         if (!e)
@@ -462,7 +477,7 @@ int lv_check_migration_target(struct lv *lv, struct nb_ctx *ctx, const char *des
     if (!dest_uri || !*dest_uri)
         return nb_error(ctx, 400, NULL, "the destination has no migration URI");
     double t0 = nb_time_mono();
-    if (uri_host_port(dest_uri, host, sizeof(host), port, sizeof(port)) == 0 &&
+    if (lv_uri_host_port(dest_uri, host, sizeof(host), port, sizeof(port)) == 0 &&
         tcp_probe(host, port, timeout_ms, why, sizeof(why)) < 0)
         return nb_error(ctx, 409, NULL,
                         "Live migration URI %s is unreachable from host %s: cannot connect to "

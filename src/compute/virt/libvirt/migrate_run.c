@@ -81,15 +81,7 @@ static bool wait_done(struct run *r, int ms)
     return d;
 }
 
-/* Nova's downtime_steps: step i at delay*data_gb*i seconds sets
- * base + offset*i ms, reaching live_migration_downtime at the last. */
-struct downtime {
-    long long at_s[64];
-    long long ms[64];
-    int n;
-};
-
-static void downtime_steps(double data_gb, struct downtime *d)
+void lv_downtime_steps(double data_gb, struct lv_downtime *d)
 {
     long long downtime = nb_conf_int("libvirt", "live_migration_downtime", 500);
     long long steps = nb_conf_int("libvirt", "live_migration_downtime_steps", 10);
@@ -164,7 +156,7 @@ struct watch {
     bool aborted;       /* abort requested (by the agent or the timeout) */
     bool timeout_fired; /* completion timeout action taken */
     long long downtime; /* current max downtime, -1 none set */
-    struct downtime steps;
+    struct lv_downtime steps;
     double t0, timeout_s;
 };
 
@@ -295,7 +287,8 @@ static unsigned int migration_flags(const struct nb_live_migration *m, bool shar
     return f;
 }
 
-/* QEMU's own figures for the finished migration, from the destination. */
+/* QEMU's own figures for the finished migration, from the destination
+ * (kept there for `virsh domjobinfo --completed`). */
 static void log_completed(struct lv *lv, struct nb_ctx *ctx, const char *uuid,
                           const struct nb_live_migration *m, double wall)
 {
@@ -304,7 +297,9 @@ static void log_completed(struct lv *lv, struct nb_ctx *ctx, const char *uuid,
     int type = 0, n = 0;
     virTypedParameterPtr p = NULL;
     unsigned long long downtime = 0, elapsed = 0, mem = 0;
-    if (dom && virDomainGetJobStats(dom, &type, &p, &n, VIR_DOMAIN_JOB_STATS_COMPLETED) == 0) {
+    if (dom && virDomainGetJobStats(dom, &type, &p, &n,
+                                    VIR_DOMAIN_JOB_STATS_COMPLETED |
+                                        VIR_DOMAIN_JOB_STATS_KEEP_COMPLETED) == 0) {
         downtime = param_ull(p, n, VIR_DOMAIN_JOB_DOWNTIME);
         elapsed = param_ull(p, n, VIR_DOMAIN_JOB_TIME_ELAPSED);
         mem = param_ull(p, n, VIR_DOMAIN_JOB_MEMORY_PROCESSED);
@@ -352,7 +347,7 @@ int lv_live_migrate(struct lv *lv, struct nb_ctx *ctx, json_t *inst, struct nb_l
     _cleanup_json_ json_t *disks = lv_migration_disks(lv, ctx, inst);
     nb_ctx_clear_error(ctx);
     double gb = data_gb(inst, disks, m->block_migration);
-    downtime_steps(gb, &w.steps);
+    lv_downtime_steps(gb, &w.steps);
     w.timeout_s = (double)nb_conf_int("libvirt", "live_migration_completion_timeout", 800) * gb;
     pthread_mutex_init(&r.lock, NULL);
     pthread_cond_init(&r.cond, NULL);

@@ -1,0 +1,310 @@
+/* doctor_migration.c - `nubo doctor migration <server> [--to HOST]
+ * [--block-migration true|false|auto] [--json]`: why a server can or cannot
+ * be live-migrated to each candidate host (or the one named), before
+ * anything is tried.
+ *
+ * The checks need the running cloud (the conductor asks the compute agents
+ * of both hosts: CPU, shared storage probe, migration transport), so the
+ * doctor asks the API: GET /compute/v2.1/servers/{id}/os-migration-check,
+ * nubo's admin-only dry run, authenticated, as `doctor server --fix` is,
+ * with a short-lived admin token the doctor issues itself in the database
+ * (root on a controller needs no password). Nothing is moved or claimed.
+ * Output: per host a verdict line, then one line per check
+ *   [OK|WARN|PROBLEM|SKIP] <check>: <evidence>[ -> <message>]
+ * or the API's JSON with --json. Exit status: 0 some host can take the
+ * server, 1 none can, 3 the check could not run, 64 usage. */
+#include "cmd/cmd.h"
+#include "cmd/doctor.h"
+
+#include "common/cleanup.h"
+#include "common/config.h"
+#include "common/env.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "compute/objects/instance.h"
+#include "db/db.h"
+#include "identity/identity.h"
+
+#include <curl/curl.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TOKEN_TTL 300
+
+static const char usage_text[] =
+    "usage: nubo doctor migration <server-id|name> [--to HOST]\n"
+    "                             [--block-migration true|false|auto] [--json]\n"
+    "                             [--config FILE] [--set SECTION.KEY=VALUE ...]\n"
+    "\n"
+    "Runs every precheck of a live migration of the server against HOST, or\n"
+    "against every other compute host, through the running API (nothing is\n"
+    "moved or claimed), and prints for each host its verdict and each check:\n"
+    "  [OK|WARN|PROBLEM|SKIP] <check>: <evidence>[ -> <message>]\n"
+    "checks: service, destination, resources, cpu, hypervisor, transport,\n"
+    "storage, network, instance.\n"
+    "\n"
+    "  --to HOST            only this destination\n"
+    "  --block-migration B  as os-migrateLive's block_migration (default auto)\n"
+    "  --json               the API's answer as JSON\n"
+    "  --config FILE        default /etc/nubo/nubo.conf\n"
+    "\n"
+    "Exit status: 0 some host can take the server, 1 none can, 3 the checks\n"
+    "could not run, 64 usage error.\n";
+
+struct options {
+    const char *server, *to, *block, *config;
+    bool json;
+    char *sets[64];
+    int nsets;
+};
+
+/* 0 parsed, 1 help, -1 usage error (printed). */
+static int parse(int argc, char **argv, struct options *o)
+{
+    static const struct option opts[] = {
+        {"to", required_argument, NULL, 't'},
+        {"block-migration", required_argument, NULL, 'b'},
+        {"json", no_argument, NULL, 'j'},
+        {"config", required_argument, NULL, 'c'},
+        {"set", required_argument, NULL, 's'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    o->config = "/etc/nubo/nubo.conf";
+    o->block = "auto";
+    char **av = calloc((size_t)argc + 2, sizeof(char *));
+    av[0] = "nubo doctor migration";
+    for (int i = 0; i < argc; i++)
+        av[i + 1] = argv[i];
+    optind = 0;
+    opterr = 1;
+    int c, rc = 0;
+    while (rc == 0 && (c = getopt_long(argc + 1, av, "h", opts, NULL)) != -1) {
+        switch (c) {
+        case 't': o->to = optarg; break;
+        case 'b': o->block = optarg; break;
+        case 'j': o->json = true; break;
+        case 'c': o->config = optarg; break;
+        case 's':
+            if (o->nsets < 64)
+                o->sets[o->nsets++] = optarg;
+            break;
+        case 'h': rc = 1; break;
+        default: rc = -1; break;
+        }
+    }
+    if (rc == 0 && argc + 1 - optind != 1) {
+        fprintf(stderr, "nubo doctor migration: give exactly one server id or name\n");
+        rc = -1;
+    } else if (rc == 0) {
+        o->server = av[optind];
+    }
+    if (rc == 0 && strcmp(o->block, "auto") && strcmp(o->block, "true") &&
+        strcmp(o->block, "false")) {
+        fprintf(stderr, "nubo doctor migration: --block-migration is true, false or auto\n");
+        rc = -1;
+    }
+    free(av);
+    return rc;
+}
+
+/* The server's uuid by id or unique name, into out. 0, or -1 (printed). */
+static int resolve(struct nb_db *db, struct nb_ctx *ctx, const char *server, char *out, size_t n)
+{
+    _cleanup_json_ json_t *row = nb_instance_get(db, ctx, server, false);
+    if (row) {
+        nb_strlcpy(out, nb_json_str(row, "uuid"), n);
+        return 0;
+    }
+    nb_ctx_clear_error(ctx);
+    _cleanup_json_ json_t *rows = nb_instance_list_by_name(db, ctx, server);
+    if (json_array_size(rows) == 1) {
+        nb_strlcpy(out, nb_json_str(json_array_get(rows, 0), "uuid"), n);
+        return 0;
+    }
+    fprintf(stderr, "nubo doctor migration: %s server named %s\n",
+            json_array_size(rows) ? "more than one" : "no", server);
+    return -1;
+}
+
+struct buf {
+    char *p;
+    size_t len;
+};
+
+static size_t collect(char *data, size_t size, size_t nmemb, void *opaque)
+{
+    struct buf *b = opaque;
+    size_t n = size * nmemb;
+    char *q = realloc(b->p, b->len + n + 1);
+    if (!q)
+        return 0;
+    b->p = q;
+    memcpy(b->p + b->len, data, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+    return n;
+}
+
+/* Where the API answers: [api] public_url, else http://[api] listen:port. */
+static void api_base(char *out, size_t n)
+{
+    const char *pub = nb_conf_str("api", "public_url", NULL);
+    if (pub && *pub) {
+        nb_strlcpy(out, pub, n);
+        size_t len = strlen(out);
+        if (len && out[len - 1] == '/')
+            out[len - 1] = '\0';
+        return;
+    }
+    const char *listen = nb_conf_str("api", "listen", "127.0.0.1");
+    if (!*listen || !strcmp(listen, "0.0.0.0"))
+        listen = "127.0.0.1";
+    snprintf(out, n, "http://%s:%ld", listen, nb_conf_int("api", "port", 8774));
+}
+
+/* GETs the dry run. The parsed body (new ref), or NULL after a message. */
+static json_t *ask_api(const char *token, const char *uuid, const struct options *o)
+{
+    char base[512];
+    api_base(base, sizeof(base));
+    CURL *c = curl_easy_init();
+    if (!c)
+        return NULL;
+    char *esc = o->to ? curl_easy_escape(c, o->to, 0) : NULL;
+    _cleanup_free_ char *url =
+        nb_strdup_printf("%s/compute/v2.1/servers/%s/os-migration-check?block_migration=%s%s%s",
+                         base, uuid, o->block, esc ? "&host=" : "", esc ? esc : "");
+    curl_free(esc);
+    _cleanup_free_ char *auth = nb_strdup_printf("X-Auth-Token: %s", token);
+    struct curl_slist *h = curl_slist_append(NULL, "Accept: application/json");
+    h = curl_slist_append(h, auth);
+    struct buf b = {0};
+    char err[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(c, CURLOPT_URL, url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT, 300L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    long status = 0;
+    if (curl_easy_perform(c) == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(h);
+    curl_easy_cleanup(c);
+    json_t *j = b.p ? nb_json_parse(b.p) : NULL;
+    if (status != 200) {
+        fprintf(stderr, "nubo doctor migration: the API at %s answered %ld: %s\n", base, status,
+                status ? (b.p ? b.p : "") : err);
+        json_decref(j);
+        j = NULL;
+    }
+    free(b.p);
+    return j;
+}
+
+static const char *s_or(const json_t *o, const char *k, const char *def)
+{
+    const char *s = nb_json_str(o, k);
+    return s ? s : def;
+}
+
+/* The report; returns how many hosts passed. */
+static int print_report(const json_t *r)
+{
+    json_t *hosts = json_object_get(r, "hosts");
+    printf("live migration of server %s from %s (block_migration %s): %zu candidate host(s)\n",
+           s_or(r, "instance", "?"), s_or(r, "source", "?"), s_or(r, "block_migration", "auto"),
+           json_array_size(hosts));
+    int passed = 0;
+    size_t i, k;
+    json_t *h, *c;
+    json_array_foreach (hosts, i, h) {
+        bool ok = json_is_true(json_object_get(h, "ok"));
+        passed += ok;
+        if (ok)
+            printf("host %s: PASSES (block_migration %s, shared storage %s, %lld warning(s))\n",
+                   s_or(h, "host", "?"),
+                   json_is_true(json_object_get(h, "block_migration")) ? "true" : "false",
+                   json_is_true(json_object_get(h, "shared_storage")) ? "yes" : "no",
+                   nb_json_int(h, "warnings", 0));
+        else
+            printf("host %s: REFUSED: %s\n", s_or(h, "host", "?"), s_or(h, "message", "?"));
+        json_array_foreach (json_object_get(h, "checks"), k, c) {
+            const char *v = json_is_true(json_object_get(c, "skipped"))   ? "SKIP"
+                            : json_is_true(json_object_get(c, "warning")) ? "WARN"
+                            : json_is_true(json_object_get(c, "ok"))      ? "OK"
+                                                                          : "PROBLEM";
+            const char *m = nb_json_str(c, "message");
+            printf("  [%s] %s: %s%s%s\n", v, s_or(c, "check", "?"), s_or(c, "evidence", ""),
+                   m ? " -> " : "", m ? m : "");
+        }
+    }
+    printf("summary: %d of %zu host(s) can take the server\n", passed, json_array_size(hosts));
+    return passed;
+}
+
+/* Asks the API and prints its answer; the exit status. */
+static int check(const char *token, const char *uuid, const struct options *o)
+{
+    _cleanup_json_ json_t *r = ask_api(token, uuid, o);
+    if (!r)
+        return NB_DR_EXIT_CANNOT;
+    if (!o->json)
+        return print_report(r) > 0 ? NB_DR_EXIT_HEALTHY : NB_DR_EXIT_PROBLEM;
+    _cleanup_free_ char *text = json_dumps(r, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    puts(text ? text : "{}");
+    size_t i;
+    json_t *h;
+    json_array_foreach (json_object_get(r, "hosts"), i, h)
+        if (json_is_true(json_object_get(h, "ok")))
+            return NB_DR_EXIT_HEALTHY;
+    return NB_DR_EXIT_PROBLEM;
+}
+
+int nb_cmd_doctor_migration(int argc, char **argv)
+{
+    struct options o = {0};
+    int p = parse(argc, argv, &o);
+    if (p != 0) {
+        fputs(usage_text, p > 0 ? stdout : stderr);
+        return p > 0 ? 0 : NB_DR_EXIT_USAGE;
+    }
+    if (nb_conf_load(o.config) < 0)
+        return NB_DR_EXIT_CANNOT;
+    for (int i = 0; i < o.nsets; i++)
+        if (nb_conf_set_arg(o.sets[i]) < 0) {
+            fprintf(stderr, "nubo doctor: --set wants SECTION.KEY=VALUE, not '%s'\n", o.sets[i]);
+            return NB_DR_EXIT_USAGE;
+        }
+    char path[1100];
+    nb_cmd_db_path(path, sizeof(path));
+    struct nb_db *db = access(path, R_OK | W_OK) == 0 ? nb_db_open(path) : NULL;
+    if (!db) {
+        fprintf(stderr, "nubo doctor migration: cannot open database %s\n", path);
+        return NB_DR_EXIT_CANNOT;
+    }
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    char uuid[64], token[65];
+    struct nb_env env = {.db = db};
+    int rc = NB_DR_EXIT_CANNOT;
+    if (resolve(db, &ctx, o.server, uuid, sizeof(uuid)) < 0)
+        goto out;
+    if (nb_identity_issue_admin_token(&env, &ctx, TOKEN_TTL, token) < 0) {
+        fprintf(stderr, "nubo doctor migration: cannot issue an admin token: %s\n",
+                nb_ctx_message(&ctx));
+        goto out;
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    rc = check(token, uuid, &o);
+    curl_global_cleanup();
+out:
+    nb_db_close(db);
+    return rc;
+}

@@ -1,0 +1,517 @@
+"""Live migration of real guests between two libvirt hosts on one machine.
+
+tests/hosts/hosts.sh makes two hypervisor hosts (network, UTS and mount
+namespaces, each with its own libvirtd + virtlogd, 198.51.100.1 and .2 on a
+bridge whose root-namespace address 198.51.100.254 is the control plane's).
+The control plane (`nubo serve`: api, conductor, scheduler, placement,
+metadata) runs outside, listening on the bridge address, over a RabbitMQ
+vhost and user of its own (the guest user is loopback-only); one `nubo
+compute` per host runs inside that host's namespaces with the libvirt
+driver, TCG. Guests are the test image (an "HB n" heartbeat on the serial
+console every 0.1 s); the console file is read from the root namespace with
+host timestamps, so the downtime is the largest gap between heartbeats.
+
+First the instances path is the directory every host sees ("NFS"): a live
+migration with shared storage (with a migration network whose MTU
+differs: precheck 8's warning), a destination whose libvirtd is stopped or
+not listening (precheck 6), an abort and a force-complete of migrations
+slowed by a bandwidth limit. Then the agents restart with per-host instances paths ("local
+disks"), host1 giving its guests a custom CPU model: a destination whose
+QEMU lacks it is refused (precheck 4), and a block migration
+(--block-migration) moves the disk."""
+import contextlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import threading
+import time
+import uuid
+
+import pytest
+
+from conftest import ROOT, Cloud, free_port, unique
+from test_libvirt import QCOW2, make_state_dir
+from test_multiprocess import Proc, wait_for
+
+HOSTS_SH = os.path.join(ROOT, "tests", "hosts", "hosts.sh")
+GW = "198.51.100.254"
+BASE = "/var/tmp/nubo-e2e-hosts"
+SHARED = BASE + "/shared/instances"
+LOCAL = BASE + "/local/instances"
+CPU_MODEL = "Westmere"  # usable under TCG; host2 is made to lack it
+RABBITMQCTL = "/usr/sbin/rabbitmqctl"
+MV = "2.80"
+
+
+def hosts(*args, check=True, timeout=120):
+    env = dict(os.environ, HOSTS_NAME="nubo-e2e", HOSTS_BASE=BASE)
+    p = subprocess.run(["bash", HOSTS_SH] + [str(a) for a in args], capture_output=True,
+                       text=True, timeout=timeout, env=env)
+    if check and p.returncode != 0:
+        raise AssertionError("hosts.sh %s: %s%s" % (" ".join(args), p.stdout, p.stderr))
+    return p
+
+
+def hosts_unavailable():
+    if os.geteuid() != 0:
+        return "needs root (network and mount namespaces)"
+    if not os.path.exists(QCOW2):
+        return "no test image at %s (tests/images/build.sh)" % QCOW2
+    for b in ("/usr/sbin/libvirtd", "/usr/sbin/virtlogd", "/usr/bin/nsenter", RABBITMQCTL):
+        if not os.path.exists(b):
+            return "%s is not installed" % b
+    p = subprocess.run(["ip", "netns", "add", "nubo-e2e-probe"], capture_output=True, text=True)
+    if p.returncode != 0:
+        return "cannot create network namespaces: %s" % p.stderr.strip()
+    subprocess.run(["ip", "netns", "del", "nubo-e2e-probe"], capture_output=True)
+    return None
+
+
+_why = hosts_unavailable()
+# the simulated hosts are one set per machine: modules using them share a worker
+pytestmark = [pytest.mark.skipif(bool(_why), reason=_why or ""), pytest.mark.xdist_group("hosts")]
+
+
+class BridgeCloud(Cloud):
+    """The all-in-one's configuration, its API on the bridge address."""
+
+    def __init__(self, state_dir, port, extra):
+        super().__init__(state_dir, port, ("--listen", GW) + tuple(extra))
+        self.url = "http://%s:%d" % (GW, port)
+
+    def start(self, timeout=60):
+        import socket
+        os.makedirs(self.state_dir, exist_ok=True)
+        env = dict(os.environ, NUBO_ADMIN_PASSWORD=self.admin_password)
+        from conftest import NUBO_BIN
+        self.proc = subprocess.Popen([NUBO_BIN, "aio", "--state-dir", self.state_dir, "--port",
+                                      str(self.port)] + self.extra_args,
+                                     stdout=open(os.path.join(self.state_dir, "aio.out"), "ab"),
+                                     stderr=subprocess.STDOUT, env=env)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError("nubo aio exited: " + self.tail())
+            try:
+                with socket.create_connection((GW, self.port), timeout=0.2):
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("nubo aio did not start: " + self.tail())
+
+    def request(self, method, path, body=None, token=None, headers=None, raw=None):
+        import http.client
+        conn = http.client.HTTPConnection(GW, self.port, timeout=60)
+        h = {"Content-Type": "application/json"}
+        if token:
+            h["X-Auth-Token"] = token
+        h.update(headers or {})
+        conn.request(method, path, body=json.dumps(body) if body is not None else raw, headers=h)
+        r = conn.getresponse()
+        text = r.read().decode(errors="replace")
+        conn.close()
+        try:
+            return r.status, dict(r.getheaders()), json.loads(text) if text else None
+        except ValueError:
+            return r.status, dict(r.getheaders()), text
+
+
+class Lab:
+    """Two hosts, the control plane, one agent per host."""
+
+    def __init__(self, cloud, serve):
+        self.cloud, self.serve = cloud, serve
+        self.conf = os.path.join(cloud.state_dir, "nubo.conf")
+        self._token = None
+
+    def token(self):
+        if not self._token:
+            self._token = self.cloud.token()
+        return self._token
+
+    def api(self, method, path, body=None, mv=MV):
+        st, _, data = self.cloud.request(method, "/compute/v2.1" + path, body, token=self.token(),
+                                         headers={"X-OpenStack-Nova-API-Version": mv})
+        return st, data
+
+    def get(self, path, mv=MV):
+        st, data = self.api("GET", path, mv=mv)
+        assert st == 200, (path, st, data)
+        return data
+
+    def agents(self, instances_path, **per_host):
+        """(Re)starts the agent of each host with instances_path; per_host:
+        extra --set options by host name."""
+        for h in ("host1", "host2"):
+            hosts("agent-stop", h)
+        for h in ("host1", "host2"):
+            args = ["agent", h, self.conf, "--set", "DEFAULT.instances_path=%s" % instances_path,
+                    "--set", "libvirt.virt_type=qemu",
+                    "--set", "compute.sync_power_state_interval=600",
+                    "--set", "image_cache.remove_unused_original_minimum_age_seconds=0"]
+            for kv in per_host.get(h, ()):
+                args += ["--set", kv]
+            hosts(*args)
+        for h in ("host1", "host2"):
+            wait_for("nova-compute on %s up" % h, lambda: [
+                s for s in self.get("/os-services?binary=nova-compute")["services"]
+                if s["host"] == h and s["state"] == "up" and s["status"] == "enabled"], 60)
+
+    def virsh(self, host, *args):
+        return hosts("virsh", host, *args, check=False).stdout
+
+    def domains(self, host):
+        return self.virsh(host, "list", "--all", "--name").split()
+
+    def boot(self, name, host, image, *extra):
+        s = self.cloud.cli("--os-compute-api-version", "2.37", "server", "create", "--flavor",
+                           "m1.tiny", "--image", image, "--nic", "none", "--availability-zone",
+                           "nova:%s" % host, *extra, "--wait", name, "-f", "json", timeout=240)
+        assert s["status"] == "ACTIVE" and s["OS-EXT-SRV-ATTR:host"] == host, s
+        return s["id"]
+
+    def migrate(self, sid, host, block=False):
+        args = ["--os-compute-api-version", MV, "server", "migrate", "--live-migration", "--host",
+                host, "--wait", sid]
+        if block:
+            args.insert(4, "--block-migration")
+        t0 = time.time()
+        self.cloud.cli(*args, parse=False, timeout=300)
+        return time.time() - t0
+
+    def migrations(self, sid):
+        return self.get("/os-migrations?instance_uuid=%s" % sid)["migrations"]
+
+    def last_migration(self, sid):
+        return sorted(self.migrations(sid), key=lambda m: m["id"])[-1]
+
+    def server(self, sid):
+        return self.get("/servers/%s" % sid)["server"]
+
+    def lm_events(self, sid):
+        """The events of the server's last live-migration action (2.84:
+        with details)."""
+        actions = self.get("/servers/%s/os-instance-actions" % sid, mv="2.84")["instanceActions"]
+        act = [a for a in actions if a["action"] == "live-migration"][0]
+        return self.get("/servers/%s/os-instance-actions/%s" % (sid, act["request_id"]),
+                        mv="2.84")["instanceAction"]["events"]
+
+    def fault(self, sid):
+        rows = self.cloud.sql("SELECT message, details FROM instance_faults WHERE "
+                              "instance_uuid = '%s' ORDER BY id DESC LIMIT 1" % sid)
+        return rows[0] if rows else None
+
+    def allocations(self, sid):
+        st, _, data = self.cloud.request("GET", "/placement/allocations/%s" % sid,
+                                         token=self.token(),
+                                         headers={"OpenStack-API-Version": "placement 1.28"})
+        assert st == 200, data
+        return set(data["allocations"])
+
+    def providers(self):
+        st, _, data = self.cloud.request("GET", "/placement/resource_providers",
+                                         token=self.token())
+        return {p["name"]: p["uuid"] for p in data["resource_providers"]}
+
+
+class Heartbeat:
+    """Follows console files (the guest's serial log, per host or shared)
+    from the root namespace, stamping each complete HB line with the host
+    time it was seen."""
+
+    def __init__(self, paths):
+        self.paths, self.seen, self.stop = paths, {}, threading.Event()
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        files, bufs = {}, {}
+        while not self.stop.is_set():
+            for p in self.paths:
+                if p not in files:
+                    try:
+                        files[p] = open(p, "rb")
+                        files[p].seek(0, os.SEEK_END)
+                        bufs[p] = b""
+                    except OSError:
+                        continue
+                chunk = files[p].read()
+                if chunk:
+                    now = time.time()
+                    bufs[p] += chunk
+                    *lines, bufs[p] = bufs[p].split(b"\n")
+                    for line in lines:
+                        m = re.match(rb"\s*HB (\d+) ", line)
+                        if m:
+                            self.seen.setdefault(int(m.group(1)), (now, p))
+            time.sleep(0.01)
+
+    def finish(self, settle=1.5):
+        time.sleep(settle)
+        self.stop.set()
+        self.t.join()
+        beats = sorted(self.seen.items())
+        gaps = [(beats[i + 1][1][0] - beats[i][1][0], beats[i][0])
+                for i in range(len(beats) - 1)]
+        return beats, max(gaps) if gaps else (0, None)
+
+
+@contextlib.contextmanager
+def running_lab(instances_path=SHARED):
+    """Two hosts, the control plane on its own RabbitMQ vhost and user, one
+    agent per host with instances_path, the test image uploaded
+    (lab.image); everything removed afterwards. Also used by
+    bench/bench_migration.py."""
+    hosts("down", check=False)
+    hosts("up", "2")
+    vhost = "nubo-e2e-lm-%s" % uuid.uuid4().hex[:8]
+    password = uuid.uuid4().hex
+    for args in (["add_user", vhost, password], ["add_vhost", vhost],
+                 ["set_permissions", "-p", vhost, vhost, ".*", ".*", ".*"]):
+        subprocess.run([RABBITMQCTL, "-q"] + args, check=True, capture_output=True, timeout=60)
+    url = "rabbit://%s:%s@%s:5672/%s" % (vhost, password, GW, vhost)
+    d = make_state_dir("lm")
+    roles = "DEFAULT.roles=api,conductor,scheduler,placement,metadata"
+    serve = None
+    try:
+        cloud = BridgeCloud(d, free_port(), (
+            "--driver", "libvirt", "--set", "bus.transport=amqp",
+            "--set", "bus.transport_url=" + url, "--set", roles,
+            "--set", "DEFAULT.report_interval=2", "--set", "DEFAULT.service_down_time=20",
+            "--set", "libvirt.virt_type=qemu"))
+        cloud.start()
+        assert cloud.stop() == 0, cloud.tail()
+        serve = Proc("serve", ["serve", "--config", os.path.join(d, "nubo.conf"), "--set", roles],
+                     d).start().wait_ready(60)
+        lab = Lab(cloud, serve)
+        lab.agents(instances_path)
+        img = cloud.cli("image", "create", "--file", QCOW2, "--disk-format", "qcow2",
+                        "--container-format", "bare", "--public", unique("guest"), "-f", "json")
+        lab.image = img["id"]
+        yield lab
+    finally:
+        for h in ("host1", "host2"):
+            hosts("agent-stop", h, check=False)
+        if serve:
+            serve.stop()
+        hosts("down", check=False)
+        subprocess.run([RABBITMQCTL, "-q", "delete_vhost", vhost], capture_output=True, timeout=60)
+        subprocess.run([RABBITMQCTL, "-q", "delete_user", vhost], capture_output=True, timeout=60)
+        if not os.environ.get("NUBO_E2E_KEEP"):
+            shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def lab():
+    with running_lab() as lab:
+        yield lab
+
+
+def console_path(instances_path, sid, host=None):
+    """Where the guest's console file is seen from the root namespace."""
+    if host is None:
+        return os.path.join(instances_path, sid, "console.log")
+    return os.path.join(BASE, host, "local", "instances", sid, "console.log")
+
+
+def wait_heartbeat(path, timeout=120):
+    def beating():
+        try:
+            with open(path, "rb") as f:
+                return b"HB 3 " in f.read()
+        except OSError:
+            return False
+    wait_for("heartbeat in %s" % path, beating, timeout, 0.5)
+
+
+def assert_moved(lab, sid, source, dest, t, beats_gap, kind):
+    s = lab.server(sid)
+    assert s["OS-EXT-SRV-ATTR:host"] == dest and s["status"] == "ACTIVE", s
+    assert s["OS-EXT-SRV-ATTR:hypervisor_hostname"] == dest
+    assert not s["OS-EXT-STS:task_state"]
+    assert sid in lab.domains(dest) and sid not in lab.domains(source)
+    assert "running" in lab.virsh(dest, "domstate", sid)
+    m = lab.last_migration(sid)
+    assert m["status"] == "completed" and m["source_compute"] == source, m
+    assert m["dest_compute"] == dest and m["migration_type"] == "live-migration", m
+    rps = lab.providers()
+    assert lab.allocations(sid) == {rps[dest]}
+    assert lab.allocations(m["uuid"]) == set()
+    beats, (gap, after) = beats_gap
+    assert beats and gap < 5, (gap, after)
+    print("%s live migration %s -> %s through nubo: %.2f s total, downtime (largest "
+          "heartbeat gap) %.3f s after HB %s" % (kind, source, dest, t, gap, after))
+
+
+def test_two_hosts_each_with_its_own_hypervisor(lab):
+    hv = {h["hypervisor_hostname"]: h for h in lab.get("/os-hypervisors/detail", mv="2.53")
+          ["hypervisors"]}
+    assert {"host1", "host2"} <= set(hv), hv
+    assert hv["host1"]["host_ip"] == "198.51.100.1" and hv["host2"]["host_ip"] == "198.51.100.2"
+    assert {"host1", "host2"} <= set(lab.providers())
+    for h in ("host1", "host2"):
+        uri = lab.virsh(h, "uri").strip()
+        assert "nubo-e2e-hosts/%s/run/libvirt-sock" % h in uri, uri
+        assert lab.virsh(h, "hostname").strip() == h
+
+
+def test_live_migration_with_shared_storage(lab):
+    sid = lab.shared = lab.boot(unique("lm-shared"), "host1", lab.image)
+    path = console_path(SHARED, sid)
+    wait_heartbeat(path)
+    # a migration network whose MTU differs is a warning (precheck 8), not a refusal
+    hosts("exec", "host2", "ip", "link", "set", "eth0", "mtu", "1400")
+    hb = Heartbeat([path])
+    time.sleep(1)
+    try:
+        t = lab.migrate(sid, "host2")
+    finally:
+        hosts("exec", "host2", "ip", "link", "set", "eth0", "mtu", "1500")
+    assert_moved(lab, sid, "host1", "host2", t, hb.finish(), "shared storage")
+    events = {e["event"]: e for e in lab.lm_events(sid)}
+    assert events["conductor_live_migrate_instance"]["result"] == "Success"
+    details = events["conductor_live_migrate_instance"]["details"]
+    assert "host2: passed" in details, details
+    assert "The MTU of the migration network differs between the hosts (host1: 1500, " \
+           "host2: 1400)" in details, details
+    assert events["compute_live_migration"]["result"] == "Success"
+    # nubo found the storage shared by its probe: the files stayed put
+    assert os.path.exists(os.path.join(SHARED, sid, "disk"))
+    assert [f for f in os.listdir(SHARED) if f.startswith("tmp")] == []
+
+
+def refused_move(lab, sid, dest, source):
+    """Migrates sid to dest expecting a refusal: the fault's text and the
+    seconds it took."""
+    t0 = time.time()
+    lab.migrate(sid, dest)
+    took = time.time() - t0
+    m = lab.last_migration(sid)
+    assert m["status"] == "error", m
+    s = lab.server(sid)
+    assert s["status"] == "ACTIVE" and s["OS-EXT-SRV-ATTR:host"] == source, s
+    assert not s["OS-EXT-STS:task_state"]
+    assert sid in lab.domains(source) and sid not in lab.domains(dest)
+    rps = lab.providers()
+    assert lab.allocations(sid) == {rps[source]}
+    fault = lab.fault(sid)
+    return fault["message"] + "\n" + (fault["details"] or ""), took
+
+
+@pytest.mark.parametrize("how", ["not-listening", "stopped"])
+def test_destination_hypervisor_unreachable_is_refused_within_seconds(lab, how):
+    sid = lab.shared
+    if how == "stopped":
+        hosts("libvirtd", "host1", "stop")
+    else:
+        hosts("libvirtd", "host1", "restart", "--no-listen")
+    try:
+        text, took = refused_move(lab, sid, "host1", "host2")
+    finally:
+        hosts("libvirtd", "host1", "restart")
+    assert "URI qemu+tcp://198.51.100.1/system" in text, text
+    assert "host 198.51.100.1, port 16509" in text or "host 198.51.100.1 port 16509" in text, text
+    assert ("Connection refused" if how == "not-listening" else "does not answer") in text, text
+    assert took < 30, took
+    print("precheck 6 (destination libvirtd %s) refused in %.1f s: %s"
+          % (how, took, text.splitlines()[0]))
+
+
+def test_abort_of_a_running_migration(lab):
+    sid = lab.shared
+    # 1 MiB/s: the 128 MiB guest would need minutes
+    lab.virsh("host2", "migrate-setspeed", sid, "1")
+    st, data = lab.api("POST", "/servers/%s/action" % sid,
+                       {"os-migrateLive": {"host": "host1", "block_migration": "auto"}})
+    assert st == 202, data
+    mig = wait_for("migration running", lambda: [
+        m for m in lab.get("/servers/%s/migrations" % sid)["migrations"]
+        if m["status"] == "running" and m["memory_processed_bytes"]], 60, 0.5)[0]
+    assert mig["memory_total_bytes"] > 100 * 2**20, mig
+    lab.cloud.cli("--os-compute-api-version", MV, "server", "migration", "abort", sid,
+                  str(mig["id"]), parse=False)
+    wait_for("migration cancelled", lambda: lab.last_migration(sid)["status"] == "cancelled",
+             60, 0.5)
+    wait_for("task cleared", lambda: not lab.server(sid)["OS-EXT-STS:task_state"], 30, 0.5)
+    s = lab.server(sid)
+    assert s["status"] == "ACTIVE" and s["OS-EXT-SRV-ATTR:host"] == "host2", s
+    assert sid in lab.domains("host2") and sid not in lab.domains("host1")
+    assert "running" in lab.virsh("host2", "domstate", sid)
+    rps = lab.providers()
+    assert lab.allocations(sid) == {rps["host2"]}
+    lab.virsh("host2", "migrate-setspeed", sid, "0")
+
+
+def test_force_complete_pauses_the_guest_and_the_move_ends(lab):
+    sid = lab.shared
+    path = console_path(SHARED, sid)
+    # 12 MiB/s (~8 s): long enough to be asked; post-copy is not permitted, so
+    # force-complete pauses the guest (Nova) and the copy converges
+    lab.virsh("host2", "migrate-setspeed", sid, "12")
+    hb = Heartbeat([path])
+    st, data = lab.api("POST", "/servers/%s/action" % sid,
+                       {"os-migrateLive": {"host": "host1", "block_migration": "auto"}})
+    assert st == 202, data
+    mig = wait_for("migration running", lambda: [
+        m for m in lab.get("/servers/%s/migrations" % sid)["migrations"]
+        if m["status"] == "running" and m["memory_processed_bytes"]], 60, 0.5)[0]
+    lab.cloud.cli("--os-compute-api-version", MV, "server", "migration", "force", "complete",
+                  sid, str(mig["id"]), parse=False)
+    wait_for("migration completed", lambda: lab.last_migration(sid)["status"] == "completed",
+             120, 0.5)
+    wait_for("task cleared", lambda: not lab.server(sid)["OS-EXT-STS:task_state"], 30, 0.5)
+    beats, (gap, after) = hb.finish()
+    s = lab.server(sid)
+    assert s["status"] == "ACTIVE" and s["OS-EXT-SRV-ATTR:host"] == "host1", s
+    assert sid in lab.domains("host1") and sid not in lab.domains("host2")
+    assert "running" in lab.virsh("host1", "domstate", sid)  # paused on the source only
+    assert beats and beats[-1][1][0] > time.time() - 5  # the guest runs on
+    log = open(os.path.join(BASE, "host2", "agent-log", "nubo-compute.log")).read()
+    assert "Pausing the instance to complete its live migration (force complete requested)" in log
+    print("force-complete (pause): downtime %.3f s after HB %s" % (gap, after))
+    lab.cloud.cli("server", "delete", "--wait", sid, parse=False)
+
+
+def test_custom_cpu_model_the_destination_lacks_is_refused(lab):
+    lab.agents(LOCAL, host1=["libvirt.cpu_mode=custom", "libvirt.cpu_models=" + CPU_MODEL])
+    sid = lab.local = lab.boot(unique("lm-local"), "host1", lab.image, "--config-drive", "True")
+    assert ">%s</model>" % CPU_MODEL in lab.virsh("host1", "dumpxml", sid)
+    hosts("cpu-hide", "host2", CPU_MODEL)
+    try:
+        lab.migrate(sid, "host2", block=True)
+    finally:
+        hosts("cpu-restore", "host2")
+    m = lab.last_migration(sid)
+    assert m["status"] == "error", m
+    fault = lab.fault(sid)
+    text = fault["message"] + "\n" + (fault["details"] or "")
+    assert "The guest CPU model %s" % CPU_MODEL in text and "host2" in text, text
+    s = lab.server(sid)
+    assert s["OS-EXT-SRV-ATTR:host"] == "host1" and s["status"] == "ACTIVE", s
+    assert sid not in lab.domains("host2")
+    assert not os.path.exists(os.path.join(BASE, "host2", "local", "instances", sid))
+    print("precheck 4 (custom CPU model missing on the destination): %s" % fault["message"])
+
+
+def test_block_migration_of_local_disks(lab):
+    sid = lab.local
+    src, dst = console_path(LOCAL, sid, "host1"), console_path(LOCAL, sid, "host2")
+    wait_heartbeat(src)
+    hb = Heartbeat([src, dst])
+    time.sleep(1)
+    t = lab.migrate(sid, "host2", block=True)
+    beats_gap = hb.finish()
+    assert_moved(lab, sid, "host1", "host2", t, beats_gap, "block")
+    # the heartbeat went on in the destination's own console file
+    beats = beats_gap[0]
+    assert beats[0][1][1] == src and beats[-1][1][1] == dst, (beats[0], beats[-1])
+    # the disk was copied; the source's local files are gone
+    assert not os.path.exists(os.path.join(BASE, "host1", "local", "instances", sid))
+    d = os.path.join(BASE, "host2", "local", "instances", sid)
+    assert {"disk", "disk.config", "disk.info"} <= set(os.listdir(d))
+    # the config drive was built again there (libvirt copies no read-only disk)
+    assert "disk.config" in lab.virsh("host2", "domblklist", sid)
+    lab.cloud.cli("server", "delete", "--wait", sid, parse=False)
+    assert sid not in lab.domains("host2")
