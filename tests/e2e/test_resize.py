@@ -199,6 +199,25 @@ def test_resize_up_confirm_and_revert_with_the_cli(mc):
     assert all(allocations(mc, m["uuid"]) == {} for m in migrations(mc, sid))
 
 
+def test_volume_backed_resize_claims_no_disk(mc):
+    vol = mc.cli("volume", "create", "--size", "1", "--bootable", unique("rsvol"), "-f", "json")
+    st, b = api(mc, "POST", "/servers", {"server": {
+        "name": unique("rsbfv"), "imageRef": "", "flavorRef": "1", "networks": "none",
+        "block_device_mapping_v2": [{"source_type": "volume", "uuid": vol["id"],
+                                     "destination_type": "volume", "boot_index": 0}]}})
+    assert st == 202, b
+    s = wait_status(mc, b["server"]["id"], ("ACTIVE", "ERROR"))
+    assert s["status"] == "ACTIVE", s.get("fault")
+    sid, src = s["id"], s["OS-EXT-SRV-ATTR:host"]
+    assert allocations(mc, sid) == {src: {"MEMORY_MB": 512, "VCPU": 1}}
+    assert action(mc, sid, {"resize": {"flavorRef": "2"}})[0] == 202
+    s = wait_status(mc, sid, ("VERIFY_RESIZE", "ACTIVE", "ERROR"))
+    assert s["status"] == "VERIFY_RESIZE", s.get("fault")
+    assert allocations(mc, sid) == {s["OS-EXT-SRV-ATTR:host"]: {"MEMORY_MB": 2048, "VCPU": 1}}
+    assert action(mc, sid, {"confirmResize": None})[0] == 204
+    assert wait_status(mc, sid, ("ACTIVE",))["flavor"]["original_name"] == "m1.small"
+
+
 def test_stopped_server_stays_stopped(mc):
     s = boot(mc)
     sid = s["id"]
