@@ -131,7 +131,46 @@ static int copy_local(struct nb_ctx *ctx, const char *bak, const char *dir)
     return 0;
 }
 
-/* Streams the file at path into vol. 0/-1. */
+/* The sparse stream's callbacks over a file descriptor (as virsh's
+ * vol-upload --sparse): data read from the file, holes found with
+ * SEEK_DATA / SEEK_HOLE and skipped, so a sparse disk travels as its
+ * data. */
+static int src_read(virStreamPtr st, char *data, size_t nbytes, void *opaque)
+{
+    (void)st;
+    return (int)read(*(int *)opaque, data, nbytes);
+}
+
+static int src_in_data(virStreamPtr st, int *in_data, long long *length, void *opaque)
+{
+    (void)st;
+    int fd = *(int *)opaque;
+    off_t cur = lseek(fd, 0, SEEK_CUR), end = lseek(fd, 0, SEEK_END);
+    if (cur < 0 || end < 0 || lseek(fd, cur, SEEK_SET) < 0)
+        return -1;
+    off_t data = lseek(fd, cur, SEEK_DATA);
+    if (data < 0 && errno != ENXIO)
+        return -1;
+    if (data < 0 || data > cur) { /* a hole up to the next data (or the end) */
+        *in_data = 0;
+        *length = (data < 0 ? end : data) - cur;
+    } else {
+        off_t hole = lseek(fd, cur, SEEK_HOLE);
+        if (hole < 0)
+            return -1;
+        *in_data = 1;
+        *length = hole - cur;
+    }
+    return lseek(fd, cur, SEEK_SET) < 0 ? -1 : 0;
+}
+
+static int src_skip(virStreamPtr st, long long length, void *opaque)
+{
+    (void)st;
+    return lseek(*(int *)opaque, (off_t)length, SEEK_CUR) < 0 ? -1 : 0;
+}
+
+/* Streams the file at path into vol, sparse. 0/-1. */
 static int upload_one(struct nb_ctx *ctx, virConnectPtr dconn, virStorageVolPtr vol,
                       const char *path, long long size)
 {
@@ -139,20 +178,14 @@ static int upload_one(struct nb_ctx *ctx, virConnectPtr dconn, virStorageVolPtr 
     if (fd < 0)
         return nb_error(ctx, 500, NULL, "cannot read %s: %s", path, strerror(errno));
     virStreamPtr st = virStreamNew(dconn, 0);
-    int rc = st && virStorageVolUpload(vol, st, 0, (unsigned long long)size, 0) == 0 ? 0 : -1;
+    int rc = st && virStorageVolUpload(vol, st, 0, (unsigned long long)size,
+                                       VIR_STORAGE_VOL_UPLOAD_SPARSE_STREAM) == 0
+                 ? 0
+                 : -1;
     if (rc < 0)
         lv_error(ctx, 500, "cannot start the upload of %s", path);
-    size_t bufsize = 1 << 20;
-    _cleanup_free_ char *buf = malloc(bufsize);
-    for (ssize_t n; rc == 0 && (n = read(fd, buf, bufsize)) > 0;) {
-        for (ssize_t off = 0; rc == 0 && off < n;) {
-            int w = virStreamSend(st, buf + off, (size_t)(n - off));
-            if (w < 0)
-                rc = lv_error(ctx, 500, "upload of %s failed", path);
-            else
-                off += w;
-        }
-    }
+    if (rc == 0 && virStreamSparseSendAll(st, src_read, src_in_data, src_skip, &fd) < 0)
+        rc = lv_error(ctx, 500, "upload of %s failed", path);
     if (rc == 0 && virStreamFinish(st) < 0)
         rc = lv_error(ctx, 500, "upload of %s failed at its end", path);
     else if (rc < 0 && st)
@@ -183,7 +216,8 @@ static int upload_file(struct nb_ctx *ctx, virConnectPtr dconn, virStoragePoolPt
     }
     char xml[512];
     snprintf(xml, sizeof(xml),
-             "<volume><name>%s</name><capacity unit='bytes'>%lld</capacity><target><format "
+             "<volume><name>%s</name><capacity unit='bytes'>%lld</capacity><allocation "
+             "unit='bytes'>0</allocation><target><format "
              "type='raw'/><permissions><mode>0644</mode></permissions></target></volume>",
              name, size);
     virStorageVolPtr vol = virStorageVolCreateXML(pool, xml, 0);
