@@ -72,6 +72,11 @@ int nb_network_allocate_for_instance(struct nb_ctx *ctx, const char *instance_uu
  * device_id/device_owner/binding:host_id cleared). Idempotent; 0/-1. */
 int nb_network_deallocate_for_instance(struct nb_ctx *ctx, const char *instance_uuid);
 
+/* The instance moved to host (a live or cold migration ended there): its
+ * ports' binding:host_id becomes host (bindings.c). Ports changed (0 when
+ * none needed it), or -1 after nb_error. */
+int nb_network_bind_instance_host(struct nb_ctx *ctx, const char *instance_uuid, const char *host);
+
 /* The instances that own ports: the distinct device_id of the ports whose
  * device_owner is "compute:<az>" (Neutron's GET /ports?device_owner=
  * compute:...), as a new JSON array of strings, or NULL after nb_error.

@@ -167,6 +167,26 @@ def test_cold_migrate_to_a_host_then_revert(mc):
     assert ev == {"compute_revert_resize": "Success", "compute_finish_revert_resize": "Success"}
 
 
+def test_ports_follow_the_move(mc):
+    st, b = api(mc, "POST", "/servers", {"server": {
+        "name": unique("rsnet"), "flavorRef": "1", "imageRef": image_id(mc), "networks": "auto"}})
+    assert st == 202, b
+    s = wait_status(mc, b["server"]["id"], ("ACTIVE",))
+    sid, src = s["id"], s["OS-EXT-SRV-ATTR:host"]
+
+    def bound():
+        st, _, b = mc.request("GET", "/networking/v2.0/ports?device_id=%s" % sid,
+                              token=token(mc))
+        return sorted(p["binding:host_id"] for p in b["ports"])
+    assert bound() == [src]
+    assert action(mc, sid, {"migrate": None})[0] == 202
+    dst = wait_status(mc, sid, ("VERIFY_RESIZE",))["OS-EXT-SRV-ATTR:host"]
+    assert bound() == [dst]
+    assert action(mc, sid, {"revertResize": None})[0] == 202
+    wait_status(mc, sid, ("ACTIVE",))
+    assert bound() == [src]
+
+
 def test_resize_up_confirm_and_revert_with_the_cli(mc):
     s = boot(mc)
     sid, src = s["id"], s["OS-EXT-SRV-ATTR:host"]

@@ -40,7 +40,7 @@ static json_t *recorder(void *opaque, struct nb_ctx *ctx, const char *method, js
     pthread_mutex_unlock(&lock);
     if (!strcmp(method, "guest_info"))
         return json_pack("{s:b, s:i}", "found", 1, "power_state", 4);
-    if (!strcmp(method, "instances_on_host"))
+    if (!strcmp(method, "instances_on_host") || !strcmp(method, "evacuated_instances"))
         return json_pack("[{s:s}]", "uuid", "u1");
     return json_pack("{s:s}", "method", method);
 }
@@ -333,6 +333,127 @@ static void test_resize_steps(void **state)
     json_decref(dest);
 }
 
+static void test_rebuild_messages(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    const struct nb_rebuild_req req = {.uuid = "u1",
+                                       .migration_uuid = "m1",
+                                       .host = "h2",
+                                       .force = true,
+                                       .shared_storage_given = true,
+                                       .on_shared_storage = true};
+    assert_int_equal(nb_conductor_rebuild_instance(&ctx, &req), 0);
+    expect("conductor", "rebuild_instance",
+           "{\"uuid\": \"u1\", \"image_ref\": null, \"admin_password\": null, "
+           "\"preserve_ephemeral\": false, \"migration_uuid\": \"m1\", "
+           "\"host\": \"h2\", \"force\": true, \"on_shared_storage\": true}");
+    const struct nb_compute_rebuild rb = {"m1", -1, false};
+    assert_int_equal(nb_compute_rebuild_instance(&ctx, "h1", json_pack("{s:s}", "uuid", "u1"), &rb),
+                     0);
+    expect("compute.h1", "rebuild_instance",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"migration_uuid\": \"m1\", "
+           "\"preserve_ephemeral\": false, \"on_shared_storage\": null}");
+    const struct nb_rebuild_result r = {"u1", "h1", NULL, true, NULL, 1, false};
+    nb_conductor_rebuild_result(&ctx, &r);
+    expect("conductor", "rebuild_result",
+           "{\"uuid\": \"u1\", \"host\": \"h1\", \"migration_uuid\": null, \"ok\": true, "
+           "\"message\": null, \"power_state\": 1, \"on_shared_storage\": false}");
+    json_t *rows = nb_conductor_evacuated_instances(&ctx, "h1", 5000);
+    assert_int_equal(json_array_size(rows), 1);
+    json_decref(rows);
+    expect("conductor", "evacuated_instances", "{\"host\": \"h1\"}");
+    nb_conductor_evacuation_cleaned(&ctx, "u1", "m1", "h1");
+    expect("conductor", "evacuation_cleaned",
+           "{\"uuid\": \"u1\", \"migration_uuid\": \"m1\", \"host\": \"h1\"}");
+}
+
+/* The live-migration messages: the source's reports to the conductor (a
+ * status change is a call, progress a cast), and the steps on
+ * compute.<host>. */
+static void test_live_migration_messages(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    struct nb_live_migration_status st = {
+        .uuid = "u1", .migration_uuid = "m1", .host = "h1", .status = "running"};
+    assert_int_equal(nb_conductor_live_migration_status(&ctx, &st), 0);
+    expect("conductor", "live_migration_status",
+           "{\"uuid\": \"u1\", \"migration_uuid\": \"m1\", \"host\": \"h1\", \"status\": "
+           "\"running\", \"progress\": null}");
+    st.status = NULL;
+    st.has_progress = true;
+    st.memory_total = 8;
+    st.memory_processed = 5;
+    st.memory_remaining = 3;
+    assert_int_equal(nb_conductor_live_migration_status(&ctx, &st), 0);
+    expect("conductor", "live_migration_status",
+           "{\"uuid\": \"u1\", \"migration_uuid\": \"m1\", \"host\": \"h1\", \"status\": "
+           "null, \"progress\": {\"memory_total\": 8, \"memory_processed\": 5, "
+           "\"memory_remaining\": 3, \"disk_total\": 0, \"disk_processed\": 0, "
+           "\"disk_remaining\": 0}}");
+    const struct nb_live_migration_outcome o = {.uuid = "u1",
+                                                .migration_uuid = "m1",
+                                                .host = "h1",
+                                                .phase = "live_migration",
+                                                .message = "boom",
+                                                .shared_storage = true};
+    assert_int_equal(nb_conductor_live_migration_result(&ctx, &o), 0);
+    expect("conductor", "live_migration_result",
+           "{\"uuid\": \"u1\", \"migration_uuid\": \"m1\", \"host\": \"h1\", \"ok\": "
+           "false, \"cancelled\": false, \"phase\": \"live_migration\", \"message\": "
+           "\"boom\", \"shared_storage\": true}");
+    const struct nb_live_migrate_req lr = {
+        .uuid = "u1", .migration_uuid = "m1", .host = "h2", .block_migration = "auto"};
+    assert_int_equal(nb_conductor_live_migrate_instance(&ctx, &lr), 0);
+    expect("conductor", "live_migrate_instance",
+           "{\"uuid\": \"u1\", \"migration_uuid\": \"m1\", \"host\": \"h2\", "
+           "\"block_migration\": \"auto\", \"force\": false}");
+    json_decref(nb_compute_check_can_live_migrate_destination(
+        &ctx, "h1", json_pack("{s:s}", "uuid", "u1"), "h2", 3000, 5000));
+    expect("compute.h1", "check_can_live_migrate_destination",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"source\": \"h2\", \"timeout_ms\": 3000}");
+    json_decref(nb_compute_check_can_live_migrate_source(
+        &ctx, "h1", json_pack("{s:s}", "uuid", "u1"), "p1", "qemu+tcp://h2/system", 3000, 5000));
+    expect("compute.h1", "check_can_live_migrate_source",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"probe\": \"p1\", \"dest_uri\": "
+           "\"qemu+tcp://h2/system\", \"timeout_ms\": 3000}");
+    json_decref(nb_compute_pre_live_migration(&ctx, "h1", json_pack("{s:s}", "uuid", "u1"), NULL,
+                                              true, false, 5000));
+    expect("compute.h1", "pre_live_migration",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"disks\": null, \"shared_storage\": true, "
+           "\"block_migration\": false}");
+    const struct nb_live_migration_req r = {.migration_uuid = "m1",
+                                            .dest_host = "h2",
+                                            .dest_uri = "qemu+tcp://h2/system",
+                                            .dest_addr = "10.0.0.2",
+                                            .shared_storage = true};
+    assert_int_equal(nb_compute_live_migration(&ctx, "h1", json_pack("{s:s}", "uuid", "u1"), &r),
+                     0);
+    expect("compute.h1", "live_migration",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"migration_uuid\": \"m1\", \"dest_host\": "
+           "\"h2\", \"dest_uri\": \"qemu+tcp://h2/system\", \"dest_addr\": \"10.0.0.2\", "
+           "\"block_migration\": false, \"shared_storage\": true, \"disks\": null}");
+    assert_int_equal(nb_compute_live_migration_abort(&ctx, "h1", "m1"), 0);
+    expect("compute.h1", "live_migration_abort", "{\"migration_uuid\": \"m1\"}");
+    assert_int_equal(nb_compute_live_migration_force_complete(&ctx, "h1", "m1"), 0);
+    expect("compute.h1", "live_migration_force_complete", "{\"migration_uuid\": \"m1\"}");
+    json_decref(nb_compute_post_live_migration_at_destination(
+        &ctx, "h1", json_pack("{s:s}", "uuid", "u1"), 5000));
+    expect("compute.h1", "post_live_migration_at_destination",
+           "{\"instance\": {\"uuid\": \"u1\"}}");
+    json_decref(nb_compute_post_live_migration_at_source(
+        &ctx, "h1", json_pack("{s:s}", "uuid", "u1"), false, 5000));
+    expect("compute.h1", "post_live_migration_at_source",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"shared_storage\": false}");
+    json_decref(nb_compute_rollback_live_migration_at_destination(
+        &ctx, "h1", json_pack("{s:s}", "uuid", "u1"), true, 5000));
+    expect("compute.h1", "rollback_live_migration_at_destination",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"shared_storage\": true}");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -342,6 +463,8 @@ int main(void)
         cmocka_unit_test(test_conductor_to_compute),
         cmocka_unit_test(test_calls_to_compute_and_scheduler),
         cmocka_unit_test(test_resize_steps),
+        cmocka_unit_test(test_rebuild_messages),
+        cmocka_unit_test(test_live_migration_messages),
     };
     return cmocka_run_group_tests_name("rpc", tests, setup, teardown);
 }

@@ -25,7 +25,6 @@ int nb_compute_api_init(struct nb_env *env)
         nb_compute_volume_attachments_init,
         nb_compute_server_ips_init,
         nb_compute_images_init,
-        nb_compute_server_moves_init,
     };
     for (size_t i = 0; i < sizeof(inits) / sizeof(inits[0]); i++)
         if (inits[i](env) < 0)

@@ -44,10 +44,6 @@ int nb_compute_limits_init(struct nb_env *env);
 int nb_compute_volume_attachments_init(struct nb_env *env);
 int nb_compute_server_ips_init(struct nb_env *env);
 int nb_compute_images_init(struct nb_env *env);
-/* server_moves.c: nubo's own GET
- * /compute/v2.1/servers/{server_id}/os-migration-check (the live-migration
- * dry run behind `nubo doctor migration`). */
-int nb_compute_server_moves_init(struct nb_env *env);
 
 /* Flavor by flavorid as a DB row object plus "extra_specs": {…}; 404
  * "Flavor <id> could not be found." when missing or not accessible to

@@ -413,8 +413,7 @@ static int check_force_complete_body(struct nb_ctx *ctx, struct nb_req *req)
                  ? nb_res_only_keys(ctx, NULL, body, only)
                  : nb_srv_bad(ctx, "force_complete", v, "is not of type 'null'");
     }
-    json_decref(body);
-    return rc;
+    return rc; /* body is the request's (borrowed) */
 }
 
 /* POST /servers/{id}/migrations/{mid}/action {"force_complete": null}:

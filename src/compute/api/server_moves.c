@@ -125,8 +125,7 @@ static int compute_host_exists(struct nb_ctx *ctx, const char *host)
     if (nb_ctx_failed(ctx))
         return -1;
     if (n == 0)
-        return nb_error(ctx, 400, "ComputeHostNotFound", "Compute host %s could not be found.",
-                        host);
+        return nb_error(ctx, 400, NULL, "Compute host %s could not be found.", host);
     return 0;
 }
 
@@ -148,7 +147,7 @@ static int sync_prechecks(struct nb_ctx *ctx, const char *uuid, const char *host
     json_t *first = json_array_get(json_object_get(r, "hosts"), 0);
     if (host && first)
         return nb_error(ctx, 400, NULL, "%s", nb_json_str(first, "message"));
-    return nb_error(ctx, 400, "NoValidHost",
+    return nb_error(ctx, 400, NULL,
                     "No valid host was found. There are not enough hosts available.");
 }
 

@@ -111,6 +111,41 @@ static void refused(struct lm_task *t, const char *message, const char *details)
     cond_action_finish(t->c, t->ctx, t->uuid, "Error");
 }
 
+/* Whether s is one of the NULL-terminated list. */
+static bool in_list(const char *s, const char *const *list)
+{
+    for (; s && *list; list++)
+        if (!strcmp(s, *list))
+            return true;
+    return false;
+}
+
+/* Nova's compute_check_can_live_migrate_source: the source's part of the
+ * checks (the destination asked it) as an event on the source host, with
+ * the verdicts of the checks that rest on what it said. */
+static void source_event(struct lm_task *t, const json_t *v)
+{
+    if (!json_object_get(json_object_get(v, "agent"), "source"))
+        return; /* the source was not asked */
+    static const char *const from_source[] = {"transport", "storage", "network", NULL};
+    char details[3000] = "";
+    bool ok = true;
+    size_t i;
+    json_t *c;
+    json_array_foreach (json_object_get(v, "checks"), i, c) {
+        if (!in_list(nb_json_str(c, "check"), from_source))
+            continue;
+        bool cok = json_is_true(json_object_get(c, "ok"));
+        ok = ok && cok;
+        snprintf(details + strlen(details), sizeof(details) - strlen(details), "%s%s %s: %s",
+                 details[0] ? "\n" : "", nb_json_str(c, "check"), cok ? "ok" : "REFUSED",
+                 nb_json_str(c, "message") ? nb_json_str(c, "message")
+                                           : nb_json_str(c, "evidence"));
+    }
+    cond_event_start(t->c, t->ctx, t->uuid, EV_LM_CHECK_SOURCE, t->source);
+    cond_event_finish(t->c, t->ctx, t->uuid, EV_LM_CHECK_SOURCE, ok, details);
+}
+
 /* Judges dest as the destination (scheduled: the scheduler's reply when it
  * chose and claimed dest). Adds "<dest>: <verdict>" to lines; a refused
  * destination's claim is dropped again. The verdict (new ref) with the
@@ -125,16 +160,22 @@ static json_t *try_host(struct lm_task *t, const char *dest, const json_t *sched
     json_object_set(v, "dest_node", json_object_get(facts, "dest_node"));
     _cleanup_free_ char *text = cond_lm_verdict_text(v);
     bool ok = json_is_true(json_object_get(v, "ok"));
-    char *line = nb_strdup_printf("%s: %s%s%s", dest, ok ? "passed" : "refused",
-                                  text && *text ? "\n  " : "", text ? text : "");
-    for (char *p = line; (p = strchr(p, '\n')) && p[1] != ' ';)
-        *p++ = ';';
+    /* "<host>: passed|refused", then each refused check (and warning)
+     * indented on a line of its own */
+    char *line = nb_strdup_printf("%s: %s", dest, ok ? "passed" : "refused");
+    for (char *p = text, *nl; p && *p; p = nl ? nl + 1 : NULL) {
+        nl = strchr(p, '\n');
+        char *next = nb_strdup_printf("%s\n  %.*s", line, nl ? (int)(nl - p) : (int)strlen(p), p);
+        free(line);
+        line = next;
+    }
     json_array_append_new(lines, json_string(line));
     free(line);
     if (t->dry_run)
         return v;
     cond_event_finish(t->c, t->ctx, t->uuid, EV_LM_CHECK_DEST, ok,
                       text && *text ? text : "every precheck passed");
+    source_event(t, v);
     json_t *claim = json_object_get(facts, "claim");
     if (!ok && json_is_true(json_object_get(claim, "ok"))) {
         struct nb_ctx sub;
@@ -322,8 +363,10 @@ void cond_live_migrate_instance(struct conductor *c, struct nb_ctx *ctx, json_t 
     if (v && json_is_true(json_object_get(v, "ok"))) {
         start_move(&t, v, lines);
     } else {
-        _cleanup_free_ char *details = join_lines("Candidates:", lines);
-        refused(&t, v ? nb_json_str(v, "message") : why, details);
+        const char *msg = v ? nb_json_str(v, "message") : why;
+        _cleanup_free_ char *head = nb_strdup_printf("%s\nCandidates:", msg);
+        _cleanup_free_ char *details = join_lines(head, lines);
+        refused(&t, msg, details);
     }
     json_decref(v);
     json_decref(row);

@@ -19,6 +19,7 @@
 #include "compute/objects/migration.h"
 #include "compute/rpc/compute_api.h"
 #include "db/db.h"
+#include "network/network.h"
 #include "placement/placement.h"
 
 #include <stdio.h>
@@ -175,6 +176,10 @@ void cond_lm_finish(struct conductor *c, struct nb_ctx *ctx, const json_t *mig, 
     json_decref(inst);
     /* the guest runs on the destination whatever the post steps said */
     switch_host(c, ctx, mig);
+    nb_ctx_child(&sub, ctx);
+    if (nb_network_bind_instance_host(&sub, uuid, dest) < 0)
+        NB_ERROR(LOG_LM, ctx, uuid, "could not bind the instance's ports to %s: %s", dest,
+                 nb_ctx_message(&sub));
     nb_ctx_child(&sub, ctx);
     if (nb_placement_delete_allocations(&sub, m) < 0)
         NB_ERROR(LOG_LM, ctx, uuid, "could not delete the allocation of migration %s: %s", m,

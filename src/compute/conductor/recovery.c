@@ -592,6 +592,7 @@ static void *recovery_main(void *arg)
     clear_interrupted_snapshots(c, &ctx);
     recover_live_migrations(c, &ctx);
     recover_resizes(c, &ctx, waited);
+    cond_recover_rebuilds(c, &ctx);
     json_decref(waited);
     NB_INFO(LOG_COND, &ctx, NULL, "start-up recovery done");
     return NULL;

@@ -46,6 +46,7 @@
 #include "compute/rpc/compute_api.h"
 #include "compute/rpc/scheduler_api.h"
 #include "db/db.h"
+#include "network/network.h"
 #include "placement/placement.h"
 
 #include <pthread.h>
@@ -359,6 +360,17 @@ static int move_disks(struct move *m)
     return n == 1 ? 0 : -1;
 }
 
+/* The instance's ports bound to host, as Nova's migrate_instance_finish
+ * (best-effort: logged). */
+static void bind_ports(struct move *m, const char *host)
+{
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, m->ctx);
+    if (nb_network_bind_instance_host(&sub, m->uuid, host) < 0)
+        NB_WARN(LOG_COND, m->ctx, m->uuid, "could not bind the instance's ports to %s: %s", host,
+                nb_ctx_message(&sub));
+}
+
 /* The instance back on the source with its old flavor (task kept): the
  * revert's and a failed finish's way back. 1/0/-1 as step_to. */
 static int switch_back(struct move *m, const char *task)
@@ -367,7 +379,10 @@ static int switch_back(struct move *m, const char *task)
                                     .node = m->source_node,
                                     .flavor = m->old_flavor,
                                     .clear_move_flavors = true};
-    return step_to(m, task, &ch, NULL);
+    int n = step_to(m, task, &ch, NULL);
+    if (n == 1 && !m->same_host)
+        bind_ports(m, m->source);
+    return n;
 }
 
 /* The old guest back on the source (finish_revert_resize), then the end
@@ -432,6 +447,8 @@ static void finish_move(struct move *m)
                                     .new_flavor = m->new_flavor};
     if (step_to(m, NB_TASK_RESIZE_MIGRATED, &ch, NULL) <= 0)
         return;
+    if (!m->same_host)
+        bind_ports(m, m->dest);
     cond_event_start(m->c, m->ctx, m->uuid, EV_FINISH_RESIZE, m->dest);
     char msg[2048];
     bool lost;
