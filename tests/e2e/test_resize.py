@@ -7,6 +7,7 @@ refusals with Nova's status and message. The operator's commands run
 through the real CLI at 2.80; the rest is plain REST."""
 import json
 import os
+import signal
 import time
 
 import pytest
@@ -166,6 +167,26 @@ def test_cold_migrate_to_a_host_then_revert(mc):
     assert ev == {"compute_revert_resize": "Success", "compute_finish_revert_resize": "Success"}
 
 
+def test_ports_follow_the_move(mc):
+    st, b = api(mc, "POST", "/servers", {"server": {
+        "name": unique("rsnet"), "flavorRef": "1", "imageRef": image_id(mc), "networks": "auto"}})
+    assert st == 202, b
+    s = wait_status(mc, b["server"]["id"], ("ACTIVE",))
+    sid, src = s["id"], s["OS-EXT-SRV-ATTR:host"]
+
+    def bound():
+        st, _, b = mc.request("GET", "/networking/v2.0/ports?device_id=%s" % sid,
+                              token=token(mc))
+        return sorted(p["binding:host_id"] for p in b["ports"])
+    assert bound() == [src]
+    assert action(mc, sid, {"migrate": None})[0] == 202
+    dst = wait_status(mc, sid, ("VERIFY_RESIZE",))["OS-EXT-SRV-ATTR:host"]
+    assert bound() == [dst]
+    assert action(mc, sid, {"revertResize": None})[0] == 202
+    wait_status(mc, sid, ("ACTIVE",))
+    assert bound() == [src]
+
+
 def test_resize_up_confirm_and_revert_with_the_cli(mc):
     s = boot(mc)
     sid, src = s["id"], s["OS-EXT-SRV-ATTR:host"]
@@ -196,6 +217,25 @@ def test_resize_up_confirm_and_revert_with_the_cli(mc):
     assert s["OS-EXT-SRV-ATTR:host"] == dst and s["flavor"]["original_name"] == "m1.small"
     assert allocations(mc, sid) == {dst: {"DISK_GB": 20, "MEMORY_MB": 2048, "VCPU": 1}}
     assert all(allocations(mc, m["uuid"]) == {} for m in migrations(mc, sid))
+
+
+def test_volume_backed_resize_claims_no_disk(mc):
+    vol = mc.cli("volume", "create", "--size", "1", "--bootable", unique("rsvol"), "-f", "json")
+    st, b = api(mc, "POST", "/servers", {"server": {
+        "name": unique("rsbfv"), "imageRef": "", "flavorRef": "1", "networks": "none",
+        "block_device_mapping_v2": [{"source_type": "volume", "uuid": vol["id"],
+                                     "destination_type": "volume", "boot_index": 0}]}})
+    assert st == 202, b
+    s = wait_status(mc, b["server"]["id"], ("ACTIVE", "ERROR"))
+    assert s["status"] == "ACTIVE", s.get("fault")
+    sid, src = s["id"], s["OS-EXT-SRV-ATTR:host"]
+    assert allocations(mc, sid) == {src: {"MEMORY_MB": 512, "VCPU": 1}}
+    assert action(mc, sid, {"resize": {"flavorRef": "2"}})[0] == 202
+    s = wait_status(mc, sid, ("VERIFY_RESIZE", "ACTIVE", "ERROR"))
+    assert s["status"] == "VERIFY_RESIZE", s.get("fault")
+    assert allocations(mc, sid) == {s["OS-EXT-SRV-ATTR:host"]: {"MEMORY_MB": 2048, "VCPU": 1}}
+    assert action(mc, sid, {"confirmResize": None})[0] == 204
+    assert wait_status(mc, sid, ("ACTIVE",))["flavor"]["original_name"] == "m1.small"
 
 
 def test_stopped_server_stays_stopped(mc):
@@ -256,6 +296,22 @@ def test_confirm_and_revert_failures(mc):
     assert ev == {"compute_revert_resize": "Success", "compute_finish_revert_resize": "Error"}
 
 
+def test_delete_while_resized_leaves_nothing(mc):
+    s = boot(mc)
+    sid, src = s["id"], s["OS-EXT-SRV-ATTR:host"]
+    assert action(mc, sid, {"resize": {"flavorRef": "2"}})[0] == 202
+    dst = wait_status(mc, sid, ("VERIFY_RESIZE",))["OS-EXT-SRV-ATTR:host"]
+    (m,) = migrations(mc, sid)
+    assert api(mc, "DELETE", "/servers/%s" % sid)[0] == 204
+    deadline = time.time() + 30
+    while api(mc, "GET", "/servers/%s" % sid)[0] != 404 and time.time() < deadline:
+        time.sleep(0.1)
+    assert allocations(mc, sid) == {} and allocations(mc, m["uuid"]) == {}
+    assert migrations(mc, sid)[0]["status"] == "confirmed"
+    for h in (src, dst):
+        assert sid not in json.load(open(os.path.join(mc.state_dir, "fake", "%s.json" % h)))
+
+
 def test_no_other_host_and_bad_requests(mc):
     s = boot(mc)
     sid, src = s["id"], s["OS-EXT-SRV-ATTR:host"]
@@ -285,6 +341,37 @@ def test_no_other_host_and_bad_requests(mc):
         (409, "Cannot 'resize' instance %s while it is in vm_state resized" % sid)
     assert action(mc, sid, {"revertResize": None})[0] == 202
     wait_status(mc, sid, ("ACTIVE",))
+
+
+def test_resize_below_the_image_min_ram(mc, tmp_path):
+    data = tmp_path / "img.raw"
+    data.write_bytes(b"\0" * 4096)
+    img = mc.cli("image", "create", "--file", str(data), "--disk-format", "raw", "--min-ram",
+                 "256", unique("minram"), "-f", "json")
+    st, b = api(mc, "POST", "/servers", {"server": {
+        "name": unique("rs"), "flavorRef": "1", "imageRef": img["id"], "networks": "none"}})
+    assert st == 202, b
+    sid = wait_status(mc, b["server"]["id"], ("ACTIVE",))["id"]
+    st, b = action(mc, sid, {"resize": {"flavorRef": "42"}})  # m1.nano: 128 MB
+    assert (st, b["badRequest"]["message"]) == \
+        (400, "Flavor's memory is too small for requested image.")
+    assert migrations(mc, sid) == []
+
+
+def test_source_service_down_is_409(mc):
+    s = boot(mc)
+    sid, src = s["id"], s["OS-EXT-SRV-ATTR:host"]
+    mc.cli("--os-compute-api-version", "2.11", "compute", "service", "set", "--down", src,
+           "nova-compute")
+    try:
+        for body in ({"resize": {"flavorRef": "2"}}, {"migrate": None}):
+            st, b = action(mc, sid, body)
+            assert (st, b["conflictingRequest"]["message"]) == \
+                (409, "Service is unavailable at this time."), body
+    finally:
+        mc.cli("--os-compute-api-version", "2.11", "compute", "service", "set", "--up", src,
+               "nova-compute")
+    assert migrations(mc, sid) == []
 
 
 def test_resize_disk_down_fails_in_the_move(mc):
@@ -334,6 +421,60 @@ def test_quota_and_no_valid_host(mc):
             mc.cli("compute", "service", "set", "--enable", h, "nova-compute")
 
 
+def test_restart_mid_move_rolls_back_or_finishes(fresh_cloud):
+    """kill -9 while the source sends the disks: back on the source; while
+    the destination finishes (its guest runs there): finished."""
+    c = fresh_cloud("--set", "fake.migrate_disk_and_power_off_delay_ms=3000",
+                    "--set", "fake.finish_migration_delay_ms=3000")
+
+    def kill_when(sid, task):
+        deadline = time.time() + 20
+        while server(c, sid)["OS-EXT-STS:task_state"] != task and time.time() < deadline:
+            time.sleep(0.05)
+        assert server(c, sid)["OS-EXT-STS:task_state"] == task
+        c.proc.send_signal(signal.SIGKILL)
+        c.proc.wait()
+        _tokens.pop(c.url, None)
+        c.start()
+
+    a, b = boot(c), boot(c)
+    src_a = a["OS-EXT-SRV-ATTR:host"]
+    assert action(c, a["id"], {"migrate": None})[0] == 202
+    kill_when(a["id"], "resize_migrating")
+    s = wait_status(c, a["id"], ("ACTIVE", "ERROR"))
+    assert (s["status"], s["OS-EXT-SRV-ATTR:host"], s["OS-EXT-STS:power_state"]) == \
+        ("ACTIVE", src_a, 1)
+    (m,) = migrations(c, a["id"])
+    assert m["status"] == "error"
+    assert allocations(c, a["id"]) == {src_a: {"DISK_GB": 1, "MEMORY_MB": 512, "VCPU": 1}}
+    assert allocations(c, m["uuid"]) == {}
+    guests = json.load(open(os.path.join(c.state_dir, "fake", "%s.json" % src_a)))
+    assert guests[a["id"]]["power_state"] == 1 and "resize_source" not in guests[a["id"]]
+    assert action(c, b["id"], {"migrate": None})[0] == 202
+    kill_when(b["id"], "resize_finish")
+    s = wait_status(c, b["id"], ("VERIFY_RESIZE", "ACTIVE", "ERROR"))
+    (m,) = migrations(c, b["id"])
+    assert (s["status"], s["OS-EXT-SRV-ATTR:host"], m["status"]) == \
+        ("VERIFY_RESIZE", m["dest_compute"], "finished")
+    assert action(c, b["id"], {"confirmResize": None})[0] == 204
+    s = wait_status(c, b["id"], ("ACTIVE",))
+    assert allocations(c, b["id"]) == {m["dest_compute"]: {"DISK_GB": 1, "MEMORY_MB": 512,
+                                                           "VCPU": 1}}
+    assert allocations(c, m["uuid"]) == {}
+
+
+def test_resize_confirm_window_confirms(fresh_cloud):
+    c = fresh_cloud("--set", "DEFAULT.resize_confirm_window=1")
+    sid = boot(c)["id"]
+    assert action(c, sid, {"resize": {"flavorRef": "2"}})[0] == 202
+    s = wait_status(c, sid, ("ACTIVE", "ERROR"), timeout=30)
+    assert s["status"] == "ACTIVE" and s["flavor"]["original_name"] == "m1.small"
+    (m,) = migrations(c, sid)
+    assert m["status"] == "confirmed" and allocations(c, m["uuid"]) == {}
+    ev = {e["event"]: e["result"] for e in events(c, sid, "confirmResize")["events"]}
+    assert ev == {"compute_confirm_resize": "Success"}
+
+
 def test_same_host_resize_when_allowed(fresh_cloud):
     c = fresh_cloud("--set", "DEFAULT.allow_resize_to_same_host=true",
                     "--set", "fake.hosts=fake-1")
@@ -355,3 +496,75 @@ def test_same_host_resize_when_allowed(fresh_cloud):
     assert action(c, sid, {"migrate": None})[0] == 202
     s = wait_status(c, sid, ("ACTIVE", "ERROR"))
     assert s["status"] == "ACTIVE" and migrations(c, sid)[-1]["status"] == "error"
+
+
+# ---- real guests: a libvirt all-in-one resizing on its one host ----------
+
+def _lv():
+    import test_libvirt
+    return test_libvirt
+
+
+def _domain_memory_kib(lvt, sid):
+    import re
+    xml = lvt.virsh("dumpxml", sid).stdout
+    return int(re.search(r"<memory unit='KiB'>(\d+)</memory>", xml).group(1))
+
+
+def _disk_virtual_size(c, sid):
+    info = json.loads(__import__("subprocess").run(
+        ["qemu-img", "info", "-U", "--output=json",
+         os.path.join(c.state_dir, "instances", sid, "disk")],
+        check=True, capture_output=True, text=True).stdout)
+    return info["virtual-size"]
+
+
+def test_libvirt_same_host_resize_confirm_and_revert():
+    lvt = _lv()
+    if lvt._why:
+        pytest.skip(lvt._why)
+    c = lvt.start_libvirt_cloud("resize", "--set", "DEFAULT.allow_resize_to_same_host=true")
+    try:
+        img = c.cli("image", "create", "--file", lvt.QCOW2, "--disk-format", "qcow2",
+                    "--container-format", "bare", "--public", "guest", "-f", "json")
+        c.image_id = img["id"]
+        sid = lvt.boot(c, unique("lv-resize"))["id"]
+        lvt.wait_console(c, sid, r"HB 2 ")
+        assert _domain_memory_kib(lvt, sid) == 512 * 1024
+        # resize up, confirm: the guest boots again with 2048 MB and a 20 GB disk
+        n = lvt.starts(c, sid)
+        c.cli("--os-compute-api-version", "2.80", "server", "resize", "--flavor", "m1.small",
+              "--wait", sid, timeout=300)
+        s = lvt.wait_status(c, sid, ("VERIFY_RESIZE", "ERROR", "ACTIVE"))
+        assert s["status"] == "VERIFY_RESIZE", s
+        assert _domain_memory_kib(lvt, sid) == 2048 * 1024
+        assert lvt.domstate(sid) == "running"
+        lvt.wait_new_boot(c, sid, n)
+        assert _disk_virtual_size(c, sid) == 20 << 30
+        assert os.path.isdir(os.path.join(c.state_dir, "instances", sid + "_resize"))
+        c.cli("--os-compute-api-version", "2.80", "server", "resize", "confirm", sid)
+        s = lvt.wait_status(c, sid, ("ACTIVE", "ERROR"))
+        assert s["status"] == "ACTIVE" and s["flavor"]["id"] == "2"
+        assert not os.path.exists(os.path.join(c.state_dir, "instances", sid + "_resize"))
+        assert _domain_memory_kib(lvt, sid) == 2048 * 1024
+        # resize up again, revert: back to m1.small's domain and disk, running
+        st, _, b = c.request("POST", "/compute/v2.1/servers/%s/action" % sid,
+                             {"resize": {"flavorRef": "3"}}, token=c.token())
+        assert st == 202, b
+        s = lvt.wait_status(c, sid, ("VERIFY_RESIZE", "ERROR", "ACTIVE"), timeout=300)
+        assert s["status"] == "VERIFY_RESIZE", s
+        assert _domain_memory_kib(lvt, sid) == 4096 * 1024
+        n = lvt.starts(c, sid)
+        c.cli("--os-compute-api-version", "2.80", "server", "resize", "revert", sid)
+        s = lvt.wait_status(c, sid, ("ACTIVE", "ERROR"), timeout=300)
+        assert s["status"] == "ACTIVE" and s["flavor"]["id"] == "2"
+        assert _domain_memory_kib(lvt, sid) == 2048 * 1024
+        assert lvt.domstate(sid) == "running"
+        lvt.wait_new_boot(c, sid, n)
+        assert _disk_virtual_size(c, sid) == 20 << 30
+        assert not os.path.exists(os.path.join(c.state_dir, "instances", sid + "_resize"))
+        assert [m["status"] for m in migrations(c, sid)] == ["confirmed", "reverted"]
+        alloc = c.cli("resource", "provider", "allocation", "show", sid, "-f", "json")
+        assert [a["resources"] for a in alloc] == [{"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}]
+    finally:
+        assert lvt.stop_cloud(c) == 0

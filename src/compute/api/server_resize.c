@@ -299,6 +299,36 @@ static json_t *resize_flavor(struct nb_ctx *ctx, const json_t *ref, const json_t
     return f;
 }
 
+/* Nova's _validate_flavor_image_nostatus for a resize: the new flavor
+ * against the image the instance was built from (its request spec's copy,
+ * as Nova reads it from the system metadata): min_ram, and for an
+ * image-backed server the image's size and min_disk against root_gb. */
+static int check_flavor_image(struct nb_ctx *ctx, const json_t *inst, const json_t *flavor,
+                              bool volume_backed)
+{
+    _cleanup_json_ json_t *spec = nb_json_parse(nb_json_str(inst, "request_spec"));
+    const json_t *img = json_object_get(spec, "image");
+    if (!json_is_object(img))
+        return 0;
+    if (nb_json_int(flavor, "memory_mb", 0) < nb_json_int(img, "min_ram", 0))
+        return nb_error(ctx, 400, NULL, "Flavor's memory is too small for requested image.");
+    long long gib = 1024LL * 1024 * 1024, dest = nb_json_int(flavor, "root_gb", 0) * gib;
+    if (volume_backed || !dest)
+        return 0;
+    long long size = nb_json_int(img, "size", 0), min_disk = nb_json_int(img, "min_disk", 0) * gib;
+    if (size > dest)
+        return nb_error(ctx, 400, NULL,
+                        "Flavor's disk is too small for requested image. Flavor disk is %lld "
+                        "bytes, image is %lld bytes.",
+                        dest, size);
+    if (min_disk > dest)
+        return nb_error(ctx, 400, NULL,
+                        "Flavor's disk is smaller than the minimum size specified in image "
+                        "metadata. Flavor disk is %lld bytes, minimum size is %lld bytes.",
+                        dest, min_disk);
+    return 0;
+}
+
 int nb_srv_resize(struct nb_ctx *ctx, json_t *inst, json_t *args)
 {
     const char *project = nb_json_str(inst, "project_id");
@@ -319,7 +349,8 @@ int nb_srv_resize(struct nb_ctx *ctx, json_t *inst, json_t *args)
                         "flavor is not allowed.");
     if (nb_json_int(flavor, "id", -1) == nb_json_int(cur, "id", -2))
         return nb_error(ctx, 400, NULL, "When resizing, instances must change flavor!");
-    if (check_upsize_quota(ctx, inst, cur, flavor) < 0)
+    if (check_upsize_quota(ctx, inst, cur, flavor) < 0 ||
+        check_flavor_image(ctx, inst, flavor, volume_backed) < 0)
         return -1;
     const struct move_req m = {
         "resize", NB_MIGRATION_RESIZE,

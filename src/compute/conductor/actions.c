@@ -237,6 +237,7 @@ void cond_delete_instance(struct conductor *c, struct nb_ctx *ctx, const char *u
                                &(struct nb_instance_change){.task_state = NB_TASK_DELETING},
                                NULL) < 0)
         nb_ctx_clear_error(ctx); /* the delete goes on without the task state */
+    cond_resize_on_delete(c, ctx, row);
     const char *host = nb_json_str(row, "host");
     if (!host) {
         if (cond_local_delete(c, ctx, uuid) < 0)

@@ -128,6 +128,23 @@ void cond_snapshot_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
 void cond_migrate_server(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 void cond_confirm_resize(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 void cond_revert_resize(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+/* Before a delete terminates the guest on the instance's host: each open
+ * cold migration or resize of the instance (row) wound up as Nova's
+ * _confirm_resize_on_deleting does: the guest's files on the move's other
+ * host removed, the migration's allocation deleted, its status confirmed
+ * (finished) or error (in flight). Best-effort, logged. */
+void cond_resize_on_delete(struct conductor *c, struct nb_ctx *ctx, const json_t *row);
+/* Start-up recovery of a cold migration or resize the restart interrupted
+ * (migration mig in pre-migrating, migrating, post-migrating, confirming
+ * or reverting; ctx carries the request ID of its action): before the
+ * switch it is rolled back to the source (the guest put back as it was),
+ * after it finished when guest_on_dest (the destination's agent says the
+ * guest runs there), else rolled back; confirm and revert are run again. */
+void cond_resize_recover(struct conductor *c, struct nb_ctx *ctx, const json_t *mig,
+                         bool guest_on_dest);
+/* Starts the thread of [DEFAULT] resize_confirm_window (nothing when 0,
+ * the default): resizes finished that many seconds ago are confirmed. */
+void cond_resize_confirm_start(struct conductor *c);
 
 /* rebuild.c: rebuild and evacuate (the flow: rebuild.c's header) */
 void cond_rebuild_instance(struct conductor *c, struct nb_ctx *ctx, json_t *args);

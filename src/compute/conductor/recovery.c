@@ -29,7 +29,11 @@
  *     prechecks is refused as interrupted; one past them is finished when
  *     the destination's agent says the guest runs there, else (after an
  *     abort sent to the source, in case its agent still runs the job)
- *     rolled back, so no server stays in task migrating.
+ *     rolled back, so no server stays in task migrating;
+ *  6. cold migrations and resizes in progress (resize.c): rolled back to
+ *     the source, or finished when interrupted after the switch with the
+ *     guest running on the destination; confirm and revert run again.
+ *     Moves whose hosts' agents do not answer are left for a later start.
  * Events the crash left open are closed with result Error. */
 #include "common/cleanup.h"
 #include "common/config.h"
@@ -491,6 +495,41 @@ static void recover_live_migrations(struct conductor *c, struct nb_ctx *ctx)
     }
 }
 
+/* Step 6: cold migrations and resizes a restart interrupted. */
+static void recover_resizes(struct conductor *c, struct nb_ctx *ctx, json_t *waited)
+{
+    _cleanup_json_ json_t *rows = nb_db_rows(
+        c->db, ctx,
+        "SELECT * FROM migrations WHERE deleted = 0 AND migration_type IN ('migration', "
+        "'resize') AND status IN ('pre-migrating', 'migrating', 'post-migrating', 'confirming', "
+        "'reverting') ORDER BY id",
+        "");
+    nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
+    size_t i;
+    json_t *mig;
+    json_array_foreach (rows, i, mig) {
+        const char *uuid = nb_json_str(mig, "instance_uuid");
+        const char *st = nb_json_str(mig, "status");
+        const char *src = nb_json_str(mig, "source_compute");
+        const char *dst = nb_json_str(mig, "dest_compute");
+        if ((src && !agent_up(waited, src)) || (dst && !agent_up(waited, dst))) {
+            NB_WARN(LOG_COND, ctx, uuid,
+                    "Migration %s (%s) interrupted by a restart: the agent of %s does not answer; "
+                    "left for a later start",
+                    nb_json_str(mig, "uuid"), st, src && !agent_up(waited, src) ? src : dst);
+            continue;
+        }
+        const char *action = !strcmp(st, "confirming")  ? "confirmResize"
+                             : !strcmp(st, "reverting") ? "revertResize"
+                             : !strcmp(nb_json_str(mig, "migration_type"), "resize") ? "resize"
+                                                                                     : "migrate";
+        struct nb_ctx actx;
+        ctx_for_action(c, &actx, uuid, action);
+        close_open_events(c, &actx, uuid);
+        cond_resize_recover(c, &actx, mig, dst && guest_running_on(dst, uuid));
+    }
+}
+
 static void *recovery_main(void *arg)
 {
     struct conductor *c = arg;
@@ -506,6 +545,7 @@ static void *recovery_main(void *arg)
     resume_actions(c, &ctx, waited);
     clear_interrupted_snapshots(c, &ctx);
     recover_live_migrations(c, &ctx);
+    recover_resizes(c, &ctx, waited);
     cond_recover_rebuilds(c, &ctx);
     json_decref(waited);
     NB_INFO(LOG_COND, &ctx, NULL, "start-up recovery done");

@@ -30,7 +30,9 @@
  * only when the guest could not be brought back. The migration goes to
  * error, the allocations to what they were, and the fault and the failed
  * event name the phase and the agent's (driver's) cause. The conductor's
- * own event is conductor_migrate_server. */
+ * own event is conductor_migrate_server. With [DEFAULT]
+ * resize_confirm_window (seconds, 0 = off as Nova's default) a thread
+ * confirms the resizes left unconfirmed that long. */
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
@@ -44,11 +46,14 @@
 #include "compute/rpc/compute_api.h"
 #include "compute/rpc/scheduler_api.h"
 #include "db/db.h"
+#include "network/network.h"
 #include "placement/placement.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define EV_MIGRATE_SERVER "conductor_migrate_server"
 #define EV_PREP_RESIZE "compute_prep_resize"
@@ -355,6 +360,17 @@ static int move_disks(struct move *m)
     return n == 1 ? 0 : -1;
 }
 
+/* The instance's ports bound to host, as Nova's migrate_instance_finish
+ * (best-effort: logged). */
+static void bind_ports(struct move *m, const char *host)
+{
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, m->ctx);
+    if (nb_network_bind_instance_host(&sub, m->uuid, host) < 0)
+        NB_WARN(LOG_COND, m->ctx, m->uuid, "could not bind the instance's ports to %s: %s", host,
+                nb_ctx_message(&sub));
+}
+
 /* The instance back on the source with its old flavor (task kept): the
  * revert's and a failed finish's way back. 1/0/-1 as step_to. */
 static int switch_back(struct move *m, const char *task)
@@ -363,7 +379,10 @@ static int switch_back(struct move *m, const char *task)
                                     .node = m->source_node,
                                     .flavor = m->old_flavor,
                                     .clear_move_flavors = true};
-    return step_to(m, task, &ch, NULL);
+    int n = step_to(m, task, &ch, NULL);
+    if (n == 1 && !m->same_host)
+        bind_ports(m, m->source);
+    return n;
 }
 
 /* The old guest back on the source (finish_revert_resize), then the end
@@ -428,6 +447,8 @@ static void finish_move(struct move *m)
                                     .new_flavor = m->new_flavor};
     if (step_to(m, NB_TASK_RESIZE_MIGRATED, &ch, NULL) <= 0)
         return;
+    if (!m->same_host)
+        bind_ports(m, m->dest);
     cond_event_start(m->c, m->ctx, m->uuid, EV_FINISH_RESIZE, m->dest);
     char msg[2048];
     bool lost;
@@ -528,6 +549,10 @@ static bool resized_load(struct move *m, json_t **row, json_t **mig, const char 
         return false;
     m->old_flavor = parse_flavor(*row, "old_flavor");
     m->new_flavor = parse_flavor(*row, "flavor");
+    if (!json_object_size(m->old_flavor)) { /* a revert interrupted after its switch back */
+        json_decref(m->old_flavor);
+        m->old_flavor = json_deep_copy(m->new_flavor);
+    }
     return true;
 }
 
@@ -630,4 +655,223 @@ void cond_revert_resize(struct conductor *c, struct nb_ctx *ctx, json_t *args)
                 m.mig, m.source);
     }
     move_free(&m);
+}
+
+/* One move of the instance being deleted, wound up: the guest the move
+ * left on the host the delete does not reach removed, the migration's
+ * allocation deleted, its status final. */
+static void wind_up(struct conductor *c, struct nb_ctx *ctx, const json_t *row, const json_t *mig)
+{
+    struct move m = {
+        .c = c, .ctx = ctx, .uuid = nb_json_str(row, "uuid"), .mig = nb_json_str(mig, "uuid")};
+    const char *st = nb_json_str(mig, "status");
+    const char *src = nb_json_str(mig, "source_compute");
+    const char *dst = nb_json_str(mig, "dest_compute");
+    const char *host = nb_json_str(row, "host");
+    nb_strlcpy(m.source, src ? src : "", sizeof(m.source));
+    nb_strlcpy(m.dest, dst ? dst : "", sizeof(m.dest));
+    m.same_host = m.dest[0] && !strcmp(m.dest, m.source);
+    /* the delete terminates the guest on the instance's host; the other
+     * side of the move is cleaned here (Nova's _confirm_resize_on_deleting) */
+    bool on_dest = host && m.dest[0] && !strcmp(host, m.dest);
+    const char *other = on_dest ? m.source : m.dest;
+    if (other[0] && (!m.same_host || on_dest)) {
+        char msg[1024];
+        bool lost;
+        struct nb_resize_step s = {.host = other, .instance = agent_view(&m)};
+        int rc = run_step(&m, on_dest ? nb_compute_confirm_resize : nb_compute_revert_resize, &s,
+                          c->call_timeout_ms, NULL, msg, sizeof(msg), &lost);
+        if (rc < 0)
+            NB_WARN(LOG_COND, ctx, m.uuid, "Deleting: the guest's files of migration %s on %s: %s",
+                    m.mig, other, msg);
+    }
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    if (nb_placement_delete_allocations(&sub, m.mig) < 0)
+        NB_ERROR(LOG_COND, ctx, m.uuid, "could not delete the allocation of migration %s: %s",
+                 m.mig, nb_ctx_message(&sub));
+    bool done = !strcmp(st, NB_MIGRATION_FINISHED) || !strcmp(st, "confirming");
+    migration_status(&m, done ? NB_MIGRATION_CONFIRMED : NB_MIGRATION_ERROR);
+    NB_INFO(LOG_COND, ctx, m.uuid, "Migration %s (%s) wound up for the delete of the instance",
+            m.mig, st);
+}
+
+void cond_resize_on_delete(struct conductor *c, struct nb_ctx *ctx, const json_t *row)
+{
+    static const char *const open_statuses[] = {
+        NB_MIGRATION_PRE_MIGRATING, NB_MIGRATION_MIGRATING, NB_MIGRATION_POST_MIGRATING,
+        NB_MIGRATION_FINISHED,      "confirming",           "reverting"};
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    _cleanup_json_ json_t *migs =
+        nb_migration_list_by_instance(c->db, &sub, nb_json_str(row, "uuid"));
+    size_t i;
+    json_t *mig;
+    json_array_foreach (migs, i, mig) {
+        const char *type = nb_json_str(mig, "migration_type");
+        const char *st = nb_json_str(mig, "status");
+        bool cold =
+            type && (!strcmp(type, NB_MIGRATION_COLD) || !strcmp(type, NB_MIGRATION_RESIZE));
+        for (size_t k = 0; cold && st && k < sizeof(open_statuses) / sizeof(open_statuses[0]); k++)
+            if (!strcmp(st, open_statuses[k]))
+                wind_up(c, ctx, row, mig);
+    }
+}
+
+/* After a restart: a move interrupted after the switch (resize_finish)
+ * is finished when its guest runs on the destination, else rolled back
+ * to the source. */
+static void recover_after_switch(struct move *m, bool guest_on_dest)
+{
+    if (!guest_on_dest) {
+        fail_after_switch(m, "interrupted by a restart of nubo; the guest did not run on the "
+                             "destination");
+        return;
+    }
+    if (step_to(m, NB_TASK_RESIZE_FINISH,
+                &(struct nb_instance_change){.vm_state = NB_VM_RESIZED,
+                                             .task_state = NB_NONE,
+                                             .set_power_state = true,
+                                             .power_state = NB_POWER_RUNNING},
+                NB_MIGRATION_FINISHED) == 1) {
+        cond_action_finish(m->c, m->ctx, m->uuid, NULL);
+        NB_WARN(LOG_COND, m->ctx, m->uuid,
+                "%s %s interrupted by a restart: the guest runs on %s, finished (VERIFY_RESIZE)",
+                m->title, m->mig, m->dest);
+    }
+}
+
+/* After a restart: a move interrupted before the switch goes back to the
+ * source: what the destination got is removed and, once resize_instance
+ * may have run, the source's guest is put back as it was. */
+static void recover_before_switch(struct move *m, const char *status)
+{
+    char msg[2048];
+    bool lost = false;
+    if (m->dest[0] && !m->same_host) {
+        struct nb_resize_step d = {.host = m->dest, .instance = agent_view(m)};
+        if (run_step(m, nb_compute_revert_resize, &d, m->c->call_timeout_ms, NULL, msg, sizeof(msg),
+                     &lost) < 0)
+            NB_WARN(LOG_COND, m->ctx, m->uuid, "cleanup on %s after the restart: %s", m->dest, msg);
+    }
+    char cause[2600] = "interrupted by a restart of nubo";
+    if (strcmp(status, NB_MIGRATION_PRE_MIGRATING)) {
+        struct nb_resize_step s = {
+            .host = m->source, .instance = agent_view(m), .power_on = m->power_on};
+        if (run_step(m, nb_compute_finish_revert_resize, &s, m->c->call_timeout_ms, NULL, msg,
+                     sizeof(msg), &lost) < 0) {
+            lost = true;
+            snprintf(cause, sizeof(cause),
+                     "interrupted by a restart of nubo; the guest could not be restarted on %s: %s",
+                     m->source, msg);
+        }
+    }
+    allocations_back(m);
+    move_failed_ev(
+        m, strcmp(status, NB_MIGRATION_PRE_MIGRATING) ? EV_RESIZE_INSTANCE : EV_MIGRATE_SERVER,
+        false, m->source, cause, lost ? NB_VM_ERROR : NULL, before_switch);
+}
+
+void cond_resize_recover(struct conductor *c, struct nb_ctx *ctx, const json_t *mig,
+                         bool guest_on_dest)
+{
+    struct move m = {.c = c,
+                     .ctx = ctx,
+                     .uuid = nb_json_str(mig, "instance_uuid"),
+                     .mig = nb_json_str(mig, "uuid")};
+    _cleanup_json_ json_t *row = cond_instance_get(c, ctx, m.uuid);
+    const char *status = nb_json_str(mig, "status");
+    const char *task = row ? nb_json_str(row, "task_state") : NULL;
+    if (!row || nb_json_int(row, "deleted", 0)) {
+        if (row)
+            wind_up(c, ctx, row, mig);
+        return;
+    }
+    if (!move_load(&m, row, mig, task ? task : "", status))
+        return;
+    _cleanup_json_ json_t *args = json_pack("{s:s, s:s}", "uuid", m.uuid, "migration_uuid", m.mig);
+    if (!strcmp(status, "confirming")) {
+        cond_confirm_resize(c, ctx, args);
+        return;
+    }
+    if (!strcmp(status, "reverting")) {
+        cond_revert_resize(c, ctx, args);
+        return;
+    }
+    bool after = task && !strcmp(task, NB_TASK_RESIZE_FINISH);
+    m.power_on = strcmp(m.vm_before, NB_VM_STOPPED) != 0;
+    m.old_flavor = parse_flavor(row, after ? "old_flavor" : "flavor");
+    m.new_flavor = parse_flavor(row, after ? "new_flavor" : "flavor");
+    NB_WARN(LOG_COND, ctx, m.uuid, "%s %s (%s, task_state %s) interrupted by a restart", m.title,
+            m.mig, status, task ? task : "None");
+    if (after)
+        recover_after_switch(&m, guest_on_dest);
+    else
+        recover_before_switch(&m, status);
+    move_free(&m);
+}
+
+/* Nova's _poll_unconfirmed_resizes: the resizes finished longer than
+ * [DEFAULT] resize_confirm_window seconds ago are confirmed, each as its
+ * own confirmResize action (the migration moved from finished to
+ * confirming first, so of two conductors one confirms). */
+static void confirm_unconfirmed(struct conductor *c, int window)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    _cleanup_json_ json_t *rows =
+        nb_db_rows(c->db, &ctx,
+                   "SELECT uuid, instance_uuid, updated_at FROM migrations WHERE deleted = 0 AND "
+                   "status = 'finished' AND migration_type IN ('migration', 'resize')",
+                   "");
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        double at = nb_time_parse(nb_json_str(r, "updated_at"));
+        if (at < 0 || nb_time_now() - at < window)
+            continue;
+        const char *uuid = nb_json_str(r, "instance_uuid"), *mig = nb_json_str(r, "uuid");
+        struct nb_ctx actx; /* a request of its own, as Nova's periodic task */
+        nb_ctx_init_system(&actx, NULL);
+        _cleanup_json_ json_t *row = cond_instance_get(c, &actx, uuid);
+        const char *vm = row ? nb_json_str(row, "vm_state") : NULL;
+        if (!row || !vm || strcmp(vm, NB_VM_RESIZED) || nb_json_str(row, "task_state"))
+            continue;
+        if (nb_migration_set_status(c->db, &actx, mig, "confirming", NB_MIGRATION_FINISHED) != 1) {
+            nb_ctx_clear_error(&actx);
+            continue;
+        }
+        nb_strlcpy(actx.project_id, nb_json_str(row, "project_id"), sizeof(actx.project_id));
+        nb_strlcpy(actx.user_id, nb_json_str(row, "user_id"), sizeof(actx.user_id));
+        cond_action_start(c, &actx, uuid, "confirmResize");
+        NB_INFO(LOG_COND, &actx, uuid,
+                "Automatically confirming migration %s: finished %.0f seconds ago "
+                "(resize_confirm_window %d)",
+                mig, nb_time_now() - at, window);
+        _cleanup_json_ json_t *args = json_pack("{s:s, s:s}", "uuid", uuid, "migration_uuid", mig);
+        cond_confirm_resize(c, &actx, args);
+    }
+}
+
+static void *confirm_main(void *arg)
+{
+    struct conductor *c = arg;
+    for (;;) {
+        int window = (int)nb_conf_int("DEFAULT", "resize_confirm_window", 0);
+        if (window <= 0)
+            return NULL;
+        sleep((unsigned)(window < 60 ? (window + 1) / 2 : 30));
+        confirm_unconfirmed(c, window);
+    }
+}
+
+void cond_resize_confirm_start(struct conductor *c)
+{
+    if (nb_conf_int("DEFAULT", "resize_confirm_window", 0) <= 0)
+        return;
+    pthread_t t;
+    if (pthread_create(&t, NULL, confirm_main, c) == 0)
+        pthread_detach(t);
+    else
+        NB_ERROR(LOG_COND, NULL, NULL, "cannot start the resize_confirm_window thread");
 }

@@ -13,7 +13,8 @@
  * nb_virt_fake_fail(host, op, n), [fake] fail_<op>_hosts, and the file
  * $state_path/fake/fail.json ({"<host>": {"<op>": n}}), re-read whenever
  * its modification time changes, so that a test can make the next n
- * steps of a phase fail on a running cloud. */
+ * steps of a phase fail on a running cloud. [fake] <op>_delay_ms delays a
+ * step's answer (not its effect), to interrupt a move in a test. */
 #include "common/config.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -26,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #define LOGGER "nubo.compute.virt.fake"
 
@@ -125,7 +127,15 @@ static int on_host(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *h
         return nb_error(ctx, 400, NULL, "Instance without uuid given to the fake driver.");
     if (injected(ctx, host, s->op, s->uuid) < 0)
         return -1;
-    return nb_virt_fake_with_guests(drv, ctx, host, host, fn, s);
+    int rc = nb_virt_fake_with_guests(drv, ctx, host, host, fn, s);
+    /* [fake] <op>_delay_ms: the step's answer comes that much later (its
+     * effect is there at once), so that a test can interrupt a move */
+    char key[64];
+    snprintf(key, sizeof(key), "%s_delay_ms", s->op);
+    long delay = nb_conf_int("fake", key, 0);
+    if (delay > 0)
+        usleep((useconds_t)delay * 1000);
+    return rc;
 }
 
 static int prep(struct nb_ctx *ctx, json_t *g, json_t *unused, void *arg)

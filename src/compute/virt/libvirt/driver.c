@@ -136,6 +136,50 @@ static int op_snapshot(struct nb_virt_driver *drv, struct nb_ctx *ctx, const cha
     return lv_snapshot(LV(drv), ctx, inst, out_path);
 }
 
+/* cold migration and resize (resize.c) */
+static json_t *op_prep_resize(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                              json_t *inst, const json_t *flavor, bool same_host)
+{
+    (void)host, (void)flavor;
+    return lv_prep_resize(LV(drv), ctx, inst, same_host);
+}
+
+static int op_migrate_disk(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                           json_t *inst, const json_t *flavor, const char *dest_host,
+                           const json_t *dest, bool same_host, int timeout_s)
+{
+    (void)host, (void)flavor, (void)dest_host;
+    return lv_migrate_disk_and_power_off(LV(drv), ctx, inst, dest, same_host, timeout_s);
+}
+
+static int op_finish_migration(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                               json_t *inst, bool same_host, bool power_on)
+{
+    (void)host;
+    return lv_finish_migration(LV(drv), ctx, inst, same_host, power_on);
+}
+
+static int op_confirm_migration(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                                json_t *inst, bool same_host)
+{
+    (void)host;
+    return lv_confirm_migration(LV(drv), ctx, inst, same_host);
+}
+
+static int op_revert_migration(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                               json_t *inst, bool same_host)
+{
+    (void)host;
+    return lv_revert_migration(LV(drv), ctx, inst, same_host);
+}
+
+static int op_finish_revert_migration(struct nb_virt_driver *drv, struct nb_ctx *ctx,
+                                      const char *host, json_t *inst, bool same_host, bool power_on)
+{
+    (void)host;
+    return lv_finish_revert_migration(LV(drv), ctx, inst, same_host, power_on);
+}
+
 static json_t *op_migration_info(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host)
 {
     (void)host;
@@ -265,6 +309,12 @@ static const struct nb_virt_ops lv_ops = {
     .attach_volume = op_attach_volume,
     .detach_volume = op_detach_volume,
     .snapshot = op_snapshot,
+    .prep_resize = op_prep_resize,
+    .migrate_disk_and_power_off = op_migrate_disk,
+    .finish_migration = op_finish_migration,
+    .confirm_migration = op_confirm_migration,
+    .revert_migration = op_revert_migration,
+    .finish_revert_migration = op_finish_revert_migration,
     .migration_info = op_migration_info,
     .check_cpu = op_check_cpu,
     .storage_probe_create = op_probe_create,

@@ -20,6 +20,8 @@
  * volume.c   volumes (block_device_mapping) as guest disks: the disks of
  *            a domain start, hot-plug attach/detach; snapshot of the root
  * xml.c      the domain XML, generated from the instance's database state
+ * resize.c   cold migration and resize: the disks moved aside, copied or
+ *            uploaded to the destination, the guest defined there
  * rebuild.c  rebuild, instance_on_disk and destroy_evacuated (evacuation) */
 #ifndef NB_VIRT_LV_H
 #define NB_VIRT_LV_H
@@ -272,6 +274,17 @@ struct lv_disk lv_volume_disk(const struct lv_volume *v);
 int lv_attach_volume(struct lv *lv, struct nb_ctx *ctx, json_t *inst, const json_t *bdm);
 int lv_detach_volume(struct lv *lv, struct nb_ctx *ctx, json_t *inst, const json_t *bdm);
 int lv_snapshot(struct lv *lv, struct nb_ctx *ctx, json_t *inst, const char *out_path);
+
+/* resize.c: the driver ops of the same names (driver.h's contract) */
+json_t *lv_prep_resize(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool same_host);
+int lv_migrate_disk_and_power_off(struct lv *lv, struct nb_ctx *ctx, json_t *inst,
+                                  const json_t *dest, bool same_host, int timeout_s);
+int lv_finish_migration(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool same_host,
+                        bool power_on);
+int lv_confirm_migration(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool same_host);
+int lv_revert_migration(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool same_host);
+int lv_finish_revert_migration(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool same_host,
+                               bool power_on);
 
 /* xml.c */
 struct lv_disk {
