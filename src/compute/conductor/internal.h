@@ -195,5 +195,8 @@ void cond_recover_start(struct conductor *c);
 /* Closes the events a crash left open on the instance's actions (result
  * Error, "Interrupted: …"). Best-effort. */
 void cond_close_open_events(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
+/* Whether host's agent says the instance's guest runs there (waits up to
+ * 15 s for an agent that is starting). */
+bool cond_guest_running_on(const char *host, const char *uuid);
 
 #endif

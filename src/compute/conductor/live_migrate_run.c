@@ -321,9 +321,7 @@ void cond_live_migration_force_complete(struct conductor *c, struct nb_ctx *ctx,
  * re-registration may both find the same migration). */
 static pthread_mutex_t recover_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Whether host's agent says the instance's guest runs there (waits up to
- * 15 s for an agent that is starting). */
-static bool guest_running_on(const char *host, const char *uuid)
+bool cond_guest_running_on(const char *host, const char *uuid)
 {
     struct nb_ctx ctx;
     nb_ctx_init_system(&ctx, NULL);
@@ -361,7 +359,7 @@ void cond_lm_recover(struct conductor *c, struct nb_ctx *ctx, const char *migrat
                 migration_uuid, why);
         snprintf(msg, sizeof(msg), "interrupted (%s) before the prechecks ended", why);
         cond_lm_rollback(c, ctx, mig, "prechecks", msg, false, true);
-    } else if (guest_running_on(dest, uuid)) {
+    } else if (cond_guest_running_on(dest, uuid)) {
         NB_WARN(LOG_LM, ctx, uuid,
                 "Live migration %s (%s) interrupted (%s): the guest runs on %s, finishing it",
                 migration_uuid, status, why, dest);

@@ -525,8 +525,8 @@ static void recover_resizes(struct conductor *c, struct nb_ctx *ctx, json_t *wai
                                                                                      : "migrate";
         struct nb_ctx actx;
         ctx_for_action(c, &actx, uuid, action);
-        close_open_events(c, &actx, uuid);
-        cond_resize_recover(c, &actx, mig, dst && guest_running_on(dst, uuid));
+        cond_close_open_events(c, &actx, uuid);
+        cond_resize_recover(c, &actx, mig, dst && cond_guest_running_on(dst, uuid));
     }
 }
 
