@@ -28,10 +28,10 @@ MV = "2.80"
 @pytest.fixture(scope="module")
 def fc(tmp_path_factory):
     # every spawn on fake-3 fails (boots go elsewhere on their retry): the
-    # failing evacuation's destination
+    # failing evacuation's destination; the hosts have disks of their own
     c = Cloud(tmp_path_factory.mktemp("rebuild"), free_port(),
               ("--set", "DEFAULT.report_interval=1", "--set", "DEFAULT.service_down_time=6",
-               "--set", "fake.fail_spawn_hosts=fake-3"))
+               "--set", "fake.fail_spawn_hosts=fake-3", "--set", "fake.shared_storage=false"))
     c.start()
     c.cli("quota", "set", "--volumes", "50", "--gigabytes", "200", "admin")
     yield c
@@ -437,7 +437,8 @@ def evac_vhost():
 
 @pytest.fixture(scope="module")
 def split(tmp_path_factory, evac_vhost):
-    s = Split(tmp_path_factory.mktemp("split-evac"), evac_vhost).create().start_serve()
+    s = Split(tmp_path_factory.mktemp("split-evac"), evac_vhost,
+              ("--set", "fake.shared_storage=false")).create().start_serve()
     s.compute("hostA")
     s.compute("hostB")
     yield s

@@ -411,16 +411,18 @@ static void test_rebuild_and_evacuation_ops(void **state)
     char *log = drv->ops->console_log(drv, &ctx, "h1", uuid);
     assert_non_null(strstr(log, "boot source: img-2"));
     free(log);
+    /* h3 has no per-host shared_storage of its own (the live-migration
+     * test gives h2 one) */
     bool on_disk = true;
-    assert_int_equal(drv->ops->instance_on_disk(drv, &ctx, "h2", d, &on_disk), 0);
+    nb_conf_set("fake", "shared_storage", "false");
+    assert_int_equal(drv->ops->instance_on_disk(drv, &ctx, "h3", d, &on_disk), 0);
     assert_false(on_disk);
     nb_conf_set("fake", "shared_storage", "true");
-    assert_int_equal(drv->ops->instance_on_disk(drv, &ctx, "h2", d, &on_disk), 0);
+    assert_int_equal(drv->ops->instance_on_disk(drv, &ctx, "h3", d, &on_disk), 0);
     assert_true(on_disk);
     json_t *bfv = json_pack("{s:s, s:s}", "uuid", uuid, "image_ref", "");
-    assert_int_equal(drv->ops->instance_on_disk(drv, &ctx, "h2", bfv, &on_disk), 0);
+    assert_int_equal(drv->ops->instance_on_disk(drv, &ctx, "h3", bfv, &on_disk), 0);
     assert_false(on_disk);
-    nb_conf_set("fake", "shared_storage", "false");
     /* a failing spawn fails the rebuild (h3 fails every spawn) */
     assert_int_equal(drv->ops->rebuild(drv, &ctx, "h3", d, false), -1);
     nb_ctx_init_system(&ctx, NULL);
@@ -523,8 +525,7 @@ int main(void)
         cmocka_unit_test(test_pause_and_suspend),
         cmocka_unit_test(test_volumes),
         cmocka_unit_test(test_snapshot),
-        /* before the rebuild test, which leaves [fake] shared_storage false
-         * (its default there; the live-migration ops default to true) */
+        /* before the rebuild test, which leaves [fake] shared_storage true */
         cmocka_unit_test(test_live_migration),
         cmocka_unit_test(test_rebuild_and_evacuation_ops),
     };

@@ -3,13 +3,14 @@
  * the driver's own vtable (so spawn's fault injection and delay apply:
  * [fake] fail_spawn_hosts makes rebuilds and evacuations fail there too),
  * its console showing the new boot with the new image. [fake]
- * shared_storage (default false) says whether the fake hosts share an
- * instances path: an image-backed instance is then "on disk" on every
- * host, and an evacuation keeps its disk; a volume-backed one never has a
- * local disk. */
+ * shared_storage (per host as the live migrations read it, fake_moves.h;
+ * default true) says whether a fake host's instances path is the shared
+ * one: an image-backed instance is then "on disk" there, and an evacuation
+ * onto it keeps its disk; a volume-backed one never has a local disk. */
 #include "common/config.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "compute/virt/fake_moves.h"
 #include "compute/virt/fake_rebuild.h"
 
 int nb_fake_rebuild(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
@@ -25,9 +26,9 @@ int nb_fake_rebuild(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *
 int nb_fake_instance_on_disk(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
                              json_t *instance, bool *on_disk)
 {
-    (void)drv, (void)ctx, (void)host;
+    (void)drv, (void)ctx;
     const char *image = nb_json_str(instance, "image_ref");
-    *on_disk = nb_conf_bool("fake", "shared_storage", false) && image && *image;
+    *on_disk = fake_conf_bool(host, "shared_storage", true) && image && *image;
     return 0;
 }
 
