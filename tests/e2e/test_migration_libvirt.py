@@ -19,7 +19,13 @@ slowed by a bandwidth limit. Then the agents restart with per-host instances pat
 disks"), host1 giving its guests a custom CPU model: a destination whose
 QEMU lacks it is refused (precheck 4), and a block migration
 (--block-migration) moves the disk; a volume-backed server moves without one
-(its storage counts as shared)."""
+(its storage counts as shared).
+
+Last, cold migrations on the same lab: with per-host instances paths the
+disks are uploaded through the destination's libvirtd, then confirm (the
+source's domain and <uuid>_resize gone) and a migration back, reverted (the
+guest runs on the destination of the first move again); with the shared
+instances path nothing is sent, the copy stays on the share."""
 import contextlib
 import json
 import os
@@ -546,3 +552,73 @@ def test_live_migration_of_a_volume_backed_server(lab):
     d = os.path.join(BASE, "host2", "local", "instances", sid)
     assert "disk" not in os.listdir(d) and ".live-migration-created" not in os.listdir(d)
     lab.cloud.cli("server", "delete", "--wait", sid, parse=False)
+
+
+# ---- cold migration between the two hosts (the lab's agents are switched
+# between the per-host and the shared instances paths) ----
+
+
+def cold(lab, *args):
+    lab.cloud.cli("--os-compute-api-version", MV, *args, parse=False, timeout=300)
+
+
+def last_migration(lab, sid):
+    return lab.cloud.sql("SELECT * FROM migrations WHERE instance_uuid = '%s' ORDER BY id DESC "
+                         "LIMIT 1" % sid)[0]
+
+
+def status_is(lab, sid, status, timeout=120):
+    wait_for(status, lambda: lab.server(sid)["status"] == status, timeout)
+
+
+def test_cold_migrate_local_disks_confirm_then_back_and_revert(lab):
+    lab.agents(LOCAL)
+    sid = lab.boot(unique("cm"), "host1", lab.image)
+    wait_heartbeat(console_path(LOCAL, sid, "host1"))
+    t0 = time.time()
+    cold(lab, "server", "migrate", "--host", "host2", "--wait", sid)
+    print("cold migration host1 -> host2 with the disk uploaded: %.2f s" % (time.time() - t0))
+    s = lab.server(sid)
+    assert (s["status"], s["OS-EXT-SRV-ATTR:host"]) == ("VERIFY_RESIZE", "host2"), lab.fault(sid)
+    assert "running" in lab.virsh("host2", "domstate", sid)
+    assert "shut off" in lab.virsh("host1", "domstate", sid)  # kept until confirm
+    d2 = os.path.join(BASE, "host2", "local", "instances", sid)
+    assert os.path.exists(os.path.join(d2, "disk"))
+    assert not os.path.exists(os.path.join(d2, "resize.dest"))
+    wait_heartbeat(console_path(LOCAL, sid, "host2"))  # the guest boots there
+    rps = lab.providers()
+    m = last_migration(lab, sid)
+    assert (m["status"], m["migration_type"]) == ("finished", "migration")
+    assert lab.allocations(m["uuid"]) == {rps["host1"]} and lab.allocations(sid) == {rps["host2"]}
+    cold(lab, "server", "migration", "confirm", sid)
+    status_is(lab, sid, "ACTIVE")
+    assert sid not in lab.domains("host1")
+    d1 = os.path.join(BASE, "host1", "local", "instances", sid)
+    assert not os.path.exists(d1 + "_resize") and not os.path.exists(d1)
+    assert lab.allocations(sid) == {rps["host2"]} and lab.allocations(m["uuid"]) == set()
+    # and back to host1, reverted: the guest runs on host2 again, host1 is clean
+    cold(lab, "server", "migrate", "--host", "host1", "--wait", sid)
+    assert lab.server(sid)["status"] == "VERIFY_RESIZE", lab.fault(sid)
+    cold(lab, "server", "migration", "revert", sid)
+    status_is(lab, sid, "ACTIVE")
+    s = lab.server(sid)
+    assert s["OS-EXT-SRV-ATTR:host"] == "host2" and sid not in lab.domains("host1")
+    assert "running" in lab.virsh("host2", "domstate", sid)
+    assert not os.path.exists(d1) and not os.path.exists(d2 + "_resize")
+    assert lab.allocations(sid) == {rps["host2"]}
+    assert last_migration(lab, sid)["status"] == "reverted"
+
+
+def test_cold_migrate_on_shared_storage_sends_nothing(lab):
+    lab.agents(SHARED)
+    sid = lab.boot(unique("cms"), "host1", lab.image)
+    cold(lab, "server", "migrate", "--host", "host2", "--wait", sid)
+    assert lab.server(sid)["status"] == "VERIFY_RESIZE", lab.fault(sid)
+    assert "running" in lab.virsh("host2", "domstate", sid)
+    assert os.path.isdir(os.path.join(SHARED, sid + "_resize"))
+    assert "copied on the shared instances path" in open(
+        os.path.join(BASE, "host1", "agent-log", "nubo-compute.log")).read()
+    cold(lab, "server", "migration", "confirm", sid)
+    status_is(lab, sid, "ACTIVE")
+    assert not os.path.exists(os.path.join(SHARED, sid + "_resize"))
+    assert os.path.exists(os.path.join(SHARED, sid, "disk"))
