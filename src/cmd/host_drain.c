@@ -262,18 +262,20 @@ static int disable_service(struct drain *d, const char *id, char *err, size_t er
     return st == 200 ? 0 : -1;
 }
 
-/* POSTs a server action; 0 on 202, else -1 with the API's reason in why. */
+/* POSTs a server action; 0 when accepted (202, or 204 as confirmResize
+ * answers), else -1 with the API's reason in why. */
 static int server_action(struct drain *d, struct move *m, const char *mv, json_t *action)
 {
     char *path = nb_strdup_printf("/compute/v2.1/servers/%s/action", m->uuid);
     json_t *body;
     long st = nb_api_call(&d->api, "POST", path, mv, action, &body, m->why, sizeof(m->why));
-    if (st && st != 202)
+    bool ok = st == 202 || st == 204;
+    if (st && !ok)
         nb_api_error_message(body, st, m->why, sizeof(m->why));
     free(path);
     json_decref(action);
     json_decref(body);
-    return st == 202 ? 0 : -1;
+    return ok ? 0 : -1;
 }
 
 /* Why the newest move of m failed: the migration's status and the failed
@@ -345,6 +347,9 @@ static void finish(struct drain *d, struct move *m, enum state st)
     fflush(stdout);
 }
 
+/* Starts the move of m. Live migrations go at 2.25: block_migration
+ * "auto" exists there, and before 2.34 a refused precheck is the answer
+ * itself (400 with its reason), so the server's line can say why at once. */
 static void start(struct drain *d, struct move *m)
 {
     m->started = nb_time_mono();

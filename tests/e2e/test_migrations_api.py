@@ -2,16 +2,18 @@
 abort, force_complete) per microversion, on fake hosts, and `nubo host
 drain`.
 
-Migration rows in given states. The moves themselves make rows too, but on
-fake hosts a live migration finishes at once, so no API holds one in
-queued/preparing/running with progress counters, nor sets created_at and
-updated_at to chosen times for the paging and changes-since checks: those
-states are set up here with SQL on the migrations table (and, for abort and
-force-complete, the instance's task_state migrating that goes with them).
-Everything else goes through the API."""
-import json
+Real moves make the rows of test_cold_migration_rows_through_the_api,
+test_running_live_migration_shown_aborted_and_forced (a fake live migration
+that takes 30 s) and the drain tests. The other tests set up with SQL on
+the migrations table what no API produces on demand: rows with chosen
+created_at/updated_at (ordering, paging, changes-since/-before), a hidden
+row, progress counters of a known size, and a live migration held in
+"preparing" with its instance's task_state migrating (abort and
+force-complete refusals by status and microversion).
+"""
 import os
 import subprocess
+import time
 
 import pytest
 
@@ -376,6 +378,109 @@ def test_cli_migration_commands(cloud, srv, migrating):
                      "ORDER BY id DESC LIMIT 1" % sid)[0]["action"] == "live_migration_cancel"
 
 
+def test_cold_migration_rows_through_the_api(cloud, tok):
+    """A real cold migration's record, as the lists show it."""
+    sid = boot(cloud)["id"]
+    src = cloud.cli("server", "show", sid, "-f", "json")["OS-EXT-SRV-ATTR:host"]
+    mv = ("--os-compute-api-version", "2.80")
+    cloud.cli(*mv, "server", "migrate", "--wait", sid, parse=False, timeout=60)
+    rows = cloud.cli(*mv, "server", "migration", "list", "--server", sid, "-f", "json")
+    assert len(rows) == 1, rows
+    r = rows[0]
+    assert (r["Type"], r["Status"], r["Source Compute"]) == ("migration", "finished", src)
+    assert r["Dest Compute"] not in (src, None)
+    b = migrations(cloud, tok, "2.23", "?instance_uuid=%s&migration_type=migration" % sid)
+    m = b["migrations"][0]
+    assert set(m) == LIST_KEYS_21 | {"migration_type"}  # no links: not a live migration
+    assert m["old_instance_type_id"] == m["new_instance_type_id"] is not None
+    # not a live migration: the server's migration list is empty, show is 404
+    st, _, body = api(cloud, tok, "GET", "/servers/%s/migrations" % sid, "2.23")
+    assert st == 200 and body == {"migrations": []}
+    st, _, body = api(cloud, tok, "GET", "/servers/%s/migrations/%d" % (sid, r["Id"]), "2.23")
+    assert st == 404 and body["itemNotFound"]["message"] == (
+        "Migration %d for server %s is not live-migration." % (r["Id"], sid))
+    cloud.cli(*mv, "server", "migration", "confirm", sid, parse=False)
+    cloud.wait_server(sid, ("ACTIVE",))
+    rows = cloud.cli(*mv, "server", "migration", "list", "--server", sid, "--status", "confirmed",
+                     "-f", "json")
+    assert [x["Id"] for x in rows] == [r["Id"]]
+
+
+def wait_for(fn, timeout=60, what="condition"):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        got = fn()
+        if got:
+            return got
+        time.sleep(0.2)
+    raise AssertionError("no %s after %ss" % (what, timeout))
+
+
+def test_running_live_migration_shown_aborted_and_forced(fresh_cloud):
+    """A live migration that takes its time on the fake hosts (30 s): the
+    server's migration list and show with progress, the CLI, abort and
+    force-complete as Nova's server migrations API does them."""
+    c = fresh_cloud("--fake-hosts", "2", "--set", "fake.live_migration_ms=30000")
+    t = {"nubo": c.token()}
+    mv = ("--os-compute-api-version", "2.80")
+
+    def start(sid):
+        st, _, body = api(c, t, "POST", "/servers/%s/action" % sid, "2.25",
+                          body={"os-migrateLive": {"host": None, "block_migration": "auto"}})
+        assert st == 202, body
+
+        def running():
+            st, _, b = api(c, t, "GET", "/servers/%s/migrations" % sid, "2.80")
+            ms = [m for m in b["migrations"] if m["status"] == "running"
+                  and m["memory_processed_bytes"]]
+            return ms[0] if ms else None
+        return wait_for(running, 30, "running live migration")
+
+    sid = boot(c)["id"]
+    src = c.cli("server", "show", sid, "-f", "json")["OS-EXT-SRV-ATTR:host"]
+    m = start(sid)
+    assert set(m) == SERVER_KEYS | {"uuid", "user_id", "project_id"}
+    assert m["source_compute"] == src and m["dest_compute"] not in (src, None)
+    assert m["memory_total_bytes"] == 512 << 20  # m1.tiny
+    assert 0 < m["memory_processed_bytes"] <= m["memory_total_bytes"]
+    # the index links it while it runs
+    st, _, b = api(c, t, "GET", "/os-migrations?instance_uuid=%s" % sid, "2.23")
+    assert b["migrations"][0]["links"][0]["href"].endswith(
+        "/servers/%s/migrations/%d" % (sid, m["id"]))
+    rows = c.cli(*mv, "server", "migration", "list", "--server", sid, "-f", "json")
+    assert [(r["Id"], r["Status"], r["Type"]) for r in rows] == [(m["id"], "running",
+                                                                   "live-migration")]
+    show = c.cli(*mv, "server", "migration", "show", sid, str(m["id"]), "-f", "json")
+    assert show["Status"] == "running" and show["Memory Total Bytes"] == 512 << 20
+    c.cli(*mv, "server", "migration", "abort", sid, str(m["id"]), parse=False)
+
+    def settled():
+        st, _, b = api(c, t, "GET", "/os-migrations?instance_uuid=%s" % sid, "2.59")
+        got = {x["id"]: x["status"] for x in b["migrations"]}
+        return got if got.get(m["id"]) in ("cancelled", "completed", "error") else None
+    assert settled_status(wait_for(settled, 30, "aborted migration"), m["id"]) == "cancelled"
+    s = c.wait_server(sid, ("ACTIVE",))
+    assert s["OS-EXT-SRV-ATTR:host"] == src and not s["OS-EXT-STS:task_state"]
+    assert "live_migration_cancel" in actions(c, t, sid)
+
+    t0 = time.time()
+    m = start(sid)
+    c.cli(*mv, "server", "migration", "force", "complete", sid, str(m["id"]), parse=False)
+    assert settled_status(wait_for(settled, 30, "forced migration"), m["id"]) == "completed"
+    s = wait_for(lambda: (lambda x: x if not x["OS-EXT-STS:task_state"] else None)(
+        c.cli("server", "show", sid, "-f", "json")), 30, "server settled")
+    assert s["status"] == "ACTIVE" and s["OS-EXT-SRV-ATTR:host"] != src
+    assert "live_migration_force_complete" in actions(c, t, sid)
+    # forced: done well before the 30 s the fake copy would have taken
+    assert time.time() - t0 < 25
+    st, _, b = api(c, t, "GET", "/servers/%s/migrations" % sid, "2.80")
+    assert b == {"migrations": []}
+
+
+def settled_status(statuses, mid):
+    return statuses[mid]
+
+
 # ---- nubo host drain ---------------------------------------------------------
 
 def drain(cloud, *args):
@@ -398,44 +503,58 @@ def test_drain_usage_and_unknown_host(cloud):
     assert p.returncode == 3 and "no nova-compute service on that host" in p.stderr
 
 
-def test_drain_dry_run_changes_nothing(fresh_cloud):
+def test_drain_moves_every_server(fresh_cloud):
+    """Three servers on fake-1 (fake-2 disabled while they boot): the dry run
+    changes nothing; then ACTIVE and PAUSED ones move live, the SHUTOFF one
+    cold (confirmed), two at a time. Drained back with fake-1 disabled, they
+    have nowhere to go: the lines say why, and a server in ERROR is left."""
     c = fresh_cloud("--fake-hosts", "2")
-    running = boot(c)
-    host = running["OS-EXT-SRV-ATTR:host"]
-    stopped = boot(c)
-    c.cli("server", "stop", stopped["id"])
+    c.cli("compute", "service", "set", "--disable", "fake-2", "nova-compute", parse=False)
+    active, paused, stopped = boot(c), boot(c), boot(c)
+    c.cli("server", "pause", paused["id"], parse=False)
+    c.cli("server", "stop", stopped["id"], parse=False)
+    c.wait_server(paused["id"], ("PAUSED",))
     c.wait_server(stopped["id"], ("SHUTOFF",))
-    on_host = {s for s in (running["id"], stopped["id"])
-               if c.cli("server", "show", s, "-f", "json")["OS-EXT-SRV-ATTR:host"] == host}
-    p = drain(c, host, "--dry-run", "--live")
+    c.cli("compute", "service", "set", "--enable", "fake-2", "nova-compute", parse=False)
+    # the dry run says what would happen and changes nothing
+    p = drain(c, "fake-1", "--dry-run", "--live")
     assert p.returncode == 0, p.stderr
-    out = p.stdout
-    assert 'dry run: would disable service nova-compute on %s (now enabled)' % host in out
-    assert "%s %s: would move by live migration (status ACTIVE)" % (
-        running["id"], running["name"]) in out
-    if stopped["id"] in on_host:
-        assert "%s %s: would be left: status SHUTOFF cannot move live (--live given)" % (
-            stopped["id"], stopped["name"]) in out
-    assert "%d server(s) on %s" % (len(on_host), host) in out
-    assert compute_service(c, host)["Status"] == "enabled"
-    assert c.cli("server", "show", running["id"], "-f", "json")["OS-EXT-SRV-ATTR:host"] == host
-
-
-def test_drain_disables_the_service_and_reports(fresh_cloud):
-    c = fresh_cloud("--fake-hosts", "1")
-    s = boot(c)
-    err = boot(c)
-    # a server in ERROR is left with its reason
-    c.cli("server", "set", "--state", "error", err["id"])
-    p = drain(c, "fake-1")
+    assert "dry run: would disable service nova-compute on fake-1 (now enabled)" in p.stdout
+    for s, status in ((active, "ACTIVE"), (paused, "PAUSED")):
+        assert "%s %s: would move by live migration (status %s)" % (
+            s["id"], s["name"], status) in p.stdout
+    assert "%s %s: would be left: status SHUTOFF cannot move live (--live given)" % (
+        stopped["id"], stopped["name"]) in p.stdout
+    assert compute_service(c, "fake-1")["Status"] == "enabled"
+    assert c.cli("--os-compute-api-version", "2.80", "server", "migration", "list",
+                 "-f", "json") == []
+    p = drain(c, "fake-1", "--concurrency", "2")
+    out = p.stdout + p.stderr
+    assert "3 server(s) on fake-1" in out
+    for s, how in ((active, "live migration"), (paused, "live migration"),
+                   (stopped, "cold migration")):
+        assert "%s %s: moved by %s, fake-1 -> fake-2 (" % (s["id"], s["name"], how) in out, out
+    assert "summary: host fake-1: 3 moved, 0 failed, 0 left" in out
+    assert p.returncode == 0
+    for s, status in ((active, "ACTIVE"), (paused, "PAUSED"), (stopped, "SHUTOFF")):
+        after = c.cli("server", "show", s["id"], "-f", "json")
+        assert (after["status"], after["OS-EXT-SRV-ATTR:host"]) == (status, "fake-2")
+    rows = c.cli("--os-compute-api-version", "2.80", "server", "migration", "list", "--host",
+                 "fake-1", "-f", "json")
+    assert sorted((r["Type"], r["Status"]) for r in rows) == [
+        ("live-migration", "completed"), ("live-migration", "completed"),
+        ("migration", "confirmed")]
     svc = compute_service(c, "fake-1")
     assert svc["Status"] == "disabled" and svc["Disabled Reason"] == "drained by nubo host drain"
-    assert "service nova-compute on fake-1 disabled: drained by nubo host drain" in p.stdout
-    assert "%s %s: left: status ERROR" % (err["id"], err["name"]) in p.stdout
-    # one host: nowhere to go, and the line says why
-    line = [x for x in p.stdout.splitlines() if s["id"] in x][0]
-    assert "failed (live migration): " in line
-    assert "summary: host fake-1: 0 moved, 1 failed, 1 left; service nova-compute stays " \
+    # back: fake-1 is disabled now, so nothing can move; ERROR is left as it is
+    c.cli("server", "set", "--state", "error", stopped["id"], parse=False)
+    p = drain(c, "fake-2")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "%s %s: left: status ERROR" % (stopped["id"], stopped["name"]) in p.stdout
+    for s in (active, paused):
+        assert "%s %s: failed (live migration): No valid host was found. There are not enough " \
+               "hosts available." % (s["id"], s["name"]) in p.stdout, p.stdout
+        assert c.cli("server", "show", s["id"], "-f", "json")["OS-EXT-SRV-ATTR:host"] == "fake-2"
+    assert "summary: host fake-2: 0 moved, 2 failed, 1 left; service nova-compute stays " \
            "disabled" in p.stdout
-    assert p.returncode == 1
-    assert c.cli("server", "show", s["id"], "-f", "json")["OS-EXT-SRV-ATTR:host"] == "fake-1"
+    assert compute_service(c, "fake-2")["Status"] == "disabled"

@@ -31,9 +31,11 @@ PY
 )
 pw=tempest-admin-secret
 # snapshots take a second, as real ones take seconds: the image tests that
-# act while an image is being saved need that window
+# act while an image is being saved need that window; the fake hosts keep
+# their disks apart (no shared storage), so live migrations are block
+# migrations and evacuations rebuild from the image
 NUBO_ADMIN_PASSWORD=$pw "$bin" aio --state-dir "$WS/state" --port "$port" \
-  --set fake.snapshot_delay_ms=1000 >"$WS/aio.out" 2>&1 &
+  --set fake.snapshot_delay_ms=1000 --set fake.shared_storage=false >"$WS/aio.out" 2>&1 &
 aio=$!
 trap 'kill $aio 2>/dev/null; wait $aio 2>/dev/null' EXIT
 for _ in $(seq 200); do

@@ -476,6 +476,44 @@ static void test_live_migration(void **state)
     drv->ops->close(drv);
 }
 
+/* rebuild: the guest spawned again with the new image (console); an
+ * image-backed instance is on disk everywhere only with [fake]
+ * shared_storage; destroy_evacuated removes the guest. */
+static void test_rebuild_and_evacuation_ops(void **state)
+{
+    (void)state;
+    struct nb_virt_driver *drv = nb_virt_fake_open();
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    const char *uuid = "dddddddd-0000-0000-0000-000000000004";
+    json_t *d = json_pack("{s:s, s:s}", "uuid", uuid, "image_ref", "img-1");
+    assert_int_equal(drv->ops->spawn(drv, &ctx, "h1", d), 0);
+    json_object_set_new(d, "image_ref", json_string("img-2"));
+    assert_int_equal(drv->ops->rebuild(drv, &ctx, "h1", d, false), 0);
+    char *log = drv->ops->console_log(drv, &ctx, "h1", uuid);
+    assert_non_null(strstr(log, "boot source: img-2"));
+    free(log);
+    bool on_disk = true;
+    assert_int_equal(drv->ops->instance_on_disk(drv, &ctx, "h2", d, &on_disk), 0);
+    assert_false(on_disk);
+    nb_conf_set("fake", "shared_storage", "true");
+    assert_int_equal(drv->ops->instance_on_disk(drv, &ctx, "h2", d, &on_disk), 0);
+    assert_true(on_disk);
+    json_t *bfv = json_pack("{s:s, s:s}", "uuid", uuid, "image_ref", "");
+    assert_int_equal(drv->ops->instance_on_disk(drv, &ctx, "h2", bfv, &on_disk), 0);
+    assert_false(on_disk);
+    nb_conf_set("fake", "shared_storage", "false");
+    /* a failing spawn fails the rebuild (h3 fails every spawn) */
+    assert_int_equal(drv->ops->rebuild(drv, &ctx, "h3", d, false), -1);
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(drv->ops->destroy_evacuated(drv, &ctx, "h1", d, true), 0);
+    struct nb_guest_info gi;
+    assert_int_equal(drv->ops->get_info(drv, &ctx, "h1", uuid, &gi), -1);
+    drv->ops->close(drv);
+    json_decref(d);
+    json_decref(bfv);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -486,6 +524,7 @@ int main(void)
         cmocka_unit_test(test_volumes),
         cmocka_unit_test(test_snapshot),
         cmocka_unit_test(test_live_migration),
+        cmocka_unit_test(test_rebuild_and_evacuation_ops),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -40,7 +40,7 @@ static json_t *recorder(void *opaque, struct nb_ctx *ctx, const char *method, js
     pthread_mutex_unlock(&lock);
     if (!strcmp(method, "guest_info"))
         return json_pack("{s:b, s:i}", "found", 1, "power_state", 4);
-    if (!strcmp(method, "instances_on_host"))
+    if (!strcmp(method, "instances_on_host") || !strcmp(method, "evacuated_instances"))
         return json_pack("[{s:s}]", "uuid", "u1");
     return json_pack("{s:s}", "method", method);
 }
@@ -333,6 +333,42 @@ static void test_resize_steps(void **state)
     json_decref(dest);
 }
 
+static void test_rebuild_messages(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    const struct nb_rebuild_req req = {.uuid = "u1",
+                                       .migration_uuid = "m1",
+                                       .host = "h2",
+                                       .force = true,
+                                       .shared_storage_given = true,
+                                       .on_shared_storage = true};
+    assert_int_equal(nb_conductor_rebuild_instance(&ctx, &req), 0);
+    expect("conductor", "rebuild_instance",
+           "{\"uuid\": \"u1\", \"image_ref\": null, \"admin_password\": null, "
+           "\"preserve_ephemeral\": false, \"migration_uuid\": \"m1\", "
+           "\"host\": \"h2\", \"force\": true, \"on_shared_storage\": true}");
+    const struct nb_compute_rebuild rb = {"m1", -1, false};
+    assert_int_equal(nb_compute_rebuild_instance(&ctx, "h1", json_pack("{s:s}", "uuid", "u1"), &rb),
+                     0);
+    expect("compute.h1", "rebuild_instance",
+           "{\"instance\": {\"uuid\": \"u1\"}, \"migration_uuid\": \"m1\", "
+           "\"preserve_ephemeral\": false, \"on_shared_storage\": null}");
+    const struct nb_rebuild_result r = {"u1", "h1", NULL, true, NULL, 1, false};
+    nb_conductor_rebuild_result(&ctx, &r);
+    expect("conductor", "rebuild_result",
+           "{\"uuid\": \"u1\", \"host\": \"h1\", \"migration_uuid\": null, \"ok\": true, "
+           "\"message\": null, \"power_state\": 1, \"on_shared_storage\": false}");
+    json_t *rows = nb_conductor_evacuated_instances(&ctx, "h1", 5000);
+    assert_int_equal(json_array_size(rows), 1);
+    json_decref(rows);
+    expect("conductor", "evacuated_instances", "{\"host\": \"h1\"}");
+    nb_conductor_evacuation_cleaned(&ctx, "u1", "m1", "h1");
+    expect("conductor", "evacuation_cleaned",
+           "{\"uuid\": \"u1\", \"migration_uuid\": \"m1\", \"host\": \"h1\"}");
+}
+
 /* The live-migration messages: the source's reports to the conductor (a
  * status change is a call, progress a cast), and the steps on
  * compute.<host>. */
@@ -427,6 +463,7 @@ int main(void)
         cmocka_unit_test(test_conductor_to_compute),
         cmocka_unit_test(test_calls_to_compute_and_scheduler),
         cmocka_unit_test(test_resize_steps),
+        cmocka_unit_test(test_rebuild_messages),
         cmocka_unit_test(test_live_migration_messages),
     };
     return cmocka_run_group_tests_name("rpc", tests, setup, teardown);

@@ -36,6 +36,9 @@ struct agent {
     /* A driver lifecycle event asked for a power sync (atomic): run it once
      * events have been quiet for a second. */
     double event_sync_due; /* guarded by agents_lock; 0 = none */
+    /* The evacuated instances of this host were cleaned up (rebuild.c),
+     * once after the first registration; periodic thread only. */
+    bool evacuations_checked;
 
     struct agent *next;
 };
@@ -109,5 +112,16 @@ json_t *nb_agent_drop_resize(void *opaque, struct nb_ctx *ctx, const char *metho
 pthread_mutex_t *nb_agent_instance_lock(struct agent *a, const char *uuid);
 /* The bus handler of "compute.<host>". */
 json_t *nb_agent_handle(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args);
+/* The guest's power state (NB_POWER_NOSTATE when absent or unknown). */
+int nb_agent_guest_power_state(struct agent *a, struct nb_ctx *ctx, const char *uuid);
+
+/* rebuild.c */
+/* rebuild_instance {"instance", "migration_uuid", "on_shared_storage",
+ * "preserve_ephemeral"}: see compute_api.h; answers rebuild_result. */
+void nb_agent_rebuild_instance(struct agent *a, struct nb_ctx *ctx, json_t *args);
+/* Destroys the guests of instances evacuated from this host while its
+ * agent was away and reports each evacuation cleaned. 0, or -1 when the
+ * conductor did not answer (try again later). */
+int nb_agent_destroy_evacuated(struct agent *a, struct nb_ctx *ctx);
 
 #endif

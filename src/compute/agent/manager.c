@@ -57,6 +57,11 @@ static int guest_power_state(struct agent *a, struct nb_ctx *ctx, const char *uu
     return gi.power_state;
 }
 
+int nb_agent_guest_power_state(struct agent *a, struct nb_ctx *ctx, const char *uuid)
+{
+    return guest_power_state(a, ctx, uuid);
+}
+
 static void build_and_run(struct agent *a, struct nb_ctx *ctx, json_t *args)
 {
     json_t *inst = json_object_get(args, "instance");
@@ -406,6 +411,13 @@ POWER_OP(rpc_unpause, "unpause")
 POWER_OP(rpc_suspend, "suspend")
 POWER_OP(rpc_resume, "resume")
 
+static json_t *rpc_rebuild(void *a, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)method;
+    nb_agent_rebuild_instance(a, ctx, args);
+    return NULL;
+}
+
 static json_t *rpc_attach_volume(void *a, struct nb_ctx *ctx, const char *method, json_t *args)
 {
     (void)method;
@@ -485,6 +497,7 @@ static const struct nb_bus_method methods[] = {
     {NB_COMPUTE_GUEST_INFO, NB_BUS_CALL, rpc_guest_info},
     {NB_COMPUTE_GET_HOST_UPTIME, NB_BUS_CALL, rpc_host_uptime},
     {NB_COMPUTE_PING, NB_BUS_CALL, rpc_ping},
+    {NB_COMPUTE_REBUILD_INSTANCE, NB_BUS_CAST, rpc_rebuild},
     {NB_COMPUTE_CHECK_CAN_LIVE_MIGRATE_DESTINATION, NB_BUS_CALL, nb_lm_check_destination},
     {NB_COMPUTE_CHECK_CAN_LIVE_MIGRATE_SOURCE, NB_BUS_CALL, nb_lm_check_source},
     {NB_COMPUTE_PRE_LIVE_MIGRATION, NB_BUS_CALL, nb_lm_pre},
@@ -541,6 +554,8 @@ static double periodic_pass(void)
              * while the agent was down */
             a->next_sync = sync > 0 ? now + (sync < 2 ? sync : 2) : -1;
         }
+        if (!a->evacuations_checked)
+            a->evacuations_checked = nb_agent_destroy_evacuated(a, &ctx) == 0;
         if (now >= a->next_heartbeat) {
             json_array_append_new(beats, json_string(a->host));
             a->next_heartbeat = now + report;

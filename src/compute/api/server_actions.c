@@ -20,6 +20,7 @@
 #include "compute/api/instances.h"
 #include "compute/api/server_actions.h"
 #include "compute/api/server_moves.h"
+#include "compute/api/server_rebuild.h"
 #include "compute/api/server_resize.h"
 #include "compute/api/server_snapshot.h"
 #include "compute/api/validate.h"
@@ -506,15 +507,15 @@ static const struct {
     {"resize", nb_srv_check_resize, nb_srv_resize, NULL, NULL},
     {"confirmResize", NULL, NULL, NULL, nb_srv_confirm_resize},
     {"revertResize", NULL, nb_srv_revert_resize, NULL, NULL},
+    {"rebuild", nb_srv_check_rebuild, NULL, NULL, nb_srv_rebuild},
+    {"evacuate", nb_srv_check_evacuate, NULL, NULL, nb_srv_evacuate},
 };
 
 /* Nova's other server actions: known, but not available in nubo yet. */
 static const char *const not_yet[] = {"addFixedIp",
                                       "removeFixedIp",
                                       "changePassword",
-                                      "rebuild",
                                       "createBackup",
-                                      "evacuate",
                                       "rescue",
                                       "unrescue",
                                       "shelve",

@@ -106,6 +106,11 @@ static void generate_password(char out[13])
     out[12] = '\0';
 }
 
+void nb_srv_generate_password(char out[13])
+{
+    generate_password(out);
+}
+
 /* Nova's generate_uid('r'): "r-" + 8 of [0-9a-z]. */
 static void reservation_id(char out[11])
 {

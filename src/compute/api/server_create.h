@@ -15,6 +15,8 @@
 int nb_srv_validate_create(struct nb_ctx *ctx, json_t *body, json_t *server);
 /* Nova's utils.sanitize_hostname (new string, maybe ""). */
 char *nb_srv_sanitize_hostname(const char *name);
+/* Nova's generate_password: 12 characters into out[13]. */
+void nb_srv_generate_password(char out[13]);
 /* POST /compute/v2.1/servers. */
 int nb_srv_h_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp);
 

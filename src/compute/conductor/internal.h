@@ -38,6 +38,8 @@ struct nb_request_spec;
 #define EV_DETACH "compute_detach_volume"
 #define EV_SNAPSHOT "compute_snapshot_instance"
 #define EV_RECONCILE "reconcile_disk_format"
+#define EV_REBUILD "compute_rebuild_instance"
+#define EV_COND_REBUILD "conductor_rebuild_instance"
 
 struct conductor {
     struct nb_env *env;
@@ -126,6 +128,50 @@ void cond_snapshot_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
 void cond_migrate_server(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 void cond_confirm_resize(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 void cond_revert_resize(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+
+/* rebuild.c: rebuild and evacuate (the flow: rebuild.c's header) */
+void cond_rebuild_instance(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+void cond_rebuild_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+/* Event compute_rebuild_instance on host, the task states to
+ * rebuild_spawning and the cast to host's agent (migration_uuid: an
+ * evacuation's; on_shared_storage -1, 0, 1 as nb_compute_rebuild). 0, or
+ * -1 after ending the rebuild (cond_rebuild_failed). */
+int cond_rebuild_on_host(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                         const char *host, const char *migration_uuid, int on_shared_storage,
+                         bool preserve_ephemeral);
+/* Ends a failed rebuild or evacuation: ERROR with a fault (message,
+ * details), event (if not NULL) and action in Error; an evacuation's
+ * claims rolled back with its migration in migration_status. */
+void cond_rebuild_failed(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                         const char *migration_uuid, const char *host, const char *event,
+                         const char *migration_status, const char *message, const char *details);
+
+/* Start-up recovery: rebuilds and evacuations a restart interrupted end
+ * in ERROR with a fault (an evacuation's claims rolled back, its migration
+ * failed), as Nova's _init_instance does with rebuild task states. */
+void cond_recover_rebuilds(struct conductor *c, struct nb_ctx *ctx);
+
+/* evacuate.c: the destination, the claims, the volumes, the source's
+ * clean-up */
+/* Schedules and claims the destination of row's evacuation (args: the
+ * rebuild_instance message), re-attaches the volumes and rebuilds there. */
+void cond_evacuate(struct conductor *c, struct nb_ctx *ctx, const json_t *row, const json_t *args);
+/* The destination claim dropped and the source allocation handed back to
+ * the instance; the migration set to status. Best-effort. */
+void cond_evacuate_rollback(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                            const char *migration_uuid, const char *status);
+/* The migration's dest_node (malloc'd) or NULL. */
+char *cond_evacuation_dest_node(struct conductor *c, struct nb_ctx *ctx,
+                                const char *migration_uuid);
+/* The evacuation to host went well: the ports bound to host, the
+ * migration done, its storage recorded for the source's clean-up.
+ * Best-effort. */
+void cond_evacuate_done(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *host,
+                        const char *migration_uuid, bool on_shared_storage);
+/* evacuated_instances (call) and evacuation_cleaned (cast): see
+ * conductor_api.h. */
+json_t *cond_evacuated_instances(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+void cond_evacuation_cleaned(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 
 /* recovery.c */
 void cond_recover_start(struct conductor *c);

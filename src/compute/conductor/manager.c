@@ -80,6 +80,10 @@ CAST_TO(migrate_server, cond_migrate_server)
 CAST_TO(confirm_resize, cond_confirm_resize)
 CAST_TO(revert_resize, cond_revert_resize)
 CAST_TO(service_heartbeat, cond_service_heartbeat)
+CAST_TO(rebuild_instance, cond_rebuild_instance)
+CAST_TO(rebuild_result, cond_rebuild_result)
+CAST_TO(evacuation_cleaned, cond_evacuation_cleaned)
+CALL_TO(evacuated_instances, cond_evacuated_instances)
 CALL_TO(reconcile_disk_format, cond_reconcile_disk_format)
 CALL_TO(service_update, cond_service_update)
 CALL_TO(compute_node_update, cond_compute_node_update)
@@ -121,6 +125,10 @@ static const struct nb_bus_method methods[] = {
     {NB_CONDUCTOR_COMPUTE_NODE_UPDATE, NB_BUS_CALL, compute_node_update},
     {NB_CONDUCTOR_SERVICE_HEARTBEAT, NB_BUS_CAST, service_heartbeat},
     {NB_CONDUCTOR_INSTANCES_ON_HOST, NB_BUS_CALL, instances_on_host},
+    {NB_CONDUCTOR_REBUILD_INSTANCE, NB_BUS_CAST, rebuild_instance},
+    {NB_CONDUCTOR_REBUILD_RESULT, NB_BUS_CAST, rebuild_result},
+    {NB_CONDUCTOR_EVACUATED_INSTANCES, NB_BUS_CALL, evacuated_instances},
+    {NB_CONDUCTOR_EVACUATION_CLEANED, NB_BUS_CAST, evacuation_cleaned},
     {NB_CONDUCTOR_PING, NB_BUS_CALL, ping},
     {NB_CONDUCTOR_LIVE_MIGRATE_INSTANCE, NB_BUS_CAST, live_migrate_instance},
     {NB_CONDUCTOR_CHECK_LIVE_MIGRATION, NB_BUS_CALL, check_live_migration},

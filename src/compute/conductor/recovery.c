@@ -506,6 +506,7 @@ static void *recovery_main(void *arg)
     resume_actions(c, &ctx, waited);
     clear_interrupted_snapshots(c, &ctx);
     recover_live_migrations(c, &ctx);
+    cond_recover_rebuilds(c, &ctx);
     json_decref(waited);
     NB_INFO(LOG_COND, &ctx, NULL, "start-up recovery done");
     return NULL;

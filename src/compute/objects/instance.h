@@ -150,6 +150,20 @@ struct nb_instance_attrs {
 int nb_instance_update_attrs(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
                              const struct nb_instance_attrs *a);
 
+/* What a rebuild sets besides the state (instance_rebuild.c): each group
+ * only when its set_ flag is true (NULL values then clear it). */
+struct nb_instance_boot_data {
+    bool set_key; /* key_name and key_data */
+    const char *key_name, *key_data;
+    bool set_user_data;
+    const char *user_data;
+};
+
+/* Sets the key pair and user data of live instance uuid (and updated_at).
+ * Joins the caller's transaction. Rows changed (0/1), or -1. */
+int nb_instance_set_boot_data(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
+                              const struct nb_instance_boot_data *b);
+
 #define NB_FILTER_TASK_MAX 16
 
 /* Which live instances nb_instance_list_in_state returns: vm_state in vm

@@ -251,3 +251,14 @@ json_t *nb_compute_finish_revert_resize(struct nb_ctx *ctx, const struct nb_resi
     return call(ctx, s->host, NB_COMPUTE_FINISH_REVERT_RESIZE, resize_args(s, false, false, true),
                 timeout_ms);
 }
+
+int nb_compute_rebuild_instance(struct nb_ctx *ctx, const char *host, json_t *instance,
+                                const struct nb_compute_rebuild *r)
+{
+    json_t *args = json_pack("{s:o, s:s?, s:b}", "instance", instance, "migration_uuid",
+                             r->migration_uuid, "preserve_ephemeral", r->preserve_ephemeral);
+    json_object_set_new(args, "on_shared_storage",
+                        r->on_shared_storage < 0 ? json_null()
+                                                 : json_boolean(r->on_shared_storage));
+    return cast(ctx, host, NB_COMPUTE_REBUILD_INSTANCE, args);
+}

@@ -43,6 +43,7 @@
 #define NB_COMPUTE_GUEST_INFO "guest_info"
 #define NB_COMPUTE_GET_HOST_UPTIME "get_host_uptime"
 #define NB_COMPUTE_PING "ping"
+#define NB_COMPUTE_REBUILD_INSTANCE "rebuild_instance"
 #define NB_COMPUTE_CHECK_CAN_LIVE_MIGRATE_DESTINATION "check_can_live_migrate_destination"
 #define NB_COMPUTE_CHECK_CAN_LIVE_MIGRATE_SOURCE "check_can_live_migrate_source"
 #define NB_COMPUTE_PRE_LIVE_MIGRATION "pre_live_migration"
@@ -230,5 +231,21 @@ json_t *nb_compute_revert_resize(struct nb_ctx *ctx, const struct nb_resize_step
                                  int timeout_ms);
 json_t *nb_compute_finish_revert_resize(struct nb_ctx *ctx, const struct nb_resize_step *s,
                                         int timeout_ms);
+
+/* rebuild_instance (cast) {"instance", "migration_uuid", "on_shared_storage",
+ * "preserve_ephemeral"}: the guest made anew from instance["image_ref"]
+ * keeping its identity (Nova's rebuild_instance); with migration_uuid an
+ * evacuation onto this host, keeping the disk when the instance is found
+ * on this host's storage (on_shared_storage null: the driver decides, as
+ * Nova's instance_on_disk; true/false: the caller's word before 2.14,
+ * checked against it). instance also carries "vm_state": a stopped server's
+ * guest is stopped again afterwards. The agent answers rebuild_result. */
+struct nb_compute_rebuild {
+    const char *migration_uuid; /* NULL: a rebuild on this host */
+    int on_shared_storage;      /* -1 unknown, 0 no, 1 yes */
+    bool preserve_ephemeral;
+};
+int nb_compute_rebuild_instance(struct nb_ctx *ctx, const char *host, json_t *instance,
+                                const struct nb_compute_rebuild *r);
 
 #endif

@@ -95,11 +95,13 @@ int nb_conductor_revert_resize(struct nb_ctx *ctx, const char *uuid, const char 
 
 int nb_conductor_rebuild_instance(struct nb_ctx *ctx, const struct nb_rebuild_req *r)
 {
-    return cast(ctx, NB_CONDUCTOR_REBUILD_INSTANCE,
-                json_pack("{s:s, s:s?, s:s?, s:b, s:s?, s:s?, s:b}", "uuid", r->uuid, "image_ref",
-                          r->image_ref, "admin_password", r->admin_password, "preserve_ephemeral",
-                          r->preserve_ephemeral, "migration_uuid", r->migration_uuid, "host",
-                          r->host, "on_shared_storage", r->on_shared_storage));
+    json_t *args = json_pack("{s:s, s:s?, s:s?, s:b, s:s?, s:s?, s:b}", "uuid", r->uuid,
+                             "image_ref", r->image_ref, "admin_password", r->admin_password,
+                             "preserve_ephemeral", r->preserve_ephemeral, "migration_uuid",
+                             r->migration_uuid, "host", r->host, "force", r->force);
+    json_object_set_new(args, "on_shared_storage",
+                        r->shared_storage_given ? json_boolean(r->on_shared_storage) : json_null());
+    return cast(ctx, NB_CONDUCTOR_REBUILD_INSTANCE, args);
 }
 
 int nb_conductor_live_migration_abort(struct nb_ctx *ctx, const char *uuid,
@@ -256,4 +258,32 @@ int nb_conductor_live_migration_result(struct nb_ctx *ctx,
                           "migration_uuid", o->migration_uuid, "host", o->host, "ok", o->ok,
                           "cancelled", o->cancelled, "phase", o->phase, "message", o->message,
                           "shared_storage", o->shared_storage));
+}
+
+int nb_conductor_rebuild_result(struct nb_ctx *ctx, const struct nb_rebuild_result *r)
+{
+    return cast(ctx, NB_CONDUCTOR_REBUILD_RESULT,
+                json_pack("{s:s, s:s, s:s?, s:b, s:s?, s:i, s:b}", "uuid", r->uuid, "host", r->host,
+                          "migration_uuid", r->migration_uuid, "ok", r->ok, "message", r->message,
+                          "power_state", r->power_state, "on_shared_storage",
+                          r->on_shared_storage));
+}
+
+json_t *nb_conductor_evacuated_instances(struct nb_ctx *ctx, const char *host, int timeout_ms)
+{
+    json_t *rows = nb_bus_call(ctx, NB_CONDUCTOR_TOPIC, NB_CONDUCTOR_EVACUATED_INSTANCES,
+                               json_pack("{s:s}", "host", host), timeout_ms);
+    if (!json_is_array(rows)) {
+        json_decref(rows);
+        return NULL;
+    }
+    return rows;
+}
+
+int nb_conductor_evacuation_cleaned(struct nb_ctx *ctx, const char *uuid,
+                                    const char *migration_uuid, const char *host)
+{
+    return cast(
+        ctx, NB_CONDUCTOR_EVACUATION_CLEANED,
+        json_pack("{s:s, s:s, s:s}", "uuid", uuid, "migration_uuid", migration_uuid, "host", host));
 }

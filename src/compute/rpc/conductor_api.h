@@ -65,6 +65,9 @@
 /* from the agents */
 #define NB_CONDUCTOR_BUILD_RESULT "build_result"
 #define NB_CONDUCTOR_OP_RESULT "op_result"
+#define NB_CONDUCTOR_REBUILD_RESULT "rebuild_result"
+#define NB_CONDUCTOR_EVACUATED_INSTANCES "evacuated_instances"
+#define NB_CONDUCTOR_EVACUATION_CLEANED "evacuation_cleaned"
 #define NB_CONDUCTOR_ATTACH_RESULT "attach_result"
 #define NB_CONDUCTOR_DETACH_RESULT "detach_result"
 #define NB_CONDUCTOR_SNAPSHOT_RESULT "snapshot_result"
@@ -158,12 +161,16 @@ struct nb_rebuild_req {
     bool preserve_ephemeral;
     /* evacuate only (migration_uuid NULL: a rebuild on the instance's host) */
     const char *migration_uuid;
-    const char *host;       /* NULL: scheduled */
-    bool on_shared_storage; /* before 2.14 the caller says; else the conductor finds out */
+    const char *host;          /* NULL: scheduled */
+    bool on_shared_storage;    /* before 2.14 the caller says; else the conductor finds out */
+    bool force;                /* host forced, no scheduler filters (before 2.29 with a host,
+                                  force true 2.29-2.67) */
+    bool shared_storage_given; /* on_shared_storage is the caller's word (before 2.14) */
 };
 /* rebuild_instance {"uuid", "image_ref", "admin_password",
- * "preserve_ephemeral", "migration_uuid", "host", "on_shared_storage"}
- * (cast): rebuild, and evacuate. */
+ * "preserve_ephemeral", "migration_uuid", "host", "on_shared_storage"
+ * (null unless shared_storage_given), "force"} (cast): rebuild, and
+ * evacuate. */
 int nb_conductor_rebuild_instance(struct nb_ctx *ctx, const struct nb_rebuild_req *r);
 
 /* live_migration_abort / live_migration_force_complete {"uuid",
@@ -260,6 +267,37 @@ struct nb_live_migration_outcome {
  * on the source, the migration "error" or "cancelled"). */
 int nb_conductor_live_migration_result(struct nb_ctx *ctx,
                                        const struct nb_live_migration_outcome *o);
+
+/* ---- agent -> conductor: rebuild and evacuate ---- */
+
+/* What an agent reports after rebuild_instance (compute_api.h). */
+struct nb_rebuild_result {
+    const char *uuid, *host;
+    const char *migration_uuid; /* the evacuation's (NULL: a rebuild) */
+    bool ok;
+    const char *message;    /* on failure (NULL: sent as null) */
+    int power_state;        /* the guest's afterwards */
+    bool on_shared_storage; /* an evacuation kept the source's disk */
+};
+/* rebuild_result {"uuid", "host", "migration_uuid", "ok", "message",
+ * "power_state", "on_shared_storage"} (cast). */
+int nb_conductor_rebuild_result(struct nb_ctx *ctx, const struct nb_rebuild_result *r);
+
+/* evacuated_instances (call) {"host"} -> [{"uuid", "migration_uuid",
+ * "deleted", "destroy_disks"}…]: the instances evacuated from host whose
+ * evacuation (status accepted, pre-migrating or done) the source has not
+ * cleaned up yet (Nova's _destroy_evacuated_instances at start-up);
+ * destroy_disks false when the destination runs the same disk from shared
+ * storage or the server is volume-backed. NULL on timeout or when the
+ * reply is not an array. */
+json_t *nb_conductor_evacuated_instances(struct nb_ctx *ctx, const char *host, int timeout_ms);
+
+/* evacuation_cleaned (cast) {"uuid", "migration_uuid", "host"}: the
+ * source host removed its guest of the evacuated instance; the conductor
+ * drops the source allocation (held by the migration) and sets the
+ * migration completed. */
+int nb_conductor_evacuation_cleaned(struct nb_ctx *ctx, const char *uuid,
+                                    const char *migration_uuid, const char *host);
 
 /* ---- agent -> conductor: the disk-format check (call) ---- */
 

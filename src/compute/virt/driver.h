@@ -190,6 +190,27 @@ struct nb_virt_ops {
                                       const char *host, json_t *instance, bool shared_storage);
     int (*rollback_live_migration_dest)(struct nb_virt_driver *drv, struct nb_ctx *ctx,
                                         const char *host, json_t *instance, bool shared_storage);
+    /* ---- rebuild and evacuate (optional, NULL: the agent answers 501) ----
+     * rebuild: the guest of instance on host is made anew with the same
+     * identity (UUID, ports, the volumes of its mappings): its domain, if
+     * any, is destroyed; unless keep_disk, so is its local root disk, and a
+     * new one is made from instance["image_ref"] (as spawn makes it); then
+     * the guest is defined and started. keep_disk: an evacuation onto
+     * shared storage, where the disk the source ran is here. */
+    int (*rebuild)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                   json_t *instance, bool keep_disk);
+    /* Whether the instance's local disk is in this host's instances path
+     * (Nova's instance_on_disk): an evacuation's destination then shares
+     * the source's storage. A volume-backed instance without local disks
+     * is not on disk. */
+    int (*instance_on_disk)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                            json_t *instance, bool *on_disk);
+    /* Source side, when its agent comes back after an evacuation: removes
+     * the guest still defined here; its local files only when
+     * destroy_disks (not when the destination runs the same disk from
+     * shared storage). An absent guest is not an error. */
+    int (*destroy_evacuated)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                             json_t *instance, bool destroy_disks);
     /* ---- cold migration and resize (optional: all NULL for a driver that
      * cannot; the agent then fails the step with 501). Nova's
      * migrate_disk_and_power_off, finish_migration, confirm_migration and

@@ -38,6 +38,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "compute/virt/driver.h"
+#include "compute/virt/fake_rebuild.h"
 #include "compute/virt/fake_moves.h"
 #include "compute/virt/fake_internal.h"
 
@@ -794,7 +795,6 @@ void fake_unlock(struct nb_virt_driver *drv)
 {
     pthread_mutex_unlock(&((struct fake_priv *)drv->priv)->lock);
 }
-
 json_t *fake_host_guests(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host)
 {
     struct fake_host *h = get_host_guests(drv->priv, ctx, host);
@@ -912,6 +912,9 @@ static const struct nb_virt_ops fake_ops = {
     .confirm_migration = nb_virt_fake_confirm_migration,
     .revert_migration = nb_virt_fake_revert_migration,
     .finish_revert_migration = nb_virt_fake_finish_revert_migration,
+    .rebuild = nb_fake_rebuild,
+    .instance_on_disk = nb_fake_instance_on_disk,
+    .destroy_evacuated = nb_fake_destroy_evacuated,
     .close = fake_close,
 };
 

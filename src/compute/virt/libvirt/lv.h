@@ -14,7 +14,8 @@
  *            after a KVM-level start failure
  * volume.c   volumes (block_device_mapping) as guest disks: the disks of
  *            a domain start, hot-plug attach/detach; snapshot of the root
- * xml.c      the domain XML, generated from the instance's database state */
+ * xml.c      the domain XML, generated from the instance's database state
+ * rebuild.c  rebuild, instance_on_disk and destroy_evacuated (evacuation) */
 #ifndef NB_VIRT_LV_H
 #define NB_VIRT_LV_H
 
@@ -120,6 +121,15 @@ char *lv_console_log(struct lv *lv, struct nb_ctx *ctx, const char *uuid);
 char *lv_instance_xml(struct lv *lv, struct nb_ctx *ctx, const json_t *inst,
                       const struct lv_volumes *vols, const char *virt_type,
                       const struct lv_cpu *cpu);
+
+/* rebuild.c: the vtable's rebuild, instance_on_disk and destroy_evacuated
+ * (driver.h) */
+int lv_op_rebuild(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host, json_t *inst,
+                  bool keep_disk);
+int lv_op_instance_on_disk(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                           json_t *inst, bool *on_disk);
+int lv_op_destroy_evacuated(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                            json_t *inst, bool destroy_disks);
 
 /* host.c */
 int lv_host_info(struct lv *lv, struct nb_ctx *ctx, struct nb_host_info *info);
