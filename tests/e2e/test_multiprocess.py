@@ -388,22 +388,26 @@ def test_source_agent_restarted_mid_live_migration_is_rolled_back(split):
                                        "--set", "fake.live_migration_ms=20000",
                                        "--set", "DEFAULT.log_dir=%s" %
                                        split.computes["hostA"].logdir], c.state_dir)
-    slow.start().wait_ready(30)
-    wait_state(c, "hostA", "up", 30)
-    s = boot(c, unique("mp-lm-kill"), "hostA")
-    api(c, "/servers/%s" % s["id"])  # logs in
-    st, _, body = c.request("POST", "/compute/v2.1/servers/%s/action" % s["id"], token=c._token,
-                            headers={"OpenStack-API-Version": "compute 2.80"},
-                            body={"os-migrateLive": {"host": "hostB",
-                                                     "block_migration": "auto"}})
-    assert st == 202, body
+    slow.start()
+    try:  # whatever happens, hostA ends as the other tests expect it
+        slow.wait_ready(30)
+        wait_state(c, "hostA", "up", 30)
+        s = boot(c, unique("mp-lm-kill"), "hostA")
+        api(c, "/servers/%s" % s["id"])  # logs in
+        st, _, body = c.request("POST", "/compute/v2.1/servers/%s/action" % s["id"],
+                                token=c._token,
+                                headers={"OpenStack-API-Version": "compute 2.80"},
+                                body={"os-migrateLive": {"host": "hostB",
+                                                         "block_migration": "auto"}})
+        assert st == 202, body
 
-    def status():
-        rows = c.sql("SELECT status FROM migrations WHERE instance_uuid = '%s'" % s["id"])
-        return rows[0]["status"] if rows else None
-    wait_for("migration running", lambda: status() == "running", 30)
-    slow.stop(signal.SIGKILL)
-    split.compute("hostA")  # registers again: the conductor recovers the migration
+        def status():
+            rows = c.sql("SELECT status FROM migrations WHERE instance_uuid = '%s'" % s["id"])
+            return rows[0]["status"] if rows else None
+        wait_for("migration running", lambda: status() == "running", 30)
+    finally:
+        slow.stop(signal.SIGKILL)
+        split.compute("hostA")  # registers again: the conductor recovers the migration
     wait_for("migration error", lambda: status() == "error", 60)
     v = wait_status(c, s["id"], "ACTIVE")
     assert v["OS-EXT-SRV-ATTR:host"] == "hostA", v

@@ -49,8 +49,9 @@ struct host_cache {
     struct nb_host_state *hosts;
     double *heartbeat; /* last_seen_up (or created_at) per host, -1 = never */
     bool *forced_down;
-    json_t *by_rp; /* {rp_uuid: index} */
-    json_t *keep;  /* owns the JSON the host states borrow */
+    json_t *by_rp;         /* {rp_uuid: index} */
+    json_t *keep;          /* owns the JSON the host states borrow */
+    char services_key[64]; /* services_key() when built */
 };
 
 struct scheduler {
@@ -285,14 +286,34 @@ static struct host_cache *cache_build(struct scheduler *s, struct nb_ctx *ctx)
 }
 
 /* A reference to a snapshot no older than [scheduler] host_cache_ms. */
+/* What the services' states add up to (their count, how many are disabled,
+ * how many forced down), into key: a service disabled, enabled or forced
+ * down through the API changes it, so that no request is scheduled on the
+ * states from before (heartbeats leave it alone). */
+static void services_key(struct scheduler *s, struct nb_ctx *ctx, char key[64])
+{
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    _cleanup_json_ json_t *r = nb_db_row(s->env->db, &sub,
+                                         "SELECT COUNT(*) AS n, SUM(disabled) AS d, "
+                                         "SUM(forced_down) AS f FROM services WHERE deleted = 0",
+                                         "");
+    snprintf(key, 64, "%lld/%lld/%lld", nb_json_int(r, "n", -1), nb_json_int(r, "d", -1),
+             nb_json_int(r, "f", -1));
+}
+
 static struct host_cache *cache_get(struct scheduler *s, struct nb_ctx *ctx)
 {
     double max_age = (double)nb_conf_int("scheduler", "host_cache_ms", 500) / 1000.0;
+    char key[64];
+    services_key(s, ctx, key);
     pthread_mutex_lock(&s->cache_lock);
     struct host_cache *c = s->cache;
-    if (!c || nb_time_mono() - c->built > max_age) {
+    if (!c || nb_time_mono() - c->built > max_age || strcmp(c->services_key, key)) {
         double t0 = nb_time_mono();
         struct host_cache *fresh = cache_build(s, ctx);
+        if (fresh)
+            nb_strlcpy(fresh->services_key, key, sizeof(fresh->services_key));
         NB_DEBUG(LOG_MGR, ctx, NULL, "host cache rebuilt: %zu host(s) in %.1f ms",
                  fresh ? fresh->n : 0, (nb_time_mono() - t0) * 1000);
         if (fresh) {
