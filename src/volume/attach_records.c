@@ -13,7 +13,9 @@
  * reserved from, the same-instance exception) are made inside that
  * transaction, so two racing reservations cannot both pass them.
  * nb_volume_attachment_state reads a volume and its attachment to a server
- * for `nubo doctor`. */
+ * for `nubo doctor`; nb_volume_attachment_create_for / _delete_for /
+ * nb_volume_attachments_for are the compute side's doors for a server that
+ * moves between hosts (a record for the new host, the old one ended). */
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -175,4 +177,44 @@ int nb_volume_attachment_state(struct nb_db *db, struct nb_ctx *ctx, const char 
         return -1;
     }
     return 0;
+}
+
+int nb_volume_attachment_create_for(struct nb_ctx *ctx, const char *volume_id,
+                                    const char *instance_uuid, const char *host,
+                                    const char *mountpoint, char *attachment_id)
+{
+    nb_uuid(attachment_id);
+    /* described first, so a backend failure leaves no record behind */
+    _cleanup_json_ json_t *info = nb_vol_attachment_info(ctx, volume_id, attachment_id);
+    if (!info)
+        return -1;
+    const char *mode = nb_json_str(info, "access_mode") ? nb_json_str(info, "access_mode") : "rw";
+    _cleanup_json_ json_t *connector = json_pack(
+        "{s:s, s:s, s:s, s:s, s:b}", "host", host, "mountpoint", mountpoint ? mountpoint : "na",
+        "platform", "x86_64", "os_type", "linux", "multipath", 0);
+    if (nb_vol_attachment_reserve(ctx, volume_id, instance_uuid, mode, attachment_id) < 0)
+        return -1;
+    if (nb_vol_attachment_connect(ctx, attachment_id, connector, info, mode) < 0 ||
+        nb_vol_attachment_complete(ctx, volume_id, attachment_id) < 0) {
+        struct nb_ctx sub; /* the first error stays ctx's */
+        nb_ctx_child(&sub, ctx);
+        nb_vol_attachment_delete(&sub, volume_id, attachment_id);
+        return -1;
+    }
+    return 0;
+}
+
+int nb_volume_attachment_delete_for(struct nb_ctx *ctx, const char *volume_id,
+                                    const char *attachment_id)
+{
+    return nb_vol_attachment_delete(ctx, volume_id, attachment_id);
+}
+
+json_t *nb_volume_attachments_for(struct nb_ctx *ctx, const char *volume_id,
+                                  const char *instance_uuid)
+{
+    return nb_db_rows(nb_vol_env->db, ctx,
+                      "SELECT id, attached_host, attach_status FROM volume_attachment WHERE "
+                      "volume_id = ? AND instance_uuid = ? AND deleted = 0 ORDER BY created_at, id",
+                      "ss", volume_id, instance_uuid);
 }

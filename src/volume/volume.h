@@ -159,6 +159,28 @@ int nb_volume_attach(struct nb_ctx *ctx, const char *volume_id, const char *inst
  * finish_detach). 0/-1 (400 when the volume is not detaching, 404). */
 int nb_volume_detach(struct nb_ctx *ctx, const char *volume_id, const char *attachment_id);
 
+/* A server moving between hosts (Nova's attachment_create with the new
+ * host's connector, then attachment_complete): a second attachment record
+ * of volume_id to instance_uuid, connected for host (connector {"host",
+ * "mountpoint", ...}, the connection info of nb_volume_attach's records)
+ * and attached, while the source's record stays; allowed when the volume
+ * is already attached to or reserved for that instance (Cinder's
+ * same-instance exception), or available. The volume's status follows its
+ * records (in-use). Writes the new id into attachment_id[37]. 0/-1. */
+int nb_volume_attachment_create_for(struct nb_ctx *ctx, const char *volume_id,
+                                    const char *instance_uuid, const char *host,
+                                    const char *mountpoint, char *attachment_id);
+/* Nova's attachment_delete of one record (a moved server's other host):
+ * the record ends and the volume settles on the records left. 0, or -1
+ * (404 when the record is not live). */
+int nb_volume_attachment_delete_for(struct nb_ctx *ctx, const char *volume_id,
+                                    const char *attachment_id);
+/* The live attachment records of volume_id to instance_uuid, oldest first:
+ * new array of {"id", "attached_host", "attach_status"}, or NULL after a
+ * database error on ctx. */
+json_t *nb_volume_attachments_for(struct nb_ctx *ctx, const char *volume_id,
+                                  const char *instance_uuid);
+
 /* Connection info as Cinder's NFS driver builds it for Nova:
  * {"driver_volume_type": "nfs", "data": {"export": <share>, "name": <active
  * file>, "format": "raw"|"qcow2" (of that file), "options": null,

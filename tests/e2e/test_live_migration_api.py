@@ -15,6 +15,7 @@ import time
 import pytest
 
 from conftest import Cloud, NUBO_BIN, free_port, unique
+from volume_follow import assert_attached_on
 
 HOSTS = ["fake-1", "fake-2", "fake-cpu", "fake-old", "fake-far", "fake-small", "fake-local",
          "fake-pre", "fake-post", "fake-src", "fake-slow", "fake-jumbo"]
@@ -324,10 +325,20 @@ def test_volume_backed_counts_as_shared_storage(lm):
     assert st == 202, body
     sid = body["server"]["id"]
     assert wait_server(lm, sid, timeout=60)["status"] == "ACTIVE"
+    before = assert_attached_on(lm, lm.admin, sid, v["id"], "fake-1")
     # no shared instances path to fake-local, but no local disk either
     m = migrate_and_wait(lm, sid, "fake-local", False)
     assert m["status"] == "completed" and not m["disk_total"], m
     assert_on(lm, sid, "fake-local", m)
+    # the volume followed: one attachment, for the destination, new
+    # connection_info; the source's is gone
+    after = assert_attached_on(lm, lm.admin, sid, v["id"], "fake-local")
+    assert after["attachment_id"] != before["attachment_id"]
+    # a rollback (pre_live_migration fails on fake-pre) leaves it on the source
+    m = migrate_and_wait(lm, sid, "fake-pre", False)
+    assert m["status"] == "error", m
+    assert_on(lm, sid, "fake-local", m)
+    assert assert_attached_on(lm, lm.admin, sid, v["id"], "fake-local") == after
 
 
 def test_precheck_9_device_that_cannot_move(lm):

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from conftest import Cloud, free_port, unique
+from volume_follow import assert_attached_on
 
 MV = {"OpenStack-API-Version": "compute 2.80"}
 _tokens = {}
@@ -230,12 +231,27 @@ def test_volume_backed_resize_claims_no_disk(mc):
     assert s["status"] == "ACTIVE", s.get("fault")
     sid, src = s["id"], s["OS-EXT-SRV-ATTR:host"]
     assert allocations(mc, sid) == {src: {"MEMORY_MB": 512, "VCPU": 1}}
+    first = assert_attached_on(mc, token(mc), sid, vol["id"], src)
     assert action(mc, sid, {"resize": {"flavorRef": "2"}})[0] == 202
     s = wait_status(mc, sid, ("VERIFY_RESIZE", "ACTIVE", "ERROR"))
     assert s["status"] == "VERIFY_RESIZE", s.get("fault")
-    assert allocations(mc, sid) == {s["OS-EXT-SRV-ATTR:host"]: {"MEMORY_MB": 2048, "VCPU": 1}}
+    dst = s["OS-EXT-SRV-ATTR:host"]
+    assert allocations(mc, sid) == {dst: {"MEMORY_MB": 2048, "VCPU": 1}}
+    # the volume follows at finish_resize: one attachment, the destination's
+    moved = assert_attached_on(mc, token(mc), sid, vol["id"], dst)
+    assert moved["attachment_id"] != first["attachment_id"]
     assert action(mc, sid, {"confirmResize": None})[0] == 204
     assert wait_status(mc, sid, ("ACTIVE",))["flavor"]["original_name"] == "m1.small"
+    assert assert_attached_on(mc, token(mc), sid, vol["id"], dst) == moved
+    # a cold migration reverted: the volume goes to the third host and back
+    assert action(mc, sid, {"migrate": None})[0] == 202
+    third = wait_status(mc, sid, ("VERIFY_RESIZE",))["OS-EXT-SRV-ATTR:host"]
+    assert third not in (dst,)
+    assert_attached_on(mc, token(mc), sid, vol["id"], third)
+    assert action(mc, sid, {"revertResize": None})[0] == 202
+    assert wait_status(mc, sid, ("ACTIVE",))["OS-EXT-SRV-ATTR:host"] == dst
+    back = assert_attached_on(mc, token(mc), sid, vol["id"], dst)
+    assert back["attachment_id"] not in (moved["attachment_id"], first["attachment_id"])
 
 
 def test_stopped_server_stays_stopped(mc):

@@ -14,10 +14,10 @@
  * destroys the guests it still has and reports each one cleaned, and the
  * migration's allocation goes and the migration ends "completed".
  *
- * Volumes are re-attached for the destination before the rebuild: the old
- * attachment (source host) ends, a new one is made for the destination
- * with fresh connection_info, as Nova's detach_block_devices and
- * _prep_block_device do for an evacuation. */
+ * Volumes are re-attached for the destination before the rebuild
+ * (volume_moves.c): a new attachment for the destination with fresh
+ * connection_info, the old one (source host) ended, as Nova's
+ * detach_block_devices and _prep_block_device do for an evacuation. */
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -31,7 +31,6 @@
 #include "db/db.h"
 #include "network/network.h"
 #include "placement/placement.h"
-#include "volume/volume.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,55 +64,6 @@ char *cond_evacuation_dest_node(struct conductor *c, struct nb_ctx *ctx, const c
     _cleanup_json_ json_t *m = nb_migration_get(c->db, &sub, migration_uuid);
     const char *node = nb_json_str(m, "dest_node");
     return node ? strdup(node) : NULL;
-}
-
-/* Re-attaches one volume mapping for dest: the source's attachment ends,
- * a new one with fresh connection_info is made. 0/-1. */
-static int reattach(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *dest,
-                    json_t *bdm)
-{
-    const char *vid = nb_json_str(bdm, "volume_id");
-    const char *old = nb_json_str(bdm, "attachment_id");
-    char att[NB_UUID_LEN] = "", now[32];
-    if (old && (nb_volume_transition(ctx, vid, NB_VOLUME_BEGIN_DETACH) < 0 ||
-                nb_volume_detach(ctx, vid, old) < 0))
-        return -1;
-    if (nb_volume_transition(ctx, vid, NB_VOLUME_BEGIN_ATTACH) < 0)
-        return -1;
-    _cleanup_json_ json_t *ci = nb_volume_connection_info(ctx, vid);
-    _cleanup_free_ char *text = ci ? nb_json_dump(ci) : NULL;
-    if (!text || nb_volume_attach(ctx, vid, uuid, dest, nb_json_str(bdm, "device_name"), att) < 0)
-        return -1;
-    nb_now_iso_us(now);
-    if (nb_db_exec(c->db, ctx,
-                   "UPDATE block_device_mapping SET connection_info = ?, attachment_id = ?, "
-                   "updated_at = ? WHERE id = ?",
-                   "sssi", text, att, now, nb_json_int(bdm, "id", 0)) < 0)
-        return -1;
-    NB_INFO(LOG_COND, ctx, uuid, "Volume %s re-attached for host %s (attachment %s)", vid, dest,
-            att);
-    return 0;
-}
-
-/* Every volume mapping of the instance re-attached for dest. 0, or -1
- * with the reason in ctx. */
-static int reattach_volumes(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                            const char *dest)
-{
-    _cleanup_json_ json_t *rows = nb_db_rows(c->db, ctx,
-                                             "SELECT * FROM block_device_mapping WHERE "
-                                             "instance_uuid = ? AND deleted = 0 AND "
-                                             "destination_type = 'volume' AND volume_id IS NOT "
-                                             "NULL ORDER BY id",
-                                             "s", uuid);
-    if (!rows)
-        return -1;
-    size_t i;
-    json_t *b;
-    json_array_foreach (rows, i, b)
-        if (reattach(c, ctx, uuid, dest, b) < 0)
-            return -1;
-    return 0;
 }
 
 /* The request spec for the destination: the stored one with the request's
@@ -199,7 +149,7 @@ void cond_evacuate(struct conductor *c, struct nb_ctx *ctx, const json_t *row, c
     cond_event_finish(c, ctx, uuid, EV_COND_REBUILD, true, NULL);
     NB_INFO(LOG_COND, ctx, uuid, "Evacuating instance from %s to %s (migration %s)", source, dest,
             mig);
-    if (reattach_volumes(c, ctx, uuid, dest) < 0) {
+    if (cond_volumes_move(c, ctx, uuid, dest) < 0) {
         char msg[1100];
         snprintf(msg, sizeof(msg), "Volumes could not be re-attached for host %s: %s", dest,
                  nb_ctx_message(ctx));

@@ -96,6 +96,19 @@ void cond_detach_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 /* reconcile_disk_format (call): see conductor_api.h. Reply, new ref. */
 json_t *cond_reconcile_disk_format(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 
+/* volume_moves.c: the volumes follow a server between hosts */
+/* Every volume mapping of the instance pointed at an attachment record for
+ * host (kept when there is one, else created with host's connector) with
+ * fresh connection_info; the old records stay. 0, or -1 with the reason
+ * on ctx. Idempotent. */
+int cond_volumes_attach_to(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                           const char *host);
+/* Every live attachment record of the instance's volumes other than the
+ * one its mapping holds is deleted (the host the server left). 0/-1. */
+int cond_volumes_release_others(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
+/* Both: the volumes moved to host. 0/-1. */
+int cond_volumes_move(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *host);
+
 /* networking.c: ports of the Networking service (Nova's allocate_for_instance,
  * deallocate_for_instance and instance_info_caches) */
 /* The build's networking step on host: releases what an earlier attempt

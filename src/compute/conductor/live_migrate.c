@@ -348,15 +348,26 @@ static void start_move(struct lm_task *t, json_t *v, json_t *lines)
         .shared_storage = shared,
         .disks = json_object_get(agent, "disks"),
     };
-    json_t *inst = cond_instance_for_agent(t->c, t->ctx, t->row);
-    if (nb_compute_live_migration(t->ctx, t->source, inst, &req) == 0)
-        return;
-    char msg[600];
-    snprintf(msg, sizeof(msg), "The compute service of host %s is not reachable.", t->source);
+    char msg[1400];
+    const char *phase = "pre_live_migration";
+    /* Nova's pre_live_migration: the volumes attached for the destination
+     * (its connector, fresh connection_info) before the source starts, so
+     * the destination prepares and checks the files with them */
+    nb_ctx_child(&sub, t->ctx);
+    if (cond_volumes_attach_to(t->c, &sub, t->uuid, dest) < 0) {
+        snprintf(msg, sizeof(msg), "Volumes could not be attached for host %s: %s", dest,
+                 nb_ctx_message(&sub));
+    } else {
+        json_t *inst = cond_instance_for_agent(t->c, t->ctx, t->row);
+        if (nb_compute_live_migration(t->ctx, t->source, inst, &req) == 0)
+            return;
+        snprintf(msg, sizeof(msg), "The compute service of host %s is not reachable.", t->source);
+        phase = "live_migration";
+    }
     json_t *args =
         json_pack("{s:s, s:s, s:s, s:b, s:b, s:s, s:s, s:b}", "uuid", t->uuid, "migration_uuid",
-                  t->migration_uuid, "host", t->source, "ok", 0, "cancelled", 0, "phase",
-                  "live_migration", "message", msg, "shared_storage", shared);
+                  t->migration_uuid, "host", t->source, "ok", 0, "cancelled", 0, "phase", phase,
+                  "message", msg, "shared_storage", shared);
     cond_live_migration_result(t->c, t->ctx, args);
     json_decref(args);
 }

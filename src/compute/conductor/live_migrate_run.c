@@ -178,6 +178,11 @@ void cond_lm_finish(struct conductor *c, struct nb_ctx *ctx, const json_t *mig, 
     json_decref(inst);
     /* the guest runs on the destination whatever the post steps said */
     switch_host(c, ctx, mig);
+    /* Nova's _post_live_migration: the source's volume attachments go */
+    nb_ctx_child(&sub, ctx);
+    if (cond_volumes_release_others(c, &sub, uuid) < 0)
+        NB_ERROR(LOG_LM, ctx, uuid, "could not delete the volume attachments of %s: %s", source,
+                 nb_ctx_message(&sub));
     nb_ctx_child(&sub, ctx);
     if (nb_network_bind_instance_host(&sub, uuid, dest) < 0)
         NB_ERROR(LOG_LM, ctx, uuid, "could not bind the instance's ports to %s: %s", dest,
@@ -227,10 +232,16 @@ void cond_lm_rollback(struct conductor *c, struct nb_ctx *ctx, const json_t *mig
                                   &sub, dest, msg, sizeof(msg));
         cond_event_finish(c, ctx, uuid, EV_LM_ROLLBACK_DEST, ok, ok ? NULL : msg);
     }
+    struct nb_ctx sub;
+    /* Nova's _rollback_volume_bdms: the mappings back to the source's
+     * attachments, the destination's deleted */
+    nb_ctx_child(&sub, ctx);
+    if (cond_volumes_move(c, &sub, uuid, source) < 0)
+        NB_ERROR(LOG_LM, ctx, uuid, "could not attach the volumes back for %s: %s", source,
+                 nb_ctx_message(&sub));
     cond_lm_allocations_back(c, ctx, uuid, m);
     struct nb_instance_change ch = {
         .expect_task = {NB_TASK_MIGRATING}, .expect_host = source, .task_state = NB_NONE};
-    struct nb_ctx sub;
     nb_ctx_child(&sub, ctx);
     if (nb_instance_transition(c->db, &sub, uuid, &ch, NULL) != NB_TRANSITION_MOVED)
         NB_WARN(LOG_LM, ctx, uuid, "the instance was no longer in task migrating on %s", source);

@@ -371,6 +371,19 @@ static void bind_ports(struct move *m, const char *host)
                 nb_ctx_message(&sub));
 }
 
+/* The volumes moved to host (volume_moves.c): 0, or -1 with the cause in
+ * msg. */
+static int move_volumes(struct move *m, const char *host, char *msg, size_t n)
+{
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, m->ctx);
+    if (cond_volumes_move(m->c, &sub, m->uuid, host) == 0)
+        return 0;
+    snprintf(msg, n, "Volumes could not be attached for host %s: %s", host, nb_ctx_message(&sub));
+    NB_ERROR(LOG_COND, m->ctx, m->uuid, "%s", msg);
+    return -1;
+}
+
 /* The instance back on the source with its old flavor (task kept): the
  * revert's and a failed finish's way back. 1/0/-1 as step_to. */
 static int switch_back(struct move *m, const char *task)
@@ -382,6 +395,9 @@ static int switch_back(struct move *m, const char *task)
     int n = step_to(m, task, &ch, NULL);
     if (n == 1 && !m->same_host)
         bind_ports(m, m->source);
+    char msg[1400];
+    if (n == 1)
+        move_volumes(m, m->source, msg, sizeof(msg)); /* logged; the source's are kept */
     return n;
 }
 
@@ -453,6 +469,13 @@ static void finish_move(struct move *m)
     char msg[2048];
     bool lost;
     _cleanup_json_ json_t *r = NULL;
+    /* Nova's _update_volume_attachments: the volumes attached for the
+     * destination before the guest starts there (finish_resize checks
+     * their files with the new connection_info) */
+    if (move_volumes(m, m->dest, msg, sizeof(msg)) < 0) {
+        fail_after_switch(m, msg);
+        return;
+    }
     struct nb_resize_step s = {.host = m->dest, .instance = agent_view(m), .power_on = m->power_on};
     if (run_step(m, nb_compute_finish_resize, &s, m->c->call_timeout_ms, &r, msg, sizeof(msg),
                  &lost) < 0) {
@@ -728,6 +751,8 @@ static void recover_after_switch(struct move *m, bool guest_on_dest)
                              "destination");
         return;
     }
+    char msg[1400];
+    move_volumes(m, m->dest, msg, sizeof(msg)); /* logged: the guest runs there */
     if (step_to(m, NB_TASK_RESIZE_FINISH,
                 &(struct nb_instance_change){.vm_state = NB_VM_RESIZED,
                                              .task_state = NB_NONE,

@@ -4,6 +4,7 @@
 
 #include "common/cleanup.h"
 #include "common/json.h"
+#include "common/util.h"
 #include "db/db.h"
 
 #include <stdlib.h>
@@ -46,4 +47,15 @@ int nb_bdm_restore_connection_info(struct nb_db *db, struct nb_ctx *ctx, const c
                       "instance_uuid = ? AND uuid = ? AND deleted = 0 AND "
                       "connection_info = ?",
                       "ssss", old, instance_uuid, bdm_uuid, expected);
+}
+
+int nb_bdm_set_attachment(struct nb_db *db, struct nb_ctx *ctx, long long bdm_id,
+                          const char *attachment_id, const char *connection_info)
+{
+    char now[32];
+    nb_now_iso_us(now);
+    return nb_db_exec(db, ctx,
+                      "UPDATE block_device_mapping SET connection_info = ?, attachment_id = ?, "
+                      "updated_at = ? WHERE id = ? AND deleted = 0",
+                      "sssi", connection_info, attachment_id, now, bdm_id);
 }

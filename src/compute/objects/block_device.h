@@ -34,4 +34,10 @@ int nb_bdm_set_declared_format(struct nb_db *db, struct nb_ctx *ctx, const char 
 int nb_bdm_restore_connection_info(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid,
                                    const char *bdm_uuid, const char *old, const char *expected);
 
+/* A volume mapping's attachment changed (a move, an evacuation): the
+ * attachment id and the connection_info text that goes with it, in one
+ * UPDATE of mapping bdm_id. Rows changed (1 expected), or -1. */
+int nb_bdm_set_attachment(struct nb_db *db, struct nb_ctx *ctx, long long bdm_id,
+                          const char *attachment_id, const char *connection_info);
+
 #endif
