@@ -621,7 +621,8 @@ def test_runbook_qcow2_volume_converted_to_raw():
     back. Reconciled by the agent by default; with reconcile_disk_format =
     false the start fails as in the runbook, and `nubo doctor server --fix`
     applies the runbook's workaround."""
-    c = start_bfv_cloud("bfv-runbook", "--set", "volume.volume_format=qcow2")
+    c = start_bfv_cloud("bfv-runbook", "--set", "volume.volume_format=qcow2",
+                        "--set", "DEFAULT.allow_resize_to_same_host=true")
     made = []
     try:
         # 1. reconciled: the start succeeds and the mapping says raw
@@ -652,6 +653,43 @@ def test_runbook_qcow2_volume_converted_to_raw():
         assert warn and sid in warn[0], warn
         fault = newest_fault(c, sid) or {}
         assert "Image is not in qcow2 format" not in (fault.get("message") or "")
+
+        # 1b. seed 000's cause: the file changes format around a move. A
+        # same-host resize goes through finish_resize, whose check on the
+        # destination reconciles before the guest is defined there; the
+        # destination's next start boots the raw file as raw.
+        v3 = image_volume(c, unique("rb-vol3"))
+        sid3 = create(c, made, unique("rb-server3"), "--volume", v3["id"])["id"]
+        wait_console(c, sid3, r"HB 2 ")
+        assert bdm_format(c, sid3) == ["qcow2"]
+        stop(c, sid3)
+        convert_to_raw_behind_nubos_back(volume_file(c, v3["id"]))
+        c.cli("--os-compute-api-version", "2.80", "server", "resize", "--flavor", "m1.small",
+              "--wait", sid3, timeout=180)
+        s = wait_status(c, sid3, statuses=("VERIFY_RESIZE", "ERROR", "SHUTOFF"), timeout=120)
+        assert s["status"] == "VERIFY_RESIZE", s.get("fault")
+        assert bdm_format(c, sid3) == ["raw"]
+        assert c.sql("SELECT value FROM volume_admin_metadata WHERE volume_id = '%s' AND "
+                      "key = 'format' AND deleted = 0" % v3["id"]) == [{"value": "raw"}]
+        reconciled = [a for a, ev in events_of(c, sid3).values() if "reconcile_disk_format" in ev]
+        assert reconciled == ["resize"], events_of(c, sid3)
+        warn = [l for l in all_logs(c).splitlines()
+                if "WARNING" in l and v3["id"] in l and "qcow2" in l and "raw" in l]
+        assert warn and sid3 in warn[0], warn
+        c.cli("--os-compute-api-version", "2.80", "server", "resize", "confirm", sid3)
+        assert wait_status(c, sid3, statuses=("SHUTOFF", "ERROR"))["status"] == "SHUTOFF"
+        n = starts(c, sid3)
+        c.cli("server", "start", sid3)
+        s = wait_status(c, sid3, timeout=120)
+        assert s["status"] == "ACTIVE" and s["flavor"]["id"] == "2", s
+        wait_new_boot(c, sid3, n)
+        dom = __import__("xml.etree.ElementTree").etree.ElementTree.fromstring(
+            virsh("dumpxml", sid3).stdout)
+        vda = [d for d in dom.iter("disk") if d.find("target").get("dev") == "vda"]
+        assert [d.find("driver").get("type") for d in vda] == ["raw"]
+        v = volume(c, v3["id"])
+        assert [(a["server_id"], a["device"]) for a in v["attachments"]] == [(sid3, "/dev/vda")]
+        api(c, "DELETE", "/servers/%s" % sid3)  # its TCG guest off the CPU for step 2
 
         # 2. not reconciled: the runbook's failure, then the doctor
         assert c.stop(timeout=60) == 0
