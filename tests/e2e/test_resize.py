@@ -254,6 +254,41 @@ def test_volume_backed_resize_claims_no_disk(mc):
     assert back["attachment_id"] not in (moved["attachment_id"], first["attachment_id"])
 
 
+def test_volume_converted_behind_nubos_back_is_recorded_at_the_move(mc):
+    """The fresh connection_info of the destination says the file's real
+    format: when the file was converted behind nubo's back, the move records
+    it as the disk-format check does (mapping and volume, WARNING, event)."""
+    import glob
+    import subprocess
+    vol = mc.cli("volume", "create", "--size", "1", "--bootable", unique("rsconv"), "-f", "json")
+    st, b = api(mc, "POST", "/servers", {"server": {
+        "name": unique("rsconv"), "imageRef": "", "flavorRef": "1", "networks": "none",
+        "block_device_mapping_v2": [{"source_type": "volume", "uuid": vol["id"],
+                                     "destination_type": "volume", "boot_index": 0}]}})
+    assert st == 202, b
+    s = wait_status(mc, b["server"]["id"], ("ACTIVE", "ERROR"))
+    assert s["status"] == "ACTIVE", s.get("fault")
+    sid = s["id"]
+    (path,) = glob.glob(os.path.join(mc.state_dir, "mnt", "*", "volume-%s" % vol["id"]))
+    subprocess.run(["qemu-img", "convert", "-O", "qcow2", path, path + ".tmp"], check=True)
+    os.rename(path + ".tmp", path)
+    assert action(mc, sid, {"migrate": None})[0] == 202
+    dst = wait_status(mc, sid, ("VERIFY_RESIZE",))["OS-EXT-SRV-ATTR:host"]
+    bdm = assert_attached_on(mc, token(mc), sid, vol["id"], dst)
+    assert json.loads(bdm["connection_info"])["data"]["format"] == "qcow2"
+    assert mc.sql("SELECT value FROM volume_admin_metadata WHERE volume_id = '%s' AND "
+                  "key = 'format' AND deleted = 0" % vol["id"]) == [{"value": "qcow2"}]
+    ev = {e["event"]: e for e in events(mc, sid, "migrate")["events"]}
+    assert ev["reconcile_disk_format"]["result"] == "Success", ev
+    assert "raw in the database, qcow2 on disk" in ev["reconcile_disk_format"]["details"]
+    logs = "".join(open(p, errors="replace").read()
+                   for p in glob.glob(os.path.join(mc.state_dir, "log", "*.log")))
+    assert [l for l in logs.splitlines() if "WARNING" in l and vol["id"] in l and
+            "is raw in the database but qcow2 on disk" in l]
+    assert action(mc, sid, {"confirmResize": None})[0] == 204
+    wait_status(mc, sid, ("ACTIVE",))
+
+
 def test_stopped_server_stays_stopped(mc):
     s = boot(mc)
     sid = s["id"]
