@@ -41,6 +41,7 @@ import pytest
 from conftest import ROOT, Cloud, free_port, unique
 from test_libvirt import QCOW2, make_state_dir
 from test_multiprocess import Proc, wait_for
+from volume_follow import assert_attached_on
 
 HOSTS_SH = os.path.join(ROOT, "tests", "hosts", "hosts.sh")
 GW = "198.51.100.254"
@@ -539,6 +540,10 @@ def test_live_migration_of_a_volume_backed_server(lab):
     sid = lab.boot(unique("lm-bfv"), "host1", lab.image, "--boot-from-volume", "1")
     src, dst = console_path(LOCAL, sid, "host1"), console_path(LOCAL, sid, "host2")
     wait_heartbeat(src)
+    (row,) = lab.cloud.sql("SELECT volume_id FROM block_device_mapping WHERE instance_uuid = "
+                           "'%s' AND deleted = 0" % sid)
+    vid = row["volume_id"]
+    before = assert_attached_on(lab.cloud, lab.token(), sid, vid, "host1")
     hb = Heartbeat([src, dst])
     time.sleep(1)
     t = lab.migrate(sid, "host2")  # block_migration auto (2.80): not a block migration
@@ -547,6 +552,9 @@ def test_live_migration_of_a_volume_backed_server(lab):
     assert beats_gap[0][-1][1][1] == dst
     vol = lab.virsh("host2", "domblklist", sid)
     assert "/volume-" in vol, vol
+    # the volume followed: one attachment, the destination's, new connection_info
+    after = assert_attached_on(lab.cloud, lab.token(), sid, vid, "host2")
+    assert after["attachment_id"] != before["attachment_id"]
     # each host had its own directory: the destination made one, the source's is gone
     assert not os.path.exists(os.path.join(BASE, "host1", "local", "instances", sid))
     d = os.path.join(BASE, "host2", "local", "instances", sid)
