@@ -74,12 +74,16 @@ long nb_api_call(const struct nb_api_client *c, const char *method, const char *
     _cleanup_free_ char *url = nb_strdup_printf("%s%s", c->base, path);
     _cleanup_free_ char *auth = nb_strdup_printf("X-Auth-Token: %s", c->token);
     _cleanup_free_ char *ver = mv ? nb_strdup_printf("X-OpenStack-Nova-API-Version: %s", mv) : NULL;
+    _cleanup_free_ char *rid =
+        c->request_id ? nb_strdup_printf("X-OpenStack-Request-ID: %s", c->request_id) : NULL;
     _cleanup_free_ char *data = body ? nb_json_dump(body) : NULL;
     struct curl_slist *hdr = curl_slist_append(NULL, "Content-Type: application/json");
     hdr = curl_slist_append(hdr, "Accept: application/json");
     hdr = curl_slist_append(hdr, auth);
     if (ver)
         hdr = curl_slist_append(hdr, ver);
+    if (rid)
+        hdr = curl_slist_append(hdr, rid);
     struct body b = {0};
     char cerr[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(h, CURLOPT_URL, url);
@@ -90,7 +94,7 @@ long nb_api_call(const struct nb_api_client *c, const char *method, const char *
     curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
     curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, cerr);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, c->timeout_s > 0 ? c->timeout_s : 60L);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     long status = 0;
     if (curl_easy_perform(h) == CURLE_OK)

@@ -16,10 +16,13 @@ struct nb_db;
 struct nb_api_client {
     char base[512]; /* "http://127.0.0.1:8774", no trailing slash */
     char token[65];
+    long timeout_s;         /* per call; 0: 60 s */
+    const char *request_id; /* sent as X-OpenStack-Request-ID (NULL: none) */
 };
 
 /* Finds the API and issues an admin token valid for ttl seconds (at most
- * 3600). 0, or -1 with the error recorded on ctx. */
+ * 3600); timeout_s and request_id are left as the caller set them. 0, or -1 with the error
+ * recorded on ctx. */
 int nb_api_client_open(struct nb_api_client *c, struct nb_db *db, struct nb_ctx *ctx, int ttl);
 
 /* method path (under base, e.g. "/compute/v2.1/os-services") with compute

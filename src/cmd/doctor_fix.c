@@ -19,6 +19,7 @@
  *    the time limit, put the old values back (only where the mapping still
  *    holds the doctor's value) and say so.
  * HTTP goes through libcurl. */
+#include "cmd/api_client.h"
 #include "cmd/doctor.h"
 
 #include "common/cleanup.h"
@@ -32,10 +33,8 @@
 #include "compute/objects/block_device.h"
 #include "compute/objects/instance.h"
 #include "db/db.h"
-#include "identity/identity.h"
 #include "volume/volume.h"
 
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,119 +190,26 @@ int nb_dr_fix_outcome(struct nb_db *db, struct nb_ctx *ctx, const struct nb_dr_r
 
 /* ---- the API side -------------------------------------------------------- */
 
-struct api {
-    char base[512];
-    char token[65];
-    const char *request_id;
-};
-
-struct body {
-    char buf[4096];
-    size_t len;
-};
-
-static size_t collect(char *data, size_t size, size_t nmemb, void *opaque)
+/* Runs one action (body: its JSON text); 0 on 202, else -1 with the API's
+ * reason printed. */
+static int act(struct nb_dr_report *r, const struct nb_api_client *a, const char *what,
+               const char *body)
 {
-    struct body *b = opaque;
-    size_t n = size * nmemb;
-    size_t room = sizeof(b->buf) - 1 - b->len;
-    memcpy(b->buf + b->len, data, n < room ? n : room);
-    b->len += n < room ? n : room;
-    b->buf[b->len] = '\0';
-    return n;
-}
-
-/* Where the API answers: [api] public_url, else http://[api] listen:port
- * (a wildcard listen address is reached on loopback). */
-static void api_base(char *out, size_t n)
-{
-    const char *pub = nb_conf_str("api", "public_url", NULL);
-    if (pub && *pub) {
-        nb_strlcpy(out, pub, n);
-        size_t len = strlen(out);
-        if (len && out[len - 1] == '/')
-            out[len - 1] = '\0';
-        return;
-    }
-    const char *listen = nb_conf_str("api", "listen", "127.0.0.1");
-    if (!strcmp(listen, "0.0.0.0") || !*listen)
-        listen = "127.0.0.1";
-    else if (!strcmp(listen, "::"))
-        listen = "::1";
-    bool v6 = strchr(listen, ':') != NULL;
-    snprintf(out, n, "http://%s%s%s:%ld", v6 ? "[" : "", listen, v6 ? "]" : "",
-             nb_conf_int("api", "port", 8774));
-}
-
-/* POSTs a server action. Returns the HTTP status (0 when the request could
- * not be made), the response body or curl's error into msg. */
-static long server_action(const struct api *a, const char *uuid, const char *json, char *msg,
-                          size_t msglen)
-{
-    CURL *c = curl_easy_init();
-    if (!c) {
-        nb_strlcpy(msg, "cannot initialise libcurl", msglen);
-        return 0;
-    }
-    _cleanup_free_ char *url = nb_strdup_printf("%s/compute/v2.1/servers/%s/action", a->base, uuid);
-    _cleanup_free_ char *auth = nb_strdup_printf("X-Auth-Token: %s", a->token);
-    _cleanup_free_ char *rid = nb_strdup_printf("X-OpenStack-Request-ID: %s", a->request_id);
-    struct curl_slist *h = curl_slist_append(NULL, "Content-Type: application/json");
-    h = curl_slist_append(h, "Accept: application/json");
-    h = curl_slist_append(h, auth);
-    h = curl_slist_append(h, rid);
-    struct body b = {.len = 0};
-    b.buf[0] = '\0';
-    char err[CURL_ERROR_SIZE] = "";
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, json);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 60L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    long status = 0;
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    snprintf(msg, msglen, "%s", status ? b.buf : err);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    return status;
-}
-
-/* The OpenStack error body's message ({"<name>": {"message": …}}), else the
- * text itself. Into out. */
-static void error_message(const char *text, char *out, size_t n)
-{
-    _cleanup_json_ json_t *j = nb_json_parse(text);
-    const char *k;
-    json_t *v;
-    if (json_is_object(j))
-        json_object_foreach (j, k, v) {
-            const char *m = nb_json_str(v, "message");
-            if (m) {
-                nb_strlcpy(out, m, n);
-                return;
-            }
-        }
-    nb_strlcpy(out, text, n);
-}
-
-/* Runs one action; 0 on 202, else -1 with the API's reason printed. */
-static int act(struct nb_dr_report *r, const struct api *a, const char *what, const char *json)
-{
-    char body[4096], msg[1024];
-    long status = server_action(a, r->uuid, json, body, sizeof(body));
+    _cleanup_json_ json_t *req = nb_json_parse(body);
+    _cleanup_free_ char *path = nb_strdup_printf("/compute/v2.1/servers/%s/action", r->uuid);
+    json_t *answer = NULL;
+    char err[512] = "", msg[1024];
+    long status = nb_api_call(a, "POST", path, NULL, req, &answer, err, sizeof(err));
+    nb_api_error_message(answer, status, msg, sizeof(msg));
+    json_decref(answer);
     if (status == 202) {
         fprintf(r->out, "[FIX] %s: accepted by the API at %s (202)\n", what, a->base);
         return 0;
     }
-    error_message(body, msg, sizeof(msg));
     if (status)
         fprintf(r->out, "[FIX] %s: refused by the API at %s: %ld %s\n", what, a->base, status, msg);
     else
-        fprintf(r->out, "[FIX] %s: the API at %s cannot be reached: %s\n", what, a->base, msg);
+        fprintf(r->out, "[FIX] %s: the API at %s cannot be reached: %s\n", what, a->base, err);
     return -1;
 }
 
@@ -366,8 +272,8 @@ static void print_saved(const struct nb_dr_report *r)
 
 /* Undoes the format correction (and a reset to active that a refused reboot
  * made pointless). Always returns -1: the fix failed. */
-static int fail(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report *r, const struct api *a,
-                bool was_reset, const char *why)
+static int fail(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report *r,
+                const struct nb_api_client *a, bool was_reset, const char *why)
 {
     fprintf(r->out, "[FIX] failed: %s; rolling back\n", why);
     struct nb_ctx rctx;
@@ -397,10 +303,8 @@ int nb_dr_fix_run(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report *r, 
                 "[FIX] note: %d problem(s) besides disk format are not addressed by the "
                 "fix\n",
                 r->unfixable);
-    struct api a = {.request_id = ctx->request_id};
-    api_base(a.base, sizeof(a.base));
-    struct nb_env env = {.db = db};
-    if (nb_identity_issue_admin_token(&env, ctx, TOKEN_TTL, a.token) < 0) {
+    struct nb_api_client a = {.request_id = ctx->request_id};
+    if (nb_api_client_open(&a, db, ctx, TOKEN_TTL) < 0) {
         fprintf(r->out, "[FIX] not applied: cannot issue an admin token: %s\n",
                 nb_ctx_message(ctx));
         return -1;

@@ -13,18 +13,17 @@
  *   [OK|WARN|PROBLEM|SKIP] <check>: <evidence>[ -> <message>]
  * or the API's JSON with --json. Exit status: 0 some host can take the
  * server, 1 none can, 3 the check could not run, 64 usage. */
+#include "cmd/api_client.h"
 #include "cmd/cmd.h"
 #include "cmd/doctor.h"
 
 #include "common/cleanup.h"
 #include "common/config.h"
-#include "common/env.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "compute/objects/instance.h"
 #include "db/db.h"
-#include "identity/identity.h"
 
 #include <curl/curl.h>
 #include <getopt.h>
@@ -34,6 +33,8 @@
 #include <unistd.h>
 
 #define TOKEN_TTL 300
+/* the dry run asks both hosts of every candidate: allow it minutes */
+#define CHECK_TIMEOUT 300
 
 static const char usage_text[] =
     "usage: nubo doctor migration <server-id|name> [--to HOST]\n"
@@ -131,81 +132,25 @@ static int resolve(struct nb_db *db, struct nb_ctx *ctx, const char *server, cha
     return -1;
 }
 
-struct buf {
-    char *p;
-    size_t len;
-};
-
-static size_t collect(char *data, size_t size, size_t nmemb, void *opaque)
-{
-    struct buf *b = opaque;
-    size_t n = size * nmemb;
-    char *q = realloc(b->p, b->len + n + 1);
-    if (!q)
-        return 0;
-    b->p = q;
-    memcpy(b->p + b->len, data, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return n;
-}
-
-/* Where the API answers: [api] public_url, else http://[api] listen:port. */
-static void api_base(char *out, size_t n)
-{
-    const char *pub = nb_conf_str("api", "public_url", NULL);
-    if (pub && *pub) {
-        nb_strlcpy(out, pub, n);
-        size_t len = strlen(out);
-        if (len && out[len - 1] == '/')
-            out[len - 1] = '\0';
-        return;
-    }
-    const char *listen = nb_conf_str("api", "listen", "127.0.0.1");
-    if (!*listen || !strcmp(listen, "0.0.0.0"))
-        listen = "127.0.0.1";
-    snprintf(out, n, "http://%s:%ld", listen, nb_conf_int("api", "port", 8774));
-}
-
 /* GETs the dry run. The parsed body (new ref), or NULL after a message. */
-static json_t *ask_api(const char *token, const char *uuid, const struct options *o)
+static json_t *ask_api(const struct nb_api_client *api, const char *uuid, const struct options *o)
 {
-    char base[512];
-    api_base(base, sizeof(base));
-    CURL *c = curl_easy_init();
-    if (!c)
-        return NULL;
-    char *esc = o->to ? curl_easy_escape(c, o->to, 0) : NULL;
-    _cleanup_free_ char *url =
-        nb_strdup_printf("%s/compute/v2.1/servers/%s/os-migration-check?block_migration=%s%s%s",
-                         base, uuid, o->block, esc ? "&host=" : "", esc ? esc : "");
+    char *esc = o->to ? curl_easy_escape(NULL, o->to, 0) : NULL;
+    _cleanup_free_ char *path =
+        nb_strdup_printf("/compute/v2.1/servers/%s/os-migration-check?block_migration=%s%s%s", uuid,
+                         o->block, esc ? "&host=" : "", esc ? esc : "");
     curl_free(esc);
-    _cleanup_free_ char *auth = nb_strdup_printf("X-Auth-Token: %s", token);
-    struct curl_slist *h = curl_slist_append(NULL, "Accept: application/json");
-    h = curl_slist_append(h, auth);
-    struct buf b = {0};
-    char err[CURL_ERROR_SIZE] = "";
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, err);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT, 300L);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    long status = 0;
-    if (curl_easy_perform(c) == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(h);
-    curl_easy_cleanup(c);
-    json_t *j = b.p ? nb_json_parse(b.p) : NULL;
-    if (status != 200) {
-        fprintf(stderr, "nubo doctor migration: the API at %s answered %ld: %s\n", base, status,
-                status ? (b.p ? b.p : "") : err);
-        json_decref(j);
-        j = NULL;
-    }
-    free(b.p);
-    return j;
+    json_t *j = NULL;
+    char err[512] = "";
+    long status = nb_api_call(api, "GET", path, NULL, NULL, &j, err, sizeof(err));
+    if (status == 200 && j)
+        return j;
+    char msg[1024];
+    nb_api_error_message(j, status, msg, sizeof(msg));
+    fprintf(stderr, "nubo doctor migration: the API at %s answered %ld: %s\n", api->base, status,
+            status ? msg : err);
+    json_decref(j);
+    return NULL;
 }
 
 static const char *s_or(const json_t *o, const char *k, const char *def)
@@ -250,9 +195,9 @@ static int print_report(const json_t *r)
 }
 
 /* Asks the API and prints its answer; the exit status. */
-static int check(const char *token, const char *uuid, const struct options *o)
+static int check(const struct nb_api_client *api, const char *uuid, const struct options *o)
 {
-    _cleanup_json_ json_t *r = ask_api(token, uuid, o);
+    _cleanup_json_ json_t *r = ask_api(api, uuid, o);
     if (!r)
         return NB_DR_EXIT_CANNOT;
     if (!o->json)
@@ -291,18 +236,18 @@ int nb_cmd_doctor_migration(int argc, char **argv)
     }
     struct nb_ctx ctx;
     nb_ctx_init_system(&ctx, NULL);
-    char uuid[64], token[65];
-    struct nb_env env = {.db = db};
+    char uuid[64];
+    struct nb_api_client api = {.timeout_s = CHECK_TIMEOUT};
     int rc = NB_DR_EXIT_CANNOT;
     if (resolve(db, &ctx, o.server, uuid, sizeof(uuid)) < 0)
         goto out;
-    if (nb_identity_issue_admin_token(&env, &ctx, TOKEN_TTL, token) < 0) {
+    if (nb_api_client_open(&api, db, &ctx, TOKEN_TTL) < 0) {
         fprintf(stderr, "nubo doctor migration: cannot issue an admin token: %s\n",
                 nb_ctx_message(&ctx));
         goto out;
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    rc = check(token, uuid, &o);
+    rc = check(&api, uuid, &o);
     curl_global_cleanup();
 out:
     nb_db_close(db);

@@ -379,7 +379,7 @@ def test_raw_images_type_and_cache_cleanup(tmp_path):
                             "--set", "libvirt.cpu_mode=custom",
                             "--set", "libvirt.cpu_models=SandyBridge,nehalem",
                             "--set", "libvirt.cpu_model_extra_flags=-svm",
-                            "--set", "libvirt.live_migration_bandwidth=100",
+                            "--set", "libvirt.rx_queue_size=512",
                             "--set", "libvirt.block_migration=true")
     try:
         img = c.cli("image", "create", "--file", RAW, "--disk-format", "raw",
@@ -387,7 +387,7 @@ def test_raw_images_type_and_cache_cleanup(tmp_path):
         sid = boot(c, unique("lv-rawdisk"), "--config-drive", "true", image=img["id"])["id"]
         wait_console(c, sid, r"CONFIG-DRIVE dev=\S+ .* fs=iso9660")
         log = c.log("compute")
-        for opt in ("live_migration_bandwidth = 100", "block_migration = true"):
+        for opt in ("rx_queue_size = 512", "block_migration = true"):
             assert len(re.findall(r"WARNING .*\[libvirt\] %s is ignored: nubo does not "
                                   r"implement this option" % re.escape(opt), log)) == 1, log[-3000:]
         xml = virsh("dumpxml", sid, "--inactive").stdout

@@ -26,6 +26,7 @@
 #include "compute/api/validate.h"
 #include "compute/compute.h"
 #include "compute/objects/instance.h"
+#include "compute/objects/migration.h"
 #include "compute/rpc/compute_api.h"
 #include "compute/rpc/conductor_api.h"
 #include "db/db.h"
@@ -92,6 +93,19 @@ int nb_srv_begin_task(struct nb_ctx *ctx, const json_t *inst, const char *action
         return -1;
     }
     return nb_db_commit(db, ctx);
+}
+
+int nb_srv_move_not_cast(struct nb_ctx *ctx, const char *uuid, const char *migration_uuid,
+                         const char *task, const char *method)
+{
+    struct nb_ctx sub; /* best effort: the request fails with 503 either way */
+    nb_ctx_child(&sub, ctx);
+    nb_migration_set_status(nb_srv_db(), &sub, migration_uuid, NB_MIGRATION_ERROR, NULL);
+    nb_instance_transition(
+        nb_srv_db(), &sub, uuid,
+        &(struct nb_instance_change){.expect_task = {task}, .task_state = NB_NONE}, NULL);
+    NB_ERROR("nubo.compute.api", ctx, uuid, "no conductor listening for %s", method);
+    return nb_error(ctx, 503, NULL, "The compute conductor is not available.");
 }
 
 /* Casts the power action op ("start", "stop", "reboot" with reboot_type,

@@ -39,4 +39,11 @@ int nb_srv_begin_task(struct nb_ctx *ctx, const json_t *inst, const char *action
                       const char *message_action, const char *task_state,
                       const char *const *expected_tasks, bool reset_progress);
 
+/* A move's cast found no conductor (method: the message, for the log): its
+ * migration goes to error and the task state the API set (task) is
+ * cleared, best effort. -1 after 503 "The compute conductor is not
+ * available." */
+int nb_srv_move_not_cast(struct nb_ctx *ctx, const char *uuid, const char *migration_uuid,
+                         const char *task, const char *method);
+
 #endif

@@ -179,21 +179,6 @@ static int record(struct nb_ctx *ctx, const json_t *inst, const char *host, char
     return nb_db_commit(db, ctx);
 }
 
-/* The cast failed: the migration and the task state are undone. -1 after
- * 503. */
-static int undo(struct nb_ctx *ctx, const char *uuid, const char *mig)
-{
-    struct nb_ctx sub;
-    nb_ctx_child(&sub, ctx);
-    nb_migration_set_status(nb_srv_db(), &sub, mig, NB_MIGRATION_ERROR, NULL);
-    nb_instance_transition(
-        nb_srv_db(), &sub, uuid,
-        &(struct nb_instance_change){.expect_task = {NB_TASK_MIGRATING}, .task_state = NB_NONE},
-        NULL);
-    NB_ERROR(LOG_API, ctx, uuid, "no conductor listening for live_migrate_instance");
-    return nb_error(ctx, 503, NULL, "The compute conductor is not available.");
-}
-
 int nb_srv_live_migrate(struct nb_ctx *ctx, json_t *inst, json_t *args)
 {
     const char *uuid = nb_json_str(inst, "uuid");
@@ -228,7 +213,7 @@ int nb_srv_live_migrate(struct nb_ctx *ctx, json_t *inst, json_t *args)
     const struct nb_live_migrate_req req = {
         .uuid = uuid, .migration_uuid = mig, .host = host, .block_migration = bm, .force = force};
     if (nb_conductor_live_migrate_instance(ctx, &req) < 0)
-        return undo(ctx, uuid, mig);
+        return nb_srv_move_not_cast(ctx, uuid, mig, NB_TASK_MIGRATING, "live_migrate_instance");
     return 0;
 }
 

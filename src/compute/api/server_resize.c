@@ -250,15 +250,7 @@ static int start_move(struct nb_ctx *ctx, const json_t *inst, const struct move_
             m->host ? ", host " : "", m->host ? m->host : "");
     if (nb_conductor_migrate_server(ctx, &r) == 0)
         return 0;
-    struct nb_ctx sub; /* best-effort undo: the request fails with 503 */
-    nb_ctx_child(&sub, ctx);
-    nb_migration_set_status(nb_srv_db(), &sub, mig, NB_MIGRATION_ERROR, NULL);
-    nb_instance_transition(
-        nb_srv_db(), &sub, uuid,
-        &(struct nb_instance_change){.expect_task = {NB_TASK_RESIZE_PREP}, .task_state = NB_NONE},
-        NULL);
-    NB_ERROR(LOG_API, ctx, uuid, "no conductor listening for migrate_server");
-    return nb_error(ctx, 503, NULL, "The compute conductor is not available.");
+    return nb_srv_move_not_cast(ctx, uuid, mig, NB_TASK_RESIZE_PREP, "migrate_server");
 }
 
 int nb_srv_migrate(struct nb_ctx *ctx, json_t *inst, json_t *args)
