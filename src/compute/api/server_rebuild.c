@@ -286,26 +286,9 @@ static int replace_metadata(struct nb_ctx *ctx, const char *uuid, const json_t *
  * transaction. 0/-1. */
 static int store_attrs(struct nb_ctx *ctx, const struct rebuild_req *r)
 {
-    json_t *a = r->args, *v;
-    _cleanup_free_ char *name =
-        (v = json_object_get(a, "name")) ? nb_srv_normalize_name(json_string_value(v)) : NULL;
-    json_t *desc = json_object_get(a, "description"), *hn = json_object_get(a, "hostname");
-    json_t *ip4 = json_object_get(a, "accessIPv4"), *ip6 = json_object_get(a, "accessIPv6");
-    json_t *dc = json_object_get(a, "OS-DCF:diskConfig");
-    struct nb_instance_attrs at = {
-        .set_display_name = name != NULL,
-        .display_name = name,
-        .set_display_description = desc != NULL,
-        .display_description = json_string_value(desc),
-        .set_hostname = hn != NULL,
-        .hostname = json_string_value(hn),
-        .set_access_ip_v4 = ip4 != NULL,
-        .access_ip_v4 = json_string_value(ip4),
-        .set_access_ip_v6 = ip6 != NULL,
-        .access_ip_v6 = json_string_value(ip6),
-        .set_auto_disk_config = dc != NULL,
-        .auto_disk_config = dc && !strcmp(json_string_value(dc), "AUTO"),
-    };
+    json_t *a = r->args;
+    struct nb_instance_attrs at;
+    _cleanup_free_ char *name = nb_srv_attrs_from_body(a, &at);
     json_t *kn = json_object_get(a, "key_name"), *ud = json_object_get(a, "user_data");
     json_t *tc = json_object_get(a, "trusted_image_certificates");
     struct nb_instance_boot_data bd = {

@@ -942,29 +942,8 @@ static int h_server_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
     if (nb_srv_policy(ctx, "os_compute_api:servers:update",
                       nb_srv_is_member_of(ctx, nb_json_str(inst, "project_id"))) < 0)
         goto out;
-    json_t *v;
-    name =
-        (v = json_object_get(server, "name")) ? nb_srv_normalize_name(json_string_value(v)) : NULL;
-    json_t *desc = json_object_get(server, "description");
-    json_t *hostname = json_object_get(server, "hostname");
-    json_t *ip4 = json_object_get(server, "accessIPv4"),
-           *ip6 = json_object_get(server, "accessIPv6");
-    json_t *dc = json_object_get(server, "OS-DCF:diskConfig");
-    /* each column changes only when its field is present */
-    struct nb_instance_attrs a = {
-        .set_display_name = name != NULL,
-        .display_name = name,
-        .set_display_description = desc != NULL,
-        .display_description = json_string_value(desc),
-        .set_hostname = hostname != NULL,
-        .hostname = json_string_value(hostname),
-        .set_access_ip_v4 = ip4 != NULL,
-        .access_ip_v4 = json_string_value(ip4),
-        .set_access_ip_v6 = ip6 != NULL,
-        .access_ip_v6 = json_string_value(ip6),
-        .set_auto_disk_config = dc != NULL,
-        .auto_disk_config = dc && !strcmp(json_string_value(dc), "AUTO"),
-    };
+    struct nb_instance_attrs a;
+    name = nb_srv_attrs_from_body(server, &a);
     if (nb_instance_update_attrs(nb_srv_db(), ctx, id, &a) < 0)
         goto out;
     json_decref(inst);

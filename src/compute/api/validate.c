@@ -8,6 +8,7 @@
 #include "common/util.h"
 #include "compute/api/api.h"
 #include "compute/api/validate.h"
+#include "compute/objects/instance.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -639,6 +640,31 @@ char *nb_srv_normalize_name(const char *s)
     while (n && isspace((unsigned char)s[n - 1]))
         n--;
     return strndup(s, n);
+}
+
+char *nb_srv_attrs_from_body(const json_t *body, struct nb_instance_attrs *a)
+{
+    json_t *v = json_object_get(body, "name");
+    char *name = v ? nb_srv_normalize_name(json_string_value(v)) : NULL;
+    json_t *desc = json_object_get(body, "description");
+    json_t *hostname = json_object_get(body, "hostname");
+    json_t *ip4 = json_object_get(body, "accessIPv4"), *ip6 = json_object_get(body, "accessIPv6");
+    json_t *dc = json_object_get(body, "OS-DCF:diskConfig");
+    *a = (struct nb_instance_attrs){
+        .set_display_name = name != NULL,
+        .display_name = name,
+        .set_display_description = desc != NULL,
+        .display_description = json_string_value(desc),
+        .set_hostname = hostname != NULL,
+        .hostname = json_string_value(hostname),
+        .set_access_ip_v4 = ip4 != NULL,
+        .access_ip_v4 = json_string_value(ip4),
+        .set_access_ip_v6 = ip6 != NULL,
+        .access_ip_v6 = json_string_value(ip6),
+        .set_auto_disk_config = dc != NULL,
+        .auto_disk_config = dc && !strcmp(json_string_value(dc), "AUTO"),
+    };
+    return name;
 }
 
 bool nb_srv_in_list(const char *s, const char *const *list, size_t n)

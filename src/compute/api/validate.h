@@ -130,6 +130,13 @@ long nb_srv_utf8_next(const unsigned char **p);
 /* Strips leading and trailing whitespace (Nova's normalize_name). New
  * string. */
 char *nb_srv_normalize_name(const char *s);
+/* The user-set attributes a checked body (update's "server", rebuild's)
+ * names: each column flagged only when its field is present (name,
+ * description, hostname, accessIPv4/v6, OS-DCF:diskConfig). Strings are
+ * borrowed from body, except the normalized name, returned (caller frees;
+ * NULL when the body has none). */
+struct nb_instance_attrs;
+char *nb_srv_attrs_from_body(const json_t *body, struct nb_instance_attrs *a);
 /* Is s one of the n strings of list? NB_SRV_IN_LIST for an array. */
 bool nb_srv_in_list(const char *s, const char *const *list, size_t n);
 #define NB_SRV_IN_LIST(s, l) nb_srv_in_list(s, l, sizeof(l) / sizeof(l[0]))
