@@ -81,7 +81,9 @@ int nb_compute_volume_mapped(struct nb_db *db, struct nb_ctx *ctx, const char *i
  * service see it: {"uuid", "name", "hostname", "project_id", "user_id",
  * "image_ref", "user_data" (base64 as stored), "key_name", "key_data",
  * "config_drive", "availability_zone", "host", "node", "launch_index",
- * "flavor": {...}, "metadata": {key: value}, "block_device_mapping": [...]}.
+ * "flavor": {...}, "metadata": {key: value}, "block_device_mapping": [...],
+ * "network_info": [...] (instance_info_caches, nb_network_allocate_for_
+ * instance's shape; [] when none)}.
  * Missing/NULL columns are left out. New ref (never NULL; a failed
  * sub-query leaves its part empty and its error on ctx). */
 json_t *nb_instance_agent_view(struct nb_db *db, struct nb_ctx *ctx, const json_t *row);

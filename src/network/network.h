@@ -25,6 +25,15 @@ int nb_network_init(struct nb_env *env);
 struct nb_http_service;
 extern const struct nb_http_service nb_network_http_service;
 
+/* The agents' side of the network service (agent_rpc.c): listens on bus
+ * topic "q-plugin" for the host agents' report_state, get_host_state,
+ * update_device_list and update_floatingip_statuses (network/agent/
+ * netagent.h gives the messages and the state's shape), and from then on
+ * casts "host_state_changed" to the agents after every change they must
+ * see. Call in the process that serves the Networking API (it opens the
+ * database). 0/-1. */
+int nb_network_rpc_start(struct nb_env *env);
+
 /* Seeds the network an all-in-one starts with (devstack's): a shared
  * "private" network with subnet "private-subnet" 10.0.0.0/26 ([network]
  * seed_private_cidr), owned by the admin project, and, only when [network]
@@ -62,6 +71,13 @@ int nb_network_validate_request(struct nb_ctx *ctx, const json_t *requested);
  *                  "ips": [{"address", "type": "fixed", "version",
  *                           "floating_ips": []}], "routes": []}],
  *                "meta": {"tenant_id", "mtu"}}}
+ * When host has a live Linux bridge agent (a real data plane), the port is
+ * bound as Neutron's linuxbridge mechanism binds it: binding:vif_type
+ * "bridge", binding:vif_details {"port_filter": true, "connectivity":
+ * "l2"}, status DOWN until the agent reports the device up; the entry's
+ * "type" is then "bridge", "network"."bridge" "brq<network id[:11]>" and
+ * "details" {"port_filter": true}. A host without one (the fake driver's)
+ * keeps "ovs"/"br-int" and status ACTIVE, as today.
  * 0, or -1 after nb_error (400 unknown network, 409 "IP address … already
  * allocated in subnet …" / "No more IP addresses available on network …"). */
 int nb_network_allocate_for_instance(struct nb_ctx *ctx, const char *instance_uuid,
