@@ -427,6 +427,12 @@ def test_mtu_mismatch_is_a_warning(lm):
         "(fake-1: 1500, fake-jumbo: 9000)" in details
 
 
+def server_progress(lm, sid):
+    st, _, body = lm.request("GET", "/compute/v2.1/servers/%s" % sid, token=lm.admin)
+    assert st == 200, body
+    return body["server"]["progress"]
+
+
 def test_abort_of_a_slow_migration(lm):
     sid = boot(lm, "fake-slow")
     st, _, _ = live_migrate(lm, sid, "fake-2")
@@ -437,6 +443,11 @@ def test_abort_of_a_slow_migration(lm):
     while not migration(lm, sid)["memory_processed"] and time.time() < deadline:
         time.sleep(0.1)
     assert migration(lm, sid)["memory_processed"] > 0
+    # and the server's progress (Nova's share of the data sent) follows it
+    deadline = time.time() + 5
+    while not server_progress(lm, sid) and time.time() < deadline:
+        time.sleep(0.1)
+    assert 0 < server_progress(lm, sid) <= 100
     st, _, body = lm.request("DELETE", "/compute/v2.1/servers/%s/migrations/%s" % (sid, m["id"]),
                              token=lm.admin, headers={"OpenStack-API-Version": "compute 2.24"})
     assert st == 202, body
@@ -444,6 +455,7 @@ def test_abort_of_a_slow_migration(lm):
     assert m["status"] == "cancelled", m
     assert events(lm, sid)["compute_live_migration"]["result"] == "Error"
     assert_on(lm, sid, "fake-slow", m)
+    assert server_progress(lm, sid) == 0  # back to 0 with the task, as Nova's rollback
 
 
 def test_force_complete_of_a_slow_migration(lm):

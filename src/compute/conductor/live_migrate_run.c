@@ -57,6 +57,29 @@ static const char *const in_progress[] = {NB_MIGRATION_ACCEPTED,  NB_MIGRATION_Q
                                           NB_MIGRATION_PREPARING, NB_MIGRATION_RUNNING,
                                           "running (post-copy)",  NULL};
 
+/* The instance's progress while it migrates, as Nova's libvirt driver
+ * writes it: the share of the data (memory and disks) already sent. */
+static void set_progress(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                         const struct nb_migration_change *p)
+{
+    long long total = p->memory_total + p->disk_total;
+    long long remaining = p->memory_remaining + p->disk_remaining;
+    if (!uuid || total <= 0)
+        return;
+    if (remaining > total)
+        remaining = total;
+    struct nb_instance_change ch = {
+        .expect_task = {NB_TASK_MIGRATING},
+        .set_progress = true,
+        .progress = (int)(100 - remaining * 100 / total),
+    };
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    if (nb_instance_transition(c->db, &sub, uuid, &ch, NULL) == NB_TRANSITION_ERROR)
+        NB_ERROR(LOG_LM, ctx, uuid, "could not record the migration's progress: %s",
+                 nb_ctx_message(&sub));
+}
+
 json_t *cond_live_migration_status(struct conductor *c, struct nb_ctx *ctx, json_t *args)
 {
     const char *mig = str(args, "migration_uuid"), *uuid = nb_json_str(args, "uuid");
@@ -103,6 +126,7 @@ json_t *cond_live_migration_status(struct conductor *c, struct nb_ctx *ctx, json
             if (nb_migration_update(c->db, &pctx, mig, &ch) != 0)
                 break;
         }
+        set_progress(c, ctx, uuid, &ch);
     }
     return json_pack("{s:b}", "ok", 1);
 }
@@ -141,6 +165,7 @@ static void switch_host(struct conductor *c, struct nb_ctx *ctx, const json_t *m
         .node = nb_json_str(mig, "dest_node") ? nb_json_str(mig, "dest_node")
                                               : nb_json_str(mig, "dest_compute"),
         .task_state = NB_NONE,
+        .reset_progress = true,
     };
     struct nb_ctx sub;
     nb_ctx_child(&sub, ctx);
@@ -240,8 +265,10 @@ void cond_lm_rollback(struct conductor *c, struct nb_ctx *ctx, const json_t *mig
         NB_ERROR(LOG_LM, ctx, uuid, "could not attach the volumes back for %s: %s", source,
                  nb_ctx_message(&sub));
     cond_lm_allocations_back(c, ctx, uuid, m);
-    struct nb_instance_change ch = {
-        .expect_task = {NB_TASK_MIGRATING}, .expect_host = source, .task_state = NB_NONE};
+    struct nb_instance_change ch = {.expect_task = {NB_TASK_MIGRATING},
+                                    .expect_host = source,
+                                    .task_state = NB_NONE,
+                                    .reset_progress = true};
     nb_ctx_child(&sub, ctx);
     if (nb_instance_transition(c->db, &sub, uuid, &ch, NULL) != NB_TRANSITION_MOVED)
         NB_WARN(LOG_LM, ctx, uuid, "the instance was no longer in task migrating on %s", source);

@@ -129,7 +129,7 @@ enum nb_transition nb_instance_transition(struct nb_db *db, struct nb_ctx *ctx, 
         "availability_zone = COALESCE(?, availability_zone), "
         "request_spec = COALESCE(?, request_spec), "
         "launched_at = CASE WHEN ? THEN ? ELSE launched_at END, "
-        "progress = CASE WHEN ? THEN 0 ELSE progress END, "
+        "progress = CASE WHEN ? THEN 0 WHEN ? THEN ? ELSE progress END, "
         "flavor = COALESCE(?, flavor), "
         "instance_type_id = CASE WHEN ? THEN json_extract(?, '$.id') ELSE instance_type_id END, "
         "vcpus = CASE WHEN ? THEN json_extract(?, '$.vcpus') ELSE vcpus END, "
@@ -143,7 +143,9 @@ enum nb_transition nb_instance_transition(struct nb_db *db, struct nb_ctx *ctx, 
         "AND (? OR task_state IN " SLOTS8 " OR (? AND task_state IS NULL)) "
         "AND (? IS NULL OR host = ?) AND (NOT ? OR host IS NOT NULL)",
         "sbsbsbsbisjbs"
-        "bjbjbjbjbjbjbjbj"
+        "bbij"
+        "bjbjbjbjbj"
+        "bjbj"
         "sss"
         "bssssssss"
         "bssssssssb"
@@ -151,12 +153,12 @@ enum nb_transition nb_instance_transition(struct nb_db *db, struct nb_ctx *ctx, 
         value(ch->vm_state), ch->task_state != NULL, value(ch->task_state), ch->host != NULL,
         value(ch->host), ch->node != NULL, value(ch->node), (int)ch->set_power_state,
         (long long)ch->power_state, ch->availability_zone, (json_t *)ch->request_spec,
-        (int)ch->launched, now, (int)ch->reset_progress, fl, set_fl, fl, set_fl, fl, set_fl, fl,
-        set_fl, fl, set_fl, fl, (int)ch->clear_move_flavors, (json_t *)ch->old_flavor,
-        (int)ch->clear_move_flavors, (json_t *)ch->new_flavor, ch->image_ref, now, uuid, any_vm,
-        vm[0], vm[1], vm[2], vm[3], vm[4], vm[5], vm[6], vm[7], any_task, task[0], task[1], task[2],
-        task[3], task[4], task[5], task[6], task[7], none_task, ch->expect_host, ch->expect_host,
-        (int)ch->expect_has_host);
+        (int)ch->launched, now, (int)ch->reset_progress, (int)ch->set_progress,
+        (long long)ch->progress, fl, set_fl, fl, set_fl, fl, set_fl, fl, set_fl, fl, set_fl, fl,
+        (int)ch->clear_move_flavors, (json_t *)ch->old_flavor, (int)ch->clear_move_flavors,
+        (json_t *)ch->new_flavor, ch->image_ref, now, uuid, any_vm, vm[0], vm[1], vm[2], vm[3],
+        vm[4], vm[5], vm[6], vm[7], any_task, task[0], task[1], task[2], task[3], task[4], task[5],
+        task[6], task[7], none_task, ch->expect_host, ch->expect_host, (int)ch->expect_has_host);
     (void)none_vm; /* vm_state is never None */
     if (n < 0) {
         nb_db_rollback(db);

@@ -49,6 +49,8 @@ struct nb_instance_change {
     const json_t *request_spec;    /* stored as its JSON text; NULL: unchanged */
     bool launched;                 /* launched_at = now */
     bool reset_progress;           /* progress = 0 */
+    bool set_progress;             /* progress = progress (0-100; reset_progress wins) */
+    int progress;
     /* moves (resize, rebuild): NULL / false leave each as it is */
     const json_t *flavor;     /* the flavor row: flavor, instance_type_id ("id"), vcpus,
                                  memory_mb, root_gb, ephemeral_gb from it */
