@@ -53,6 +53,12 @@ void nb_net_notify(struct nb_ctx *ctx, const char *reason)
     in_notify = false;
 }
 
+/* The name the routers' and floating IPs' files call it by. */
+void nb_net_notify_agents(struct nb_ctx *ctx, const char *reason)
+{
+    nb_net_notify(ctx, reason);
+}
+
 /* --- the routes' wrapper ------------------------------------------------------ */
 
 struct route {
