@@ -55,9 +55,10 @@ static json_t *report_state(void *opaque, struct nb_ctx *ctx, const char *method
      * schedule may change; the hosts fetch again (notify runs it). */
     if (revived && !strcmp(nb_json_str(row, "agent_type"), NB_AGENT_LINUXBRIDGE))
         rebind_host(&sys, nb_json_str(row, "host"));
-    if (revived)
+    if (revived) {
+        nb_net_notify_reset(nb_json_str(row, "host"));
         nb_net_notify(&sys, "agent started");
-    else if (nb_sched_run(&sys) > 0)
+    } else if (nb_sched_run(&sys) > 0)
         nb_net_notify(&sys, "rescheduled");
     return NULL;
 }
