@@ -154,3 +154,21 @@ def test_agent_admin_down_moves_nothing_alone(cloud):
     out = api(cloud, "GET", "networks/%s/dhcp-agents" % private["id"], expect=200)[1]
     assert [a["id"] for a in out["agents"]] == [dhcp["id"]]
     api(cloud, "PUT", "agents/" + dhcp["id"], {"agent": {"admin_state_up": True}}, expect=200)
+
+
+def test_router_hosted_by_l3_agent(cloud):
+    l3 = agents_by_type(cloud)["L3 agent"]
+    router = api(cloud, "POST", "routers", {"router": {"name": unique("r")}},
+                 expect=201)[1]["router"]
+    rid = router["id"]
+    out = api(cloud, "GET", "routers/%s/l3-agents" % rid, expect=200)[1]
+    assert [a["id"] for a in out["agents"]] == [l3["id"]]
+    out = api(cloud, "GET", "agents/%s/l3-routers" % l3["id"], expect=200)[1]
+    assert rid in [r["id"] for r in out["routers"]]
+    st = api(cloud, "GET", "hosts/%s/state" % HOST, expect=200)[1]
+    [r] = [r for r in st["routers"] if r["id"] == rid]
+    assert r["namespace"] == "qrouter-" + rid and r["gateway"] is None
+    assert r["interfaces"] == [] and r["floating_ips"] == []
+    api(cloud, "DELETE", "routers/" + rid, expect=204)
+    st = api(cloud, "GET", "hosts/%s/state" % HOST, expect=200)[1]
+    assert rid not in [r["id"] for r in st["routers"]]
