@@ -179,6 +179,49 @@ static void test_segments(void **state)
     json_decref(a), json_decref(b), json_decref(c), json_decref(d), json_decref(f);
 }
 
+static void test_vlan_segments(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    admin_ctx(&ctx);
+    nb_conf_set("ml2_type_vlan", "network_vlan_ranges", "physnet-bare,physnet-v:10:11");
+    nb_conf_set("ml2", "tenant_network_types", "vlan");
+    json_t *a = make_net(&ctx, json_pack("{s:s}", "name", "va"));
+    json_t *b = make_net(&ctx, json_pack("{s:s, s:s, s:s}", "name", "vb", "provider:network_type",
+                                         "vlan", "provider:physical_network", "physnet-v"));
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_string_equal(nb_json_str(a, "provider:network_type"), "vlan");
+    assert_string_equal(nb_json_str(a, "provider:physical_network"), "physnet-v");
+    assert_int_equal(seg_id(a), 10);
+    assert_int_equal(seg_id(b), 11);
+    assert_int_equal(nb_json_int(a, "mtu", 0), 1500);
+    assert_null(make_net(&ctx, json_pack("{s:s}", "name", "vc")));
+    assert_string_equal(nb_ctx_error_name(&ctx), "NoNetworkAvailable");
+    nb_ctx_clear_error(&ctx);
+    /* a provider VLAN on a bare physical network; one in use; out of range */
+    json_t *c =
+        make_net(&ctx, json_pack("{s:s, s:s, s:s, s:i}", "name", "vd", "provider:network_type",
+                                 "vlan", "provider:physical_network", "physnet-bare",
+                                 "provider:segmentation_id", 42));
+    assert_non_null(c);
+    assert_int_equal(seg_id(c), 42);
+    assert_null(
+        make_net(&ctx, json_pack("{s:s, s:s, s:s, s:i}", "name", "ve", "provider:network_type",
+                                 "vlan", "provider:physical_network", "physnet-bare",
+                                 "provider:segmentation_id", 42)));
+    assert_string_equal(nb_ctx_error_name(&ctx), "VlanIdInUse");
+    nb_ctx_clear_error(&ctx);
+    assert_null(
+        make_net(&ctx, json_pack("{s:s, s:s, s:s, s:i}", "name", "vf", "provider:network_type",
+                                 "vlan", "provider:physical_network", "physnet-bare",
+                                 "provider:segmentation_id", 4095)));
+    assert_int_equal(nb_ctx_status(&ctx), 400);
+    nb_ctx_clear_error(&ctx);
+    nb_conf_set("ml2", "tenant_network_types", "vxlan");
+    json_decref(a), json_decref(b), json_decref(c);
+}
+
 /* --- the agents' RPC ----------------------------------------------------------- */
 
 static void report(const char *type, const char *binary, bool start)
@@ -363,9 +406,9 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ranges),     cmocka_unit_test(test_mtu_and_lists),
-        cmocka_unit_test(test_sched_pick), cmocka_unit_test(test_segments),
-        cmocka_unit_test(test_agent_rpc),
+        cmocka_unit_test(test_ranges),        cmocka_unit_test(test_mtu_and_lists),
+        cmocka_unit_test(test_sched_pick),    cmocka_unit_test(test_segments),
+        cmocka_unit_test(test_vlan_segments), cmocka_unit_test(test_agent_rpc),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
