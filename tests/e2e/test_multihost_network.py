@@ -1,0 +1,220 @@
+"""A tenant network across two hypervisor hosts, and a server moving with its
+wiring.
+
+The lab of test_migration_libvirt.py (tests/hosts/hosts.sh: two hosts in
+namespaces of their own, the control plane outside on the hosts' bridge,
+one `nubo compute` per host, which runs the host's network agent with the
+libvirt driver; the instances path shared). One vxlan network
+(203.0.113.80/28, MTU 1450), two guests of the networking test image: B on
+host2, A on host1, whose user data pings B ten times a second and prints
+every reply on its console. Both get their address by DHCP (served on one
+host, in a qdhcp namespace seen only inside that host), each host has
+vxlan-<vni> on the network's bridge flooding to the other. Then B is live
+migrated to host1 and back while A pings it: the lost pings are counted and
+compared with the downtime (the largest gap in B's heartbeat); after each
+move B's port is ACTIVE and bound to the destination. A destination whose
+underlay cannot carry the network's MTU is refused by the precheck."""
+import re
+import subprocess
+import threading
+import time
+
+import pytest
+
+from conftest import unique
+from test_migration_libvirt import (NET, SHARED, Heartbeat, console_path, hosts,
+                                    pytestmark as lab_marks, running_lab, wait_heartbeat)
+from test_multiprocess import wait_for
+
+pytestmark = lab_marks
+CIDR = "203.0.113.80/28"
+PING = re.compile(rb"\d+ bytes from ([0-9.]+): seq=(\d+) ")
+
+
+class Console:
+    """Every complete line of a console file, stamped with the host time it
+    was seen (from the root namespace)."""
+
+    def __init__(self, path):
+        self.path, self.lines, self.stop = path, [], threading.Event()
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        f, buf = None, b""
+        while not self.stop.is_set():
+            if f is None:
+                try:
+                    f = open(self.path, "rb")
+                except OSError:
+                    time.sleep(0.05)
+                    continue
+            chunk = f.read()
+            if chunk:
+                now = time.time()
+                buf += chunk
+                *done, buf = buf.split(b"\n")
+                self.lines.extend((now, ln) for ln in done)
+            time.sleep(0.01)
+
+    def wait(self, pattern, timeout=120):
+        rx = re.compile(pattern.encode() if isinstance(pattern, str) else pattern)
+        return wait_for("%s in %s" % (pattern, self.path), lambda: [
+            m for _, ln in list(self.lines) for m in [rx.search(ln)] if m], timeout, 0.2)[0]
+
+    def pings(self, since=0.0):
+        """(host time, seq) of the ping replies seen after since."""
+        return [(t, int(m.group(2))) for t, ln in list(self.lines)
+                for m in [PING.search(ln)] if m and t >= since]
+
+    def close(self):
+        self.stop.set()
+        self.t.join()
+
+
+@pytest.fixture(scope="module")
+def lab():
+    with running_lab(SHARED) as lab:
+        yield lab
+
+
+def net_api(lab, method, path, body=None):
+    st, _, data = lab.cloud.request(method, "/networking/v2.0" + path, body, token=lab.token())
+    return st, data
+
+
+def port_of(lab, sid):
+    st, data = net_api(lab, "GET", "/ports?device_id=%s" % sid)
+    assert st == 200 and len(data["ports"]) == 1, (st, data)
+    return data["ports"][0]
+
+
+def host_out(host, *cmd):
+    return hosts("exec", host, *cmd, check=False).stdout
+
+
+@pytest.fixture(scope="module")
+def net(lab):
+    name = unique("ntmultihost-net")
+    n = lab.cloud.cli("network", "create", "--provider-network-type", "vxlan", name, "-f", "json")
+    lab.cloud.cli("subnet", "create", "--network", n["id"], "--subnet-range", CIDR,
+                  unique("ntmultihost-sub"), "-f", "json")
+    return n
+
+
+@pytest.fixture(scope="module")
+def guests(lab, net, tmp_path_factory):
+    """B on host2, then A on host1 pinging B (user data)."""
+    b = lab.boot(unique("ntmh-b"), "host2", lab.image, "--config-drive", "true",
+                 nic="net-id=%s" % net["id"])
+    b_ip = port_of(lab, b)["fixed_ips"][0]["ip_address"]
+    ud = tmp_path_factory.mktemp("ud") / "ping.sh"
+    # waits for its own lease, then pings B forever, one reply per line
+    ud.write_text("#!/bin/sh\nwhile ! ping -c 1 -W 1 %s >/dev/null 2>&1; do sleep 0.2; done\n"
+                  "ping -i 0.1 %s &\n" % (b_ip, b_ip))
+    a = lab.boot(unique("ntmh-a"), "host1", lab.image, "--config-drive", "true",
+                 "--user-data", str(ud), nic="net-id=%s" % net["id"])
+    ca, cb = Console(console_path(SHARED, a)), Console(console_path(SHARED, b))
+    yield {"a": a, "b": b, "b_ip": b_ip, "ca": ca, "cb": cb}
+    ca.close()
+    cb.close()
+
+
+def test_two_guests_on_two_hosts_get_dhcp_and_ping_each_other(lab, net, guests):
+    assert net["mtu"] == 1450, net
+    assert net["provider:network_type"] == "vxlan", net
+    vni = net["provider:segmentation_id"]
+    for g in ("a", "b"):
+        port = port_of(lab, guests[g])
+        ip = port["fixed_ips"][0]["ip_address"]
+        m = guests["c" + g].wait(r"DHCP-LEASE ip=([0-9.]+) .*mtu=(\d+)", 120)
+        assert m.group(1).decode() == ip and m.group(2) == b"1450", m.group(0)
+        guests["c" + g].wait(r"NET-UP addr=%s/28 mtu=1450" % re.escape(ip), 30)
+    # A's pings get B's replies across the hosts
+    guests["ca"].wait(r"bytes from %s: seq=\d+ " % re.escape(guests["b_ip"]), 60)
+    for g, host in (("a", "host1"), ("b", "host2")):
+        p = wait_for("port of %s ACTIVE" % g, lambda: [
+            p for p in [port_of(lab, guests[g])] if p["status"] == "ACTIVE"], 30, 0.5)[0]
+        assert p["binding:host_id"] == host and p["binding:vif_type"] == "bridge", p
+    bridge = "brq" + net["id"][:11]
+    for host, peer in (("host1", NET + ".2"), ("host2", NET + ".1")):
+        link = host_out(host, "ip", "-d", "link", "show", "dev", "vxlan-%d" % vni)
+        assert "vxlan id %d " % vni in link and "mtu 1450" in link, (host, link)
+        assert "master %s" % bridge in link and "nolearning" in link, (host, link)
+        assert "dstport 4789" in link, link
+        fdb = host_out(host, "bridge", "fdb", "show", "dev", "vxlan-%d" % vni)
+        assert "00:00:00:00:00:00 dst %s " % peer in fdb, (host, fdb)
+    # DHCP is served on exactly one host, in its own qdhcp namespace
+    ns = "qdhcp-" + net["id"]
+    where = [h for h in ("host1", "host2") if ns in host_out(h, "ip", "netns", "list")]
+    assert len(where) == 1, where
+    root = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert ns not in root, root
+    print("two hosts, vxlan-%d, DHCP on %s, MTU 1450: A (host1) pings B (host2) at %s"
+          % (vni, where[0], guests["b_ip"]))
+
+
+def move_while_pinging(lab, guests, dest, source):
+    """Live migrates B to dest while A pings it; the lost pings and B's
+    downtime (largest heartbeat gap)."""
+    path = console_path(SHARED, guests["b"])
+    wait_heartbeat(path)
+    hb = Heartbeat([path])
+    t0 = time.time()
+    time.sleep(1)
+    took = lab.migrate(guests["b"], dest)
+    beats, (gap, _) = hb.finish(settle=2.0)
+    replies = guests["ca"].pings(since=t0)
+    seqs = sorted({s for _, s in replies})
+    assert seqs and seqs[-1] - seqs[0] > 20, seqs
+    lost = (seqs[-1] - seqs[0] + 1) - len(seqs)
+    # the pings go on after the move
+    assert replies[-1][0] > time.time() - 1.5, replies[-1]
+    s = lab.server(guests["b"])
+    assert s["OS-EXT-SRV-ATTR:host"] == dest and s["status"] == "ACTIVE", s
+    port = wait_for("B's port ACTIVE on %s" % dest, lambda: [
+        p for p in [port_of(lab, guests["b"])]
+        if p["status"] == "ACTIVE" and p["binding:host_id"] == dest], 30, 0.5)[0]
+    assert "migrating_to" not in (port["binding:profile"] or {}), port
+    print("live migration of B %s -> %s while A pings it: %.2f s, downtime (largest "
+          "heartbeat gap) %.3f s, %d of %d pings lost (%.1f s worth)"
+          % (source, dest, took, gap, lost, seqs[-1] - seqs[0] + 1, lost * 0.1))
+    # at most about the downtime's worth (0.1 s a ping), with a second's slack
+    # for the switch of the bridges' forwarding entries
+    assert lost * 0.1 <= gap + 1.0, (lost, gap)
+    return lost, gap
+
+
+def test_underlay_too_small_for_the_network_is_refused(lab, guests):
+    # host1's underlay at 1450 cannot carry a 1450 network plus the VXLAN header
+    hosts("exec", "host1", "ip", "link", "set", "eth0", "mtu", "1450")
+    try:
+        lab.migrate(guests["b"], "host1")
+    finally:
+        hosts("exec", "host1", "ip", "link", "set", "eth0", "mtu", "1500")
+    m = lab.last_migration(guests["b"])
+    assert m["status"] == "error", m
+    fault = lab.fault(guests["b"])
+    text = fault["message"] + "\n" + (fault["details"] or "")
+    assert "the VXLAN underlay of host host1 (%s.1, MTU 1450) cannot carry network" % NET \
+        in text, text
+    s = lab.server(guests["b"])
+    assert s["OS-EXT-SRV-ATTR:host"] == "host2" and s["status"] == "ACTIVE", s
+    assert "migrating_to" not in (port_of(lab, guests["b"])["binding:profile"] or {})
+
+
+def test_live_migration_moves_the_wiring_and_loses_little(lab, net, guests):
+    vni = net["provider:segmentation_id"]
+    move_while_pinging(lab, guests, "host1", "host2")
+    # both guests on host1 now: host2 keeps the network only if it serves its DHCP
+    ns = "qdhcp-" + net["id"]
+    dhcp_on_2 = ns in host_out("host2", "ip", "netns", "list")
+    link2 = host_out("host2", "ip", "link", "show", "dev", "vxlan-%d" % vni)
+    if dhcp_on_2:
+        assert "vxlan-%d" % vni in link2, link2
+    else:
+        wait_for("vxlan-%d gone from host2" % vni, lambda: "vxlan-%d" % vni not in host_out(
+            "host2", "ip", "link", "show"), 15, 0.5)
+    # and back across the hosts: host2's wiring is made again before B lands
+    move_while_pinging(lab, guests, "host2", "host1")
+    assert "vxlan-%d" % vni in host_out("host2", "ip", "link", "show", "dev", "vxlan-%d" % vni)
