@@ -104,14 +104,21 @@ def net(lab):
 
 @pytest.fixture(scope="module")
 def guests(lab, net, tmp_path_factory):
-    """B on host2, then A on host1 pinging B (user data)."""
+    """B on host2 (a TCP sink on port 5001), then A on host1: once B answers,
+    20 pings (RTT) and 4 MiB sent to B's sink (throughput), then pings B
+    forever, one reply per line (user data)."""
+    d = tmp_path_factory.mktemp("ud")
+    (d / "sink.sh").write_text("#!/bin/sh\n(while true; do nc -l -p 5001 >/dev/null; done) &\n")
     b = lab.boot(unique("ntmh-b"), "host2", lab.image, "--config-drive", "true",
-                 nic="net-id=%s" % net["id"])
+                 "--user-data", str(d / "sink.sh"), nic="net-id=%s" % net["id"])
     b_ip = port_of(lab, b)["fixed_ips"][0]["ip_address"]
-    ud = tmp_path_factory.mktemp("ud") / "ping.sh"
-    # waits for its own lease, then pings B forever, one reply per line
-    ud.write_text("#!/bin/sh\nwhile ! ping -c 1 -W 1 %s >/dev/null 2>&1; do sleep 0.2; done\n"
-                  "ping -i 0.1 %s &\n" % (b_ip, b_ip))
+    ud = d / "ping.sh"
+    ud.write_text("#!/bin/sh\n(while ! ping -c 1 -W 1 %(b)s >/dev/null 2>&1; do sleep 0.2; done\n"
+                  "echo RTT $(ping -q -c 20 -i 0.2 %(b)s | tail -1)\n"
+                  "sleep 1; t0=$(cut -d' ' -f1 /proc/uptime)\n"
+                  "dd if=/dev/zero bs=64k count=64 2>/dev/null | nc -w 5 %(b)s 5001\n"
+                  "echo THROUGHPUT bytes=4194304 t0=$t0 t1=$(cut -d' ' -f1 /proc/uptime)\n"
+                  "ping -i 0.1 %(b)s) &\n" % {"b": b_ip})
     a = lab.boot(unique("ntmh-a"), "host1", lab.image, "--config-drive", "true",
                  "--user-data", str(ud), nic="net-id=%s" % net["id"])
     ca, cb = Console(console_path(SHARED, a)), Console(console_path(SHARED, b))
@@ -131,7 +138,13 @@ def test_two_guests_on_two_hosts_get_dhcp_and_ping_each_other(lab, net, guests):
         assert m.group(1).decode() == ip and m.group(2) == b"1450", m.group(0)
         guests["c" + g].wait(r"NET-UP addr=%s/28 mtu=1450" % re.escape(ip), 30)
     # A's pings get B's replies across the hosts
-    guests["ca"].wait(r"bytes from %s: seq=\d+ " % re.escape(guests["b_ip"]), 60)
+    guests["ca"].wait(r"bytes from %s: seq=\d+ " % re.escape(guests["b_ip"]), 90)
+    rtt = guests["ca"].wait(r"RTT round-trip min/avg/max = ([0-9.]+)/([0-9.]+)/([0-9.]+) ms", 5)
+    tp = guests["ca"].wait(r"THROUGHPUT bytes=(\d+) t0=([0-9.]+) t1=([0-9.]+)", 5)
+    secs = float(tp.group(3)) - float(tp.group(2))
+    print("guest to guest across the hosts (TCG): RTT min/avg/max %s/%s/%s ms, TCP %.2f MB/s "
+          "(4 MiB in %.2f s)" % (rtt.group(1).decode(), rtt.group(2).decode(),
+                                 rtt.group(3).decode(), int(tp.group(1)) / secs / 1e6, secs))
     for g, host in (("a", "host1"), ("b", "host2")):
         p = wait_for("port of %s ACTIVE" % g, lambda: [
             p for p in [port_of(lab, guests[g])] if p["status"] == "ACTIVE"], 30, 0.5)[0]
