@@ -7,8 +7,8 @@
 # entry to the other host, MTU 1450) on it, and a namespace "guest" whose
 # veth is on the bridge (10.250.0.N/24, MTU 1450), exactly the devices the
 # Linux bridge agent makes for a guest's tap. Measured between the two
-# namespaces: ping RTT (200 pings, 10 ms apart) and one TCP stream (busybox
-# nc, 256 MiB from /dev/zero); then the same over the underlay alone
+# namespaces: ping RTT (200 pings, 10 ms apart) and one TCP stream (socat,
+# 256 MiB from /dev/zero); then the same over the underlay alone
 # (host1 -> host2, no VXLAN) as the floor.
 #
 #   bench/bench_multihost_net.sh          (as root; HOSTS_NAME / HOSTS_NET as hosts.sh)
@@ -59,11 +59,11 @@ measure() {
     read -r -a sink <<<"$3"
     "${src[@]}" busybox ping -c 3 -W 1 "$dst" >/dev/null
     rtt=$("${src[@]}" busybox ping -q -c 200 -i 0.01 "$dst" | tail -1 | sed 's/.*= //')
-    "${sink[@]}" timeout 60 busybox nc -l -p 5901 >/dev/null &
+    "${sink[@]}" timeout 60 socat -u TCP-LISTEN:5901,reuseaddr OPEN:/dev/null &
     local sp=$!
     sleep 0.3
     t0=$(date +%s.%N)
-    "${src[@]}" sh -c "dd if=/dev/zero bs=1M count=$MIB 2>/dev/null | busybox nc $dst 5901"
+    "${src[@]}" sh -c "dd if=/dev/zero bs=1M count=$MIB 2>/dev/null | socat -u - TCP:$dst:5901"
     wait $sp || true
     t1=$(date +%s.%N)
     printf '%-44s RTT min/avg/max %s, TCP %s MiB in %.2f s = %.0f MB/s\n' "$label" "$rtt" "$MIB" \
