@@ -19,14 +19,16 @@ int nb_network_bind_instance_host(struct nb_ctx *ctx, const char *instance_uuid,
 {
     char now[32];
     const char *vif_type = nb_bind_vif_type(ctx, host);
-    int n = nb_db_exec(nb_net_env->db, ctx,
-                       "UPDATE ports SET binding_host_id = ?, binding_vif_type = ?, status = "
-                       "CASE WHEN ? = 'ovs' THEN 'ACTIVE' ELSE status END, binding_profile = "
-                       "json_remove(binding_profile, '$.migrating_to'), updated_at = ?, "
-                       "revision_number = revision_number + 1 WHERE device_id = ? AND "
-                       "device_owner LIKE 'compute:%' AND (binding_host_id != ? OR "
-                       "json_type(binding_profile, '$.migrating_to') IS NOT NULL)",
-                       "ssssss", host, vif_type, vif_type, nb_net_now(now), instance_uuid, host);
+    int n =
+        nb_db_exec(nb_net_env->db, ctx,
+                   "UPDATE ports SET binding_host_id = ?, binding_vif_type = ?, status = "
+                   "CASE WHEN ? = 'ovs' THEN 'ACTIVE' WHEN binding_host_id != ? THEN 'DOWN' ELSE "
+                   "status END, binding_profile = "
+                   "json_remove(binding_profile, '$.migrating_to'), updated_at = ?, "
+                   "revision_number = revision_number + 1 WHERE device_id = ? AND "
+                   "device_owner LIKE 'compute:%' AND (binding_host_id != ? OR "
+                   "json_type(binding_profile, '$.migrating_to') IS NOT NULL)",
+                   "sssssss", host, vif_type, vif_type, host, nb_net_now(now), instance_uuid, host);
     if (n > 0) {
         NB_INFO("nubo.network.instance", ctx, instance_uuid, "%d port(s) bound to host %s", n,
                 host);
