@@ -34,9 +34,7 @@ json_t *na_vxlan_fdb_peers(const char *fdb_text);
  * address, port and learning off; else it is recreated. */
 bool na_vxlan_link_matches(const json_t *link, const json_t *want);
 
-/* Makes the host's VXLAN devices match state (called by the L2 phase once
- * the bridges exist). 0, or -1 after nb_error (the other networks are
- * still done). */
-int na_vxlan_sync(struct na *a, struct nb_ctx *ctx, const json_t *state);
+/* na_vxlan_sync (internal.h) makes the host's VXLAN devices match the
+ * state: 0, or -1 after nb_error (the other networks are still done). */
 
 #endif
