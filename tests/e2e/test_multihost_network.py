@@ -102,13 +102,66 @@ def net(lab):
     return n
 
 
+def dhcp_host(lab, net):
+    """The host whose DHCP agent serves net (its network:dhcp port's)."""
+    def bound():
+        st, data = net_api(lab, "GET", "/ports?network_id=%s&device_owner=network:dhcp"
+                           % net["id"])
+        return [p["binding:host_id"] for p in data["ports"] if p["binding:host_id"]]
+    hosts_ = wait_for("the DHCP port of %s bound" % net["id"], bound, 30, 0.5)
+    assert len(hosts_) == 1 and hosts_[0] in ("host1", "host2"), hosts_
+    return hosts_[0]
+
+
+def vxlan_dev(net):
+    return "vxlan-%d" % net["provider:segmentation_id"]
+
+
+def test_vxlan_devices_follow_the_ports_of_the_hosts(lab, net):
+    """Ports bound by hand: each host with one gets the network's bridge
+    and vxlan device flooding to the other; a host whose port goes loses
+    its device, the other its entry to it."""
+    dev, bridge = vxlan_dev(net), "brq" + net["id"][:11]
+    ports = {}
+    for h in ("host1", "host2"):
+        st, data = net_api(lab, "POST", "/ports", {"port": {
+            "network_id": net["id"], "name": unique("ntmh-hand"), "device_owner": "compute:nova",
+            "device_id": unique("ntmh-dev"), "binding:host_id": h}})
+        assert st == 201, (st, data)
+        ports[h] = data["port"]["id"]
+    try:
+        for h, peer in (("host1", NET + ".2"), ("host2", NET + ".1")):
+            wait_for("%s on %s flooding to %s" % (dev, h, peer), lambda: "00:00:00:00:00:00 dst %s "
+                     % peer in host_out(h, "bridge", "fdb", "show", "dev", dev), 20, 0.3)
+            link = host_out(h, "ip", "-d", "link", "show", "dev", dev)
+            assert "vxlan id %d " % net["provider:segmentation_id"] in link, link
+            assert "local %s.%s " % (NET, h[-1]) in link and "dstport 4789" in link, link
+            assert "nolearning" in link and "master %s" % bridge in link, link
+            assert "mtu 1450" in link, link
+        # the host that does not serve the network's DHCP loses its port: its
+        # device goes, and the DHCP host's too (no peer left)
+        dhcp = [dhcp_host(lab, net)]
+        other = "host1" if dhcp[0] == "host2" else "host2"
+        st, _ = net_api(lab, "DELETE", "/ports/%s" % ports.pop(other))
+        assert st == 204
+        for h in (other, dhcp[0]):
+            wait_for("%s gone from %s" % (dev, h), lambda: dev not in host_out(
+                h, "ip", "link", "show"), 20, 0.3)
+        assert bridge in host_out(dhcp[0], "ip", "link", "show")
+    finally:
+        for p in ports.values():
+            net_api(lab, "DELETE", "/ports/%s" % p)
+
+
 @pytest.fixture(scope="module")
 def guests(lab, net, tmp_path_factory):
-    """B on host2 (a TCP sink on port 5001), then A on host1: once B answers,
-    20 pings (RTT) and 4 MiB sent to B's sink (throughput), then pings B
-    forever, one reply per line (user data)."""
+    """B on host2 (4 MiB to download from its busybox httpd), then A on
+    host1: once B answers, 20 pings (RTT) and the download (throughput),
+    then pings B forever, one reply per line (user data)."""
     d = tmp_path_factory.mktemp("ud")
-    (d / "sink.sh").write_text("#!/bin/sh\n(while true; do nc -l -p 5001 >/dev/null; done) &\n")
+    (d / "sink.sh").write_text("#!/bin/sh\nmkdir -p /www\n"
+                               "dd if=/dev/zero of=/www/blob bs=64k count=64 2>/dev/null\n"
+                               "httpd -p 8080 -h /www\n")
     b = lab.boot(unique("ntmh-b"), "host2", lab.image, "--config-drive", "true",
                  "--user-data", str(d / "sink.sh"), nic="net-id=%s" % net["id"])
     b_ip = port_of(lab, b)["fixed_ips"][0]["ip_address"]
@@ -116,7 +169,7 @@ def guests(lab, net, tmp_path_factory):
     ud.write_text("#!/bin/sh\n(while ! ping -c 1 -W 1 %(b)s >/dev/null 2>&1; do sleep 0.2; done\n"
                   "echo RTT $(ping -q -c 20 -i 0.2 %(b)s | tail -1)\n"
                   "sleep 1; t0=$(cut -d' ' -f1 /proc/uptime)\n"
-                  "dd if=/dev/zero bs=64k count=64 2>/dev/null | nc -w 5 %(b)s 5001\n"
+                  "wget -q -O /dev/null http://%(b)s:8080/blob\n"
                   "echo THROUGHPUT bytes=4194304 t0=$t0 t1=$(cut -d' ' -f1 /proc/uptime)\n"
                   "ping -i 0.1 %(b)s) &\n" % {"b": b_ip})
     a = lab.boot(unique("ntmh-a"), "host1", lab.image, "--config-drive", "true",
@@ -160,7 +213,7 @@ def test_two_guests_on_two_hosts_get_dhcp_and_ping_each_other(lab, net, guests):
     # DHCP is served on exactly one host, in its own qdhcp namespace
     ns = "qdhcp-" + net["id"]
     where = [h for h in ("host1", "host2") if ns in host_out(h, "ip", "netns", "list")]
-    assert len(where) == 1, where
+    assert where == [dhcp_host(lab, net)], where
     root = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     assert ns not in root, root
     print("two hosts, vxlan-%d, DHCP on %s, MTU 1450: A (host1) pings B (host2) at %s"
@@ -220,8 +273,7 @@ def test_live_migration_moves_the_wiring_and_loses_little(lab, net, guests):
     vni = net["provider:segmentation_id"]
     move_while_pinging(lab, guests, "host1", "host2")
     # both guests on host1 now: host2 keeps the network only if it serves its DHCP
-    ns = "qdhcp-" + net["id"]
-    dhcp_on_2 = ns in host_out("host2", "ip", "netns", "list")
+    dhcp_on_2 = dhcp_host(lab, net) == "host2"
     link2 = host_out("host2", "ip", "link", "show", "dev", "vxlan-%d" % vni)
     if dhcp_on_2:
         assert "vxlan-%d" % vni in link2, link2
