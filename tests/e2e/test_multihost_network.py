@@ -153,6 +153,41 @@ def test_vxlan_devices_follow_the_ports_of_the_hosts(lab, net):
             net_api(lab, "DELETE", "/ports/%s" % p)
 
 
+def test_a_migrating_port_is_wired_on_both_hosts(lab, net):
+    """A port bound to the DHCP host with binding:profile migrating_to the
+    other host (what the conductor sets while a live migration runs) is in
+    both hosts' state: the other host gets the network's bridge and vxlan
+    device though nothing else of the network is there; when it is cleared
+    they go."""
+    dev, bridge = vxlan_dev(net), "brq" + net["id"][:11]
+    src = dhcp_host(lab, net)
+    dst = "host1" if src == "host2" else "host2"
+    st, data = net_api(lab, "POST", "/ports", {"port": {
+        "network_id": net["id"], "name": unique("ntmh-mig"), "device_owner": "compute:nova",
+        "device_id": unique("ntmh-dev"), "binding:host_id": src,
+        "binding:profile": {"migrating_to": dst}}})
+    assert st == 201, (st, data)
+    pid = data["port"]["id"]
+    try:
+        st, state = net_api(lab, "GET", "/hosts/%s/state" % dst)
+        assert st == 200, state
+        mine = [p for p in state["ports"] if p["id"] == pid]
+        assert mine and mine[0]["migrating_to"] == dst, state["ports"]
+        (n,) = [n for n in state["networks"] if n["id"] == net["id"]]
+        assert n["vxlan_peers"] == ["%s.%s" % (NET, src[-1])], n
+        st, state = net_api(lab, "GET", "/hosts/%s/state" % src)
+        (n,) = [n for n in state["networks"] if n["id"] == net["id"]]
+        assert n["vxlan_peers"] == ["%s.%s" % (NET, dst[-1])], n
+        wait_for("%s on %s" % (bridge, dst), lambda: "master %s" % bridge in host_out(
+            dst, "ip", "link", "show", "dev", dev), 20, 0.3)
+        st, data = net_api(lab, "PUT", "/ports/%s" % pid, {"port": {"binding:profile": {}}})
+        assert st == 200, data
+        wait_for("%s gone from %s" % (dev, dst), lambda: dev not in host_out(
+            dst, "ip", "link", "show"), 20, 0.3)
+    finally:
+        net_api(lab, "DELETE", "/ports/%s" % pid)
+
+
 @pytest.fixture(scope="module")
 def guests(lab, net, tmp_path_factory):
     """B on host2 (4 MiB to download from its busybox httpd), then A on
