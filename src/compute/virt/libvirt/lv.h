@@ -197,9 +197,6 @@ json_t *lv_migration_disks(struct lv *lv, struct nb_ctx *ctx, json_t *inst);
  * "migrate_disks": [targets libvirt copies]}: live_migrate's dest_disks. */
 json_t *lv_pre_live_migration(struct lv *lv, struct nb_ctx *ctx, json_t *inst, const json_t *disks,
                               bool shared, bool block);
-/* vifs.c: nb_vif_plug for each VIF of inst's network_info (a guest about
- * to arrive). 0/-1 after nb_error. */
-int lv_plug_vifs(struct nb_ctx *ctx, const json_t *inst);
 int lv_live_migrate(struct lv *lv, struct nb_ctx *ctx, json_t *inst, struct nb_live_migration *m);
 int lv_post_live_migration_dest(struct lv *lv, struct nb_ctx *ctx, json_t *inst);
 int lv_post_live_migration_source(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool shared);
@@ -319,6 +316,9 @@ char *lv_domain_xml(const json_t *inst, const struct lv_domain_spec *spec);
 /* One <disk> element for disk (hot-plug XML of attach/detach), generated
  * as lv_domain_xml generates the domain's disks. New string. */
 char *lv_disk_xml(const struct lv_disk *disk, const char *cache_mode);
+/* guest.c: nb_vif_plug for each VIF of inst["network_info"] (before a
+ * domain is started or received). 0/-1 after nb_error. */
+int lv_plug_vifs(struct nb_ctx *ctx, const json_t *inst);
 /* Neutron-style MAC (fa:16:3e:xx:xx:xx) derived from the instance UUID. */
 void lv_mac_for(const char *uuid, char out[18]);
 
