@@ -5,12 +5,15 @@
  * is on the network's bridge brq<net[:11]>, the MTUs of both against the
  * network's, and the network's DHCP: the qdhcp-<net> namespace and the
  * port's line in the dnsmasq hostsfile the agent writes (under
- * <state_path>/network-agent/), when this host serves it. */
+ * <state_path>/network-agent/), when this host serves it; and, for a port
+ * with port security, that a security-group table of an agent (bridge
+ * nubo_port_<tag>, inet nubo_sg_<tag>) names its tap. */
 #include "cmd/doctor.h"
 
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
+#include "common/proc.h"
 #include "common/util.h"
 #include "db/db.h"
 
@@ -142,6 +145,45 @@ static void check_dhcp(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report
                     have_line ? "" : " under the agent's state");
 }
 
+/* The security-group filter of tap: a bridge nubo_port_<tag> table naming
+ * it (the agent's anti-spoofing chain), and its inet nubo_sg_<tag>. */
+static void check_sg(struct nb_dr_report *r, const json_t *port, const char *tap)
+{
+    if (!nb_json_int(port, "port_security_enabled", 1)) {
+        nb_dr_check(r, NB_DR_SKIP, "security groups", "port security is disabled on the port");
+        return;
+    }
+    static char out[1 << 18];
+    const char *const list[] = {"nft", "list", "tables", NULL};
+    int st = nb_run(list, out, sizeof(out), 10);
+    if (st != 0) {
+        nb_dr_check(r, NB_DR_WARN, "security groups", "nft list tables failed (%d): %.200s", st,
+                    out);
+        return;
+    }
+    char tables[4096] = "", found[128] = "";
+    char *save = NULL;
+    _cleanup_free_ char *copy = strdup(out);
+    for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        char fam[16], name[96];
+        if (sscanf(l, "table %15s %95s", fam, name) != 2 || strncmp(name, "nubo_", 5))
+            continue;
+        snprintf(tables + strlen(tables), sizeof(tables) - strlen(tables), "%s%s %s",
+                 tables[0] ? ", " : "", fam, name);
+        if (found[0] || strcmp(fam, "bridge") || strncmp(name, "nubo_port_", 10))
+            continue;
+        const char *const show[] = {"nft", "list", "table", "bridge", name, NULL};
+        if (nb_run(show, out, sizeof(out), 10) == 0 && strstr(out, tap))
+            snprintf(found, sizeof(found), "bridge %s", name);
+    }
+    if (found[0])
+        nb_dr_check(r, NB_DR_OK, "security groups", "%s is filtered in table %s (tables: %s)", tap,
+                    found, tables);
+    else
+        nb_dr_check(r, NB_DR_WARN, "security groups", "no nubo_port_* table names %s (tables: %s)",
+                    tap, tables[0] ? tables : "none");
+}
+
 static void check_port(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report *r,
                        const struct nb_dr_host *h, const json_t *port)
 {
@@ -210,6 +252,7 @@ static void check_port(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report
     v = nb_dr_net_wiring(&w, evidence, sizeof(evidence));
     nb_dr_check(r, v, "tap", "%s", evidence);
     check_dhcp(db, ctx, r, h, port);
+    check_sg(r, port, w.tap);
 }
 
 void nb_dr_check_network(struct nb_db *db, struct nb_dr_report *r, const struct nb_dr_host *h)
