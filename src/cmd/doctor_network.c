@@ -7,7 +7,10 @@
  * port's line in the dnsmasq hostsfile the agent writes (under
  * <state_path>/network-agent/), when this host serves it; and, for a port
  * with port security, that a security-group table of an agent (bridge
- * nubo_port_<tag>, inet nubo_sg_<tag>) names its tap. */
+ * nubo_port_<tag>, inet nubo_sg_<tag>) names its tap. First, that the
+ * network service's desired state for the host (GET /networking/v2.0/
+ * hosts/{host}/state, what the agent reconciles) lists the port. */
+#include "cmd/api_client.h"
 #include "cmd/doctor.h"
 
 #include "common/cleanup.h"
@@ -184,6 +187,71 @@ static void check_sg(struct nb_dr_report *r, const json_t *port, const char *tap
                     tap, tables[0] ? tables : "none");
 }
 
+/* The host's desired state from the API, once per run (NULL with why). */
+static json_t *host_state(struct nb_db *db, const char *host, char *why, size_t n)
+{
+    static json_t *cached;
+    static char cached_why[1100];
+    static bool asked;
+    if (asked) {
+        nb_strlcpy(why, cached_why, n);
+        return cached;
+    }
+    asked = true;
+    struct nb_ctx ctx;
+    nb_ctx_init(&ctx);
+    struct nb_api_client c = {.timeout_s = 20};
+    if (nb_api_client_open(&c, db, &ctx, 120) < 0) {
+        snprintf(cached_why, sizeof(cached_why), "cannot reach the API: %s", nb_ctx_message(&ctx));
+    } else {
+        char path[512], err[256] = "";
+        snprintf(path, sizeof(path), "/networking/v2.0/hosts/%s/state", host);
+        long st = nb_api_call(&c, "GET", path, NULL, NULL, &cached, err, sizeof(err));
+        if (st != 200 || !json_is_object(cached)) {
+            char msg[200];
+            nb_api_error_message(cached, st, msg, sizeof(msg));
+            snprintf(cached_why, sizeof(cached_why), "GET %s: %s%s%s", path, msg,
+                     err[0] ? ": " : "", err);
+            json_decref(cached);
+            cached = NULL;
+        }
+    }
+    nb_strlcpy(why, cached_why, n);
+    return cached;
+}
+
+static void check_host_state(struct nb_db *db, struct nb_dr_report *r, const char *host,
+                             const json_t *port)
+{
+    char why[1100];
+    const json_t *st = host_state(db, host, why, sizeof(why));
+    if (!st) {
+        nb_dr_check(r, NB_DR_WARN, "host state", "%s", why);
+        return;
+    }
+    const char *id = nb_json_str(port, "id");
+    size_t i;
+    json_t *p, *n;
+    json_array_foreach (json_object_get(st, "ports"), i, p)
+        if (!strcmp(nb_json_str(p, "id") ? nb_json_str(p, "id") : "", id)) {
+            const char *dhcp = "not served on this host";
+            json_array_foreach (json_object_get(st, "networks"), i, n)
+                if (!strcmp(nb_json_str(n, "id") ? nb_json_str(n, "id") : "",
+                            nb_json_str(port, "network_id")) &&
+                    json_is_object(json_object_get(n, "dhcp")))
+                    dhcp = "served on this host";
+            nb_dr_check(r, NB_DR_OK, "host state",
+                        "the network service sends host %s's agent port %s (tap %s, %zu security "
+                        "groups); its network's DHCP is %s",
+                        host, id, nb_json_str(p, "tap") ? nb_json_str(p, "tap") : "-",
+                        json_array_size(json_object_get(p, "security_groups")), dhcp);
+            return;
+        }
+    nb_dr_check(r, NB_DR_PROBLEM, "host state",
+                "the desired state of host %s does not list port %s: its agent will not wire it",
+                host, id);
+}
+
 static void check_port(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report *r,
                        const struct nb_dr_host *h, const json_t *port)
 {
@@ -233,6 +301,7 @@ static void check_port(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report
                     host ? host : "-", h->my_host, host ? host : "its host");
         return;
     }
+    check_host_state(db, r, host, port);
     struct nb_dr_wiring w = {.running = running, .net_mtu = mtu};
     snprintf(w.tap, sizeof(w.tap), "tap%.11s", id);
     snprintf(w.bridge, sizeof(w.bridge), "brq%.11s", net);
