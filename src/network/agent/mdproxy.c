@@ -704,10 +704,16 @@ int na_mdproxy_sync(struct na *a, struct nb_ctx *ctx, const json_t *state)
         if (!id || !json_array_size(json_object_get(n, "interfaces")))
             continue;
         snprintf(key, sizeof(key), "router:%s", id);
+        const char *ns = ns_of(n, "qrouter-", id, buf, sizeof(buf));
+        /* the L3 phase runs after this one: a new router's namespace is
+         * there at the next reconcile (resync_interval at the latest) */
+        if (!ns_inode(ns)) {
+            NB_DEBUG(MDP_LOG, NULL, NULL, "no namespace %s yet for router %s", ns, id);
+            continue;
+        }
         struct nb_ctx one;
         nb_ctx_init(&one);
-        if (sync_one(a, &one, key, ns_of(n, "qrouter-", id, buf, sizeof(buf)),
-                     na_md_router_table(state, n), &gone) < 0)
+        if (sync_one(a, &one, key, ns, na_md_router_table(state, n), &gone) < 0)
             note_failure(ctx, &one, &rc);
     }
     unlink_unseen(a, false, &gone);
