@@ -82,6 +82,21 @@ static void test_port_table_and_lookup(void **unused)
     assert_int_equal(na_md_lookup(b, "10.0.0.5", &dev, &proj), 1);
     assert_string_equal(dev, "inst-2");
     assert_int_equal(na_md_lookup(b, "10.0.0.6", &dev, &proj), 0);
+    /* a router's: the ports of the networks of its legs */
+    json_t *r = json_pack("{s:s, s:[{s:s}, {s:s}]}", "id", "r1", "interfaces", "network_id", NET_B,
+                          "network_id", "net-without-ports");
+    json_t *rt = na_md_router_table(st, r);
+    assert_int_equal(na_md_lookup(rt, "10.0.0.5", &dev, &proj), 1);
+    assert_string_equal(dev, "inst-2");
+    assert_int_equal(na_md_lookup(rt, "10.0.0.6", &dev, &proj), 0);
+    json_decref(rt);
+    json_array_append_new(json_object_get(r, "interfaces"),
+                          json_pack("{s:s}", "network_id", NET_A));
+    rt = na_md_router_table(st, r);
+    assert_int_equal(na_md_lookup(rt, "10.0.0.6", &dev, &proj), 1);
+    assert_string_equal(dev, "inst-3");
+    json_decref(rt);
+    json_decref(r);
     json_t *c = na_md_port_table(st, "no-such-net");
     assert_int_equal(json_array_size(c), 0);
     json_decref(a);
@@ -187,6 +202,7 @@ struct get {
     long status;
     int curl_rc;
     struct nb_sbuf body;
+    const char *ns; /* NULL: the network's namespace */
 };
 
 static size_t on_data(char *d, size_t s, size_t n, void *cls)
@@ -200,7 +216,7 @@ static void *guest_get(void *arg)
 {
     struct get *g = arg;
     char path[128];
-    snprintf(path, sizeof(path), "/run/netns/%s", ns_name);
+    snprintf(path, sizeof(path), "/run/netns/%s", g->ns ? g->ns : ns_name);
     int fd = open(path, O_RDONLY);
     if (fd < 0 || setns(fd, CLONE_NEWNET) < 0) {
         g->curl_rc = -1;
@@ -268,6 +284,13 @@ static void test_proxy_in_namespace(void **unused)
            "ip -n %s addr add 203.0.113.41/28 dev ns-ut && "
            "ip -n %s addr add 169.254.169.254/32 dev ns-ut && ip -n %s link set ns-ut up",
            ns_name, ns_name, ns_name, ns_name, ns_name, ns_name, ns_name);
+    char rns[64];
+    snprintf(rns, sizeof(rns), "ntguest-ur%d", (int)getpid());
+    if (ok == 0)
+        ok = sh("ip netns add %s && ip -n %s link add ns-ur type veth peer name ns-ur-peer && "
+                "ip -n %s link set ns-ur-peer up && ip -n %s addr add 203.0.113.42/28 dev ns-ur && "
+                "ip -n %s link set ns-ur up",
+                rns, rns, rns, rns, rns);
     struct MHD_Daemon *api = NULL;
     if (ok == 0)
         api = MHD_start_daemon(
@@ -284,10 +307,14 @@ static void test_proxy_in_namespace(void **unused)
     nb_conf_set("metadata", "nova_metadata_port", port);
     nb_conf_set("neutron", "metadata_proxy_shared_secret", "s3cret");
 
-    json_t *st = json_pack("{s:[{s:s, s:s, s:s, s:s, s:[{s:s}]}], s:[{s:s, s:{s:s}, s:[]}]}",
+    json_t *st = json_pack("{s:[{s:s, s:s, s:s, s:s, s:[{s:s}]}, {s:s, s:s, s:s, s:s, s:[{s:s}]}],"
+                           " s:[{s:s, s:{s:s}, s:[]}], s:[{s:s, s:s, s:[{s:s}]}]}",
                            "ports", "id", "p1", "network_id", "net-ut", "device_id", "inst-1",
-                           "project_id", "proj-1", "fixed_ips", "ip_address", "203.0.113.40",
-                           "networks", "id", "net-ut", "dhcp", "namespace", ns_name, "dhcp_hosts");
+                           "project_id", "proj-1", "fixed_ips", "ip_address", "203.0.113.40", "id",
+                           "p2", "network_id", "net-ut", "device_id", "inst-2", "project_id",
+                           "proj-2", "fixed_ips", "ip_address", "203.0.113.42", "networks", "id",
+                           "net-ut", "dhcp", "namespace", ns_name, "dhcp_hosts", "routers", "id",
+                           "r-ut", "namespace", rns, "interfaces", "network_id", "net-ut");
     struct na *agent = (struct na *)&ok; /* any pointer: the proxies' owner */
     struct nb_ctx ctx;
     nb_ctx_init(&ctx);
@@ -297,17 +324,22 @@ static void test_proxy_in_namespace(void **unused)
     /* twice: idempotent, the same socket */
     int rc2 = rc == 0 ? na_mdproxy_sync(agent, &ctx, st) : -1;
 
-    struct get own = {"203.0.113.40", "/openstack/latest/meta_data.json?a=b%20c", true, 0, 0, {0}};
-    struct get stranger = {"203.0.113.41", "/openstack/latest/meta_data.json", false, 0, 0, {0}};
-    struct get denied = {"203.0.113.40", "/forbidden", false, 0, 0, {0}};
+    struct get own = {
+        "203.0.113.40", "/openstack/latest/meta_data.json?a=b%20c", true, 0, 0, {0}, NULL};
+    struct get stranger = {
+        "203.0.113.41", "/openstack/latest/meta_data.json", false, 0, 0, {0}, NULL};
+    struct get denied = {"203.0.113.40", "/forbidden", false, 0, 0, {0}, NULL};
+    struct get via_router = {"203.0.113.42", "/openstack", true, 0, 0, {0}, NULL};
+    via_router.ns = rns;
     if (rc2 == 0) {
+        run_get(&via_router);
         run_get(&own);
         run_get(&stranger);
         run_get(&denied);
     }
     /* the network leaves the state: the socket is closed */
     json_t *empty = json_pack("{s:[], s:[]}", "ports", "networks");
-    struct get after = {"203.0.113.40", "/", false, 0, 0, {0}};
+    struct get after = {"203.0.113.40", "/", false, 0, 0, {0}, NULL};
     if (rc2 == 0) {
         assert_int_equal(na_mdproxy_sync(agent, &ctx, empty), 0);
         run_get(&after);
@@ -316,6 +348,7 @@ static void test_proxy_in_namespace(void **unused)
     if (api)
         MHD_stop_daemon(api);
     sh("ip netns del %s", ns_name);
+    sh("ip netns del %s", rns);
 
     assert_int_equal(ok, 0);
     assert_int_equal(rc, 0);
@@ -335,6 +368,13 @@ static void test_proxy_in_namespace(void **unused)
     assert_string_equal(nb_json_str(seen, "path"), "/openstack/latest/meta_data.json");
     assert_string_equal(nb_json_str(seen, "a"), "b c");
     json_decref(seen);
+    /* a router's namespace answers the guests of its networks */
+    assert_int_equal(via_router.status, 200);
+    seen = nb_json_parse(via_router.body.s);
+    assert_string_equal(nb_json_str(seen, "X-Instance-ID"), "inst-2");
+    assert_string_equal(nb_json_str(seen, "X-Forwarded-For"), "203.0.113.42");
+    json_decref(seen);
+    free(via_router.body.s);
     assert_int_equal(stranger.status, 404);
     assert_non_null(strstr(stranger.body.s, "404 Not Found"));
     assert_int_equal(denied.status, 403);

@@ -19,7 +19,13 @@
  * sends are never forwarded; the answer is relayed as Neutron's agent
  * relays it. An address no port has: 404. The socket is closed when the
  * network leaves the state, and made again when its namespace was made
- * again (another inode). */
+ * again (another inode).
+ *
+ * The same is done in every qrouter-<id> namespace of the state's routers
+ * with a leg on a network, for the guests whose DHCP routes
+ * 169.254.169.254 via their gateway (a subnet with a router, as Neutron's
+ * L3 agent serves metadata): there the address goes on lo, and the port
+ * is looked up among the router's networks. */
 #include "network/agent/mdproxy.h"
 #include "network/agent/internal.h"
 
@@ -97,6 +103,22 @@ json_t *na_md_port_table(const json_t *state, const char *net_id)
                           nb_json_str(p, "project_id") ? nb_json_str(p, "project_id")
                                                        : nb_json_str(n, "project_id"));
         }
+    }
+    return t;
+}
+
+json_t *na_md_router_table(const json_t *state, const json_t *router)
+{
+    json_t *t = json_array();
+    size_t i;
+    json_t *leg;
+    json_array_foreach (json_object_get(router, "interfaces"), i, leg) {
+        const char *net = nb_json_str(leg, "network_id");
+        if (!net)
+            continue;
+        json_t *one = na_md_port_table(state, net);
+        json_array_extend(t, one);
+        json_decref(one);
     }
     return t;
 }
@@ -512,7 +534,10 @@ static void proxy_free(struct proxy *p)
     free(p);
 }
 
-/* A new proxy serving network net in namespace ns. NULL after nb_error. */
+/* A new proxy serving network net (or "router:<id>") in namespace ns.
+ * In a router's namespace, 169.254.169.254/32 goes on lo so that what the
+ * guests send to it via their gateway is delivered there (Neutron
+ * redirects it to haproxy's port instead). NULL after nb_error. */
 static struct proxy *proxy_new(struct nb_ctx *ctx, const struct na *owner, const char *net,
                                const char *ns)
 {
@@ -520,8 +545,15 @@ static struct proxy *proxy_new(struct nb_ctx *ctx, const struct na *owner, const
     ns_path(ns, path, sizeof(path));
     ino_t ino = ns_inode(ns);
     if (!ino) {
-        nb_error(ctx, 500, NULL, "metadata proxy: no namespace %s for network %s", path, net);
+        nb_error(ctx, 500, NULL, "metadata proxy: no namespace %s for %s", path, net);
         return NULL;
+    }
+    if (nb_startswith(net, "router:")) {
+        const char *const lo_up[] = {"ip", "link", "set", "lo", "up", NULL};
+        const char *const addr[] = {"ip",  "addr", "replace", NA_MD_ADDRESS "/32",
+                                    "dev", "lo",   NULL};
+        if (na_must(ctx, ns, lo_up, NULL) < 0 || na_must(ctx, ns, addr, NULL) < 0)
+            return NULL;
     }
     int fd = socket_in(ctx, path);
     if (fd < 0)
@@ -589,20 +621,13 @@ static void free_list(struct proxy *gone, const char *why)
     }
 }
 
-/* Makes sure network n has its proxy (replaced when its namespace is a new
- * one) with the state's ports. 0/-1 after nb_error. */
-static int sync_network(struct na *a, struct nb_ctx *ctx, const json_t *state, const json_t *n,
-                        struct proxy **gone)
+/* Makes sure key (a network id, or "router:<id>") has its proxy in ns
+ * (replaced when its namespace is a new one) answering from table (taken).
+ * 0/-1 after nb_error. */
+static int sync_one(struct na *a, struct nb_ctx *ctx, const char *key, const char *ns,
+                    json_t *table, struct proxy **gone)
 {
-    const char *net = nb_json_str(n, "id");
-    const json_t *dhcp = json_object_get(n, "dhcp");
-    char nsbuf[128];
-    const char *ns = nb_json_str(dhcp, "namespace");
-    if (!ns) {
-        snprintf(nsbuf, sizeof(nsbuf), "qdhcp-%s", net);
-        ns = nsbuf;
-    }
-    struct proxy *p = find(a, net);
+    struct proxy *p = find(a, key);
     if (p && (strcmp(p->ns, ns) || ns_inode(ns) != p->ns_ino)) {
         p->seen = false; /* stale: its socket is in a namespace gone */
         for (struct proxy **pp = &reg; *pp; pp = &(*pp)->next)
@@ -615,13 +640,14 @@ static int sync_network(struct na *a, struct nb_ctx *ctx, const json_t *state, c
         p = NULL;
     }
     if (!p) {
-        p = proxy_new(ctx, a, net, ns);
-        if (!p)
+        p = proxy_new(ctx, a, key, ns);
+        if (!p) {
+            json_decref(table);
             return -1;
+        }
         p->next = reg;
         reg = p;
     }
-    json_t *table = na_md_port_table(state, net);
     pthread_mutex_lock(&p->lock);
     json_t *old = p->table;
     p->table = table;
@@ -629,6 +655,24 @@ static int sync_network(struct na *a, struct nb_ctx *ctx, const json_t *state, c
     json_decref(old);
     p->seen = true;
     return 0;
+}
+
+/* The namespace name of obj (its "namespace", else prefix + id). */
+static const char *ns_of(const json_t *obj, const char *prefix, const char *id, char *buf, size_t n)
+{
+    const char *ns = nb_json_str(obj, "namespace");
+    if (ns)
+        return ns;
+    snprintf(buf, n, "%s%s", prefix, id);
+    return buf;
+}
+
+static void note_failure(struct nb_ctx *ctx, struct nb_ctx *one, int *rc)
+{
+    NB_ERROR(MDP_LOG, NULL, NULL, "%s", nb_ctx_message(one));
+    if (*rc == 0)
+        nb_error(ctx, nb_ctx_status(one), NULL, "%s", nb_ctx_message(one));
+    *rc = -1;
 }
 
 int na_mdproxy_sync(struct na *a, struct nb_ctx *ctx, const json_t *state)
@@ -641,17 +685,36 @@ int na_mdproxy_sync(struct na *a, struct nb_ctx *ctx, const json_t *state)
             p->seen = false;
     size_t i;
     json_t *n;
+    char buf[128], key[80];
     json_array_foreach (json_object_get(state, "networks"), i, n) {
-        if (!json_is_object(json_object_get(n, "dhcp")) || !nb_json_str(n, "id"))
+        const char *id = nb_json_str(n, "id");
+        const json_t *dhcp = json_object_get(n, "dhcp");
+        if (!json_is_object(dhcp) || !id)
             continue;
         struct nb_ctx one;
         nb_ctx_init(&one);
-        if (sync_network(a, &one, state, n, &gone) < 0) {
-            NB_ERROR(MDP_LOG, NULL, NULL, "%s", nb_ctx_message(&one));
-            if (rc == 0)
-                nb_error(ctx, nb_ctx_status(&one), NULL, "%s", nb_ctx_message(&one));
-            rc = -1;
+        if (sync_one(a, &one, id, ns_of(dhcp, "qdhcp-", id, buf, sizeof(buf)),
+                     na_md_port_table(state, id), &gone) < 0)
+            note_failure(ctx, &one, &rc);
+    }
+    /* the routers' namespaces, where the guests of networks with a router
+     * send 169.254.169.254 (their DHCP routes it via the gateway) */
+    json_array_foreach (json_object_get(state, "routers"), i, n) {
+        const char *id = nb_json_str(n, "id");
+        if (!id || !json_array_size(json_object_get(n, "interfaces")))
+            continue;
+        snprintf(key, sizeof(key), "router:%s", id);
+        const char *ns = ns_of(n, "qrouter-", id, buf, sizeof(buf));
+        /* the L3 phase runs after this one: a new router's namespace is
+         * there at the next reconcile (resync_interval at the latest) */
+        if (!ns_inode(ns)) {
+            NB_DEBUG(MDP_LOG, NULL, NULL, "no namespace %s yet for router %s", ns, id);
+            continue;
         }
+        struct nb_ctx one;
+        nb_ctx_init(&one);
+        if (sync_one(a, &one, key, ns, na_md_router_table(state, n), &gone) < 0)
+            note_failure(ctx, &one, &rc);
     }
     unlink_unseen(a, false, &gone);
     pthread_mutex_unlock(&reg_lock);

@@ -18,6 +18,10 @@
  * without a device_id (no instance) are left out. New ref. */
 json_t *na_md_port_table(const json_t *state, const char *net_id);
 
+/* The same for a router of the state: the port tables of the networks of
+ * its interfaces (legs), together. New ref. */
+json_t *na_md_router_table(const json_t *state, const json_t *router);
+
 /* The instance and project of the port with address ip in table, as
  * Neutron's metadata agent decides it: exactly one port must have it.
  * Returns 1 with *device_id and *project_id (borrowed from table), else 0
