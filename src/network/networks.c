@@ -108,7 +108,8 @@ static bool flag(const json_t *body, const char *key, bool def)
 static json_t *create_one(struct nb_ctx *ctx, json_t *body)
 {
     char project[NB_ID_LEN], id[NB_UUID_LEN], now[32];
-    if (nb_net_owner(ctx, body, project) < 0 || admin_only(ctx, body, "create") < 0)
+    if (nb_net_owner(ctx, body, project) < 0 || admin_only(ctx, body, "create") < 0 ||
+        nb_net_quota_check(ctx, project, "network") < 0)
         return NULL;
     long long mtu = nb_json_int(body, "mtu", nb_conf_int("network", "global_physnet_mtu", 1500));
     const char *name = nb_json_str(body, "name"), *desc = nb_json_str(body, "description");
