@@ -488,9 +488,8 @@ static int fip_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *re
     if (nb_db_begin(db, ctx) < 0)
         return -1;
     _cleanup_json_ json_t *row = fip_load(ctx, id);
-    _cleanup_free_ char *old_port = row && nb_json_str(row, "fixed_port_id")
-                                        ? strdup(nb_json_str(row, "fixed_port_id"))
-                                        : NULL;
+    _cleanup_free_ char *old_port =
+        row && nb_json_str(row, "fixed_port_id") ? strdup(nb_json_str(row, "fixed_port_id")) : NULL;
     if (!row || resolve_assoc(ctx, body, row) < 0 ||
         write_assoc(ctx, row, nb_json_str(body, "description")) < 0) {
         nb_db_rollback(db);

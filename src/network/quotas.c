@@ -61,8 +61,8 @@ static long long limit_of(struct nb_ctx *ctx, const struct quota_res *r, const c
 {
     _cleanup_json_ json_t *row =
         nb_db_row(nb_net_env->db, ctx,
-                  "SELECT \"limit\" AS l FROM neutron_quotas WHERE project_id = ? AND resource = ?", "ss",
-                  project, r->name);
+                  "SELECT \"limit\" AS l FROM neutron_quotas WHERE project_id = ? AND resource = ?",
+                  "ss", project, r->name);
     if (row)
         return nb_json_int(row, "l", -1);
     return nb_conf_int("quotas", r->option, r->dflt);
@@ -145,8 +145,9 @@ static int quota_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *re
     if (!ctx->is_admin)
         return nb_error(ctx, 403, "HTTPForbidden", "rule:get_quota is disallowed by policy");
     /* the projects with a non-default limit, each with all its limits */
-    _cleanup_json_ json_t *rows = nb_db_rows(
-        nb_net_env->db, ctx, "SELECT DISTINCT project_id FROM neutron_quotas ORDER BY project_id", "");
+    _cleanup_json_ json_t *rows =
+        nb_db_rows(nb_net_env->db, ctx,
+                   "SELECT DISTINCT project_id FROM neutron_quotas ORDER BY project_id", "");
     if (!rows)
         return -1;
     json_t *views = json_array();
@@ -167,8 +168,7 @@ static int quota_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *re
  * [-1, 2^31-1]. 0 with *out, -1 after 400. */
 static int read_limit(struct nb_ctx *ctx, const char *name, const json_t *v, long long *out)
 {
-    _cleanup_free_ char *text =
-        json_is_string(v) ? strdup(json_string_value(v)) : nb_json_dump(v);
+    _cleanup_free_ char *text = json_is_string(v) ? strdup(json_string_value(v)) : nb_json_dump(v);
     char *end = NULL;
     long long n = 0;
     if (json_is_integer(v))
@@ -244,7 +244,8 @@ static int quota_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
         nb_uuid(id);
         if (nb_db_exec(
                 db, ctx,
-                "INSERT INTO neutron_quotas (id, project_id, resource, \"limit\") VALUES (?, ?, ?, ?) "
+                "INSERT INTO neutron_quotas (id, project_id, resource, \"limit\") VALUES (?, ?, ?, "
+                "?) "
                 "ON CONFLICT (project_id, resource) DO UPDATE SET \"limit\" = excluded.\"limit\"",
                 "sssi", id, project, key, n) < 0) {
             nb_db_rollback(db);
