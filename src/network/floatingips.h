@@ -34,6 +34,20 @@ json_t *nb_net_fip_of_router(struct nb_ctx *ctx, const char *router_id);
  * Returns the number changed, or -1. */
 int nb_net_fip_update_statuses(struct nb_ctx *ctx, const char *router_id, const json_t *statuses);
 
+/* The q-plugin RPC method "update_floatingip_statuses" {"router_id",
+ * "statuses"} (netagent.h), for the control side's method table (an
+ * nb_bus_handler_fn): answers {"updated": n}. */
+json_t *nb_net_rpc_update_floatingip_statuses(void *opaque, struct nb_ctx *ctx, const char *method,
+                                              json_t *args);
+
+/* The "routers" of host's state (netagent.h): the routers whose L3 agent
+ * is host. l3_hosts lists the hosts with a live L3 agent; each router goes
+ * to one of them, the same one while that list does not change (a hash of
+ * its id), or to host when l3_hosts is NULL or empty (one host). New list
+ * or NULL after nb_error. The networks of the routers' legs belong in the
+ * state's "networks" (each leg's "network_id"). */
+json_t *nb_net_l3_host_routers(struct nb_ctx *ctx, const char *host, const json_t *l3_hosts);
+
 /* Hooks called after a change, when linked in: the compute side refreshes
  * an instance's network info cache (Nova's network-changed event); the
  * control side tells the agents to fetch their state again. 0/-1. */

@@ -41,6 +41,13 @@ static json_t *col(const json_t *row, const char *key)
     return v ? json_incref(v) : json_null();
 }
 
+/* The agents fetch their state again after a router change. */
+static void notify(struct nb_ctx *ctx, const char *why)
+{
+    if (nb_net_notify_agents)
+        nb_net_notify_agents(ctx, why);
+}
+
 static int bad_router(struct nb_ctx *ctx, const char *msg)
 {
     return nb_error(ctx, 400, "BadRequest", "Bad router request: %s.", msg);
@@ -525,6 +532,7 @@ static int router_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
         return -1;
     }
     NB_INFO(RT_LOG, ctx, NULL, "created router %s", id);
+    notify(ctx, "router created");
     return respond_router(ctx, req, resp, 201, id);
 }
 
@@ -618,6 +626,7 @@ static int router_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
     }
     if (nb_db_commit(db, ctx) < 0)
         return -1;
+    notify(ctx, "router updated");
     return respond_router(ctx, req, resp, 200, id);
 }
 
@@ -654,6 +663,7 @@ static int router_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
     if (nb_db_commit(db, ctx) < 0)
         return -1;
     NB_INFO(RT_LOG, ctx, NULL, "deleted router %s", id);
+    notify(ctx, "router deleted");
     return nb_resp_empty(resp, 204);
 }
 
@@ -858,6 +868,7 @@ static int add_interface(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
     if (!port)
         return -1;
     NB_INFO(RT_LOG, ctx, NULL, "router %s: added interface port %s", id, nb_json_str(port, "id"));
+    notify(ctx, "router interface added");
     return interface_respond(resp, router, nb_json_str(port, "id"), nb_json_str(port, "network_id"),
                              subnet_ids_of(port));
 }
@@ -938,6 +949,7 @@ static int remove_interface(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
     if (nb_db_commit(db, ctx) < 0)
         return -1;
     NB_INFO(RT_LOG, ctx, NULL, "router %s: removed interface port %s", id, found);
+    notify(ctx, "router interface removed");
     json_t *ids = json_array();
     json_array_foreach (subnets, i, s)
         json_array_append_new(ids, json_string(nb_json_str(s, "id")));
