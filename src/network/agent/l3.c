@@ -130,14 +130,14 @@ static int ensure_ns(struct na *a, struct nb_ctx *ctx, const char *ns)
 
 /* --- legs ------------------------------------------------------------------- */
 
-static long long mtu_of(const json_t *state, const char *net_id)
+static const json_t *network_of(const json_t *state, const char *net_id)
 {
     size_t i;
     json_t *n;
     json_array_foreach (json_object_get(state, "networks"), i, n)
-        if (net_id && !strcmp(nb_json_str(n, "id"), net_id))
-            return nb_json_int(n, "mtu", 0);
-    return 0;
+        if (net_id && nb_json_str(n, "id") && !strcmp(nb_json_str(n, "id"), net_id))
+            return n;
+    return NULL;
 }
 
 static bool in_list(const json_t *list, const char *s)
@@ -205,7 +205,11 @@ static int sync_leg(struct na *a, struct nb_ctx *ctx, const json_t *state, const
                     const json_t *leg, const json_t *fips, bool up)
 {
     const char *tap = nb_json_str(leg, "tap"), *dev = nb_json_str(leg, "dev");
-    const char *bridge = nb_json_str(leg, "bridge"), *mac = nb_json_str(leg, "mac");
+    /* the network's bridge as the L2 phase made it, else the leg's */
+    const json_t *net = network_of(state, nb_json_str(leg, "network_id"));
+    const char *bridge =
+        nb_json_str(net, "bridge") ? nb_json_str(net, "bridge") : nb_json_str(leg, "bridge");
+    const char *mac = nb_json_str(leg, "mac");
     if (!tap || !dev || !bridge || !mac)
         return nb_error(ctx, 500, NULL, "router port %s: incomplete state",
                         nb_json_str(leg, "port_id"));
@@ -220,7 +224,7 @@ static int sync_leg(struct na *a, struct nb_ctx *ctx, const json_t *state, const
         NB_INFO(L3_LOG, ctx, NULL, "%s: %s on %s <-> %s", ns, tap, bridge, dev);
     }
     char mtu[24];
-    long long m = mtu_of(state, nb_json_str(leg, "network_id"));
+    long long m = nb_json_int(net, "mtu", 0);
     snprintf(mtu, sizeof(mtu), "%lld", m > 0 ? m : 1500);
     if (run(ctx, NULL, "ip", "link", "set", tap, "master", bridge, "mtu", mtu, "up", NULL) < 0 ||
         run(ctx, ns, "ip", "link", "set", dev, "address", mac, "mtu", mtu, up ? "up" : "down",
