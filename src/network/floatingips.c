@@ -213,6 +213,16 @@ static int internal_data(struct nb_ctx *ctx, const char *project, const char *po
     return 0;
 }
 
+int nb_net_fip_router_for_address(struct nb_ctx *ctx, const json_t *fip, const char *port_id,
+                                  const char *ip, char *router)
+{
+    _cleanup_json_ json_t *port = NULL;
+    char fixed[64], subnet[NB_UUID_LEN];
+    if (internal_data(ctx, nb_json_str(fip, "project_id"), port_id, ip, &port, fixed, subnet) < 0)
+        return -1;
+    return router_for(ctx, port, subnet, nb_json_str(fip, "floating_network_id"), router);
+}
+
 /* The association a body asks for (_check_and_get_fip_assoc), written into
  * row's fixed_port_id/fixed_ip_address/router_id (null when none). row has
  * id, project_id, floating_network_id, floating_ip_address and the current
@@ -224,6 +234,8 @@ static int resolve_assoc(struct nb_ctx *ctx, const json_t *body, json_t *row)
     if (fixed && (!pv || json_is_null(pv)))
         return bad_fip(ctx, "fixed_ip_address cannot be specified without a port_id", NULL, NULL);
     const char *port_id = pv ? json_string_value(pv) : nb_json_str(row, "fixed_port_id");
+    if (pv && port_id && nb_net_pf_check_fip_assoc(ctx, nb_json_str(row, "id")) < 0)
+        return -1;
     if (!port_id) {
         json_object_set_new(row, "fixed_port_id", json_null());
         json_object_set_new(row, "fixed_ip_address", json_null());
@@ -670,5 +682,5 @@ int nb_net_floatingips_init(void)
                      "Add port_details attribute to Floating IP resource");
     next_delete_check = nb_net_hooks.port_delete_check;
     nb_net_hooks.port_delete_check = port_delete_check;
-    return 0;
+    return nb_net_port_forwardings_init();
 }

@@ -34,6 +34,23 @@ json_t *nb_net_fip_of_router(struct nb_ctx *ctx, const char *router_id);
  * Returns the number changed, or -1. */
 int nb_net_fip_update_statuses(struct nb_ctx *ctx, const char *router_id, const json_t *statuses);
 
+/* port_forwardings.c: its routes (called by nb_net_floatingips_init);
+ * the forwardings of router_id's floating IPs as the host state lists them
+ * [{"id", "floating_ip_address", "protocol", "external_port",
+ * "internal_ip_address", "internal_port"}] (new ref or NULL); 409
+ * FipInUseByPortForwarding when fip_id has forwardings (0/-1). */
+int nb_net_port_forwardings_init(void);
+json_t *nb_net_pf_of_router(struct nb_ctx *ctx, const char *router_id);
+int nb_net_pf_check_fip_assoc(struct nb_ctx *ctx, const char *fip_id);
+
+/* The router for a floating IP (row of floatingips) to reach ip of
+ * port_id, as an association finds it (the port visible to ctx and of the
+ * floating IP's project, ip one of its IPv4 addresses). Writes
+ * router[NB_UUID_LEN]. 0/-1 (404 ExternalGatewayForFloatingIPNotFound,
+ * 400 BadRequest). */
+int nb_net_fip_router_for_address(struct nb_ctx *ctx, const json_t *fip, const char *port_id,
+                                  const char *ip, char *router);
+
 /* The q-plugin RPC method "update_floatingip_statuses" {"router_id",
  * "statuses"} (netagent.h), for the control side's method table (an
  * nb_bus_handler_fn): answers {"updated": n}. */

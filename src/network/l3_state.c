@@ -106,9 +106,10 @@ static json_t *router_state(struct nb_ctx *ctx, const json_t *row)
         nb_net_env->db, ctx,
         "SELECT destination, nexthop FROM routerroutes WHERE router_id = ? ORDER BY rowid", "s",
         id);
-    json_t *fips = nb_net_fip_of_router(ctx, id);
-    if (!ports || !routes || !fips) {
+    json_t *fips = nb_net_fip_of_router(ctx, id), *pfs = nb_net_pf_of_router(ctx, id);
+    if (!ports || !routes || !fips || !pfs) {
         json_decref(fips);
+        json_decref(pfs);
         return NULL;
     }
     json_t *gw = json_null(), *intf = json_array();
@@ -120,11 +121,12 @@ static json_t *router_state(struct nb_ctx *ctx, const json_t *row)
         else if (json_is_null(gw))
             gw = leg(ctx, p, "qg-", true);
     }
-    return json_pack("{s:s, s:s, s:s, s:b, s:b, s:s, s:o, s:o, s:O, s:o}", "id", id, "name",
+    return json_pack("{s:s, s:s, s:s, s:b, s:b, s:s, s:o, s:o, s:O, s:o, s:o}", "id", id, "name",
                      nb_json_str(row, "name"), "project_id", nb_json_str(row, "project_id"),
                      "admin_state_up", (int)nb_json_int(row, "admin_state_up", 1), "enable_snat",
                      (int)nb_json_int(row, "enable_snat", 1), "namespace", ns, "gateway", gw,
-                     "interfaces", intf, "routes", routes, "floating_ips", fips);
+                     "interfaces", intf, "routes", routes, "floating_ips", fips, "port_forwardings",
+                     pfs);
 }
 
 json_t *nb_net_l3_host_routers(struct nb_ctx *ctx, const char *host, const json_t *l3_hosts)

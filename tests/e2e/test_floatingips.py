@@ -273,3 +273,48 @@ def test_quotas_set_show_enforced(cloud):
     assert st == 204
     q = cloud.cli("quota", "show", project, "-f", "json")
     assert (q["networks"], q["floating-ips"]) == (100, 50)
+
+
+def test_port_forwarding(cloud, topo):
+    fip = cloud.cli("floating", "ip", "create", "public", "-f", "json", cloud=DEMO)
+    port = cloud.cli("port", "create", "--network", topo["net"]["id"], unique("pf"), "-f", "json",
+                     cloud=DEMO)
+    ip = port["fixed_ips"][0]["ip_address"]
+    pf = cloud.cli("floating", "ip", "port", "forwarding", "create", "--internal-ip-address", ip,
+                   "--port", port["id"], "--internal-protocol-port", "22",
+                   "--external-protocol-port", "2222", "--protocol", "tcp",
+                   "--description", "ssh", fip["id"], "-f", "json", cloud=DEMO)
+    assert (pf["internal_ip_address"], pf["internal_port"], pf["external_port"]) == (ip, 22, 2222)
+    assert pf["protocol"] == "tcp" and pf["internal_port_id"] == port["id"]
+    assert pf["description"] == "ssh"
+    # the floating IP belongs to the router now, associated with no port
+    shown = cloud.cli("floating", "ip", "show", fip["id"], "-f", "json", cloud=DEMO)
+    assert shown["router_id"] == topo["router"]["id"] and shown["port_id"] is None
+    listed = cloud.cli("floating", "ip", "port", "forwarding", "list", fip["id"], "-f", "json",
+                       cloud=DEMO)
+    assert [x["ID"] for x in listed] == [pf["id"]]
+    # the same external port again is a duplicate
+    st, typ, msg = neutron_error(cloud, "POST", "/floatingips/%s/port_forwardings" % fip["id"], {
+        "port_forwarding": {"protocol": "tcp", "external_port": 2222, "internal_port": 23,
+                            "internal_ip_address": ip, "internal_port_id": port["id"]}})
+    assert st == 400 and "A duplicate port forwarding entry" in msg
+    st, _, msg = neutron_error(cloud, "POST", "/floatingips/%s/port_forwardings" % fip["id"], {
+        "port_forwarding": {"protocol": "tcp", "external_port": 0, "internal_port": 23,
+                            "internal_ip_address": ip, "internal_port_id": port["id"]}})
+    assert (st, msg) == (400, "Invalid input for external_port. Reason: '0' is too small - "
+                              "must be at least '1'.")
+    # a floating IP with forwardings is not associated with a port
+    st, typ, msg = neutron_error(cloud, "PUT", "/floatingips/" + fip["id"],
+                                 {"floatingip": {"port_id": port["id"]}})
+    assert (st, typ, msg) == (409, "FipInUseByPortForwarding",
+                              "Floating IP %s in use by Port Forwarding resources." % fip["id"])
+    cloud.cli("floating", "ip", "port", "forwarding", "set", "--external-protocol-port", "2200",
+              fip["id"], pf["id"], cloud=DEMO)
+    got = cloud.cli("floating", "ip", "port", "forwarding", "show", fip["id"], pf["id"],
+                    "-f", "json", cloud=DEMO)
+    assert got["external_port"] == 2200 and got["internal_port"] == 22
+    cloud.cli("floating", "ip", "port", "forwarding", "delete", fip["id"], pf["id"], cloud=DEMO)
+    shown = cloud.cli("floating", "ip", "show", fip["id"], "-f", "json", cloud=DEMO)
+    assert shown["router_id"] is None
+    cloud.cli("floating", "ip", "delete", fip["id"], cloud=DEMO)
+    cloud.cli("port", "delete", port["id"], cloud=DEMO)

@@ -72,6 +72,39 @@ static void test_ruleset_snat_and_fips(void **st)
     json_decref(r);
 }
 
+/* A port forwarding: its address on qg-, a DNAT of its protocol and port
+ * only; one with a bad protocol or port is left out. */
+static void test_port_forwardings(void **st)
+{
+    (void)st;
+    json_t *r = router("true", "[]");
+    json_object_set_new(
+        r, "port_forwardings",
+        nb_json_pack_text(
+            "[{\"id\": \"0000bbbb-0000-0000-0000-000000000002\", \"floating_ip_address\": "
+            "\"203.0.113.54\", \"protocol\": \"tcp\", \"external_port\": 2222,"
+            " \"internal_ip_address\": \"10.0.0.5\", \"internal_port\": 22},"
+            " {\"floating_ip_address\": \"203.0.113.56\", \"protocol\": \"tcp; drop\","
+            " \"external_port\": 1, \"internal_ip_address\": \"10.0.0.5\", \"internal_port\": 1},"
+            " {\"floating_ip_address\": \"203.0.113.57\", \"protocol\": \"udp\","
+            " \"external_port\": 70000, \"internal_ip_address\": \"10.0.0.5\","
+            " \"internal_port\": 1}]"));
+    char *t = na_l3_ruleset(r);
+    const char *pre = strstr(t, "chain prerouting"), *out = strstr(t, "chain output");
+    const char *rule = "ip daddr 203.0.113.54 tcp dport 2222 dnat to 10.0.0.5:22 comment "
+                       "\"port_forwarding 0000bbbb-0000-0000-0000-000000000002\"";
+    assert_true(strstr(pre, rule) && strstr(pre, rule) < out);
+    assert_non_null(strstr(out, rule));
+    assert_null(strstr(t, "203.0.113.56"));
+    assert_null(strstr(t, "203.0.113.57"));
+    json_t *a = na_l3_leg_addresses(json_object_get(r, "gateway"), r);
+    assert_int_equal(json_array_size(a), 3);
+    assert_string_equal(json_string_value(json_array_get(a, 2)), "203.0.113.54/32");
+    json_decref(a);
+    free(t);
+    json_decref(r);
+}
+
 /* enable_snat false: only the floating IPs are translated. */
 static void test_ruleset_no_snat(void **st)
 {
@@ -107,7 +140,7 @@ static void test_addresses_and_legs(void **st)
     json_t *r = router("true", fips2);
     json_t *fips = na_l3_valid_fips(r);
     assert_int_equal(json_array_size(fips), 1);
-    json_t *a = na_l3_leg_addresses(json_object_get(r, "gateway"), fips);
+    json_t *a = na_l3_leg_addresses(json_object_get(r, "gateway"), r);
     assert_int_equal(json_array_size(a), 3);
     assert_string_equal(json_string_value(json_array_get(a, 0)), "2001:db8::5/64");
     assert_string_equal(json_string_value(json_array_get(a, 1)), "203.0.113.50/28");
@@ -127,9 +160,8 @@ static void test_addresses_and_legs(void **st)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ruleset_snat_and_fips),
-        cmocka_unit_test(test_ruleset_no_snat),
-        cmocka_unit_test(test_ruleset_no_gateway),
+        cmocka_unit_test(test_ruleset_snat_and_fips), cmocka_unit_test(test_ruleset_no_snat),
+        cmocka_unit_test(test_port_forwardings),      cmocka_unit_test(test_ruleset_no_gateway),
         cmocka_unit_test(test_addresses_and_legs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -44,3 +44,21 @@ CREATE TABLE neutron_quotas (
     "limit" INTEGER NOT NULL,
     UNIQUE (project_id, resource)
 );
+
+-- floating-ip-port-forwarding: a protocol and external port of a floating
+-- IP forwarded to an internal address and port (Neutron's portforwardings;
+-- socket is "<internal ip>:<internal port>").
+CREATE TABLE portforwardings (
+    id TEXT PRIMARY KEY,
+    floatingip_id TEXT NOT NULL REFERENCES floatingips (id) ON DELETE CASCADE,
+    external_port INTEGER NOT NULL,
+    internal_neutron_port_id TEXT NOT NULL REFERENCES ports (id) ON DELETE CASCADE,
+    protocol TEXT NOT NULL,
+    socket TEXT NOT NULL,
+    description TEXT NOT NULL DEFAULT '',
+    created_at TEXT,
+    updated_at TEXT,
+    revision_number INTEGER NOT NULL DEFAULT 0,
+    UNIQUE (floatingip_id, external_port, protocol),
+    UNIQUE (internal_neutron_port_id, socket, protocol)
+);

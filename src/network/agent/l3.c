@@ -202,7 +202,7 @@ static int sync_addresses(struct nb_ctx *ctx, const char *ns, const char *dev, c
 /* One interface or the gateway: the veth pair, its bridge, MAC, MTU,
  * state and addresses. */
 static int sync_leg(struct na *a, struct nb_ctx *ctx, const json_t *state, const char *ns,
-                    const json_t *leg, const json_t *fips, bool up)
+                    const json_t *leg, const json_t *router, bool up)
 {
     const char *tap = nb_json_str(leg, "tap"), *dev = nb_json_str(leg, "dev");
     /* the network's bridge as the L2 phase made it, else the leg's */
@@ -230,7 +230,7 @@ static int sync_leg(struct na *a, struct nb_ctx *ctx, const json_t *state, const
         run(ctx, ns, "ip", "link", "set", dev, "address", mac, "mtu", mtu, up ? "up" : "down",
             NULL) < 0)
         return -1;
-    _cleanup_json_ json_t *want = na_l3_leg_addresses(leg, fips);
+    _cleanup_json_ json_t *want = na_l3_leg_addresses(leg, router);
     return sync_addresses(ctx, ns, dev, want);
 }
 
@@ -322,7 +322,6 @@ static int sync_router(struct na *a, struct nb_ctx *ctx, const json_t *state, co
     json_t *up_v = json_object_get(router, "admin_state_up");
     bool up = !up_v || json_is_true(up_v);
     _cleanup_json_ json_t *legs = na_l3_legs(router);
-    _cleanup_json_ json_t *fips = na_l3_valid_fips(router);
     json_t *devs = json_array();
     int rc = 0;
     size_t i;
@@ -330,7 +329,7 @@ static int sync_router(struct na *a, struct nb_ctx *ctx, const json_t *state, co
     json_array_foreach (legs, i, leg) {
         json_array_append_new(devs, json_string(nb_json_str(leg, "dev")));
         bool gw = json_is_true(json_object_get(leg, "gateway"));
-        rc |= sync_leg(a, ctx, state, ns, leg, gw ? fips : NULL, up);
+        rc |= sync_leg(a, ctx, state, ns, leg, gw ? router : NULL, up);
     }
     drop_stale_devices(a, ctx, ns, devs);
     json_decref(devs);

@@ -21,9 +21,9 @@
 char *na_l3_ruleset(const json_t *router);
 
 /* The addresses "ip/prefixlen" a router leg's device must hold: its
- * fixed_ips, and, for the gateway leg (fips non-NULL), each floating IP
- * as /32. New list. */
-json_t *na_l3_leg_addresses(const json_t *leg, const json_t *fips);
+ * fixed_ips, and, for the gateway leg (router non-NULL), each floating IP
+ * (of floating_ips and port_forwardings) as /32. New list. */
+json_t *na_l3_leg_addresses(const json_t *leg, const json_t *router);
 
 /* The router's first IPv4 gateway address, or NULL. Borrowed. */
 const char *na_l3_gateway_v4(const json_t *router);
@@ -35,6 +35,10 @@ json_t *na_l3_legs(const json_t *router);
 /* The floating IPs that can be configured (a valid IPv4 floating and
  * fixed address), a new list of the state's entries. */
 json_t *na_l3_valid_fips(const json_t *router);
+
+/* The port forwardings that can be configured (valid addresses, ports
+ * and protocol), a new list of the state's entries. */
+json_t *na_l3_valid_pfs(const json_t *router);
 
 /* True when s is a valid IPv4 (v4) / IPv6 (!v4) address text. */
 bool na_l3_ip_ok(const char *s, bool v4);

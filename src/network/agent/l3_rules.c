@@ -64,6 +64,34 @@ static bool id_ok(const char *s)
     return true;
 }
 
+static bool port_ok(const json_t *v)
+{
+    return json_is_integer(v) && json_integer_value(v) >= 1 && json_integer_value(v) <= 65535;
+}
+
+static bool proto_ok(const char *p)
+{
+    static const char *const ok[] = {"tcp", "udp", "udplite", "sctp", "dccp", NULL};
+    for (int i = 0; p && ok[i]; i++)
+        if (!strcmp(p, ok[i]))
+            return true;
+    return false;
+}
+
+json_t *na_l3_valid_pfs(const json_t *router)
+{
+    json_t *out = json_array();
+    size_t i;
+    json_t *f;
+    json_array_foreach (json_object_get(router, "port_forwardings"), i, f)
+        if (na_l3_ip_ok(nb_json_str(f, "floating_ip_address"), true) &&
+            na_l3_ip_ok(nb_json_str(f, "internal_ip_address"), true) &&
+            proto_ok(nb_json_str(f, "protocol")) && port_ok(json_object_get(f, "external_port")) &&
+            port_ok(json_object_get(f, "internal_port")))
+            json_array_append(out, f);
+    return out;
+}
+
 static void addf(struct nb_sbuf *b, const char *fmt, const char *a, const char *c)
 {
     char line[512];
@@ -72,7 +100,7 @@ static void addf(struct nb_sbuf *b, const char *fmt, const char *a, const char *
 }
 
 static void dnat_chain(struct nb_sbuf *b, const char *name, const char *hook, const char *prio,
-                       const json_t *fips)
+                       const json_t *fips, const json_t *pfs)
 {
     addf(b, "\tchain %s {\n", name, NULL);
     addf(b, "\t\ttype nat hook %s priority %s; policy accept;\n", hook, prio);
@@ -82,6 +110,18 @@ static void dnat_chain(struct nb_sbuf *b, const char *name, const char *hook, co
         char line[256];
         snprintf(line, sizeof(line), "\t\tip daddr %s dnat to %s comment \"floatingip %.36s\"\n",
                  nb_json_str(f, "floating_ip_address"), nb_json_str(f, "fixed_ip_address"),
+                 id_ok(nb_json_str(f, "id")) ? nb_json_str(f, "id") : "");
+        nb_sbuf_str(b, line);
+    }
+    /* port forwardings before whole-address floating IPs (theirs are free) */
+    json_array_foreach (pfs, i, f) {
+        char line[256];
+        snprintf(line, sizeof(line),
+                 "\t\tip daddr %s %s dport %lld dnat to %s:%lld comment \"port_forwarding "
+                 "%.36s\"\n",
+                 nb_json_str(f, "floating_ip_address"), nb_json_str(f, "protocol"),
+                 nb_json_int(f, "external_port", 0), nb_json_str(f, "internal_ip_address"),
+                 nb_json_int(f, "internal_port", 0),
                  id_ok(nb_json_str(f, "id")) ? nb_json_str(f, "id") : "");
         nb_sbuf_str(b, line);
     }
@@ -96,8 +136,9 @@ char *na_l3_ruleset(const json_t *router)
     json_t *gw = json_object_get(router, "gateway");
     const char *qg = nb_json_str(gw, "dev"), *gw_ip = na_l3_gateway_v4(router);
     json_t *fips = gw && dev_ok(qg) ? na_l3_valid_fips(router) : json_array();
-    dnat_chain(&b, "prerouting", "prerouting", "dstnat", fips);
-    dnat_chain(&b, "output", "output", "-100", fips);
+    json_t *pfs = gw && dev_ok(qg) ? na_l3_valid_pfs(router) : json_array();
+    dnat_chain(&b, "prerouting", "prerouting", "dstnat", fips, pfs);
+    dnat_chain(&b, "output", "output", "-100", fips, pfs);
     nb_sbuf_str(&b, "\tchain postrouting {\n"
                     "\t\ttype nat hook postrouting priority srcnat; policy accept;\n");
     if (gw && dev_ok(qg)) {
@@ -116,10 +157,23 @@ char *na_l3_ruleset(const json_t *router)
     }
     nb_sbuf_str(&b, "\t}\n}\n");
     json_decref(fips);
+    json_decref(pfs);
     return b.s;
 }
 
-json_t *na_l3_leg_addresses(const json_t *leg, const json_t *fips)
+static void add_host32(json_t *out, const char *ip)
+{
+    char a[80];
+    snprintf(a, sizeof(a), "%s/32", ip);
+    size_t k;
+    json_t *o;
+    json_array_foreach (out, k, o)
+        if (!strcmp(json_string_value(o), a))
+            return;
+    json_array_append_new(out, json_string(a));
+}
+
+json_t *na_l3_leg_addresses(const json_t *leg, const json_t *router)
 {
     json_t *out = json_array();
     size_t i;
@@ -134,17 +188,15 @@ json_t *na_l3_leg_addresses(const json_t *leg, const json_t *fips)
         snprintf(a, sizeof(a), "%s/%lld", ip, len);
         json_array_append_new(out, json_string(a));
     }
-    json_array_foreach (fips, i, f) {
-        char a[80];
-        snprintf(a, sizeof(a), "%s/32", nb_json_str(f, "floating_ip_address"));
-        bool dup = false;
-        size_t k;
-        json_t *o;
-        json_array_foreach (out, k, o)
-            dup |= !strcmp(json_string_value(o), a);
-        if (!dup)
-            json_array_append_new(out, json_string(a));
-    }
+    if (!router)
+        return out;
+    json_t *fips = na_l3_valid_fips(router), *pfs = na_l3_valid_pfs(router);
+    json_array_foreach (fips, i, f)
+        add_host32(out, nb_json_str(f, "floating_ip_address"));
+    json_array_foreach (pfs, i, f)
+        add_host32(out, nb_json_str(f, "floating_ip_address"));
+    json_decref(fips);
+    json_decref(pfs);
     return out;
 }
 
