@@ -25,6 +25,21 @@
 #define LOG "nubo.network.rpc"
 #define DB nb_net_env->db
 
+/* A Linux bridge agent (re)appeared on host: the ports bound there before
+ * (to no data plane, or while it was dead) are bound again, as ML2 retries
+ * a failed binding: "bridge", DOWN until the agent reports them up. */
+static void rebind_host(struct nb_ctx *ctx, const char *host)
+{
+    char now[32];
+    int n = nb_db_exec(DB, ctx,
+                       "UPDATE ports SET binding_vif_type = 'bridge', status = 'DOWN', updated_at "
+                       "= ? WHERE binding_host_id = ? AND binding_vif_type IN ('ovs', "
+                       "'binding_failed')",
+                       "ss", nb_net_now(now), host);
+    if (n > 0)
+        NB_INFO(LOG, ctx, NULL, "%d port(s) of host %s bound to its Linux bridge agent", n, host);
+}
+
 static json_t *report_state(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
 {
     (void)opaque, (void)method;
@@ -38,9 +53,12 @@ static json_t *report_state(void *opaque, struct nb_ctx *ctx, const char *method
     }
     /* A new or revived agent, or one that took a dead one's place: the
      * schedule may change; the hosts fetch again (notify runs it). */
-    if (revived)
+    if (revived && !strcmp(nb_json_str(row, "agent_type"), NB_AGENT_LINUXBRIDGE))
+        rebind_host(&sys, nb_json_str(row, "host"));
+    if (revived) {
+        nb_net_notify_reset(nb_json_str(row, "host"));
         nb_net_notify(&sys, "agent started");
-    else if (nb_sched_run(&sys) > 0)
+    } else if (nb_sched_run(&sys) > 0)
         nb_net_notify(&sys, "rescheduled");
     return NULL;
 }

@@ -352,7 +352,8 @@ static json_t *dhcp_hosts(struct nb_ctx *ctx, const char *net, const char *dhcp_
 {
     _cleanup_json_ json_t *rows = nb_db_rows(
         DB, ctx,
-        "SELECT p.id, p.mac_address, a.subnet_id, a.ip_address FROM ports p JOIN ipallocations "
+        "SELECT p.id, p.mac_address, p.device_id, p.project_id, a.subnet_id, a.ip_address FROM "
+        "ports p JOIN ipallocations "
         "a ON a.port_id = p.id WHERE p.network_id = ? AND p.id != ? ORDER BY p.created_at, "
         "p.rowid, a.ip_address",
         "ss", net, dhcp_port_id);
@@ -361,10 +362,12 @@ static json_t *dhcp_hosts(struct nb_ctx *ctx, const char *net, const char *dhcp_
     json_t *r;
     json_array_foreach (rows, i, r)
         json_array_append_new(
-            out, json_pack("{s:s, s:s, s:s, s:s, s:o}", "port_id", nb_json_str(r, "id"), "mac",
-                           nb_json_str(r, "mac_address"), "subnet_id", nb_json_str(r, "subnet_id"),
-                           "ip_address", nb_json_str(r, "ip_address"), "hostname",
-                           host_name(nb_json_str(r, "ip_address"))));
+            out,
+            json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:s}", "port_id", nb_json_str(r, "id"), "mac",
+                      nb_json_str(r, "mac_address"), "subnet_id", nb_json_str(r, "subnet_id"),
+                      "ip_address", nb_json_str(r, "ip_address"), "hostname",
+                      host_name(nb_json_str(r, "ip_address")), "device_id",
+                      nb_json_str(r, "device_id"), "project_id", nb_json_str(r, "project_id")));
     return out;
 }
 

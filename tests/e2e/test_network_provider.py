@@ -4,6 +4,9 @@ driver (no data plane): ML2's segments (`openstack network create
 MTU each type allows, the extensions announced, `openstack network agent
 list` (empty: nothing reports), and the admin read of a host's desired
 state (GET /networking/v2.0/hosts/{host}/state)."""
+import time
+import uuid
+
 import pytest
 
 from conftest import Cloud, CliError, free_port, unique
@@ -186,3 +189,91 @@ def test_host_state(cloud):
     code, _ = api(cloud, "GET", "hosts/nt-netctl-host/state", cl="nubo-demo")
     assert code == 403
     api(cloud, "DELETE", "ports/" + port["id"], expect=204)
+
+
+def add_agent(cloud, agent_id, type_, binary, host, heartbeat, conf="{}"):
+    cloud.sql("INSERT INTO agents (id, agent_type, \"binary\", topic, host, created_at, "
+              "started_at, heartbeat_timestamp, configurations, availability_zone) VALUES "
+              "('%s', '%s', '%s', 'N/A', '%s', '%s', '%s', '%s', '%s', 'nova')"
+              % (agent_id, type_, binary, host, heartbeat, heartbeat, heartbeat, conf))
+
+
+def test_agents_scheduling_and_binding(cloud):
+    """Agents as their report_state leaves them in the agents table (no
+    agent process with the fake driver: the rows are written directly):
+    the list and its filters, a new DHCP network scheduled to the live DHCP
+    agent with its network:dhcp port, ports on a host with a live Linux
+    bridge agent bound "bridge" and DOWN, on a dead one "binding_failed";
+    PUT and DELETE."""
+    now = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime())
+    host = "nt-netctl-h1"
+    lb, dhcp = str(uuid.uuid4()), str(uuid.uuid4())
+    add_agent(cloud, lb, "Linux bridge agent", "neutron-linuxbridge-agent", host, now,
+              '{"local_ip": "192.0.2.201", "tunnel_types": ["vxlan"]}')
+    add_agent(cloud, dhcp, "DHCP agent", "neutron-dhcp-agent", host, now)
+    add_agent(cloud, str(uuid.uuid4()), "DHCP agent", "neutron-dhcp-agent", "nt-netctl-dead",
+              "2000-01-01 00:00:00")
+    rows = cloud.cli("network", "agent", "list", "--host", host, "-f", "json")
+    assert sorted(r["Agent Type"] for r in rows) == ["DHCP agent", "Linux bridge agent"]
+    assert all(r["Alive"] in (True, ":-)") for r in rows), rows
+    rows = cloud.cli("network", "agent", "list", "--agent-type", "dhcp", "-f", "json")
+    assert {r["Host"] for r in rows} == {host, "nt-netctl-dead"}
+    dead = [r for r in rows if r["Host"] == "nt-netctl-dead"][0]
+    assert dead["Alive"] in (False, "XXX"), dead
+    a = api(cloud, "GET", "agents/" + lb, expect=200)[1]["agent"]
+    assert a["alive"] is True and a["configurations"]["local_ip"] == "192.0.2.201"
+    assert a["heartbeat_timestamp"] == now and a["binary"] == "neutron-linuxbridge-agent"
+
+    # a network with a DHCP subnet: served by the live agent, its port on host
+    net = net_post(cloud, {"name": unique("dh")})[1]["network"]
+    api(cloud, "POST", "subnets", {"subnet": {"network_id": net["id"], "cidr": "10.66.0.0/24",
+                                              "ip_version": 4}}, expect=201)
+    agents = api(cloud, "GET", "networks/%s/dhcp-agents" % net["id"], expect=200)[1]["agents"]
+    assert [x["id"] for x in agents] == [dhcp]
+    # it serves every DHCP network: the seeded private one too, not public
+    # (its subnet has no DHCP, as devstack's)
+    nets = api(cloud, "GET", "agents/%s/dhcp-networks" % dhcp, expect=200)[1]["networks"]
+    assert net["id"] in [n["id"] for n in nets]
+    assert "private" in {n["name"] for n in nets} and "public" not in {n["name"] for n in nets}
+    [dp] = api(cloud, "GET", "ports?device_owner=network:dhcp&network_id=" + net["id"],
+               expect=200)[1]["ports"]
+    assert dp["binding:host_id"] == host and dp["binding:vif_type"] == "bridge"
+    assert dp["status"] == "DOWN" and dp["fixed_ips"][0]["ip_address"] == "10.66.0.2"
+    assert dp["device_id"].startswith("dhcp") and dp["device_id"].endswith("-" + net["id"])
+    assert dp["binding:vif_details"] == {"port_filter": True, "connectivity": "l2"}
+    st = api(cloud, "GET", "hosts/%s/state" % host, expect=200)[1]
+    assert st["local_ip"] == "192.0.2.201"
+    [n] = [n for n in st["networks"] if n["id"] == net["id"]]
+    assert n["dhcp"]["port_id"] == dp["id"] and n["dhcp"]["namespace"] == "qdhcp-" + net["id"]
+    assert n["dhcp"]["dev"] == "ns-" + dp["id"][:11]
+
+    # a compute port on host: bridge, DOWN until the agent says it is up
+    port = api(cloud, "POST", "ports", {"port": {
+        "network_id": net["id"], "binding:host_id": host, "device_owner": "compute:nova",
+        "device_id": "nt-netctl-dev2"}}, expect=201)[1]["port"]
+    assert port["binding:vif_type"] == "bridge" and port["status"] == "DOWN"
+    st = api(cloud, "GET", "hosts/%s/state" % host, expect=200)[1]
+    assert port["id"] in [p["id"] for p in st["ports"]]
+    [n] = [n for n in st["networks"] if n["id"] == net["id"]]
+    assert port["id"] in [h["port_id"] for h in n["dhcp_hosts"]]
+
+    # the agent is dead: a new binding there fails
+    cloud.sql("UPDATE agents SET heartbeat_timestamp = '2000-01-01 00:00:00' WHERE id = '%s'"
+              % lb)
+    p2 = api(cloud, "POST", "ports", {"port": {
+        "network_id": net["id"], "binding:host_id": host}}, expect=201)[1]["port"]
+    assert p2["binding:vif_type"] == "binding_failed", p2
+
+    # admin_state_up and description; delete
+    a = api(cloud, "PUT", "agents/" + dhcp, {"agent": {"admin_state_up": False,
+                                                        "description": "drained"}},
+            expect=200)[1]["agent"]
+    assert a["admin_state_up"] is False and a["description"] == "drained"
+    code, out = api(cloud, "PUT", "agents/" + dhcp, {"agent": {"host": "x"}})
+    assert code == 400, out
+    for pid in (port["id"], p2["id"]):
+        api(cloud, "DELETE", "ports/" + pid, expect=204)
+    api(cloud, "DELETE", "networks/" + net["id"], expect=204)
+    for row in cloud.sql("SELECT id FROM agents"):
+        api(cloud, "DELETE", "agents/" + row["id"], expect=204)
+    assert api(cloud, "GET", "agents", expect=200)[1]["agents"] == []

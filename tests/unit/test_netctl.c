@@ -235,8 +235,10 @@ static void test_agent_rpc(void **state)
 
     json_t *net = make_net(&ctx, json_pack("{s:s, s:b}", "name", "rpcnet", "shared", 1));
     const char *net_id = nb_json_str(net, "id");
-    json_t *sub = nb_net_subnet_create(&ctx, json_pack("{s:s, s:s, s:i}", "network_id", net_id,
-                                                       "cidr", "10.9.0.0/24", "ip_version", 4));
+    json_t *sbody =
+        json_pack("{s:s, s:s, s:i}", "network_id", net_id, "cidr", "10.9.0.0/24", "ip_version", 4);
+    json_t *sub = nb_net_subnet_create(&ctx, sbody);
+    json_decref(sbody);
     assert_non_null(sub);
     nb_net_notify(&ctx, "test"); /* schedules, then casts to h1 (nobody listens) */
 
@@ -281,7 +283,11 @@ static void test_agent_rpc(void **state)
     json_t *dhcp = json_object_get(n0, "dhcp");
     assert_true(json_is_object(dhcp));
     assert_string_equal(nb_json_str(dhcp, "port_id"), nb_json_str(dp, "id"));
-    assert_int_equal(json_array_size(json_object_get(n0, "dhcp_hosts")), 1);
+    json_t *dh = json_object_get(n0, "dhcp_hosts");
+    assert_int_equal(json_array_size(dh), 1);
+    assert_string_equal(nb_json_str(json_array_get(dh, 0), "port_id"), port_id);
+    assert_string_equal(nb_json_str(json_array_get(dh, 0), "device_id"), "inst-rpc-1");
+    assert_string_equal(nb_json_str(json_array_get(dh, 0), "hostname"), "host-10-9-0-3");
     assert_true(json_is_array(json_object_get(st, "security_groups")));
     assert_true(json_is_array(json_object_get(st, "routers")));
     json_decref(st);
