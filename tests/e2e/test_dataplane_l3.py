@@ -22,8 +22,11 @@ import pytest
 from conftest import Cloud, free_port, unique
 
 HOST = "nt-l3-a"  # the fake driver's one host; its agent runs in the cloud's process
-PUBLIC_CIDR = "203.0.113.48/28"  # the l3 tests' public range; .49 is its gateway
-OUTSIDE = "203.0.113.62"
+# half of the l3 tests' public range (test_dataplane_l3_guest.py has the
+# other): .49 is its gateway, on the host; the outside's address is held by
+# a port of its own, so no floating IP takes it
+PUBLIC_CIDR = "203.0.113.48/29"
+OUTSIDE = "203.0.113.54"
 NETS = {"a": "10.92.1.0/24", "b": "10.92.2.0/24"}
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="the agent needs root (ip netns)")
@@ -117,8 +120,9 @@ def teardown_everything(cloud):
             api(cloud, "PUT", "routers/%s/remove_router_interface" % r["id"],
                 {"port_id": p["id"]})
         api(cloud, "DELETE", "routers/" + r["id"])
-    for p in api(cloud, "GET", "ports?device_owner=compute:nova")[1]["ports"]:
-        api(cloud, "DELETE", "ports/" + p["id"])
+    for owner in ("compute:nova", ""):
+        for p in api(cloud, "GET", "ports?device_owner=" + owner)[1]["ports"]:
+            api(cloud, "DELETE", "ports/" + p["id"])
     for n in api(cloud, "GET", "networks")[1]["networks"]:
         api(cloud, "DELETE", "networks/" + n["id"])
     wait("the agent to remove what it made", lambda: not owned(cloud), timeout=30)
@@ -186,12 +190,15 @@ def world(cloud):
         w["guests"][k] = make_guest(cloud, k, w["nets"][k]["id"], NETS[k])
     # the internet: a namespace on the public network's bridge
     wait("the public bridge", lambda: link_exists(w["bridge_pub"]))
+    api(cloud, "POST", "ports", {"port": {"network_id": public["id"], "name": "nt-l3-outside",
+                                          "fixed_ips": [{"ip_address": OUTSIDE}]}}, expect=201)
     sh("ip", "netns", "add", "nt-l3-out")
     sh("ip", "link", "add", "nt-l3-out0", "type", "veth", "peer", "name", "eth0", "netns",
        "nt-l3-out")
     sh("ip", "link", "set", "nt-l3-out0", "master", w["bridge_pub"], "up")
     sh("ip", "link", "set", "eth0", "up", ns="nt-l3-out")
-    sh("ip", "addr", "add", OUTSIDE + "/28", "dev", "eth0", ns="nt-l3-out")
+    sh("ip", "addr", "add", OUTSIDE + "/" + PUBLIC_CIDR.split("/")[1], "dev", "eth0",
+       ns="nt-l3-out")
     yield w
     for g in w["guests"].values():
         sh("ip", "netns", "del", g["ns"], check=False)
@@ -314,7 +321,7 @@ def test_router_deleted_leaves_nothing(cloud, world):
     wait("the router's taps removed", lambda: not any(link_exists(t) for t in taps))
     # the public subnet's gateway leaves the host's bridge with the last router on it
     # (the bridge itself goes when no leg of this host needs the network)
-    wait("the host's gateway address removed", lambda: "203.0.113.49/28" not in sh(
+    wait("the host's gateway address removed", lambda: "203.0.113.49/29" not in sh(
         "ip", "addr", "show", "dev", world["bridge_pub"], check=False).stdout)
     assert not any(k.startswith("router_") for k in owned(cloud)), owned(cloud)
     assert not ping(world["guests"]["b"]["ip"], ns=world["guests"]["a"]["ns"])
