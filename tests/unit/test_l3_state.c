@@ -153,17 +153,18 @@ static void test_router_state(void **st)
     json_decref(rev);
 
     /* the agent's report: ACTIVE; a bad status or another router's is ignored */
+    json_t *args = json_pack("{s:s, s:{s:s, s:s}}", "router_id", "r1", "statuses", "f1", "ACTIVE",
+                             "f9", "BOGUS");
     json_t *reply =
-        nb_net_rpc_update_floatingip_statuses(NULL, &ctx, "update_floatingip_statuses",
-                                              json_pack("{s:s, s:{s:s, s:s}}", "router_id", "r1",
-                                                        "statuses", "f1", "ACTIVE", "f9", "BOGUS"));
+        nb_net_rpc_update_floatingip_statuses(NULL, &ctx, "update_floatingip_statuses", args);
     assert_int_equal(nb_json_int(reply, "updated", -1), 1);
     json_decref(reply);
-    reply = nb_net_rpc_update_floatingip_statuses(
-        NULL, &ctx, "update_floatingip_statuses",
-        json_pack("{s:s, s:{s:s}}", "router_id", "r2", "statuses", "f1", "ERROR"));
+    json_decref(args);
+    args = json_pack("{s:s, s:{s:s}}", "router_id", "r2", "statuses", "f1", "ERROR");
+    reply = nb_net_rpc_update_floatingip_statuses(NULL, &ctx, "update_floatingip_statuses", args);
     assert_int_equal(nb_json_int(reply, "updated", -1), 0);
     json_decref(reply);
+    json_decref(args);
     assert_int_equal(
         nb_db_int(env.db, &ctx, 0, "SELECT COUNT(*) FROM floatingips WHERE status = 'ACTIVE'", ""),
         1);
