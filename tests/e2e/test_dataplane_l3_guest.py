@@ -172,6 +172,7 @@ def test_guest_floating_ip_and_snat(lv):
     text = wait("the guest's user data", lambda: (lambda t: t if "PING-OUT" in t else None)(
         console(c, srv["id"])), timeout=120)
     assert "PING-OUT ok" in text, text[-1500:]
+    print("\n".join(l for l in text.splitlines() if re.match(r"(NET|DHCP|METADATA|USER|PING)", l)))
     # a floating IP makes it reachable from the host
     fip = c.cli("floating", "ip", "create", "public", "-f", "json")
     addr = fip["floating_ip_address"]
