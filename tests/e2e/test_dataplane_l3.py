@@ -20,6 +20,7 @@ import time
 import pytest
 
 from conftest import Cloud, free_port, unique
+from netagent_cleanup import remove_agent_leftovers
 
 HOST = "nt-l3-a"  # the fake driver's one host; its agent runs in the cloud's process
 # half of the l3 tests' public range (test_dataplane_l3_guest.py has the
@@ -96,7 +97,9 @@ def cloud(tmp_path_factory):
     try:
         teardown_everything(c)
     finally:
-        assert c.stop() == 0, c.tail()
+        rc = c.stop()
+        remove_agent_leftovers(c.state_dir)  # whatever the agent had not removed yet
+        assert rc == 0, c.tail()
 
 
 def owned(cloud):

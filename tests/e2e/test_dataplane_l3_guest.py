@@ -16,7 +16,8 @@ import time
 import pytest
 
 from conftest import unique
-from test_libvirt import QCOW2, console, libvirt_ready, start_libvirt_cloud, stop_cloud
+from dataplane import dataplane_unavailable, start_dataplane_cloud, stop_dataplane_cloud
+from test_libvirt import console
 
 # the other half of the l3 tests' public range (test_dataplane_l3.py has
 # 203.0.113.48/29): .57 is its gateway, on the host
@@ -24,7 +25,7 @@ PUBLIC_CIDR = "203.0.113.56/29"
 OUTSIDE = "203.0.113.62"
 NET_CIDR = "10.93.1.0/24"
 
-_why = libvirt_ready() or (None if os.geteuid() == 0 else "the agent needs root")
+_why = dataplane_unavailable()
 pytestmark = pytest.mark.skipif(bool(_why), reason=_why or "")
 
 
@@ -80,18 +81,14 @@ def neutron(c, method, path, body=None):
 
 @pytest.fixture(scope="module")
 def lv(tmp_path_factory):
-    c = start_libvirt_cloud("l3g", "--set", "network.seed_public_cidr=" + PUBLIC_CIDR,
-                            "--set", "network_agent.enabled=true")
+    c = start_dataplane_cloud("l3g", "--set", "network.seed_public_cidr=" + PUBLIC_CIDR)
     try:
-        img = c.cli("image", "create", "--file", QCOW2, "--disk-format", "qcow2",
-                    "--container-format", "bare", "--public", "guest", "-f", "json")
-        c.image_id = img["id"]
         yield c
     finally:
         try:
             delete_everything(c)
         finally:
-            assert stop_cloud(c) == 0, c.tail()
+            assert stop_dataplane_cloud(c) == 0, c.tail()
 
 
 def delete_everything(c):
