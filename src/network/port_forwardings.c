@@ -216,7 +216,9 @@ static int pf_respond(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *re
 
 static int pf_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    json_t *body = nb_net_body(ctx, req, "port_forwarding");
+    /* the parent first: another project's floating IP is 404 whatever the body */
+    _cleanup_json_ json_t *parent = fip_of(ctx, req);
+    json_t *body = parent ? nb_net_body(ctx, req, "port_forwarding") : NULL;
     if (!body || nb_net_check_attrs(ctx, body, pf_attrs, true) < 0)
         return -1;
     struct nb_db *db = nb_net_env->db;
@@ -268,7 +270,8 @@ static int pf_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 static int pf_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
     const char *id = nb_req_param(req, "port_forwarding_id");
-    json_t *body = nb_net_body(ctx, req, "port_forwarding");
+    _cleanup_json_ json_t *parent = fip_of(ctx, req);
+    json_t *body = parent ? nb_net_body(ctx, req, "port_forwarding") : NULL;
     if (!body || nb_net_check_attrs(ctx, body, pf_attrs, false) < 0)
         return -1;
     struct nb_db *db = nb_net_env->db;
