@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "db/db.h"
+#include "network/floatingips.h"
 #include "network/network.h"
 #include "network/ml2_int.h"
 #include "network/network_int.h"
@@ -112,8 +113,22 @@ static json_t *ip_entry(const char *address, const char *type, int version)
                      "meta");
 }
 
+/* The floating addresses of port_id's fixed address ip, as Nova's model
+ * lists them under the fixed IP ("type": "floating"). */
+static json_t *floating_of(struct nb_ctx *ctx, const char *port_id, const char *ip, int version)
+{
+    _cleanup_json_ json_t *addrs = nb_net_fip_addresses(ctx, port_id, ip);
+    json_t *out = json_array();
+    size_t i;
+    json_t *a;
+    json_array_foreach (addrs, i, a)
+        json_array_append_new(out, ip_entry(json_string_value(a), "floating", version));
+    return out;
+}
+
 /* Nova's Subnet model for one subnet row and the port's addresses in it. */
-static json_t *subnet_model(const json_t *subnet, const json_t *fixed_ips)
+static json_t *subnet_model(struct nb_ctx *ctx, const char *port_id, const json_t *subnet,
+                            const json_t *fixed_ips)
 {
     int version = (int)nb_json_int(subnet, "ip_version", 4);
     const char *gw = nb_json_str(subnet, "gateway_ip");
@@ -134,7 +149,8 @@ static json_t *subnet_model(const json_t *subnet, const json_t *fixed_ips)
     json_array_foreach (fixed_ips, i, d)
         if (!strcmp(nb_json_str(d, "subnet_id"), nb_json_str(subnet, "id"))) {
             json_t *e = ip_entry(nb_json_str(d, "ip_address"), "fixed", version);
-            json_object_set_new(e, "floating_ips", json_array());
+            json_object_set_new(e, "floating_ips",
+                                floating_of(ctx, port_id, nb_json_str(d, "ip_address"), version));
             json_array_append_new(ips, e);
         }
     return json_pack("{s:s, s:i, s:o, s:o, s:o, s:o, s:{s:b}}", "cidr", nb_json_str(subnet, "cidr"),
@@ -160,7 +176,7 @@ static json_t *vif_model(struct nb_ctx *ctx, const json_t *port, bool preserve)
         json_array_foreach (fixed, j, f)
             has |= !strcmp(nb_json_str(f, "subnet_id"), nb_json_str(s, "id"));
         if (has)
-            json_array_append_new(models, subnet_model(s, fixed));
+            json_array_append_new(models, subnet_model(ctx, id, s, fixed));
     }
     char devname[16], bridge[16];
     snprintf(devname, sizeof(devname), "tap%.11s", id);

@@ -65,6 +65,12 @@ int nb_net_routers_init(struct nb_env *env) __attribute__((weak));
 int nb_net_subnetpools_init(struct nb_env *env) __attribute__((weak));
 /* quotas.c: Neutron's quotas API, read side. 0/-1. */
 int nb_net_quotas_init(struct nb_env *env);
+/* Refuses creating one more resource ("network", "subnet", "port",
+ * "router", "floatingip", "security_group", "security_group_rule",
+ * "subnetpool") for project beyond its limit: 409 OverQuota "Quota exceeded
+ * for resources: ['network']." Projects "" (service ports) and system
+ * contexts are not limited. Call inside the create's transaction. 0/-1. */
+int nb_net_quota_check(struct nb_ctx *ctx, const char *project, const char *resource);
 /* agents.c: GET /v2.0/agents (none run: an empty list). */
 void nb_net_agents_init(void);
 

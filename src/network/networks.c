@@ -153,7 +153,8 @@ static int insert_row(struct nb_ctx *ctx, const char *id, const char *project, c
 static json_t *create_one(struct nb_ctx *ctx, json_t *body)
 {
     char project[NB_ID_LEN], id[NB_UUID_LEN], now[32];
-    if (nb_net_owner(ctx, body, project) < 0 || admin_only(ctx, body, "create") < 0)
+    if (nb_net_owner(ctx, body, project) < 0 || admin_only(ctx, body, "create") < 0 ||
+        nb_net_quota_check(ctx, project, "network") < 0)
         return NULL;
     int max_mtu = 0;
     nb_uuid(id);

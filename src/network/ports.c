@@ -553,7 +553,7 @@ static int insert_port(struct nb_ctx *ctx, const char *id, const char *project, 
 static json_t *create_one(struct nb_ctx *ctx, json_t *body)
 {
     char project[NB_ID_LEN], id[NB_UUID_LEN], mac[18];
-    if (nb_net_owner(ctx, body, project) < 0)
+    if (nb_net_owner(ctx, body, project) < 0 || nb_net_quota_check(ctx, project, "port") < 0)
         return NULL;
     _cleanup_json_ json_t *net = nb_net_network_get(ctx, nb_json_str(body, "network_id"));
     if (!net || check_policy(ctx, body, net, "create") < 0 || check_vnic(ctx, body) < 0 ||

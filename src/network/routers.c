@@ -23,6 +23,7 @@
 #include "common/pyrepr.h"
 #include "common/util.h"
 #include "db/db.h"
+#include "network/floatingips.h"
 #include "network/network_int.h"
 
 #include <stdio.h>
@@ -38,6 +39,13 @@ static json_t *col(const json_t *row, const char *key)
 {
     json_t *v = json_object_get(row, key);
     return v ? json_incref(v) : json_null();
+}
+
+/* The agents fetch their state again after a router change. */
+static void notify(struct nb_ctx *ctx, const char *why)
+{
+    if (nb_net_notify_agents)
+        nb_net_notify_agents(ctx, why);
 }
 
 static int bad_router(struct nb_ctx *ctx, const char *msg)
@@ -464,6 +472,8 @@ static int set_gateway(struct nb_ctx *ctx, const json_t *router, const json_t *i
                    ? -1
                    : 0;
     if (cur) {
+        if (nb_net_fip_check_gateway(ctx, id, cur) < 0)
+            return -1;
         if (nb_db_begin(db, ctx) < 0)
             return -1;
         if (drop_gateway(ctx, router) < 0) {
@@ -508,7 +518,8 @@ static int router_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
     const char *gw_net;
     json_t *info = body ? json_object_get(body, "external_gateway_info") : NULL;
     if (!body || nb_net_check_attrs(ctx, body, router_attrs, true) < 0 ||
-        nb_net_owner(ctx, body, project) < 0 || read_gateway(ctx, info, &gw_net) < 0)
+        nb_net_owner(ctx, body, project) < 0 || nb_net_quota_check(ctx, project, "router") < 0 ||
+        read_gateway(ctx, info, &gw_net) < 0)
         return -1;
     char id[NB_UUID_LEN];
     nb_uuid(id);
@@ -521,6 +532,7 @@ static int router_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
         return -1;
     }
     NB_INFO(RT_LOG, ctx, NULL, "created router %s", id);
+    notify(ctx, "router created");
     return respond_router(ctx, req, resp, 201, id);
 }
 
@@ -614,6 +626,7 @@ static int router_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
     }
     if (nb_db_commit(db, ctx) < 0)
         return -1;
+    notify(ctx, "router updated");
     return respond_router(ctx, req, resp, 200, id);
 }
 
@@ -640,6 +653,8 @@ static int router_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
         }
         nb_error(ctx, 409, "RouterInUse", "Router %s has ports still attached: %s", id, list);
     }
+    if (!nb_ctx_failed(ctx) && row && nb_json_str(row, "gw_network_id"))
+        nb_net_fip_check_gateway(ctx, id, nb_json_str(row, "gw_network_id"));
     if (nb_ctx_failed(ctx) || drop_gateway(ctx, row) < 0 ||
         nb_db_exec(db, ctx, "DELETE FROM routers WHERE id = ?", "s", id) < 0) {
         nb_db_rollback(db);
@@ -648,6 +663,7 @@ static int router_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
     if (nb_db_commit(db, ctx) < 0)
         return -1;
     NB_INFO(RT_LOG, ctx, NULL, "deleted router %s", id);
+    notify(ctx, "router deleted");
     return nb_resp_empty(resp, 204);
 }
 
@@ -852,6 +868,7 @@ static int add_interface(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
     if (!port)
         return -1;
     NB_INFO(RT_LOG, ctx, NULL, "router %s: added interface port %s", id, nb_json_str(port, "id"));
+    notify(ctx, "router interface added");
     return interface_respond(resp, router, nb_json_str(port, "id"), nb_json_str(port, "network_id"),
                              subnet_ids_of(port));
 }
@@ -922,7 +939,8 @@ static int remove_interface(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
     size_t i;
     json_t *s;
     json_array_foreach (subnets, i, s)
-        if (check_not_used_by_route(ctx, id, nb_json_str(s, "id"), nb_json_str(s, "cidr")) < 0)
+        if (check_not_used_by_route(ctx, id, nb_json_str(s, "id"), nb_json_str(s, "cidr")) < 0 ||
+            nb_net_fip_check_interface(ctx, id, nb_json_str(s, "id"), nb_json_str(s, "cidr")) < 0)
             goto fail;
     port = nb_db_row(db, ctx, "SELECT network_id FROM ports WHERE id = ?", "s", found);
     if (!port || nb_db_exec(db, ctx, "DELETE FROM routerports WHERE port_id = ?", "s", found) < 0 ||
@@ -931,6 +949,7 @@ static int remove_interface(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
     if (nb_db_commit(db, ctx) < 0)
         return -1;
     NB_INFO(RT_LOG, ctx, NULL, "router %s: removed interface port %s", id, found);
+    notify(ctx, "router interface removed");
     json_t *ids = json_array();
     json_array_foreach (subnets, i, s)
         json_array_append_new(ids, json_string(nb_json_str(s, "id")));
@@ -975,5 +994,5 @@ int nb_net_routers_init(struct nb_env *env)
                      "Extension of the router abstraction for specifying whether SNAT should "
                      "occur on the external gateway");
     nb_net_hooks.port_delete_check = port_delete_check;
-    return 0;
+    return nb_net_floatingips_init();
 }

@@ -366,7 +366,8 @@ static int sg_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
     json_t *body = nb_net_body(ctx, req, "security_group");
     char project[NB_ID_LEN], def[NB_UUID_LEN];
     if (!body || nb_net_check_attrs(ctx, body, sg_attrs, true) < 0 || check_name(ctx, body) < 0 ||
-        nb_net_owner(ctx, body, project) < 0 || ensure_default(ctx, project, def) < 0)
+        nb_net_owner(ctx, body, project) < 0 || ensure_default(ctx, project, def) < 0 ||
+        nb_net_quota_check(ctx, project, "security_group") < 0)
         return -1;
     const char *name = nb_json_str(body, "name");
     const char *desc = nb_json_str(body, "description");
@@ -915,7 +916,8 @@ static int rule_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
     struct rule r;
     char project[NB_ID_LEN];
     if (!body || nb_net_check_attrs(ctx, body, rule_attrs, true) < 0 ||
-        convert_rule(ctx, body, &r) < 0 || nb_net_owner(ctx, body, project) < 0)
+        convert_rule(ctx, body, &r) < 0 || nb_net_owner(ctx, body, project) < 0 ||
+        nb_net_quota_check(ctx, project, "security_group_rule") < 0)
         return -1;
     if (validate_rule(ctx, &r, nb_json_str(body, "remote_ip_prefix")) < 0)
         return -1;

@@ -398,6 +398,7 @@ static int pool_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
     struct pool p;
     if (!body || nb_net_check_attrs(ctx, body, pool_attrs, true) < 0 ||
         check_pool_body(ctx, body, "create") < 0 || nb_net_owner(ctx, body, project) < 0 ||
+        nb_net_quota_check(ctx, project, "subnetpool") < 0 ||
         read_prefixes(ctx, json_object_get(body, "prefixes"), &p) < 0)
         return -1;
     p.min_len = p.version == 4 ? 8 : 64;

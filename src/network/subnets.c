@@ -221,7 +221,7 @@ static json_t *create_one(struct nb_ctx *ctx, json_t *body)
 {
     char project[NB_ID_LEN], id[NB_UUID_LEN], now[32], cidr[80], gwbuf[64];
     const char *net_id = nb_json_str(body, "network_id");
-    if (nb_net_owner(ctx, body, project) < 0)
+    if (nb_net_owner(ctx, body, project) < 0 || nb_net_quota_check(ctx, project, "subnet") < 0)
         return NULL;
     _cleanup_json_ json_t *net = owned_network(ctx, net_id);
     if (!net)

@@ -69,9 +69,13 @@ def remove_agent_leftovers(state_dir):
                 except OSError:
                     pass
     rec = owned(state_dir)
-    for ns in rec.get("netns", []):
+    for ns in rec.get("netns", []) + rec.get("router_netns", []):
         sh("ip", "netns", "del", ns)
-    for dev in rec.get("link", []) + rec.get("bridge", []):
+    for entry in rec.get("router_host_addr", []):  # "<bridge> <ip>/<len>" (l3.c)
+        br, _, addr = entry.partition(" ")
+        if link_exists(br):
+            sh("ip", "addr", "del", addr, "dev", br)
+    for dev in rec.get("link", []) + rec.get("router_link", []) + rec.get("bridge", []):
         if link_exists(dev):
             sh("ip", "link", "del", dev)
     for t in rec.get("nft_table", []):

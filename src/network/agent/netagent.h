@@ -93,7 +93,11 @@
  *                     "dev": "qr-<port[:11]>", "fixed_ips": [...]}],
  *     "routes": [{"destination", "nexthop"}],
  *     "floating_ips": [{"id", "floating_ip_address", "fixed_ip_address",
- *                       "port_id", "status"}]}]}
+ *                       "port_id", "status"}],
+ *     "port_forwardings": [{"id", "floating_ip_address", "protocol",
+ *                           "external_port", "internal_ip_address",
+ *                           "internal_port"}]   // optional: [] when absent
+ *  }]}
  *
  * Names are Neutron's, so runbook commands work as written (`ip netns exec
  * qdhcp-<net> ping …`, `brctl show brq…`). Everything the agent creates is
