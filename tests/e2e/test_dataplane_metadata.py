@@ -18,7 +18,7 @@ import urllib.request
 
 import pytest
 
-from conftest import unique
+from conftest import NUBO_BIN, unique
 from test_libvirt import (QCOW2, api, console, libvirt_ready, start_libvirt_cloud, stop_cloud,
                           wait_console, wait_status)
 
@@ -152,3 +152,22 @@ def test_metadata_api_refuses_a_bad_signature(dpcloud):
         urllib.request.urlopen(req, timeout=10)
     assert e.value.code == 403
     assert "Invalid proxy request signature." in e.value.read().decode()
+
+
+def test_doctor_shows_the_network_path(dpcloud):
+    c = dpcloud
+    a = c.server_a
+    p = subprocess.run([NUBO_BIN, "doctor", "server", a["id"], "--config",
+                        os.path.join(c.state_dir, "nubo.conf")],
+                       capture_output=True, text=True, timeout=120)
+    out = p.stdout
+    assert "AddressSanitizer" not in p.stderr and "runtime error" not in p.stderr, p.stderr
+    port = c.cli("port", "list", "--server", a["id"], "-f", "json")[0]
+    tap, bridge = "tap" + port["ID"][:11], "brq" + c.net_id[:11]
+    assert re.search(r"\[OK\] port %s: %s .*status=ACTIVE .*binding:vif_type=bridge" %
+                     (port["ID"][:8], port["ID"]), out), out
+    assert "[OK] host state: the network service sends host" in out, out
+    assert re.search(r"\[OK\] tap: %s on %s, mtu \d+" % (tap, bridge), out), out
+    assert re.search(r"\[OK\] dhcp: namespace qdhcp-%s present; \S+/host has \"%s," %
+                     (c.net_id, port["MAC Address"]), out), out
+    assert "[PROBLEM]" not in out, out
