@@ -468,6 +468,16 @@ static void test_dhcp_host(void **st)
     free(pid1);
     free(pid2);
 
+    /* the namespace deleted by hand (its dnsmasq lives on in it): made
+     * again, with a dnsmasq of its own (the DHCP below proves it) */
+    sh("ip netns del " QDHCP1);
+    pid1 = nb_read_file(pidpath, NULL);
+    assert_int_equal(na_dhcp_sync(a, &ctx, state), 0);
+    pid2 = nb_read_file(pidpath, NULL);
+    assert_string_not_equal(pid1, pid2);
+    free(pid1);
+    free(pid2);
+
     /* a port added: hosts file rewritten, dnsmasq reloaded (same pid) */
     json_array_append_new(json_object_get(net, "dhcp_hosts"),
                           json_pack("{s:s, s:s, s:s, s:s}", "port_id", "p9", "mac",

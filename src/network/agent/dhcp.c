@@ -93,6 +93,18 @@ static pid_t dnsmasq_pid(const char *dir)
     return ours ? (pid_t)pid : 0;
 }
 
+/* Whether process pid runs in the namespace ns (not in one deleted by
+ * hand, which lives on while a process holds it). */
+static bool runs_in(pid_t pid, const char *ns)
+{
+    char a[64], b[PATH_MAX];
+    snprintf(a, sizeof(a), "/proc/%d/ns/net", (int)pid);
+    snprintf(b, sizeof(b), "/run/netns/%s", ns);
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_ino == sb.st_ino &&
+           sa.st_dev == sb.st_dev;
+}
+
 /* Stops the dnsmasq of dir (SIGTERM, then SIGKILL after 2 s). */
 static void dnsmasq_stop(struct nb_ctx *ctx, const char *dir)
 {
@@ -273,7 +285,14 @@ static int ensure_dnsmasq(struct na *a, struct nb_ctx *ctx, const json_t *net, c
     free(line);
     int rc = w1 < 0 || w2 < 0 || w3 < 0 || wc < 0 ? -1 : 0;
     pid_t pid = dnsmasq_pid(dir);
-    if (rc == 0 && pid && wc > 0) {
+    if (rc == 0 && pid && !runs_in(pid, ns)) {
+        NB_WARN(LOG_DHCP, ctx, NULL,
+                "dnsmasq %d of network %s is not in namespace %s (deleted by hand?); "
+                "restarting it there",
+                (int)pid, nb_json_str(net, "id"), ns);
+        dnsmasq_stop(ctx, dir);
+        pid = 0;
+    } else if (rc == 0 && pid && wc > 0) {
         NB_INFO(LOG_DHCP, ctx, NULL, "dnsmasq of network %s: command line changed, restarting",
                 nb_json_str(net, "id"));
         dnsmasq_stop(ctx, dir);
