@@ -19,12 +19,11 @@ import urllib.request
 import pytest
 
 from conftest import NUBO_BIN, unique
-from test_libvirt import (QCOW2, api, console, libvirt_ready, start_libvirt_cloud, stop_cloud,
-                          wait_console, wait_status)
+from dataplane import (dataplane_unavailable, in_netns, make_network, start_dataplane_cloud,
+                       stop_dataplane_cloud)
+from test_libvirt import api, console, wait_console, wait_status
 
-_why = libvirt_ready()
-if not _why and os.geteuid() != 0:
-    _why = "the data plane needs root (namespaces, bridges)"
+_why = dataplane_unavailable()
 pytestmark = pytest.mark.skipif(bool(_why), reason=_why or "")
 
 CIDR = "203.0.113.32/28"
@@ -32,13 +31,8 @@ CIDR = "203.0.113.32/28"
 
 @pytest.fixture(scope="module")
 def dpcloud():
-    c = start_libvirt_cloud("dpmd", "--set", "network_agent.enabled=true")
-    img = c.cli("image", "create", "--file", QCOW2, "--disk-format", "qcow2",
-                "--container-format", "bare", "--public", "guest", "-f", "json")
-    c.image_id = img["id"]
-    net = c.cli("network", "create", unique("ntguest-md"), "-f", "json")
-    c.cli("subnet", "create", "--network", net["id"], "--subnet-range", CIDR,
-          unique("ntguest-md-sub"), "-f", "json")
+    c = start_dataplane_cloud("dpmd")
+    net, _ = make_network(c, unique("ntguest-md"), CIDR, "203.0.113.33")
     c.net_id = net["id"]
     c.cli("keypair", "create", "--public-key", write_key(c), "ntguest-key", "-f", "json")
     # both guests boot at once: B knows A's id from A's create
@@ -49,7 +43,7 @@ def dpcloud():
                                   "sig": "f" * 64})
     c.server_a, c.server_b = wait_active(c, a), wait_active(c, b)
     yield c
-    assert stop_cloud(c) == 0, c.tail()
+    assert stop_dataplane_cloud(c) == 0, c.tail()
 
 
 def write_key(c):
@@ -114,13 +108,12 @@ def test_ssh_with_the_key_the_metadata_gave(dpcloud):
     a = c.server_a
     text = wait_console(c, a["id"], r"SSHD up port=22", timeout=180)
     ip = re.search(r"DHCP-LEASE ip=(\S+) ", text).group(1)
-    cmd = ["ip", "netns", "exec", "qdhcp-" + c.net_id, "ssh", "-i", c.key, "-o", "BatchMode=yes",
-           "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
-           "-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR", "root@" + ip,
-           "hostname; grep -c ^processor /proc/cpuinfo"]
+    cmd = ["ssh", "-i", c.key, "-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no",
+           "-o", "UserKnownHostsFile=/dev/null", "-o", "ConnectTimeout=10",
+           "-o", "LogLevel=ERROR", "root@" + ip, "hostname; grep -c ^processor /proc/cpuinfo"]
     out = None
     for _ in range(10):
-        p = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+        p = in_netns("qdhcp-" + c.net_id, *cmd, check=False)
         if p.returncode == 0:
             out = p.stdout.split()
             break
