@@ -144,8 +144,14 @@ fetch() {
 }
 net_metadata() {    # -> /run/md/meta_data.json (+ user_data), its source
     local i t
-    # the config drive is looked for first (up to 10 s), as cloud-init does
-    wait_for -e /run/md/cd.done 30
+    # the config drive is looked for first, as cloud-init does; its device
+    # (cdrom or virtio disk) is there before eth0 has a lease, so with a
+    # lease the lookup's 10 s timeout is not waited for (3 s at most)
+    if [ -s /run/net/lease ]; then
+        wait_for -e /run/md/cd.done 3
+    else
+        wait_for -e /run/md/cd.done 30
+    fi
     if [ -s /run/md/meta_data.json ]; then
         src=config-drive
         return 0
@@ -213,7 +219,16 @@ net_sshd() {
     fi
     # -s: keys only (no passwords); -F -E: foreground, log to its file
     dropbear -F -E -s -r $k -p 22 -P /run/dropbear.pid </dev/null >/run/dropbear.log 2>&1 &
-    echo "SSHD up port=22"
+    local pid=$! i=0
+    while [ $i -lt 20 ] && kill -0 $pid 2>/dev/null && ! grep -q "Not backgrounding" /run/dropbear.log; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    if kill -0 $pid 2>/dev/null; then
+        echo "SSHD up port=22"
+    else
+        echo "SSHD error=exited: $(tail -1 /run/dropbear.log)"
+    fi
 }
 net_job() {
     local mac
