@@ -138,7 +138,7 @@ static void test_render_sample(void **state)
     /* anti-spoofing of p1: its MAC and the pair's, its IPs paired with MACs,
      * the link-local of each MAC */
     assert_true(has(s, "ether saddr != { fa:16:3e:00:00:01, fa:16:3e:00:00:99 } counter drop"));
-    assert_true(has(s, "arp saddr ip != { 0.0.0.0, 10.70.0.11, 10.70.0.128/25 }"));
+    assert_true(has(s, "arp saddr ip != 0.0.0.0 arp saddr ip != { 10.70.0.11, 10.70.0.128/25 }"));
     assert_true(has(s, "ip saddr . ether saddr != { 10.70.0.11 . fa:16:3e:00:00:01, "
                        "10.70.0.128/25 . fa:16:3e:00:00:99 }"));
     assert_true(has(s, "2001:db8::11 . fa:16:3e:00:00:01, fe80::f816:3eff:fe00:1 . "
@@ -154,14 +154,26 @@ static void test_render_sample(void **state)
     snprintf(zone, sizeof(zone), "\"brqaaaaaaaa-00\" : %d", na_sg_zone("0a1b2c3d", NET_A));
     assert_true(has(s, zone));
     /* fixed rules */
-    assert_true(has(s, "ip daddr { 10.70.0.11, 255.255.255.255 } udp sport 67 udp dport 68 "
-                       "accept"));
+    assert_true(has(s, "ip daddr 10.70.0.11 udp sport 67 udp dport 68 accept"));
+    assert_true(has(s, "ip daddr 255.255.255.255 udp sport 67 udp dport 68 accept"));
+    /* one MAC: the source is checked by address alone, one address as a value */
+    assert_true(has(s, "ether saddr != fa:16:3e:00:00:02 counter drop"));
+    assert_true(has(s, "ip saddr != 10.70.0.12 counter drop comment \"ip spoof\""));
+    assert_true(has(s, "ip6 saddr != fe80::f816:3eff:fe00:2 counter drop"));
     assert_true(has(s, "ct state established,related accept\n    ct state invalid counter drop"));
     assert_true(has(s, "ct state established,related return"));
     /* group rules as Neutron encodes them */
     assert_true(has(s, "ip saddr @rg_5e000000_0000_4000_8000_0000000000a1_v4 accept comment "
                        "\"rule r-in-web\""));
-    assert_true(has(s, "meta nfproto ipv4 return comment \"rule r-out4\""));
+    assert_true(has(s, "meta nfproto ipv4 meta mark set meta mark or 0x80000000 return comment "
+                       "\"rule r-out4\""));
+    /* each group's rules once, in its chains, jumped to by its ports */
+    assert_true(has(s, "chain sg_in_5e000000_0000_4000_8000_0000000000a1 {\n"));
+    assert_true(has(s, "chain sg_out_5e000000_0000_4000_8000_0000000000b2 {\n  }"));
+    assert_true(has(s, "    jump sg_out_5e000000_0000_4000_8000_0000000000a1\n"
+                       "    meta mark and 0x80000000 == 0x80000000 return\n"
+                       "    counter drop comment \"no rule allows it\""));
+    assert_int_equal(strstr(strstr(s, "rule r-ssh") + 1, "rule r-ssh"), NULL);
     assert_true(has(s, "ip saddr 203.0.113.64/28 tcp dport 22 accept"));
     assert_true(has(s, "meta nfproto ipv4 tcp dport 8000-8080 accept"));
     assert_true(has(s, "meta nfproto ipv4 icmp type 8 icmp code 0 accept"));
@@ -222,7 +234,9 @@ static void test_render_egress_and_stateless(void **state)
     assert_null(strstr(s, "rule r-db\""));
     const char *e = strstr(s, "chain egress_tap11111111-aa {");
     assert_non_null(e);
-    assert_true(has(e, "dhcpv6 client\"\n    counter drop comment \"no rule allows it\""));
+    assert_true(has(e, "dhcpv6 client\"\n    jump sg_out_5e000000_0000_4000_8000_0000000000a1\n"));
+    const char *out = strstr(s, "chain sg_out_5e000000_0000_4000_8000_0000000000a1 {\n  }");
+    assert_non_null(out);
     const char *i3 = strstr(s, "chain ingress_tap33333333-bb {");
     assert_true(has(i3, "{\n    ct state established,related accept"));
     int rc = nft_check(s);

@@ -27,7 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_PORTS 65535
+#define MAX_PORTS 32767 /* 15 bits: bit 31 of the mark is the egress verdict */
+#define EGRESS_OK "0x80000000"
 
 struct port {
     const json_t *j;
@@ -41,6 +42,7 @@ struct render {
     struct nb_sbuf b;
     const json_t *groups; /* {id: group} */
     json_t *used_sets;    /* {set name: [elements]} */
+    json_t *used_groups;  /* {group id: true}: the groups whose chains are rendered */
     struct port *ports;
     size_t nports;
 };
@@ -271,81 +273,69 @@ static int collect_ports(struct render *r, const json_t *state, const char *tag,
 
 /* --- the bridge table: anti-spoofing and marks ------------------------------ */
 
-/* The port's allowed (address, MAC) pairs of one version as nft elements
- * "a . m" into b (comma separated); with v6 also each MAC's link-local.
- * Returns the count. */
-static int spoof_pairs(struct nb_sbuf *b, const struct port *x, int version)
+/* Appends "v" for one element, "{ v, w }" for more (an anonymous set costs
+ * the kernel a set object per rule: one value is a plain compare). */
+static void value_or_set(struct nb_sbuf *b, const json_t *elems)
 {
-    int count = 0;
-    json_t *seen = json_array();
+    size_t i;
+    json_t *e;
+    bool set = json_array_size(elems) != 1;
+    nb_sbuf_str(b, set ? "{ " : "");
+    json_array_foreach (elems, i, e)
+        addf(b, "%s%s", i ? ", " : "", json_string_value(e));
+    nb_sbuf_str(b, set ? " }" : "");
+}
+
+/* The port's allowed (address, MAC) pairs of one version: its fixed IPs
+ * with its MAC, its allowed address pairs with theirs, with v6 also each
+ * MAC's link-local. macs: the MACs the port may send from. New arrays
+ * of "a . m" and of "a". */
+static void spoof_pairs(const struct port *x, int version, json_t *macs, json_t **pairs,
+                        json_t **addrs)
+{
+    *pairs = json_array();
+    *addrs = json_array();
     size_t i;
     json_t *f;
     char a[80], key[128];
     int v;
-    const char *macs[64];
-    int nmacs = 0;
-    macs[nmacs++] = x->mac;
-    char pair_macs[64][18];
+    nb_json_set_add(macs, x->mac);
     json_array_foreach (json_object_get(x->j, "fixed_ips"), i, f) {
         if (addr_norm(nb_json_str(f, "ip_address"), a, sizeof(a), &v) < 0 || v != version)
             continue;
         snprintf(key, sizeof(key), "%s . %s", a, x->mac);
-        nb_json_set_add(seen, key);
+        nb_json_set_add(*pairs, key);
+        nb_json_set_add(*addrs, a);
     }
     json_array_foreach (json_object_get(x->j, "allowed_address_pairs"), i, f) {
         unsigned char mb[6];
-        char *m = pair_macs[i % 64];
+        char m[18];
         if (mac_norm(nb_json_str(f, "mac_address"), m, mb) < 0)
-            snprintf(m, 18, "%s", x->mac);
-        if (nmacs < 64)
-            macs[nmacs++] = m;
+            snprintf(m, sizeof(m), "%s", x->mac);
+        nb_json_set_add(macs, m);
         if (addr_norm(nb_json_str(f, "ip_address"), a, sizeof(a), &v) < 0 || v != version)
             continue;
         snprintf(key, sizeof(key), "%s . %s", a, m);
-        nb_json_set_add(seen, key);
+        nb_json_set_add(*pairs, key);
+        nb_json_set_add(*addrs, a);
     }
-    if (version == 6)
-        for (int k = 0; k < nmacs; k++) {
+    if (version == 6) {
+        json_t *m;
+        json_array_foreach (macs, i, m) {
             unsigned char mb[6];
-            char dummy[18], lla[64];
-            mac_norm(macs[k], dummy, mb);
+            char norm[18], lla[64];
+            mac_norm(json_string_value(m), norm, mb);
             lla_of(mb, lla);
-            snprintf(key, sizeof(key), "%s . %s", lla, macs[k]);
-            nb_json_set_add(seen, key);
+            snprintf(key, sizeof(key), "%s . %s", lla, norm);
+            nb_json_set_add(*pairs, key);
+            nb_json_set_add(*addrs, lla);
         }
-    size_t si;
-    json_t *sv;
-    json_array_foreach (seen, si, sv)
-        addf(b, "%s%s", count++ ? ", " : "", json_string_value(sv));
-    json_decref(seen);
-    return count;
-}
-
-/* The MACs a port may send from: its own and its pairs'. */
-static void port_macs(struct nb_sbuf *b, const struct port *x)
-{
-    json_t *seen = json_array();
-    nb_json_set_add(seen, x->mac);
-    size_t i;
-    json_t *f;
-    json_array_foreach (json_object_get(x->j, "allowed_address_pairs"), i, f) {
-        char m[18];
-        unsigned char mb[6];
-        if (mac_norm(nb_json_str(f, "mac_address"), m, mb) == 0)
-            nb_json_set_add(seen, m);
     }
-    size_t si;
-    json_t *sv;
-    int n = 0;
-    json_array_foreach (seen, si, sv)
-        addf(b, "%s%s", n++ ? ", " : "", json_string_value(sv));
-    json_decref(seen);
 }
 
-/* The port's addresses of one version (fixed IPs and pair prefixes) as
- * elements "a, b/24" (pairs: with the allowed address pairs'). Returns
- * the count. */
-static int port_addrs(struct nb_sbuf *b, const struct port *x, int version, bool pairs)
+/* The port's addresses of one version (fixed IPs, with pairs: and the
+ * allowed address pairs' prefixes). New array. */
+static json_t *port_addr_list(const struct port *x, int version, bool pairs)
 {
     json_t *seen = json_array();
     const char *keys[] = {"fixed_ips", "allowed_address_pairs"};
@@ -359,50 +349,68 @@ static int port_addrs(struct nb_sbuf *b, const struct port *x, int version, bool
                 nb_json_set_add(seen, a);
         }
     }
-    size_t si;
-    json_t *sv;
-    int n = 0;
-    json_array_foreach (seen, si, sv)
-        addf(b, "%s%s", n++ ? ", " : "", json_string_value(sv));
-    json_decref(seen);
-    return n;
+    return seen;
+}
+
+/* The source check of one IP version: by address alone when the port sends
+ * from one MAC only (the MAC rule already holds it), else by (address,
+ * MAC) pair. Nothing to allow: drop the version (a port without any fixed
+ * IP or pair may, as in Neutron, send from any address of its MAC). */
+static void source_check(struct nb_sbuf *b, const struct port *x, int version, bool any)
+{
+    json_t *macs = json_array(), *pairs, *addrs;
+    spoof_pairs(x, version, macs, &pairs, &addrs);
+    const char *fam = version == 4 ? "ip" : "ip6";
+    if (json_array_size(addrs) && json_array_size(macs) == 1) {
+        addf(b, "    %s saddr != ", fam);
+        value_or_set(b, addrs);
+    } else if (json_array_size(addrs)) {
+        addf(b, "    %s saddr . ether saddr != { ", fam);
+        size_t i;
+        json_t *e;
+        json_array_foreach (pairs, i, e)
+            addf(b, "%s%s", i ? ", " : "", json_string_value(e));
+        nb_sbuf_str(b, " }");
+    } else if (!any) {
+        addf(b, "    meta protocol %s", fam);
+    }
+    if (json_array_size(addrs) || !any)
+        addf(b, " counter drop comment \"%s spoof\"\n", version == 4 ? "ip" : "ipv6");
+    json_decref(macs);
+    json_decref(pairs);
+    json_decref(addrs);
 }
 
 static void render_from_chain(struct render *r, const struct port *x)
 {
     struct nb_sbuf *b = &r->b;
-    bool no_ips = json_array_size(json_object_get(x->j, "fixed_ips")) == 0;
+    bool any = json_array_size(json_object_get(x->j, "fixed_ips")) == 0 &&
+               json_array_size(json_object_get(x->j, "allowed_address_pairs")) == 0;
+    json_t *macs = json_array(), *pairs, *addrs;
+    spoof_pairs(x, 4, macs, &pairs, &addrs);
     addf(b, "  chain from_%s {\n", x->tap);
     addf(b, "    meta mark set meta mark and 0x0000ffff or 0x%08x\n", (unsigned)x->idx << 16);
-    nb_sbuf_str(b, "    ether saddr != { ");
-    port_macs(b, x);
-    nb_sbuf_str(b, " } counter drop comment \"mac spoof\"\n");
-    nb_sbuf_str(b, "    ether type { 8021q, 8021ad } counter drop comment \"vlan tagged\"\n");
-    nb_sbuf_str(b, "    arp saddr ip != { 0.0.0.0");
-    struct nb_sbuf tmp = {0};
-    if (port_addrs(&tmp, x, 4, true))
-        addf(b, ", %s", tmp.s);
-    free(tmp.s);
-    nb_sbuf_str(b, " } counter drop comment \"arp spoof\"\n");
+    nb_sbuf_str(b, "    ether saddr != ");
+    value_or_set(b, macs);
+    nb_sbuf_str(b, " counter drop comment \"mac spoof\"\n"
+                   "    ether type @tagged_types counter drop comment \"vlan tagged\"\n");
+    json_t *arp = port_addr_list(x, 4, true);
+    nb_sbuf_str(b, "    arp saddr ip != 0.0.0.0");
+    if (json_array_size(arp)) {
+        nb_sbuf_str(b, " arp saddr ip != ");
+        value_or_set(b, arp);
+    }
+    nb_sbuf_str(b, " counter drop comment \"arp spoof\"\n");
+    json_decref(arp);
+    json_decref(macs);
+    json_decref(pairs);
+    json_decref(addrs);
     nb_sbuf_str(b, "    ip saddr 0.0.0.0 ip daddr 255.255.255.255 udp sport 68 udp dport 67 "
                    "accept comment \"dhcp client\"\n");
-    /* Neutron: a port without any fixed IP may send from any address with
-     * its MAC; otherwise only its pairs */
-    struct nb_sbuf pairs = {0};
-    if (spoof_pairs(&pairs, x, 4))
-        addf(b, "    ip saddr . ether saddr != { %s } counter drop comment \"ip spoof\"\n",
-             pairs.s);
-    else if (!no_ips)
-        nb_sbuf_str(b, "    meta protocol ip counter drop comment \"ip spoof\"\n");
-    free(pairs.s);
-    nb_sbuf_str(b, "    ip6 saddr :: ip6 daddr ff02::/16 icmpv6 type { 131, 135, 143 } "
-                   "accept comment \"ipv6 dad\"\n");
-    pairs = (struct nb_sbuf){0};
-    spoof_pairs(&pairs, x, 6);
-    if (!no_ips || json_array_size(json_object_get(x->j, "allowed_address_pairs")))
-        addf(b, "    ip6 saddr . ether saddr != { %s } counter drop comment \"ipv6 spoof\"\n",
-             pairs.s);
-    free(pairs.s);
+    source_check(b, x, 4, any);
+    nb_sbuf_str(b, "    ip6 saddr :: ip6 daddr ff02::/16 icmpv6 type @dad_types accept comment "
+                   "\"ipv6 dad\"\n");
+    source_check(b, x, 6, false);
     nb_sbuf_str(b, "    udp sport 67 udp dport 68 counter drop comment \"dhcp server\"\n");
     nb_sbuf_str(b, "    udp sport 547 udp dport 546 counter drop comment \"dhcpv6 server\"\n");
     nb_sbuf_str(b, "    icmpv6 type nd-router-advert counter drop comment "
@@ -414,6 +422,9 @@ static void render_bridge(struct render *r, const char *table)
 {
     struct nb_sbuf *b = &r->b;
     addf(b, "table bridge %s\ndelete table bridge %s\ntable bridge %s {\n", table, table, table);
+    nb_sbuf_str(
+        b, "  set tagged_types {\n    type ether_type;\n    elements = { 8021q, 8021ad }\n  }\n"
+           "  set dad_types {\n    type icmpv6_type;\n    elements = { 131, 135, 143 }\n  }\n");
     nb_sbuf_str(b, "  chain forward {\n    type filter hook forward priority -200; policy "
                    "accept;\n    oifname vmap {");
     for (size_t k = 0; k < r->nports; k++)
@@ -525,45 +536,72 @@ static void render_rule(struct render *r, const json_t *rule, const char *verdic
     free(m.s);
 }
 
-/* The rules of the port's groups in direction, deduplicated (the same rule
- * text from two groups once, as Neutron prunes them). */
-static void render_group_rules(struct render *r, const struct port *x, const char *direction,
-                               const char *verdict)
+/* Jumps to the chains of the port's groups in direction (each group's
+ * rules are in one chain shared by its ports; a group unknown to the state
+ * has no chain and allows nothing). */
+static void render_group_jumps(struct render *r, const struct port *x, const char *direction)
 {
-    size_t i, j;
-    json_t *g, *rule;
+    size_t i;
+    json_t *g;
     json_array_foreach (json_object_get(x->j, "security_groups"), i, g) {
-        const json_t *grp = json_object_get(r->groups, json_string_value(g));
-        json_array_foreach (json_object_get(grp, "rules"), j, rule)
-            if (!strcmp(nb_json_str(rule, "direction") ?: "", direction))
-                render_rule(r, rule, verdict);
+        const char *gid = json_string_value(g);
+        if (!gid || !json_object_get(r->groups, gid) || !safe_name(gid))
+            continue;
+        char name[96];
+        ident(name, sizeof(name), direction[0] == 'i' ? "sg_in_" : "sg_out_", gid);
+        addf(&r->b, "    jump %s\n", name);
+        json_object_set_new(r->used_groups, gid, json_true());
+    }
+}
+
+/* The chains of the groups the ports use: ingress rules accept; egress
+ * rules set the mark's bit 31 and return, so the sender's chain lets the
+ * packet on to the receiver's ingress chain. */
+static void render_group_chains(struct render *r)
+{
+    const char *gid;
+    json_t *unused;
+    json_object_foreach (r->used_groups, gid, unused) {
+        const json_t *grp = json_object_get(r->groups, gid);
+        for (int d = 0; d < 2; d++) {
+            char name[96];
+            ident(name, sizeof(name), d ? "sg_out_" : "sg_in_", gid);
+            addf(&r->b, "  chain %s {\n", name);
+            size_t j;
+            json_t *rule;
+            json_array_foreach (json_object_get(grp, "rules"), j, rule)
+                if (!strcmp(nb_json_str(rule, "direction") ?: "", d ? "egress" : "ingress"))
+                    render_rule(r, rule,
+                                d ? "meta mark set meta mark or " EGRESS_OK " return" : "accept");
+            nb_sbuf_str(&r->b, "  }\n");
+        }
     }
 }
 
 static void render_ingress(struct render *r, const struct port *x)
 {
     struct nb_sbuf *b = &r->b;
-    struct nb_sbuf v4 = {0}, v6 = {0};
-    int n4 = port_addrs(&v4, x, 4, false), n6 = port_addrs(&v6, x, 6, false);
+    json_t *v4 = port_addr_list(x, 4, false), *v6 = port_addr_list(x, 6, false);
+    size_t i;
+    json_t *a;
     addf(b, "  chain ingress_%s {\n", x->tap);
     if (x->stateful)
         nb_sbuf_str(b, "    ct state established,related accept\n"
                        "    ct state invalid counter drop\n");
-    addf(b,
-         "    ip daddr { %s%s255.255.255.255 } udp sport 67 udp dport 68 accept comment "
-         "\"dhcp\"\n",
-         n4 ? v4.s : "", n4 ? ", " : "");
-    addf(b,
-         "    ip6 daddr { %s%sfe80::/64 } udp sport 547 udp dport 546 accept comment "
-         "\"dhcpv6\"\n",
-         n6 ? v6.s : "", n6 ? ", " : "");
-    nb_sbuf_str(b, "    icmpv6 type { mld-listener-query, nd-neighbor-solicit, "
-                   "nd-neighbor-advert } accept\n");
-    if (n6)
+    json_array_append_new(v4, json_string("255.255.255.255"));
+    json_array_foreach (v4, i, a)
+        addf(b, "    ip daddr %s udp sport 67 udp dport 68 accept comment \"dhcp\"\n",
+             json_string_value(a));
+    json_array_append_new(v6, json_string("fe80::/64"));
+    json_array_foreach (v6, i, a)
+        addf(b, "    ip6 daddr %s udp sport 547 udp dport 546 accept comment \"dhcpv6\"\n",
+             json_string_value(a));
+    nb_sbuf_str(b, "    icmpv6 type @nd_in_types accept\n");
+    if (json_array_size(v6) > 1)
         nb_sbuf_str(b, "    icmpv6 type nd-router-advert accept\n");
-    free(v4.s);
-    free(v6.s);
-    render_group_rules(r, x, "ingress", "accept");
+    json_decref(v4);
+    json_decref(v6);
+    render_group_jumps(r, x, "ingress");
     nb_sbuf_str(b, "    counter drop comment \"no rule allows it\"\n  }\n");
 }
 
@@ -579,7 +617,8 @@ static void render_egress(struct render *r, const struct port *x)
     if (x->stateful)
         nb_sbuf_str(b, "    ct state established,related return\n"
                        "    ct state invalid counter drop\n");
-    render_group_rules(r, x, "egress", "return");
+    render_group_jumps(r, x, "egress");
+    nb_sbuf_str(b, "    meta mark and " EGRESS_OK " == " EGRESS_OK " return\n");
     nb_sbuf_str(b, "    counter drop comment \"no rule allows it\"\n  }\n");
 }
 
@@ -609,6 +648,7 @@ static void render_inet(struct render *r, const char *table)
         render_ingress(r, &r->ports[k]);
         render_egress(r, &r->ports[k]);
     }
+    render_group_chains(r);
     struct nb_sbuf chains = r->b;
     r->b = head;
     struct nb_sbuf *b = &r->b;
@@ -626,6 +666,9 @@ static void render_inet(struct render *r, const char *table)
     json_object_foreach (bridges, br, z)
         addf(b, "%s \"%s\"", n++ ? "," : "", br);
     nb_sbuf_str(b, " }\n  }\n");
+    nb_sbuf_str(b,
+                "  set nd_in_types {\n    type icmpv6_type;\n    elements = { mld-listener-query, "
+                "nd-neighbor-solicit, nd-neighbor-advert }\n  }\n");
     render_sets(r, b);
     nb_sbuf_str(b, "  chain prerouting {\n    type filter hook prerouting priority raw; policy "
                    "accept;\n    iifname @bridges ct zone set iifname map {");
@@ -737,7 +780,8 @@ int na_sg_render(const json_t *state, const char *tag, struct na_sg_plan *out, c
         *err = "no state or no valid agent tag";
         return -1;
     }
-    struct render r = {.groups = json_object(), .used_sets = json_object()};
+    struct render r = {
+        .groups = json_object(), .used_sets = json_object(), .used_groups = json_object()};
     size_t i;
     json_t *g;
     json_array_foreach (json_object_get(state, "security_groups"), i, g)
@@ -765,6 +809,7 @@ int na_sg_render(const json_t *state, const char *tag, struct na_sg_plan *out, c
     free(r.ports);
     json_decref((json_t *)r.groups);
     json_decref(r.used_sets);
+    json_decref(r.used_groups);
     return rc;
 }
 
