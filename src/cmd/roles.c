@@ -387,6 +387,10 @@ static int start_roles(struct nb_env *env, const struct nb_run_opts *opts, bool 
         return -1;
     if (bootstrap(env, opts) < 0)
         return -1;
+    /* The agents' side of the network service, where the Networking API is
+     * served (its process has the database). */
+    if (http && role_enabled("api") && module_here("network") && nb_network_rpc_start(env) < 0)
+        return -1;
     if (role_enabled("scheduler") &&
         (nb_scheduler_start(env) < 0 ||
          nb_service_keepalive_start(env->db, env->my_host, "nova-scheduler", "scheduler") < 0))

@@ -16,6 +16,7 @@
 #include "common/util.h"
 #include "db/db.h"
 #include "network/network.h"
+#include "network/ml2_int.h"
 #include "network/network_int.h"
 
 #include <stdio.h>
@@ -161,8 +162,21 @@ static json_t *vif_model(struct nb_ctx *ctx, const json_t *port, bool preserve)
         if (has)
             json_array_append_new(models, subnet_model(s, fixed));
     }
-    char devname[16];
+    char devname[16], bridge[16];
     snprintf(devname, sizeof(devname), "tap%.11s", id);
+    if (!strcmp(nb_json_str(port, "binding:vif_type") ? nb_json_str(port, "binding:vif_type") : "",
+                "bridge")) { /* linuxbridge: the agent's brq bridge */
+        snprintf(bridge, sizeof(bridge), "brq%.11s", net_id);
+        return json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:b, s:{s:s, s:s, s:s, s:o, s:{s:s, "
+                         "s:I}}, s:{s:b}}",
+                         "id", id, "address", nb_json_str(port, "mac_address"), "type", "bridge",
+                         "devname", devname, "vnic_type", "normal", "active",
+                         !strcmp(nb_json_str(port, "status"), "ACTIVE"), "preserve_on_delete",
+                         preserve, "network", "id", net_id, "label", nb_json_str(net, "name"),
+                         "bridge", bridge, "subnets", models, "meta", "tenant_id",
+                         nb_json_str(net, "project_id"), "mtu", nb_json_int(net, "mtu", 1500),
+                         "details", "port_filter", 1);
+    }
     return json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:b, s:{s:s, s:s, s:s, s:o, s:{s:s, s:I}}, "
                      "s:{s:b, s:b}}",
                      "id", id, "address", nb_json_str(port, "mac_address"), "type", "ovs",
@@ -217,12 +231,14 @@ static int bind_port(struct nb_ctx *ctx, const char *port_id, const char *instan
                      const char *owner, const char *host)
 {
     char now[32];
+    const char *vif_type = nb_bind_vif_type(ctx, host);
     int n = nb_db_exec(nb_net_env->db, ctx,
                        "UPDATE ports SET device_id = ?, device_owner = ?, binding_host_id = ?, "
-                       "binding_vif_type = 'ovs', status = 'ACTIVE', preserve_on_delete = 1, "
+                       "binding_vif_type = ?, status = ?, preserve_on_delete = 1, "
                        "updated_at = ?, revision_number = revision_number + 1 WHERE id = ? AND "
                        "device_id = ''",
-                       "sssss", instance_uuid, owner, host ? host : "", nb_net_now(now), port_id);
+                       "sssssss", instance_uuid, owner, host ? host : "", vif_type,
+                       nb_bind_status(vif_type), nb_net_now(now), port_id);
     if (n == 0)
         return nb_error(ctx, 409, "PortInUse", "Port %s is still in use.", port_id);
     return n < 0 ? -1 : 0;
@@ -317,6 +333,22 @@ static void release(struct nb_ctx *ctx, const json_t *made)
     undo(ctx, made);
 }
 
+/* Nova's PortBindingFailed for the first of the instance's ports whose
+ * host's agent is dead (vif_type binding_failed). 0/-1. */
+static int binding_failed(struct nb_ctx *ctx, const char *instance_uuid)
+{
+    _cleanup_json_ json_t *row =
+        nb_db_row(nb_net_env->db, ctx,
+                  "SELECT id FROM ports WHERE device_id = ? AND binding_vif_type = "
+                  "'binding_failed' ORDER BY created_at, rowid",
+                  "s", instance_uuid);
+    if (!row)
+        return nb_ctx_failed(ctx) ? -1 : 0;
+    return nb_error(ctx, 400, "PortBindingFailed",
+                    "Binding failed for port %s, please check neutron logs for more information.",
+                    nb_json_str(row, "id"));
+}
+
 int nb_network_allocate_for_instance(struct nb_ctx *ctx, const char *instance_uuid,
                                      const char *host, const char *az, const json_t *requested,
                                      json_t **network_info)
@@ -329,6 +361,12 @@ int nb_network_allocate_for_instance(struct nb_ctx *ctx, const char *instance_uu
         NB_WARN(LOG, ctx, instance_uuid, "port allocation failed: %s", nb_ctx_message(ctx));
         return -1;
     }
+    if (binding_failed(ctx, instance_uuid) < 0) {
+        release(ctx, made);
+        NB_WARN(LOG, ctx, instance_uuid, "%s", nb_ctx_message(ctx));
+        nb_net_notify(ctx, "port binding failed");
+        return -1;
+    }
     *network_info = nb_network_info_for_instance(ctx, instance_uuid);
     if (!*network_info) {
         if (!nb_ctx_failed(ctx))
@@ -338,6 +376,7 @@ int nb_network_allocate_for_instance(struct nb_ctx *ctx, const char *instance_uu
     }
     NB_INFO(LOG, ctx, instance_uuid, "allocated %zu port(s) on host %s",
             json_array_size(*network_info), host ? host : "");
+    nb_net_notify(ctx, "ports allocated");
     return 0;
 }
 
@@ -360,8 +399,10 @@ int nb_network_deallocate_for_instance(struct nb_ctx *ctx, const char *instance_
             return nb_ctx_forward_error(ctx, &admin);
         nb_ctx_clear_error(&admin); /* a 404: that port is gone already */
     }
-    if (json_array_size(rows))
+    if (json_array_size(rows)) {
         NB_INFO(LOG, ctx, instance_uuid, "released %zu port(s)", json_array_size(rows));
+        nb_net_notify(ctx, "ports released");
+    }
     return 0;
 }
 

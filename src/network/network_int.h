@@ -25,6 +25,13 @@
 #include <jansson.h>
 #include <stdbool.h>
 
+/* The network files register their routes through nb_net_route
+ * (notify.c): a POST/PUT/DELETE that succeeds then tells the hosts' agents
+ * their state may have changed (after its commit); GET and HEAD routes are
+ * registered as they are. */
+void nb_net_route(const char *method, const char *pattern, nb_handler_fn fn, int flags);
+#define nb_http_route(method, pattern, fn, flags) nb_net_route(method, pattern, fn, flags)
+
 /* The module's environment (set by nb_network_init). */
 extern struct nb_env *nb_net_env;
 

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "db/db.h"
+#include "network/ml2_int.h"
 #include "network/network_int.h"
 
 #include <stdio.h>
@@ -28,6 +29,9 @@ static const struct nb_net_attr network_attrs[] = {
     {"port_security_enabled", NB_A_BOOL, true, true, false, false, 0},
     {"availability_zone_hints", NB_A_LIST, true, false, false, false, 0},
     {"is_default", NB_A_BOOL, true, true, false, false, 0},
+    {"provider:network_type", NB_A_STR, true, false, false, true, 255},
+    {"provider:physical_network", NB_A_STR, true, false, false, true, 64},
+    {"provider:segmentation_id", NB_A_INT, true, false, false, true, 0},
     {NULL},
 };
 
@@ -83,7 +87,15 @@ static json_t *view(struct nb_ctx *ctx, const json_t *row)
     nb_net_std_attrs(v, row);
     if (nb_json_int(row, "router_external", 0))
         json_object_set_new(v, "is_default", json_boolean(nb_json_int(row, "is_default", 0)));
+    nb_ml2_view(ctx, v, id);
     return v;
+}
+
+json_t *nb_net_network_view_of(struct nb_ctx *ctx, const char *id)
+{
+    _cleanup_json_ json_t *row =
+        nb_db_row(nb_net_env->db, ctx, "SELECT * FROM networks WHERE id = ?", "s", id);
+    return row ? view(ctx, row) : NULL;
 }
 
 /* 403 unless ctx is admin, for the admin-only attributes. */
@@ -104,16 +116,23 @@ static bool flag(const json_t *body, const char *key, bool def)
     return v ? json_is_true(v) : def;
 }
 
-/* Creates one network from body (already checked). View or NULL. */
-static json_t *create_one(struct nb_ctx *ctx, json_t *body)
+/* Neutron's check of a requested mtu against what the segment allows. */
+static int check_mtu(struct nb_ctx *ctx, long long mtu, int max_mtu)
 {
-    char project[NB_ID_LEN], id[NB_UUID_LEN], now[32];
-    if (nb_net_owner(ctx, body, project) < 0 || admin_only(ctx, body, "create") < 0)
-        return NULL;
-    long long mtu = nb_json_int(body, "mtu", nb_conf_int("network", "global_physnet_mtu", 1500));
+    if (mtu && max_mtu && mtu > max_mtu)
+        return nb_error(ctx, 400, "InvalidInput",
+                        "Invalid input for operation: Requested MTU is too big, maximum is %d.",
+                        max_mtu);
+    return 0;
+}
+
+/* The networks row of a checked body (mtu: the requested one, else set
+ * once the segment says what it allows). 0/-1. */
+static int insert_row(struct nb_ctx *ctx, const char *id, const char *project, const json_t *body,
+                      const char *now)
+{
     const char *name = nb_json_str(body, "name"), *desc = nb_json_str(body, "description");
-    nb_uuid(id);
-    nb_net_now(now);
+    long long mtu = nb_json_int(body, "mtu", nb_ml2_physnet_mtu());
     json_t *hints = json_object_get(body, "availability_zone_hints");
     _cleanup_json_ json_t *no_hints = json_array();
     if (nb_db_exec(nb_net_env->db, ctx,
@@ -126,6 +145,26 @@ static json_t *create_one(struct nb_ctx *ctx, json_t *body)
                    flag(body, "router:external", false), flag(body, "is_default", false), mtu,
                    flag(body, "port_security_enabled", true), hints ? hints : no_hints, now,
                    now) < 0)
+        return -1;
+    return 0;
+}
+
+/* Creates one network from body (already checked). View or NULL. */
+static json_t *create_one(struct nb_ctx *ctx, json_t *body)
+{
+    char project[NB_ID_LEN], id[NB_UUID_LEN], now[32];
+    if (nb_net_owner(ctx, body, project) < 0 || admin_only(ctx, body, "create") < 0)
+        return NULL;
+    int max_mtu = 0;
+    nb_uuid(id);
+    nb_net_now(now);
+    const char *name = nb_json_str(body, "name");
+    long long mtu = nb_json_int(body, "mtu", 0);
+    if (insert_row(ctx, id, project, body, now) < 0 ||
+        nb_ml2_segment_reserve(ctx, id, body, &max_mtu) < 0 || check_mtu(ctx, mtu, max_mtu) < 0)
+        return NULL;
+    if (!mtu && nb_db_exec(nb_net_env->db, ctx, "UPDATE networks SET mtu = ? WHERE id = ?", "is",
+                           (long long)max_mtu, id) < 0)
         return NULL;
     _cleanup_json_ json_t *row =
         nb_db_row(nb_net_env->db, ctx, "SELECT * FROM networks WHERE id = ?", "s", id);
@@ -217,6 +256,13 @@ static int update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
         return -1;
     if (!nb_net_network_owned(ctx, row))
         return nb_net_deny(ctx, "update_network");
+    if (json_object_get(body, "mtu")) {
+        _cleanup_json_ json_t *seg = nb_ml2_segment(ctx, id);
+        int max =
+            nb_ml2_type_mtu(seg ? nb_json_str(seg, "network_type") : "local", nb_ml2_physnet_mtu());
+        if (check_mtu(ctx, nb_json_int(body, "mtu", 0), max) < 0)
+            return -1;
+    }
     char now[32];
     nb_net_now(now);
     if (nb_db_begin(nb_net_env->db, ctx) < 0)

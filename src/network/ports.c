@@ -22,6 +22,7 @@
 #include "common/pyrepr.h"
 #include "common/util.h"
 #include "db/db.h"
+#include "network/ml2_int.h"
 #include "network/network_int.h"
 
 #include <ctype.h>
@@ -112,6 +113,8 @@ static json_t *vif_details(const json_t *row)
     if (!strcmp(nb_json_str(row, "binding_vif_type"), "ovs"))
         return json_pack("{s:b, s:s, s:b, s:s, s:s}", "port_filter", 1, "connectivity", "l2",
                          "ovs_hybrid_plug", 0, "datapath_type", "system", "bridge_name", "br-int");
+    if (!strcmp(nb_json_str(row, "binding_vif_type"), "bridge"))
+        return json_pack("{s:b, s:s}", "port_filter", 1, "connectivity", "l2");
     return json_object();
 }
 
@@ -525,6 +528,7 @@ static int insert_port(struct nb_ctx *ctx, const char *id, const char *project, 
 {
     char now[32];
     const char *host = str_or(body, "binding:host_id", "");
+    const char *vif_type = nb_bind_vif_type(ctx, host);
     json_t *pairs = json_object_get(body, "allowed_address_pairs"),
            *profile = json_object_get(body, "binding:profile");
     _cleanup_json_ json_t *no_pairs = json_array(), *no_profile = json_object();
@@ -537,11 +541,10 @@ static int insert_port(struct nb_ctx *ctx, const char *id, const char *project, 
                "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                "ssssssbssssssjbjjss", id, project, nb_json_str(net, "id"), str_or(body, "name", ""),
                str_or(body, "description", ""), mac, flag(body, "admin_state_up", true),
-               *host ? "ACTIVE" : "DOWN", str_or(body, "device_id", ""),
+               nb_bind_status(vif_type), str_or(body, "device_id", ""),
                str_or(body, "device_owner", ""), host, str_or(body, "binding:vnic_type", "normal"),
-               *host ? "ovs" : "unbound", json_is_object(profile) ? profile : no_profile,
-               port_security, json_is_array(pairs) ? pairs : no_pairs, opts, nb_net_now(now),
-               now) < 0
+               vif_type, json_is_object(profile) ? profile : no_profile, port_security,
+               json_is_array(pairs) ? pairs : no_pairs, opts, nb_net_now(now), now) < 0
                ? -1
                : 0;
 }
@@ -740,10 +743,10 @@ static int update_columns(struct nb_ctx *ctx, const char *id, json_t *body)
             return -1;
     }
     if (json_object_get(body, "binding:host_id")) {
-        bool bound = *str_or(body, "binding:host_id", "");
+        const char *vif_type = nb_bind_vif_type(ctx, str_or(body, "binding:host_id", ""));
         if (nb_db_exec(nb_net_env->db, ctx,
                        "UPDATE ports SET binding_vif_type = ?, status = ? WHERE id = ?", "sss",
-                       bound ? "ovs" : "unbound", bound ? "ACTIVE" : "DOWN", id) < 0)
+                       vif_type, nb_bind_status(vif_type), id) < 0)
             return -1;
     }
     return 0;

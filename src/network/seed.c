@@ -6,6 +6,8 @@
  * shared). It is off by default: an external network owned by the admin
  * project is, for Nova's rules, a second network the admin project may boot
  * on, so booting there without naming a network would be ambiguous (409).
+ * The private network gets a tenant segment ([ml2] tenant_network_types,
+ * vxlan by default), the public one is flat on physical network "public".
  * Idempotent: a network whose name exists is kept. */
 #include "common/cleanup.h"
 #include "common/config.h"
@@ -31,6 +33,10 @@ static int seed_one(struct nb_ctx *ctx, const char *name, const char *subnet_nam
         return 0;
     json_t *nbody =
         json_pack("{s:s, s:b, s:b}", "name", name, "shared", shared, "router:external", external);
+    if (external) { /* devstack's public network: flat on physical network "public" */
+        json_object_set_new(nbody, "provider:network_type", json_string("flat"));
+        json_object_set_new(nbody, "provider:physical_network", json_string("public"));
+    }
     json_t *net = nb_net_network_create(ctx, nbody);
     json_decref(nbody);
     if (!net) {

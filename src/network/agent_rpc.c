@@ -1,0 +1,149 @@
+/* agent_rpc.c - the network service's side of its agents' RPC, Neutron's
+ * plugin topic "q-plugin" (network/agent/netagent.h gives the messages):
+ *   report_state (cast)  upserts the agent's row and heartbeat; an agent
+ *                        that is new, restarted or alive again triggers
+ *                        scheduling and a notification of the hosts;
+ *   get_host_state       the host's desired state (host_state.c);
+ *   update_device_list   port statuses: up ACTIVE, down DOWN, failed ERROR
+ *                        with the reason kept (ports.status_reason);
+ *   update_floatingip_statuses  a stub until floating IPs exist (h/l3).
+ * Started in the process that serves the Networking API (it has the
+ * database). */
+#include "bus/bus.h"
+#include "common/cleanup.h"
+#include "common/config.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "db/db.h"
+#include "network/ml2_int.h"
+#include "network/network.h"
+#include "network/network_int.h"
+
+#include <string.h>
+
+#define LOG "nubo.network.rpc"
+#define DB nb_net_env->db
+
+static json_t *report_state(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)opaque, (void)method;
+    struct nb_ctx sys;
+    nb_ctx_init_system(&sys, ctx->request_id);
+    bool revived = false;
+    _cleanup_json_ json_t *row = nb_agent_report(&sys, json_object_get(args, "agent"), &revived);
+    if (!row) {
+        NB_WARN(LOG, &sys, NULL, "report_state refused: %s", nb_ctx_message(&sys));
+        return NULL;
+    }
+    /* A new or revived agent, or one that took a dead one's place: the
+     * schedule may change; the hosts fetch again (notify runs it). */
+    if (revived)
+        nb_net_notify(&sys, "agent started");
+    else if (nb_sched_run(&sys) > 0)
+        nb_net_notify(&sys, "rescheduled");
+    return NULL;
+}
+
+static json_t *get_host_state(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)opaque, (void)method;
+    struct nb_ctx sys;
+    nb_ctx_init_system(&sys, ctx->request_id);
+    json_t *state = nb_host_state(&sys, nb_json_str(args, "host"));
+    if (!state)
+        return json_pack("{s:s}", "error", nb_ctx_message(&sys));
+    return state;
+}
+
+/* Sets status on the ports of ids bound to host whose status differs;
+ * returns the ids changed. */
+static json_t *set_status(struct nb_ctx *ctx, const char *host, const json_t *ids,
+                          const char *status)
+{
+    json_t *changed = json_array();
+    char now[32];
+    nb_net_now(now);
+    size_t i;
+    json_t *id;
+    json_array_foreach (ids, i, id) {
+        if (!json_is_string(id))
+            continue;
+        int n = nb_db_exec(DB, ctx,
+                           "UPDATE ports SET status = ?, status_reason = NULL, updated_at = ? "
+                           "WHERE id = ? AND binding_host_id = ? AND status != ?",
+                           "sssss", status, now, json_string_value(id), host, status);
+        if (n > 0)
+            json_array_append(changed, id);
+    }
+    return changed;
+}
+
+static json_t *update_device_list(void *opaque, struct nb_ctx *ctx, const char *method,
+                                  json_t *args)
+{
+    (void)opaque, (void)method;
+    struct nb_ctx sys;
+    nb_ctx_init_system(&sys, ctx->request_id);
+    const char *host = nb_json_str(args, "host");
+    if (!host)
+        return json_pack("{s:s}", "error", "host required");
+    json_t *up = set_status(&sys, host, json_object_get(args, "devices_up"), "ACTIVE");
+    json_t *down = set_status(&sys, host, json_object_get(args, "devices_down"), "DOWN");
+    size_t i;
+    json_t *f;
+    char now[32];
+    nb_net_now(now);
+    json_array_foreach (json_object_get(args, "devices_failed"), i, f) {
+        const char *id = nb_json_str(f, "port_id"), *why = nb_json_str(f, "reason");
+        if (id && nb_db_exec(DB, &sys,
+                             "UPDATE ports SET status = 'ERROR', status_reason = ?, updated_at = "
+                             "? WHERE id = ? AND binding_host_id = ? AND (status != 'ERROR' OR "
+                             "COALESCE(status_reason, '') != ?)",
+                             "sssss", why ? why : "", now, id, host, why ? why : "") > 0)
+            NB_WARN(LOG, &sys, NULL, "port %s on host %s failed: %s", id, host, why ? why : "");
+    }
+    if (json_array_size(up) || json_array_size(down))
+        NB_INFO(LOG, &sys, NULL, "host %s: %zu port(s) up, %zu down", host, json_array_size(up),
+                json_array_size(down));
+    return json_pack("{s:o, s:o}", "devices_up", up, "devices_down", down);
+}
+
+/* h/l3 fills this in with the floating IPs; until then nothing to record. */
+static json_t *update_floatingip_statuses(void *opaque, struct nb_ctx *ctx, const char *method,
+                                          json_t *args)
+{
+    (void)opaque, (void)ctx, (void)method, (void)args;
+    return json_object();
+}
+
+static const struct nb_bus_method methods[] = {
+    {"report_state", NB_BUS_CAST, report_state},
+    {"get_host_state", NB_BUS_CALL, get_host_state},
+    {"update_device_list", NB_BUS_CALL, update_device_list},
+    {"update_floatingip_statuses", NB_BUS_CALL, update_floatingip_statuses},
+    {NULL, 0, NULL},
+};
+
+static const struct nb_bus_service service = {"q-plugin", LOG, methods};
+
+static json_t *handle(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    return nb_bus_dispatch(&service, opaque, ctx, method, args);
+}
+
+int nb_network_rpc_start(struct nb_env *env)
+{
+    if (!env->db) {
+        NB_ERROR(LOG, NULL, NULL, "the network service's RPC needs database access");
+        return -1;
+    }
+    nb_net_env = env;
+    if (nb_bus_listen("q-plugin", handle, NULL, (int)nb_conf_int("network", "rpc_workers", 4)) <
+        0) {
+        NB_ERROR(LOG, NULL, NULL, "cannot listen on topic q-plugin");
+        return -1;
+    }
+    NB_INFO(LOG, NULL, NULL, "listening on topic q-plugin");
+    return 0;
+}
