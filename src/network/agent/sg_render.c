@@ -697,15 +697,15 @@ static void render_inet(struct render *r, const char *table)
 
 static void rule_key(const json_t *rule, char *out, size_t n)
 {
-    char *s = nb_json_dump(
-        rule ? json_pack(
-                   "[s?,s?,O?,O?,O?,s?,s?]", nb_json_str(rule, "direction"),
-                   nb_json_str(rule, "ethertype"), json_object_get(rule, "protocol"),
-                   json_object_get(rule, "port_range_min"), json_object_get(rule, "port_range_max"),
-                   nb_json_str(rule, "remote_ip_prefix"), nb_json_str(rule, "remote_group_id"))
-             : json_null());
+    json_t *k =
+        json_pack("[s?,s?,O?,O?,O?,s?,s?]", nb_json_str(rule, "direction"),
+                  nb_json_str(rule, "ethertype"), json_object_get(rule, "protocol"),
+                  json_object_get(rule, "port_range_min"), json_object_get(rule, "port_range_max"),
+                  nb_json_str(rule, "remote_ip_prefix"), nb_json_str(rule, "remote_group_id"));
+    char *s = k ? nb_json_dump(k) : NULL;
     snprintf(out, n, "%s", s ? s : "");
     free(s);
+    json_decref(k);
 }
 
 static json_t *port_flows(const struct render *r, const struct port *x)
@@ -733,9 +733,10 @@ static json_t *port_flows(const struct render *r, const struct port *x)
                 json_array_append_new(remotes, json_string(nb_json_str(rule, "remote_group_id")));
         }
     }
-    return json_pack("{s:i,s:o,s:O,s:o,s:o}", "zone", x->zone, "ips", ips, "groups",
-                     json_object_get(x->j, "security_groups") ?: json_array(), "rules", rules,
-                     "remote_groups", remotes);
+    json_t *groups = json_object_get(x->j, "security_groups");
+    return json_pack("{s:i,s:o,s:o,s:o,s:o}", "zone", x->zone, "ips", ips, "groups",
+                     groups ? json_incref(groups) : json_array(), "rules", rules, "remote_groups",
+                     remotes);
 }
 
 static json_t *render_flows(const struct render *r)
