@@ -33,6 +33,7 @@
 #include "db/db.h"
 #include "identity/identity.h"
 #include "image/image.h"
+#include "network/agent/netagent.h"
 #include "network/network.h"
 #include "placement/placement.h"
 #include "policy/policy.h"
@@ -226,6 +227,20 @@ static int start_agents(struct nb_env *env, struct nb_virt_driver **drv_out)
     return rc;
 }
 
+/* Starts the network agent of each compute host here, when wanted
+ * (netagent.h: by default with the libvirt driver). */
+static int start_network_agents(struct nb_env *env)
+{
+    if (!nb_netagent_wanted())
+        return 0;
+    char *copy = strdup(agent_hosts(env)), *save = NULL;
+    int rc = 0;
+    for (char *h = strtok_r(copy, ", ", &save); h && rc == 0; h = strtok_r(NULL, ", ", &save))
+        rc = nb_netagent_start(env, h);
+    free(copy);
+    return rc;
+}
+
 /* True if the comma lists a and b share a role other than compute. */
 static bool control_roles_meet(const char *a, const char *b)
 {
@@ -414,7 +429,7 @@ static int start_roles(struct nb_env *env, const struct nb_run_opts *opts, bool 
      * this process's) register at once. */
     if (role_enabled("compute")) {
         nb_svc_init(module_here("placement") && module_here("image"));
-        if (start_agents(env, drv) < 0)
+        if (start_agents(env, drv) < 0 || start_network_agents(env) < 0)
             return -1;
     }
     return 0;
@@ -443,6 +458,7 @@ static void stop_roles(struct nb_ctx *ctx, struct nb_env *env, struct nb_virt_dr
 {
     nb_http_stop();
     nb_compute_agents_stop();
+    nb_netagent_stop();
     nb_service_keepalive_stop();
     nb_volume_shutdown();
     nb_metadata_stop();

@@ -25,6 +25,21 @@
 #define LOG "nubo.network.rpc"
 #define DB nb_net_env->db
 
+/* A Linux bridge agent (re)appeared on host: the ports bound there before
+ * (to no data plane, or while it was dead) are bound again, as ML2 retries
+ * a failed binding: "bridge", DOWN until the agent reports them up. */
+static void rebind_host(struct nb_ctx *ctx, const char *host)
+{
+    char now[32];
+    int n = nb_db_exec(DB, ctx,
+                       "UPDATE ports SET binding_vif_type = 'bridge', status = 'DOWN', updated_at "
+                       "= ? WHERE binding_host_id = ? AND binding_vif_type IN ('ovs', "
+                       "'binding_failed')",
+                       "ss", nb_net_now(now), host);
+    if (n > 0)
+        NB_INFO(LOG, ctx, NULL, "%d port(s) of host %s bound to its Linux bridge agent", n, host);
+}
+
 static json_t *report_state(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
 {
     (void)opaque, (void)method;
@@ -38,9 +53,12 @@ static json_t *report_state(void *opaque, struct nb_ctx *ctx, const char *method
     }
     /* A new or revived agent, or one that took a dead one's place: the
      * schedule may change; the hosts fetch again (notify runs it). */
-    if (revived)
+    if (revived && !strcmp(nb_json_str(row, "agent_type"), NB_AGENT_LINUXBRIDGE))
+        rebind_host(&sys, nb_json_str(row, "host"));
+    if (revived) {
+        nb_net_notify_reset(nb_json_str(row, "host"));
         nb_net_notify(&sys, "agent started");
-    else if (nb_sched_run(&sys) > 0)
+    } else if (nb_sched_run(&sys) > 0)
         nb_net_notify(&sys, "rescheduled");
     return NULL;
 }
@@ -109,12 +127,19 @@ static json_t *update_device_list(void *opaque, struct nb_ctx *ctx, const char *
     return json_pack("{s:o, s:o}", "devices_up", up, "devices_down", down);
 }
 
-/* h/l3 fills this in with the floating IPs; until then nothing to record. */
+/* The floating IPs' file answers it when linked in (floatingips.c). */
+json_t *nb_net_rpc_update_floatingip_statuses(void *opaque, struct nb_ctx *ctx, const char *method,
+                                              json_t *args) __attribute__((weak));
+
 static json_t *update_floatingip_statuses(void *opaque, struct nb_ctx *ctx, const char *method,
                                           json_t *args)
 {
-    (void)opaque, (void)ctx, (void)method, (void)args;
-    return json_object();
+    if (nb_net_rpc_update_floatingip_statuses) {
+        struct nb_ctx sys;
+        nb_ctx_init_system(&sys, ctx->request_id);
+        return nb_net_rpc_update_floatingip_statuses(opaque, &sys, method, args);
+    }
+    return json_pack("{s:i}", "updated", 0);
 }
 
 static const struct nb_bus_method methods[] = {

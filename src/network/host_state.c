@@ -263,8 +263,43 @@ static json_t *router_entry(struct nb_ctx *ctx, const json_t *r, json_t *nets)
                      routes ? routes : json_array(), "floating_ips");
 }
 
+/* The L3 files' builder of a router's state (with its floating IPs), when
+ * linked in: given no host list it answers every router; the ones bound to
+ * host's L3 agent are kept. */
+json_t *nb_net_l3_host_routers(struct nb_ctx *ctx, const char *host, const json_t *l3_hosts)
+    __attribute__((weak));
+
+static json_t *l3_routers_of(struct nb_ctx *ctx, const char *host, json_t *nets)
+{
+    _cleanup_json_ json_t *all = nb_net_l3_host_routers(ctx, host, NULL);
+    _cleanup_json_ json_t *mine = strings_of(ctx,
+                                             "SELECT b.router_id FROM routerl3agentbindings b "
+                                             "JOIN agents a ON a.id = b.l3_agent_id WHERE "
+                                             "a.host = ?",
+                                             host, "router_id");
+    json_t *out = json_array();
+    size_t i, j;
+    json_t *r, *m, *l;
+    json_array_foreach (all, i, r) {
+        bool here = false;
+        json_array_foreach (mine, j, m)
+            here |= !strcmp(json_string_value(m), nb_json_str(r, "id"));
+        if (!here)
+            continue;
+        json_array_append(out, r);
+        json_t *gw = json_object_get(r, "gateway");
+        if (json_is_object(gw))
+            nb_json_set_add(nets, nb_json_str(gw, "network_id"));
+        json_array_foreach (json_object_get(r, "interfaces"), j, l)
+            nb_json_set_add(nets, nb_json_str(l, "network_id"));
+    }
+    return out;
+}
+
 static json_t *routers_of(struct nb_ctx *ctx, const char *host, json_t *nets)
 {
+    if (nb_net_l3_host_routers)
+        return l3_routers_of(ctx, host, nets);
     _cleanup_json_ json_t *rows = nb_db_rows(
         DB, ctx,
         "SELECT r.* FROM routers r JOIN routerl3agentbindings b ON b.router_id = r.id JOIN "
@@ -317,7 +352,8 @@ static json_t *dhcp_hosts(struct nb_ctx *ctx, const char *net, const char *dhcp_
 {
     _cleanup_json_ json_t *rows = nb_db_rows(
         DB, ctx,
-        "SELECT p.id, p.mac_address, a.subnet_id, a.ip_address FROM ports p JOIN ipallocations "
+        "SELECT p.id, p.mac_address, p.device_id, p.project_id, a.subnet_id, a.ip_address FROM "
+        "ports p JOIN ipallocations "
         "a ON a.port_id = p.id WHERE p.network_id = ? AND p.id != ? ORDER BY p.created_at, "
         "p.rowid, a.ip_address",
         "ss", net, dhcp_port_id);
@@ -326,10 +362,12 @@ static json_t *dhcp_hosts(struct nb_ctx *ctx, const char *net, const char *dhcp_
     json_t *r;
     json_array_foreach (rows, i, r)
         json_array_append_new(
-            out, json_pack("{s:s, s:s, s:s, s:s, s:o}", "port_id", nb_json_str(r, "id"), "mac",
-                           nb_json_str(r, "mac_address"), "subnet_id", nb_json_str(r, "subnet_id"),
-                           "ip_address", nb_json_str(r, "ip_address"), "hostname",
-                           host_name(nb_json_str(r, "ip_address"))));
+            out,
+            json_pack("{s:s, s:s, s:s, s:s, s:o, s:s, s:s}", "port_id", nb_json_str(r, "id"), "mac",
+                      nb_json_str(r, "mac_address"), "subnet_id", nb_json_str(r, "subnet_id"),
+                      "ip_address", nb_json_str(r, "ip_address"), "hostname",
+                      host_name(nb_json_str(r, "ip_address")), "device_id",
+                      nb_json_str(r, "device_id"), "project_id", nb_json_str(r, "project_id")));
     return out;
 }
 

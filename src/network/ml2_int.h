@@ -130,5 +130,11 @@ const char *nb_bind_status(const char *vif_type);
 /* Casts "host_state_changed" {"reason"} to q-agent-notifier.<host> of
  * every host with a live agent. Call after the change is committed. */
 void nb_net_notify(struct nb_ctx *ctx, const char *reason);
+/* A host's agent (re)started: it is told again at once even if a cast to
+ * it found no listener lately. */
+void nb_net_notify_reset(const char *host);
+/* The same as nb_net_notify (the name floatingips.h declares for the L3
+ * files). */
+void nb_net_notify_agents(struct nb_ctx *ctx, const char *reason);
 
 #endif

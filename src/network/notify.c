@@ -22,6 +22,7 @@
 #include "network/ml2_int.h"
 #include "network/network_int.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,47 @@
 /* Set while this thread runs scheduling: its own port changes do not
  * schedule again. */
 static __thread bool in_notify;
+
+/* Hosts whose last cast found no listener (an agent that stopped less than
+ * agent_down_time ago): skipped for a while, so the bus logs "no listener"
+ * once per host and period, not once per change. */
+#define QUIET_S 30.0
+static struct {
+    char host[256];
+    double until;
+} quiet[32];
+static pthread_mutex_t quiet_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool is_quiet(const char *host, double now)
+{
+    bool q = false;
+    pthread_mutex_lock(&quiet_lock);
+    for (size_t i = 0; i < sizeof(quiet) / sizeof(quiet[0]); i++)
+        q |= quiet[i].until > now && !strcmp(quiet[i].host, host);
+    pthread_mutex_unlock(&quiet_lock);
+    return q;
+}
+
+static void set_quiet(const char *host, double now)
+{
+    pthread_mutex_lock(&quiet_lock);
+    size_t slot = 0;
+    for (size_t i = 0; i < sizeof(quiet) / sizeof(quiet[0]); i++)
+        if (!strcmp(quiet[i].host, host) || quiet[i].until < quiet[slot].until)
+            slot = i;
+    nb_strlcpy(quiet[slot].host, host, sizeof(quiet[slot].host));
+    quiet[slot].until = now + QUIET_S;
+    pthread_mutex_unlock(&quiet_lock);
+}
+
+void nb_net_notify_reset(const char *host)
+{
+    pthread_mutex_lock(&quiet_lock);
+    for (size_t i = 0; i < sizeof(quiet) / sizeof(quiet[0]); i++)
+        if (!strcmp(quiet[i].host, host))
+            quiet[i].until = 0;
+    pthread_mutex_unlock(&quiet_lock);
+}
 
 void nb_net_notify(struct nb_ctx *ctx, const char *reason)
 {
@@ -43,14 +85,27 @@ void nb_net_notify(struct nb_ctx *ctx, const char *reason)
     _cleanup_json_ json_t *hosts = nb_agent_live_hosts(&sys);
     size_t i;
     json_t *h;
+    double now = nb_time_mono();
     json_array_foreach (hosts, i, h) {
+        const char *host = json_string_value(h);
+        if (is_quiet(host, now))
+            continue;
         char topic[320];
-        snprintf(topic, sizeof(topic), "q-agent-notifier.%s", json_string_value(h));
+        snprintf(topic, sizeof(topic), "q-agent-notifier.%s", host);
         if (nb_bus_cast(&sys, topic, "host_state_changed",
-                        json_pack("{s:s}", "reason", reason ? reason : "")) < 0)
-            NB_DEBUG(LOG, &sys, NULL, "no agent listening on %s", topic);
+                        json_pack("{s:s}", "reason", reason ? reason : "")) < 0) {
+            NB_WARN(LOG, &sys, NULL, "the agent of host %s does not listen: not told for %.0f s",
+                    host, QUIET_S);
+            set_quiet(host, now);
+        }
     }
     in_notify = false;
+}
+
+/* The name the routers' and floating IPs' files call it by. */
+void nb_net_notify_agents(struct nb_ctx *ctx, const char *reason)
+{
+    nb_net_notify(ctx, reason);
 }
 
 /* --- the routes' wrapper ------------------------------------------------------ */

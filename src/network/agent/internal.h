@@ -48,6 +48,11 @@ int na_run(struct nb_ctx *ctx, const char *netns, const char *const argv[],
 int na_must(struct nb_ctx *ctx, const char *netns, const char *const argv[],
             const char *stdin_text);
 
+/* Records that the port port_id could not be wired in this reconcile: it
+ * is reported as failed with reason (copied) instead of up or down
+ * (agent.c). */
+void na_port_failed(struct na *a, const char *port_id, const char *reason);
+
 /* The phases (one file each; weak, so agent.c calls the ones linked in
  * while they are being written). */
 #define NA_PHASE __attribute__((weak))
@@ -56,6 +61,9 @@ NA_PHASE int na_dhcp_sync(struct na *a, struct nb_ctx *ctx, const json_t *state)
 NA_PHASE int na_mdproxy_sync(struct na *a, struct nb_ctx *ctx, const json_t *state); /* mdproxy.c */
 NA_PHASE int na_l3_sync(struct na *a, struct nb_ctx *ctx, const json_t *state);      /* l3.c */
 NA_PHASE int na_sg_sync(struct na *a, struct nb_ctx *ctx, const json_t *state);      /* sg.c */
+/* VXLAN (vxlan.c): called by na_l2_sync once the bridges exist, so the
+ * vxlan-<vni> devices and their peers join them. */
+NA_PHASE int na_vxlan_sync(struct na *a, struct nb_ctx *ctx, const json_t *state);   /* vxlan.c */
 
 /* Which ports are wired now (after the phases): fills *up and *down with
  * new arrays of port ids among the state's ports, DHCP and router legs
