@@ -22,6 +22,7 @@ export LC_ALL=C
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 OUT=${1:-$HERE/out}
 INIT_SRC=$HERE/guest-init.sh
+DHCP_SRC=$HERE/guest-dhcp.sh
 T0=$EPOCHREALTIME
 
 log() { printf 'build.sh: %s\n' "$*" >&2; }
@@ -29,7 +30,7 @@ die() { log "error: $*"; exit 1; }
 
 # ------------------------------------------------------------- packages
 PKGS=(linux-image-cloud-amd64 busybox-static syslinux syslinux-common mtools
-      dosfstools cpio xz-utils qemu-utils)
+      dosfstools cpio xz-utils qemu-utils dropbear-bin)
 missing_pkgs() {     # one dpkg-query for all: it is slow on a busy machine
     local p
     declare -A ok=()
@@ -66,18 +67,22 @@ MODDIR=/lib/modules/$KVER
 [ -r "$MODDIR/modules.dep" ] || die "no $MODDIR/modules.dep"
 BUSYBOX=/bin/busybox
 applets=" $("$BUSYBOX" --list | tr '\n' ' ') "     # no `| grep -q`: SIGPIPE + pipefail
-for a in sh acpid findfs poweroff insmod mount awk; do
+for a in sh acpid findfs poweroff insmod mount awk udhcpc wget ip timeout; do
     [[ $applets == *" $a "* ]] || die "$BUSYBOX has no $a applet"
 done
 # busybox-static is statically linked: ldd has nothing to say about it
 if ldd "$BUSYBOX" >/dev/null 2>&1; then die "$BUSYBOX is dynamically linked (need busybox-static)"; fi
 LDLINUX=$(command -v syslinux)
+DROPBEAR=(/usr/sbin/dropbear /usr/bin/dropbearkey)
+# what the dynamically linked dropbear needs, as ldd finds it (+ the loader)
+mapfile -t DROPBEAR_LIBS < <(ldd "${DROPBEAR[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// && NF == 2 {print $1}' | sort -u)
+[ ${#DROPBEAR_LIBS[@]} -gt 0 ] || die "ldd found no libraries for ${DROPBEAR[*]}"
 
 stamp_text() {
     echo "kver=$KVER"
     stat -c '%n %s %Y' "$KERNEL" "$MODDIR/modules.dep" "$MODDIR/modules.builtin" \
-        "$BUSYBOX" "$LDLINUX" 2>/dev/null
-    cat "${BASH_SOURCE[0]}" "$INIT_SRC" | sha256sum      # contents, not paths
+        "$BUSYBOX" "$LDLINUX" "${DROPBEAR[@]}" "${DROPBEAR_LIBS[@]}" 2>/dev/null
+    cat "${BASH_SOURCE[0]}" "$INIT_SRC" "$DHCP_SRC" | sha256sum      # contents, not paths
 }
 STAMP=$(stamp_text | sha256sum | cut -d' ' -f1)
 if [ "${FORCE:-0}" != 1 ] && [ -s "$OUT/guest.raw" ] && [ -s "$OUT/guest.qcow2" ] &&
@@ -90,21 +95,41 @@ mkdir -p "$OUT"
 W=$(mktemp -d "${TMPDIR:-/tmp}/nubo-guest-build.XXXXXX")
 trap 'rm -rf "$W"' EXIT
 R=$W/root
-mkdir -p "$R"/{bin,dev,proc,sys,mnt,tmp,etc,lib/modules}
+mkdir -p "$R"/{bin,dev,proc,sys,mnt,tmp,etc,run,lib/modules}
 cp "$BUSYBOX" "$R/bin/busybox"
 install -m 0755 "$INIT_SRC" "$R/init"
+install -m 0755 "$DHCP_SRC" "$R/bin/dhcp-event"
 echo nubo-guest >"$R/etc/hostname"
+
+# ---------------------------------------------------------------- dropbear
+# The SSH server (key authentication only, see guest-init.sh) with the
+# libraries ldd lists, at the same paths. root's password field is "x" with
+# no /etc/shadow: not blank and not locked, and no password can match.
+mkdir -p "$R/usr/sbin" "$R/usr/bin" "$R/root" "$R/etc/dropbear"
+chmod 700 "$R/root"
+for f in "${DROPBEAR[@]}" "${DROPBEAR_LIBS[@]}"; do
+    mkdir -p "$R$(dirname "$f")"
+    cp -L "$f" "$R$f"
+done
+for f in /lib/x86_64-linux-gnu/libnss_files.so.2; do   # getpwnam; tiny
+    [ -e "$f" ] && cp -L "$f" "$R$f"
+done
+echo 'root:x:0:0:root:/root:/bin/sh' >"$R/etc/passwd"
+echo 'root:x:0:' >"$R/etc/group"
+printf '/bin/sh\n' >"$R/etc/shells"
+printf 'passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n' >"$R/etc/nsswitch.conf"
 
 # --------------------------------------------------------- kernel modules
 # Wanted: virtio disk (vda...), IDE cdrom (pc machine's config drive; the
 # cloud kernel has no AHCI, so a q35 SATA cdrom is invisible), virtio-scsi and
 # sd (volumes on a SCSI bus), iso9660 and vfat (+ the charsets they mount
 # with: cp437/ascii for vfat, utf8 for Joliet), the ACPI power button and
-# evdev for acpid (first, so that /init can start acpid early). A module
+# evdev for acpid (first, so that /init can start acpid early), virtio_net
+# for the NIC (last: nothing else waits for it). A module
 # that is built in (modules.builtin) is skipped; anything else missing is an
 # error.
 WANT=(button evdev virtio_pci virtio_blk virtio_scsi ata_piix sr_mod sd_mod cdrom
-      isofs vfat nls_cp437 nls_ascii nls_utf8)
+      isofs vfat nls_cp437 nls_ascii nls_utf8 virtio_net)
 declare -A DEP=() SEEN=()
 while IFS= read -r line; do
     path=${line%%:*}

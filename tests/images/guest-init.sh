@@ -9,6 +9,18 @@
 #                                              whenever the set changes)
 #   HB <n> up=<s>                             (every 100 ms, forever)
 #   POWER-OFF acpi                            (ACPI power button -> poweroff -f)
+# and, from the network job (in the background: the lines above come as
+# before whatever the network does, and interleave with these):
+#   NET-START mac=<mac> up=<s>  |  NET-START none     (eth0 within 5 s or not)
+#   DHCP-LEASE ip=.. mask=.. router=.. mtu=.. dns=.. hostname=.. up=..
+#   NET-UP addr=<ip/len> mtu=<mtu> routes=<r;r;..> up=<s>  (guest-dhcp.sh)
+#   DHCP-LEASE none up=<s>                    (no lease within 60 s)
+#   METADATA source=<config-drive|http> uuid=<uuid> hostname=<h> up=<s>
+#   METADATA error=<what> up=<s>
+#   HOSTNAME <name> source=<metadata|dhcp>    (cloud-init: the short name)
+#   SSH-KEY n=<count>                         (/root/.ssh/authorized_keys)
+#   USER-DATA rc=<rc> | USER-DATA none | USER-DATA skipped=not-a-script
+#   SSHD up port=22 | SSHD error=<what>       (dropbear, key auth only)
 /bin/busybox mkdir -p /proc /sys /dev /sbin /usr/bin /usr/sbin
 /bin/busybox --install -s
 export PATH=/bin:/sbin:/usr/bin:/usr/sbin
@@ -49,21 +61,33 @@ while read -r m; do
     fi
 done </lib/modules/load.order
 [ -n "$acpi_started" ] || start_acpi
+mkdir -p /run/md /run/net /root /etc/dropbear /dev/pts
+mount -t devpts devpts /dev/pts 2>/dev/null
 
 # --- OpenStack config drive (LABEL=config-2, iso9660 or vfat)
-# json_get FILE KEY: string value of a top-level key of a JSON object
+# json_get FILE KEY: the string value of a top-level key of a JSON object;
+# when that value is an object, its string values, one a line (public_keys).
+# Escapes \n \t \" \\ \/ are decoded (\uXXXX becomes "?").
 json_get() {
     awk -v want="$2" '
     BEGIN { RS = "\001" }
     {
         s = $0; n = length(s); depth = 0; i = 1; key = ""; expect_val = 0
+        inwant = 0; k2 = 0
         while (i <= n) {
             c = substr(s, i, 1)
             if (c == "\"") {
                 str = ""; i++
                 while (i <= n) {
                     c = substr(s, i, 1)
-                    if (c == "\\") { str = str substr(s, i + 1, 1); i += 2; continue }
+                    if (c == "\\") {
+                        e = substr(s, i + 1, 1)
+                        if (e == "n") str = str "\n"
+                        else if (e == "t") str = str "\t"
+                        else if (e == "u") { str = str "?"; i += 4 }
+                        else str = str e
+                        i += 2; continue
+                    }
                     if (c == "\"") break
                     str = str c; i++
                 }
@@ -72,20 +96,146 @@ json_get() {
                     expect_val = 0; key = ""
                 } else if (depth == 1) {
                     key = str
+                } else if (depth == 2 && inwant) {
+                    if (k2) { print str; k2 = 0 } else k2 = 1
                 }
             } else if (c == ":" && depth == 1) {
                 expect_val = 1
             } else if (c == "," && depth == 1) {
                 expect_val = 0; key = ""
+            } else if (c == "," && depth == 2) {
+                k2 = 0
             } else if (c == "{" || c == "[") {
-                depth++; if (depth > 1) expect_val = 0
+                depth++
+                if (depth == 2 && expect_val && key == want && c == "{") inwant = 1
+                if (depth > 1) expect_val = 0
             } else if (c == "}" || c == "]") {
+                if (depth == 2 && inwant) exit
                 depth--
             }
             i++
         }
     }' "$1"
 }
+
+# --- the network job: DHCP on eth0, metadata, then what cloud-init does
+uptime_s() { read -r up _ </proc/uptime; }
+MD_URL=http://169.254.169.254/openstack/latest
+# fetch NAME: GET $MD_URL/NAME into /run/md/NAME. busybox wget segfaults
+# with -T, hence timeout(1). 0 ok, 1 error (404 included).
+fetch() {
+    rm -f "/run/md/$1.part"
+    timeout 5 wget -q -O "/run/md/$1.part" "$MD_URL/$1" 2>/run/md/wget.err &&
+        mv "/run/md/$1.part" "/run/md/$1"
+}
+net_metadata() {    # -> /run/md/meta_data.json (+ user_data), its source
+    local i=0 t
+    # the config drive is looked for first (up to 10 s), as cloud-init does
+    while [ ! -e /run/md/cd.done ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+    if [ -s /run/md/meta_data.json ]; then
+        src=config-drive
+        return 0
+    fi
+    src=http
+    if [ ! -s /run/net/lease ]; then
+        mderr=no-lease
+        return 1
+    fi
+    # the proxy may come a little after the lease: retry for ~40 s
+    i=0
+    while [ $i -lt 20 ]; do
+        fetch meta_data.json && break
+        i=$((i + 1))
+        sleep 1
+    done
+    if [ ! -s /run/md/meta_data.json ]; then
+        t=$(tr '\n' ' ' </run/md/wget.err 2>/dev/null | tr -s ' ' '_')
+        mderr=${t:-timeout}
+        return 1
+    fi
+    fetch user_data || rm -f /run/md/user_data    # 404 when there is none
+    return 0
+}
+net_cloud_init() {
+    local md=/run/md/meta_data.json hn n rc
+    hn=""
+    if [ -s $md ]; then
+        hn=$(json_get $md hostname)
+        hn=${hn%%.*}               # cloud-init sets the short name
+        [ -n "$hn" ] && hostname "$hn" && echo "HOSTNAME $hn source=metadata"
+    fi
+    if [ -z "$hn" ] && [ -s /run/net/dhcp-hostname ]; then
+        hn=$(cat /run/net/dhcp-hostname)
+        hostname "$hn" && echo "HOSTNAME $hn source=dhcp"
+    fi
+    if [ -s $md ]; then
+        mkdir -p /root/.ssh
+        chmod 700 /root /root/.ssh
+        json_get $md public_keys | grep -v '^[[:space:]]*$' >/root/.ssh/authorized_keys
+        chmod 600 /root/.ssh/authorized_keys
+        n=$(grep -c . /root/.ssh/authorized_keys)
+        echo "SSH-KEY n=$n"
+    fi
+    if [ -s /run/md/user_data ]; then
+        if [ "$(head -c 2 /run/md/user_data)" = "#!" ]; then
+            cp /run/md/user_data /run/user-data
+            chmod 700 /run/user-data
+            /run/user-data </dev/null
+            rc=$?
+            echo "USER-DATA rc=$rc"
+        else
+            echo "USER-DATA skipped=not-a-script"
+        fi
+    else
+        echo "USER-DATA none"
+    fi
+}
+net_sshd() {
+    local k=/etc/dropbear/dropbear_ed25519_host_key
+    [ -x /usr/sbin/dropbear ] || { echo "SSHD error=no-dropbear"; return; }
+    if ! dropbearkey -t ed25519 -f $k >/run/dropbear-key.log 2>&1; then
+        echo "SSHD error=dropbearkey-failed"
+        return
+    fi
+    # -s: keys only (no passwords); -F -E: foreground, log to its file
+    dropbear -F -E -s -r $k -p 22 -P /run/dropbear.pid </dev/null >/run/dropbear.log 2>&1 &
+    echo "SSHD up port=22"
+}
+net_job() {
+    local i=0 mac
+    while [ ! -e /sys/class/net/eth0 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    ip link set lo up
+    if [ -e /sys/class/net/eth0 ]; then
+        mac=$(cat /sys/class/net/eth0/address)
+        ip link set eth0 up
+        uptime_s
+        echo "NET-START mac=$mac up=$up"
+        # -t 30 -T 1: 30 discovers a second apart, then -b: keep trying in
+        # the background; a lease later still configures eth0
+        udhcpc -i eth0 -s /bin/dhcp-event -O staticroutes -O mtu -O dns -O hostname \
+            -O router -O domain -t 30 -T 1 -A 2 -b -p /run/udhcpc.pid \
+            >/run/udhcpc.log 2>&1
+        i=0
+        while [ ! -s /run/net/lease ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+        if [ ! -s /run/net/lease ]; then
+            uptime_s
+            echo "DHCP-LEASE none up=$up"
+        fi
+    else
+        echo "NET-START none"
+    fi
+    if net_metadata; then
+        uptime_s
+        echo "METADATA source=$src uuid=$(json_get /run/md/meta_data.json uuid)" \
+            "hostname=$(json_get /run/md/meta_data.json hostname) up=$up"
+    else
+        uptime_s
+        echo "METADATA error=$mderr up=$up"
+    fi
+    net_cloud_init
+    [ -e /sys/class/net/eth0 ] && net_sshd
+}
+net_job </dev/null &
 
 mkdir -p /mnt/config
 dev=""
@@ -113,11 +263,16 @@ if [ -n "$dev" ]; then
         uuid=$(json_get "$md" uuid)
         [ -n "$hn" ] && hostname "$hn"
         echo "CONFIG-DRIVE dev=$dev hostname=$hn uuid=$uuid fs=$fs"
+        cp "$md" /run/md/meta_data.json
+        ud=/mnt/config/openstack/latest/user_data
+        [ -r "$ud" ] && cp "$ud" /run/md/user_data
+        echo config-drive >/run/md/source
     else
         echo "CONFIG-DRIVE dev=$dev error=no-openstack/latest/meta_data.json fs=$fs"
     fi
     umount /mnt/config
 fi
+: >/run/md/cd.done
 
 # --- block devices, then the heartbeat
 block_devices() {    # sets $cur, no fork
