@@ -116,6 +116,25 @@ int nb_dr_fix_outcome(struct nb_db *db, struct nb_ctx *ctx, const struct nb_dr_r
  * corrected mappings, -1 when the fix failed (rolled back, reasons printed). */
 int nb_dr_fix_run(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report *r, int timeout);
 
+/* The network path of the server's ports (doctor_network.c): their
+ * records, and on the server's host their taps, bridges, MTUs and DHCP.
+ * Prints its checks; a failed query is a SKIP line. */
+void nb_dr_check_network(struct nb_db *db, struct nb_dr_report *r, const struct nb_dr_host *h);
+
+/* What was seen of one port's tap on this host. */
+struct nb_dr_wiring {
+    char tap[16];    /* tap<port[:11]> */
+    char bridge[16]; /* brq<net[:11]>, where it should be */
+    char master[64]; /* the bridge it is on, "" when none */
+    bool tap_exists;
+    bool running;                     /* the guest runs (power_state 1) */
+    int tap_mtu, bridge_mtu, net_mtu; /* -1: unknown */
+};
+/* The verdict on w, its evidence in why[n]: no tap (PROBLEM while the guest
+ * runs), on another or no bridge (PROBLEM), MTUs that differ from the
+ * network's (WARN). Pure. */
+enum nb_dr_verdict nb_dr_net_wiring(const struct nb_dr_wiring *w, char *why, size_t n);
+
 /* `nubo doctor migration <server> [--to HOST] [--json]`
  * (doctor_migration.c): the live-migration prechecks through the API. Exit
  * status as above (0: some host can take the server, 1: none). */

@@ -439,6 +439,7 @@ int nb_dr_diagnose(struct nb_db *db, struct nb_ctx *ctx, const struct nb_dr_host
         return -1;
     check_boot(r, bdms);
     check_domain(r, host);
+    nb_dr_check_network(db, r, host);
     size_t i;
     json_t *b;
     int nvol = 0;

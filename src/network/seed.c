@@ -7,7 +7,8 @@
  * project is, for Nova's rules, a second network the admin project may boot
  * on, so booting there without naming a network would be ambiguous (409).
  * The private network gets a tenant segment ([ml2] tenant_network_types,
- * vxlan by default), the public one is flat on physical network "public".
+ * vxlan by default), the public one is flat on physical network "public"
+ * and its subnet has no DHCP, as devstack makes them.
  * Idempotent: a network whose name exists is kept. */
 #include "common/cleanup.h"
 #include "common/config.h"
@@ -45,6 +46,8 @@ static int seed_one(struct nb_ctx *ctx, const char *name, const char *subnet_nam
     }
     json_t *sbody = json_pack("{s:s, s:s, s:s, s:i}", "network_id", nb_json_str(net, "id"), "name",
                               subnet_name, "cidr", cidr, "ip_version", 4);
+    if (external) /* devstack's public subnet: --no-dhcp */
+        json_object_set_new(sbody, "enable_dhcp", json_false());
     json_t *sub = nb_net_subnet_create(ctx, sbody);
     json_decref(sbody);
     if (!sub) {

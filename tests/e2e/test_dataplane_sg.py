@@ -264,6 +264,101 @@ def _until(pred, timeout=5.0, step=0.01):
     return None
 
 
+IP_A, IP_B, IP_C, IP_NS, IP_SPOOF = ("203.0.113.70", "203.0.113.71", "203.0.113.72",
+                                     "203.0.113.78", "203.0.113.79")
+NS = "ntsgdhcp"
+
+# User data of the guests (run from the config drive). A serves HTTP on
+# 8000 and 8100 and pings the prober (its egress); B and C ping A in a loop;
+# B also pings A from a second, spoofed source address.
+UD_A = """#!/bin/sh
+mkdir -p /www && echo hello-from-a > /www/index.html
+httpd -p 8000 -h /www; httpd -p 8100 -h /www
+(while true; do ping -c 1 -W 1 %s >/dev/null 2>&1 && echo PROBE-NS ok || echo PROBE-NS fail;
+  sleep 0.3; done) </dev/null >/dev/console 2>&1 &
+""" % IP_NS
+UD_PINGER = """#!/bin/sh
+%s
+(while true; do ping -c 1 -W 1 %s >/dev/null 2>&1 && echo PROBE-A ok || echo PROBE-A fail;
+  %s sleep 0.3; done) </dev/null >/dev/console 2>&1 &
+"""
+SPOOF = ("ping -c 1 -W 1 -I %s %s >/dev/null 2>&1 && echo PROBE-SPOOF ok || "
+         "echo PROBE-SPOOF fail;" % (IP_SPOOF, IP_A))
+
+
+def _b64(text):
+    import base64
+    return base64.b64encode(text.encode()).decode()
+
+
+class Prober:
+    """The network's DHCP side: the agent's qdhcp-<net> namespace when it
+    serves DHCP, else this test's stand-in (a namespace on the bridge with
+    dnsmasq serving the guests' fixed addresses, as the DHCP agent does). It
+    is not a compute port, so nothing filters what it sends; pings and TCP
+    connections to the guests from it meet only their ingress rules."""
+
+    def __init__(self, c, bridge, hosts):
+        self.ns, self.proc = "qdhcp-" + c.net_id, None
+        if _sp.run(["ip", "netns", "exec", self.ns, "true"], capture_output=True).returncode:
+            self.ns = NS
+            self.down()
+            d = c.state_dir
+            with open(_os.path.join(d, "sg-dhcp-hosts"), "w") as f:
+                f.writelines("%s,%s\n" % h for h in hosts)
+            for cmd in (["ip", "netns", "add", NS],
+                        ["ip", "link", "add", "ntsgdh0", "type", "veth", "peer", "name", "eth0",
+                         "netns", NS],
+                        ["ip", "link", "set", "ntsgdh0", "master", bridge, "up"],
+                        ["ip", "-n", NS, "link", "set", "lo", "up"],
+                        ["ip", "-n", NS, "link", "set", "eth0", "up"],
+                        ["ip", "-n", NS, "addr", "add", IP_NS + "/28", "dev", "eth0"]):
+                _sp.run(cmd, check=True, capture_output=True)
+            self.proc = _sp.Popen(
+                ["ip", "netns", "exec", NS, "dnsmasq", "-k", "--no-hosts", "--no-resolv",
+                 "--port=0", "--conf-file=/dev/null", "--bind-interfaces", "--interface=eth0",
+                 "--dhcp-range=203.0.113.64,static,255.255.255.240,3600s", "--leasefile-ro",
+                 "--dhcp-hostsfile=" + _os.path.join(d, "sg-dhcp-hosts"),
+                 "--pid-file=" + _os.path.join(d, "sg-dnsmasq.pid")],
+                stdout=_sp.DEVNULL, stderr=_sp.DEVNULL)
+
+    def down(self):
+        if self.proc:
+            self.proc.kill()
+            self.proc.wait()
+        if self.ns == NS:
+            _sp.run(["ip", "link", "del", "ntsgdh0"], capture_output=True)
+            _sp.run(["ip", "netns", "del", NS], capture_output=True)
+
+    def ping(self, ip):
+        return _sp.run(["ip", "netns", "exec", self.ns, "busybox", "ping", "-c", "1", "-W", "1",
+                        ip], capture_output=True).returncode == 0
+
+    def tcp(self, ip, port):
+        code = ("import socket,sys\ntry:\n socket.create_connection((%r,%d),timeout=1)\n"
+                "except OSError: sys.exit(1)" % (ip, port))
+        return _sp.run(["ip", "netns", "exec", self.ns, "/usr/bin/python3", "-c", code],
+                       capture_output=True).returncode == 0
+
+
+def _last_probe(c, sid, name):
+    """The last PROBE-<name> result on the guest's console and how many."""
+    found = _re.findall(r"PROBE-%s (ok|fail)" % name, _lv.console(c, sid))
+    return (found[-1] if found else None), len(found)
+
+
+def _probe_turns(c, sid, name, want, timeout=10):
+    """Waits for a PROBE-<name> line printed after now to say want."""
+    _, n0 = _last_probe(c, sid, name)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = _re.findall(r"PROBE-%s (ok|fail)" % name, _lv.console(c, sid))
+        if len(found) > n0 + 1 and found[-1] == want:
+            return True
+        time.sleep(0.3)
+    return False
+
+
 @pytest.fixture(scope="module")
 def sgcloud():
     if _lv is None or _lv._why:
@@ -271,26 +366,153 @@ def sgcloud():
     if _why:
         pytest.skip(_why)
     c = _lv.start_libvirt_cloud("sg")
+    prober = None
     try:
         img = c.cli("image", "create", "--file", _lv.QCOW2, "--disk-format", "qcow2",
                     "--container-format", "bare", "--public", "guest", "-f", "json")
+        flavor = c.cli("flavor", "show", "m1.tiny", "-f", "json")["id"]
         net = c.cli("network", "create", "sgnet", "-f", "json")
         sub = c.cli("subnet", "create", "--network", net["id"], "--subnet-range", CIDR,
                     "sgsub", "-f", "json")
         c.net_id, c.subnet_id = net["id"], sub["id"]
         c.bridge = "brq" + net["id"][:11]
-        other = c.cli("security", "group", "create", "sgother", "-f", "json")
-        c.other = other["id"]
-        srv = c.cli("server", "create", "--image", img["id"], "--flavor", "m1.tiny",
-                    "--network", net["id"], "--wait", "sga", "-f", "json", timeout=180)
-        c.server_a = srv["id"]
-        st, ports = _net(c, "GET", "/ports?device_id=" + srv["id"])
-        c.port_a = ports["ports"][0]
-        c.tap_a = "tap" + c.port_a["id"][:11]
-        c.default_sg = c.port_a["security_groups"][0]
+        c.other = c.cli("security", "group", "create", "sgother", "-f", "json")["id"]
+        ports = {}
+        for name, ip, groups in (("a", IP_A, None), ("b", IP_B, None), ("c", IP_C, [c.other]),
+                                 ("ns", IP_NS, [])):
+            body = {"network_id": net["id"], "name": "sg" + name,
+                    "fixed_ips": [{"subnet_id": sub["id"], "ip_address": ip}]}
+            if groups is not None:
+                body["security_groups"] = groups
+            st, r = _net(c, "POST", "/ports", {"port": body})
+            assert st == 201, r
+            ports[name] = r["port"]
+        c.ports = ports
+        c.port_a, c.tap_a = ports["a"], "tap" + ports["a"]["id"][:11]
+        c.default_sg = ports["a"]["security_groups"][0]
+        servers = {}
+        for name, ud in (("a", UD_A), ("b", UD_PINGER % ("ip addr add %s/28 dev eth0" % IP_SPOOF,
+                                                        IP_A, SPOOF)),
+                         ("c", UD_PINGER % ("", IP_A, ""))):
+            st, r = _lv.api(c, "POST", "/servers", {"server": {
+                "name": "sg" + name, "imageRef": img["id"], "flavorRef": flavor,
+                "networks": [{"port": ports[name]["id"]}], "config_drive": True,
+                "user_data": _b64(ud)}})
+            assert st == 202, r
+            servers[name] = r["server"]["id"]
+            if name == "a":   # the bridge exists once A's VIF is plugged
+                _lv.wait_status(c, servers["a"], timeout=120)
+                prober = Prober(c, c.bridge, [(p["mac_address"], p["fixed_ips"][0]["ip_address"])
+                                              for p in ports.values()])
+        c.servers, c.prober = servers, prober
+        for name, sid in servers.items():
+            _lv.wait_status(c, sid, timeout=120)
+        for name, sid in servers.items():
+            _lv.wait_console(c, sid, r"USER-DATA rc=0", timeout=120)
         yield c
     finally:
+        if prober:
+            prober.down()
         assert _lv.stop_cloud(c) == 0, c.tail()
+
+
+class TestGuests:
+    """Real TCG guests behind the agent's filters."""
+
+    def test_default_group_same_group_in_all_out(self, sgcloud):
+        c = sgcloud
+        assert _probe_turns(c, c.servers["b"], "A", "ok"), \
+            "B (same group) cannot ping A:\n%s\n--- A:\n%s\n%s" % (
+                _lv.console(c, c.servers["b"])[-3000:], _lv.console(c, c.servers["a"])[-3000:],
+                _table_text(_agent_table(c.bridge) or "x"))
+        assert _probe_turns(c, c.servers["a"], "NS", "ok"), "A's egress is not open"
+        assert not c.prober.ping(IP_A), "ingress from outside the group"
+
+    def test_guest_in_another_group_blocked(self, sgcloud):
+        c = sgcloud
+        assert _probe_turns(c, c.servers["c"], "A", "fail")
+        assert not c.prober.ping(IP_C)
+
+    def test_icmp_rule_in_force_within_a_second(self, sgcloud):
+        c = sgcloud
+        assert not c.prober.ping(IP_A)
+        t0 = time.monotonic()
+        st, r = _net(c, "POST", "/security-group-rules", {"security_group_rule": {
+            "security_group_id": c.default_sg, "direction": "ingress", "protocol": "icmp"}})
+        assert st == 201, r
+        took = _until(lambda: c.prober.ping(IP_A), timeout=5, step=0.0)
+        add_s = time.monotonic() - t0
+        assert took is not None, "ICMP rule not in force after 5 s"
+        assert not c.prober.tcp(IP_A, 8000), "only ICMP was allowed"
+        t0 = time.monotonic()
+        st, _ = _net(c, "DELETE", "/security-group-rules/" + r["security_group_rule"]["id"])
+        assert st == 204
+        gone = _until(lambda: not c.prober.ping(IP_A), timeout=5, step=0.0)
+        del_s = time.monotonic() - t0
+        print("guest A: ICMP rule API call -> first ping answered %.0f ms; delete -> "
+              "first ping lost %.0f ms (a lost ping waits 1 s)" % (add_s * 1000, del_s * 1000))
+        assert gone is not None
+        assert add_s < 1.0
+
+    def test_tcp_port_range_and_remote_cidr(self, sgcloud):
+        c = sgcloud
+        rules = []
+        for body in ({"protocol": "tcp", "port_range_min": 8000, "port_range_max": 8050},
+                     {"protocol": "tcp", "port_range_min": 22, "port_range_max": 22,
+                      "remote_ip_prefix": IP_NS + "/32"},
+                     {"protocol": "tcp", "port_range_min": 8100, "port_range_max": 8100,
+                      "remote_ip_prefix": "198.51.100.0/24"}):
+            body.update(security_group_id=c.default_sg, direction="ingress")
+            st, r = _net(c, "POST", "/security-group-rules", {"security_group_rule": body})
+            assert st == 201, r
+            rules.append(r["security_group_rule"]["id"])
+        try:
+            assert _until(lambda: c.prober.tcp(IP_A, 8000), timeout=3) is not None
+            assert c.prober.tcp(IP_A, 22), "remote CIDR %s/32 allows SSH" % IP_NS
+            assert not c.prober.tcp(IP_A, 8100), "8100 only from 198.51.100.0/24"
+            assert not c.prober.ping(IP_A)
+        finally:
+            for rid in rules:
+                _net(c, "DELETE", "/security-group-rules/" + rid)
+        assert _until(lambda: not c.prober.tcp(IP_A, 8000), timeout=3) is not None
+
+    def test_remote_group_rule(self, sgcloud):
+        c = sgcloud
+        st, r = _net(c, "POST", "/security-group-rules", {"security_group_rule": {
+            "security_group_id": c.default_sg, "direction": "ingress", "protocol": "icmp",
+            "remote_group_id": c.other}})
+        assert st == 201, r
+        try:
+            assert _probe_turns(c, c.servers["c"], "A", "ok"), "C (in the remote group)"
+            assert not c.prober.ping(IP_A), "the prober is in no group"
+        finally:
+            _net(c, "DELETE", "/security-group-rules/" + r["security_group_rule"]["id"])
+        assert _probe_turns(c, c.servers["c"], "A", "fail")
+
+    def test_spoofed_source_dropped(self, sgcloud):
+        c = sgcloud
+        assert _probe_turns(c, c.servers["b"], "SPOOF", "fail")
+        assert _probe_turns(c, c.servers["b"], "A", "ok"), "B's own address still works"
+        tag = _agent_table(c.bridge)[len("nubo_sg_"):]
+        text = _table_text("nubo_port_" + tag, "bridge")
+        chain = text.split("chain from_tap%s {" % c.ports["b"]["id"][:11])[1].split("}")[0]
+        spoofed = _re.search(r"packets (\d+) .*comment \"ip spoof\"", chain)
+        assert spoofed and int(spoofed.group(1)) > 0, chain
+
+    def test_port_security_off(self, sgcloud):
+        c = sgcloud
+        pid = c.ports["c"]["id"]
+        assert not c.prober.ping(IP_C)
+        st, r = _net(c, "PUT", "/ports/" + pid,
+                     {"port": {"security_groups": [], "port_security_enabled": False}})
+        assert st == 200, r
+        try:
+            assert _until(lambda: c.prober.ping(IP_C), timeout=3) is not None
+        finally:
+            st, r = _net(c, "PUT", "/ports/" + pid, {"port": {
+                "port_security_enabled": True, "security_groups": [c.other]}})
+            assert st == 200, r
+        assert _until(lambda: not c.prober.ping(IP_C), timeout=5) is not None
 
 
 class TestAgent:
@@ -349,13 +571,14 @@ class TestAgent:
 
     def test_port_security_off_removes_filter(self, sgcloud):
         c = sgcloud
+        name = _agent_table(c.bridge)
+        chain = "chain ingress_%s {" % c.tap_a
         st, r = _net(c, "PUT", "/ports/" + c.port_a["id"],
                      {"port": {"security_groups": [], "port_security_enabled": False}})
         assert st == 200, r
-        # A was the only filtered port: the agent's tables go
-        assert _until(lambda: _agent_table(c.bridge) is None) is not None
+        assert _until(lambda: chain not in _table_text(name)) is not None
         st, r = _net(c, "PUT", "/ports/" + c.port_a["id"],
                      {"port": {"port_security_enabled": True,
                                "security_groups": [c.default_sg]}})
         assert st == 200, r
-        assert _until(lambda: _agent_table(c.bridge) is not None) is not None
+        assert _until(lambda: chain in _table_text(name)) is not None

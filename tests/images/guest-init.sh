@@ -120,6 +120,20 @@ json_get() {
 
 # --- the network job: DHCP on eth0, metadata, then what cloud-init does
 uptime_s() { read -r up _ </proc/uptime; }
+# wait_for FILE SECONDS: until FILE exists and is non-empty (or, with -e,
+# exists), at most SECONDS of uptime (not a count of sleeps: they stretch
+# when the host is busy)
+wait_for() {
+    local t=-s
+    [ "$1" = -e ] && { t=-e; shift; }
+    read -r up _ </proc/uptime
+    local end=$((${up%.*} + $2))
+    while [ ! $t "$1" ]; do
+        read -r up _ </proc/uptime
+        [ "${up%.*}" -ge "$end" ] && return 1
+        sleep 0.1
+    done
+}
 MD_URL=http://169.254.169.254/openstack/latest
 # fetch NAME: GET $MD_URL/NAME into /run/md/NAME. busybox wget segfaults
 # with -T, hence timeout(1). 0 ok, 1 error (404 included).
@@ -129,9 +143,9 @@ fetch() {
         mv "/run/md/$1.part" "/run/md/$1"
 }
 net_metadata() {    # -> /run/md/meta_data.json (+ user_data), its source
-    local i=0 t
+    local i t
     # the config drive is looked for first (up to 10 s), as cloud-init does
-    while [ ! -e /run/md/cd.done ] && [ $i -lt 150 ]; do sleep 0.1; i=$((i + 1)); done
+    wait_for -e /run/md/cd.done 30
     if [ -s /run/md/meta_data.json ]; then
         src=config-drive
         return 0
@@ -202,8 +216,8 @@ net_sshd() {
     echo "SSHD up port=22"
 }
 net_job() {
-    local i=0 mac
-    while [ ! -e /sys/class/net/eth0 ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+    local mac
+    wait_for -e /sys/class/net/eth0 5
     ip link set lo up
     if [ -e /sys/class/net/eth0 ]; then
         mac=$(cat /sys/class/net/eth0/address)
@@ -215,9 +229,7 @@ net_job() {
         udhcpc -i eth0 -s /bin/dhcp-event -O staticroutes -O mtu -O dns -O hostname \
             -O router -O domain -t 30 -T 1 -A 2 -b -p /run/udhcpc.pid \
             >/run/udhcpc.log 2>&1
-        i=0
-        while [ ! -s /run/net/lease ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
-        if [ ! -s /run/net/lease ]; then
+        if ! wait_for /run/net/lease 60; then
             uptime_s
             echo "DHCP-LEASE none up=$up"
         fi

@@ -6,7 +6,10 @@
 # (busybox httpd), both in a namespace; then SSH into the guest with the
 # key the metadata gave it. No nubo involved: this tests the image.
 #
-#   tests/images/net-test.sh [-o OUTDIR]     (default tests/images/out; built if needed)
+#   tests/images/net-test.sh [-o OUTDIR] [-n]   (default tests/images/out; built if needed)
+#
+#   -n   no DHCP server: the guest must still boot and beat, and say
+#        DHCP-LEASE none and METADATA error=no-lease (~60 s of guest time)
 #
 # Everything it creates is named nt-guest* / ntguest* (bridge ntguestbr0,
 # namespace ntguest-md, veth ntguestv0, tap ntguesttap0, domain
@@ -16,11 +19,12 @@ set -uo pipefail
 export LC_ALL=C
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-OUTDIR=$HERE/out
-while getopts o:h opt; do
+OUTDIR=$HERE/out NODHCP=0
+while getopts o:nh opt; do
     case $opt in
     o) OUTDIR=$OPTARG ;;
-    *) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    n) NODHCP=1 ;;
+    *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
 WAIT=${WAIT:-120}
@@ -76,7 +80,7 @@ tag:subnet0,option:dns-server,$DHCPIP
 tag:subnet0,option:mtu,$MTU
 EOF
 chmod 644 "$W/dhcp/host" "$W/dhcp/opts"
-ip netns exec "$NS" dnsmasq --no-hosts --no-resolv --port=0 --conf-file=/dev/null \
+[ "$NODHCP" = 1 ] || ip netns exec "$NS" dnsmasq --no-hosts --no-resolv --port=0 --conf-file=/dev/null \
     --pid-file="$W/dnsmasq.pid" --dhcp-hostsfile="$W/dhcp/host" --dhcp-optsfile="$W/dhcp/opts" \
     --dhcp-leasefile="$W/dhcp/leases" --bind-interfaces --interface="$NSDEV" \
     --except-interface=lo --dhcp-range=set:subnet0,203.0.113.32,static,255.255.255.240,86400s \
@@ -145,6 +149,20 @@ check() {   # name regex
     fi
 }
 R='[0-9.]+'
+if [ "$NODHCP" = 1 ]; then
+    check boot      "^GUEST-BOOTED "
+    check net-start "^NET-START mac=$MAC up=$R"
+    check hb        "^HB 20 "
+    check no-lease  "^DHCP-LEASE none up=$R"
+    check metadata  "^METADATA error=no-lease up=$R"
+    check user-data "^USER-DATA none"
+    check hb-after  "^HB [0-9]*[0-9]0 .*" >/dev/null
+    l=$(tr -d '\r' <"$CON" | grep -E '^HB ' | tail -1)
+    echo "last beat: $l"
+    [ "$fails" = 0 ] && echo PASS || echo "FAIL ($fails)"
+    [ "$fails" = 0 ]
+    exit
+fi
 check boot      "^GUEST-BOOTED "
 check net-start "^NET-START mac=$MAC up=$R"
 check lease     "^DHCP-LEASE ip=$VMIP mask=28 router=$GW mtu=$MTU dns=$DHCPIP hostname=host-${VMIP//./-} up=$R"

@@ -425,9 +425,42 @@ static void test_admin_token(void **state)
     assert_null(nb_idn_token_load(&ctx, token, nb_time_now() + 301));
 }
 
+/* The verdict on a port's tap from what was seen of it. */
+static void test_net_wiring(void **state)
+{
+    (void)state;
+    char why[512];
+    struct nb_dr_wiring w = {.tap = "tap9a1f3c1e-00",
+                             .bridge = "brq5a1e0001-00",
+                             .master = "brq5a1e0001-00",
+                             .tap_exists = true,
+                             .running = true,
+                             .tap_mtu = 1450,
+                             .bridge_mtu = 1450,
+                             .net_mtu = 1450};
+    assert_int_equal(nb_dr_net_wiring(&w, why, sizeof(why)), NB_DR_OK);
+    assert_string_equal(why, "tap9a1f3c1e-00 on brq5a1e0001-00, mtu 1450 (network 1450)");
+    w.bridge_mtu = 1500;
+    assert_int_equal(nb_dr_net_wiring(&w, why, sizeof(why)), NB_DR_WARN);
+    assert_non_null(strstr(why, "brq5a1e0001-00 mtu 1500, network mtu 1450: they differ"));
+    strcpy(w.master, "brqother0000");
+    assert_int_equal(nb_dr_net_wiring(&w, why, sizeof(why)), NB_DR_PROBLEM);
+    assert_string_equal(why, "tap9a1f3c1e-00 is on brqother0000, not on the network's bridge "
+                             "brq5a1e0001-00");
+    w.master[0] = '\0';
+    assert_int_equal(nb_dr_net_wiring(&w, why, sizeof(why)), NB_DR_PROBLEM);
+    assert_non_null(strstr(why, "is on no bridge"));
+    w.tap_exists = false;
+    assert_int_equal(nb_dr_net_wiring(&w, why, sizeof(why)), NB_DR_PROBLEM);
+    assert_string_equal(why, "no device tap9a1f3c1e-00 while the guest runs");
+    w.running = false;
+    assert_int_equal(nb_dr_net_wiring(&w, why, sizeof(why)), NB_DR_WARN);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_net_wiring),
         cmocka_unit_test(test_compare_format),
         cmocka_unit_test(test_exit_status),
         cmocka_unit_test(test_diagnose_mismatch),

@@ -114,6 +114,59 @@ static void test_domain_xml(void **state)
     json_decref(inst);
 }
 
+/* A "bridge" VIF of network_info becomes <interface type='bridge'> (mac,
+ * bridge, tap name, virtio, MTU); a VIF of another type keeps the user
+ * NIC; a VIF with a name unsafe in XML is not used as is. */
+static void test_domain_xml_bridge_vifs(void **state)
+{
+    (void)state;
+    json_t *inst =
+        json_pack("{s:s, s:s, s:{s:s, s:i, s:i}, s:[{s:s, s:s, s:s, s:s, s:{s:s, s:s, s:{s:i}}}]}",
+                  "uuid", UUID, "name", "vm", "flavor", "name", "m1", "memory_mb", 128, "vcpus", 1,
+                  "network_info", "id", "0a1b2c3d-4e5f-4000-8000-000000000001", "type", "bridge",
+                  "address", "fa:16:3e:00:00:11", "devname", "tap0a1b2c3d-4e", "network", "id",
+                  "n1", "bridge", "brq5a1e0001-00", "meta", "mtu", 1450);
+    struct lv_domain_spec spec = {
+        .virt_type = "qemu",
+        .cache_mode = "none",
+        .console_path = "/c.log",
+        .mac_address = "fa:16:3e:01:02:03",
+    };
+    char *xml = lv_domain_xml(inst, &spec);
+    xmlDocPtr doc = xmlReadMemory(xml, (int)strlen(xml), "d.xml", NULL, XML_PARSE_NONET);
+    if (!doc)
+        fail_msg("not well-formed XML:\n%s", xml);
+    assert_xpath(doc, "string(count(/domain/devices/interface))", "1");
+    assert_xpath(doc, "string(/domain/devices/interface/@type)", "bridge");
+    assert_xpath(doc, "string(/domain/devices/interface/mac/@address)", "fa:16:3e:00:00:11");
+    assert_xpath(doc, "string(/domain/devices/interface/source/@bridge)", "brq5a1e0001-00");
+    assert_xpath(doc, "string(/domain/devices/interface/target/@dev)", "tap0a1b2c3d-4e");
+    assert_xpath(doc, "string(/domain/devices/interface/model/@type)", "virtio");
+    assert_xpath(doc, "string(/domain/devices/interface/mtu/@size)", "1450");
+    xmlFreeDoc(doc);
+    free(xml);
+
+    json_t *vif = json_array_get(json_object_get(inst, "network_info"), 0);
+    json_object_set_new(vif, "type", json_string("ovs"));
+    xml = lv_domain_xml(inst, &spec);
+    doc = xmlReadMemory(xml, (int)strlen(xml), "d.xml", NULL, XML_PARSE_NONET);
+    assert_xpath(doc, "string(count(/domain/devices/interface))", "1");
+    assert_xpath(doc, "string(/domain/devices/interface/@type)", "user");
+    assert_xpath(doc, "string(/domain/devices/interface/mac/@address)", "fa:16:3e:01:02:03");
+    xmlFreeDoc(doc);
+    free(xml);
+
+    json_object_set_new(vif, "type", json_string("bridge"));
+    json_object_set_new(vif, "devname", json_string("tap'/><x"));
+    xml = lv_domain_xml(inst, &spec);
+    doc = xmlReadMemory(xml, (int)strlen(xml), "d.xml", NULL, XML_PARSE_NONET);
+    assert_non_null(doc);
+    assert_xpath(doc, "string(count(/domain/devices/interface[@type='bridge']))", "0");
+    xmlFreeDoc(doc);
+    free(xml);
+    json_decref(inst);
+}
+
 static void test_mac(void **state)
 {
     (void)state;
@@ -690,12 +743,19 @@ static void test_downtime_steps(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_domain_xml),    cmocka_unit_test(test_mac),
-        cmocka_unit_test(test_run),           cmocka_unit_test(test_rm_rf),
-        cmocka_unit_test(test_volume_disks),  cmocka_unit_test(test_volume_clashes),
-        cmocka_unit_test(test_cpu_config),    cmocka_unit_test(test_probe_is_a_real_guest),
-        cmocka_unit_test(test_kvm_failure),   cmocka_unit_test(test_conf_keys),
-        cmocka_unit_test(test_migration_uri), cmocka_unit_test(test_downtime_steps),
+        cmocka_unit_test(test_domain_xml_bridge_vifs),
+        cmocka_unit_test(test_domain_xml),
+        cmocka_unit_test(test_mac),
+        cmocka_unit_test(test_run),
+        cmocka_unit_test(test_rm_rf),
+        cmocka_unit_test(test_volume_disks),
+        cmocka_unit_test(test_volume_clashes),
+        cmocka_unit_test(test_cpu_config),
+        cmocka_unit_test(test_probe_is_a_real_guest),
+        cmocka_unit_test(test_kvm_failure),
+        cmocka_unit_test(test_conf_keys),
+        cmocka_unit_test(test_migration_uri),
+        cmocka_unit_test(test_downtime_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

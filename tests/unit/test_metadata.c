@@ -201,6 +201,96 @@ static void test_network_data(void **state)
     json_decref(inst);
 }
 
+/* network_data.json from network_info, as Nova's netutils: a bridge VIF
+ * with a DHCP subnet, a VIF with a static one (gateway, host route, DNS
+ * shared with the first) and an IPv6 subnet, a VIF without subnets. */
+static void test_network_data_from_network_info(void **state)
+{
+    (void)state;
+    json_t *inst = instance(false);
+    json_t *ni = json_pack(
+        "[{s:s, s:s, s:s, s:s, s:{s:s, s:[{s:s, s:i, s:{s:s}, s:[{s:s}], s:[{s:s}], s:[], "
+        "s:{s:b}}], s:{s:i}}},"
+        " {s:s, s:s, s:s, s:s, s:{s:s, s:[{s:s, s:i, s:{s:s}, s:[{s:s}, {s:s}], s:[{s:s}], "
+        "s:[{s:s, s:{s:s}}], s:{s:b}}, {s:s, s:i, s:{s:s}, s:[], s:[{s:s}], s:[], s:{s:b}}], "
+        "s:{s:i}}},"
+        " {s:s, s:s, s:s, s:{s:s, s:[]}}]",
+        "id", "9a1f3c1e-0000-4000-8000-000000000001", "address", "fa:16:3e:00:00:01", "type",
+        "bridge", "devname", "tap9a1f3c1e-00", "network", "id", "net-1", "subnets", "cidr",
+        "10.0.0.0/24", "version", 4, "gateway", "address", "10.0.0.1", "dns", "address", "10.0.0.2",
+        "ips", "address", "10.0.0.5", "routes", "meta", "dhcp_server", 1, "meta", "mtu", 1450,
+        /* second */
+        "id", "9a1f3c1e-0000-4000-8000-000000000002", "address", "fa:16:3e:00:00:02", "type",
+        "weird", "devname", "tap9a1f3c1e-01", "network", "id", "net-2", "subnets", "cidr",
+        "192.168.7.0/26", "version", 4, "gateway", "address", "192.168.7.1", "dns", "address",
+        "10.0.0.2", "address", "8.8.8.8", "ips", "address", "192.168.7.10", "routes", "cidr",
+        "172.16.0.0/12", "gateway", "address", "192.168.7.254", "meta", "dhcp_server", 0, "cidr",
+        "fd00:1::/64", "version", 6, "gateway", "address", "fd00:1::1", "dns", "ips", "address",
+        "fd00:1::10", "routes", "meta", "dhcp_server", 0, "meta", "mtu", 1500,
+        /* third: no subnets */
+        "id", "9a1f3c1e-0000-4000-8000-000000000003", "address", "fa:16:3e:00:00:03", "type",
+        "bridge", "network", "id", "net-3", "subnets");
+    json_object_set_new(inst, "network_info", ni);
+    json_t *nd = nb_md_network_data(inst, NULL);
+    json_t *links = json_object_get(nd, "links"), *nets = json_object_get(nd, "networks");
+    assert_int_equal(json_array_size(links), 2);
+    json_t *l0 = json_array_get(links, 0), *l1 = json_array_get(links, 1);
+    assert_string_equal(nb_json_str(l0, "id"), "tap9a1f3c1e-00");
+    assert_string_equal(nb_json_str(l0, "vif_id"), "9a1f3c1e-0000-4000-8000-000000000001");
+    assert_string_equal(nb_json_str(l0, "type"), "bridge"); /* a type Nova exposes */
+    assert_true(json_is_null(json_object_get(l0, "mtu")));  /* DHCP gives the MTU */
+    assert_string_equal(nb_json_str(l0, "ethernet_mac_address"), "fa:16:3e:00:00:01");
+    assert_string_equal(nb_json_str(l1, "type"), "phy");
+    assert_int_equal(nb_json_int(l1, "mtu", 0), 1500);
+    assert_int_equal(json_array_size(nets), 3);
+    json_t *n0 = json_array_get(nets, 0), *n1 = json_array_get(nets, 1),
+           *n2 = json_array_get(nets, 2);
+    assert_string_equal(nb_json_str(n0, "id"), "network0");
+    assert_string_equal(nb_json_str(n0, "type"), "ipv4_dhcp");
+    assert_string_equal(nb_json_str(n0, "link"), "tap9a1f3c1e-00");
+    assert_string_equal(nb_json_str(n0, "network_id"), "net-1");
+    assert_null(json_object_get(n0, "ip_address"));
+    assert_string_equal(nb_json_str(n1, "id"), "network1");
+    assert_string_equal(nb_json_str(n1, "type"), "ipv4");
+    assert_string_equal(nb_json_str(n1, "ip_address"), "192.168.7.10");
+    assert_string_equal(nb_json_str(n1, "netmask"), "255.255.255.192");
+    json_t *want_routes =
+        json_pack("[{s:s, s:s, s:s}, {s:s, s:s, s:s}]", "network", "0.0.0.0", "netmask", "0.0.0.0",
+                  "gateway", "192.168.7.1", "network", "172.16.0.0", "netmask", "255.240.0.0",
+                  "gateway", "192.168.7.254");
+    assert_true(json_equal(json_object_get(n1, "routes"), want_routes));
+    json_decref(want_routes);
+    assert_int_equal(json_array_size(json_object_get(n1, "services")), 2);
+    assert_string_equal(nb_json_str(n2, "type"), "ipv6");
+    assert_string_equal(nb_json_str(n2, "netmask"), "ffff:ffff:ffff:ffff::");
+    assert_string_equal(nb_json_str(json_array_get(json_object_get(n2, "routes"), 0), "network"),
+                        "::");
+    assert_string_equal(nb_json_str(n2, "link"), "tap9a1f3c1e-01");
+    /* DNS once each, in order */
+    json_t *want = json_pack("[{s:s, s:s}, {s:s, s:s}]", "type", "dns", "address", "10.0.0.2",
+                             "type", "dns", "address", "8.8.8.8");
+    assert_true(json_equal(json_object_get(nd, "services"), want));
+    json_decref(want);
+    json_decref(nd);
+    /* the NICs of the virt driver do not matter when there is network_info */
+    json_t *nics = json_pack("[{s:s}]", "mac_address", "fa:16:3e:99:99:99");
+    nd = nb_md_network_data(inst, nics);
+    assert_int_equal(json_array_size(json_object_get(nd, "links")), 2);
+    json_decref(nd);
+    json_decref(nics);
+    /* the metadata API's document is the same */
+    struct nb_ctx ctx;
+    nb_ctx_init(&ctx);
+    struct nb_md_doc doc;
+    assert_int_equal(
+        nb_md_lookup(&ctx, inst, NULL, NULL, "/openstack/latest/network_data.json", &doc), 0);
+    json_t *served = nb_json_parse(doc.data);
+    assert_int_equal(json_array_size(json_object_get(served, "networks")), 3);
+    json_decref(served);
+    free(doc.data);
+    json_decref(inst);
+}
+
 static void test_ec2_meta_data(void **state)
 {
     (void)state;
@@ -678,6 +768,7 @@ int main(void)
         cmocka_unit_test_setup(test_meta_data_versions, setup),
         cmocka_unit_test_setup(test_user_data_decoding, setup),
         cmocka_unit_test_setup(test_network_data, setup),
+        cmocka_unit_test_setup(test_network_data_from_network_info, setup),
         cmocka_unit_test_setup(test_ec2_meta_data, setup),
         cmocka_unit_test_setup(test_lookup_paths, setup),
         cmocka_unit_test_setup(test_signature, setup),

@@ -16,12 +16,14 @@
 #include "common/proc.h"
 #include "common/util.h"
 #include "network/agent/agent_int.h"
+#include "network/agent/dhcp.h"
 #include "network/agent/netdev.h"
 
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static char dir[] = "/tmp/nubo-test-netagent-XXXXXX";
 
@@ -29,6 +31,10 @@ static char dir[] = "/tmp/nubo-test-netagent-XXXXXX";
 #define BR2 "brqntagent02"
 #define TAP1 "ntagtap1"
 #define NS1 "ntagns1"
+#define NET1 "ntagnet-0000-4000-8000-000000000001"
+#define QDHCP1 "qdhcp-" NET1
+#define DTAP1 "tapntagdhcp1"
+#define CLNS "ntagcl1"
 
 static void sh(const char *cmd)
 {
@@ -49,6 +55,14 @@ static void cleanup_host(void)
     quiet("ip link del " BR2);
     quiet("ip link del " TAP1);
     quiet("ip netns del " NS1);
+    quiet("ip netns del " CLNS);
+    quiet("ip link del ntagcl1r");
+    quiet("ip link del " DTAP1);
+    char kill_ours[300]; /* the dnsmasq this test started, by its pid file */
+    snprintf(kill_ours, sizeof(kill_ours), "for f in %s/*/dhcp/*/pid; do kill $(cat $f); done",
+             dir);
+    quiet(kill_ours);
+    quiet("ip netns del " QDHCP1);
 }
 
 static int setup(void **st)
@@ -262,13 +276,241 @@ static void test_l2(void **st)
     na_free(a);
 }
 
+static const struct na_dhcp_conf dconf = {
+    .domain = "openstacklocal",
+    .lease_seconds = 86400,
+    .force_metadata = false,
+    .isolated_metadata = true,
+};
+
+/* A network with a v4 subnet (gateway, DNS, a host route), a second v4
+ * subnet, and v6 subnets in the three address modes. */
+static json_t *dhcp_net(void)
+{
+    json_t *j = json_loads(
+        "{\"id\": \"" NET1 "\", \"mtu\": 1450, \"bridge\": \"" BR1 "\","
+        " \"subnets\": ["
+        "  {\"id\": \"s4\", \"cidr\": \"203.0.113.16/28\", \"ip_version\": 4, \"gateway_ip\": "
+        "\"203.0.113.17\", \"enable_dhcp\": true, \"dns_nameservers\": [\"198.51.100.53\"], "
+        "\"host_routes\": [{\"destination\": \"198.51.100.0/24\", \"nexthop\": \"203.0.113.20\"}],"
+        " \"ipv6_ra_mode\": null, \"ipv6_address_mode\": null},"
+        "  {\"id\": \"s4b\", \"cidr\": \"10.99.0.0/24\", \"ip_version\": 4, \"gateway_ip\": null, "
+        "\"enable_dhcp\": false, \"dns_nameservers\": [], \"host_routes\": []},"
+        "  {\"id\": \"s6a\", \"cidr\": \"fd00:1::/64\", \"ip_version\": 6, \"gateway_ip\": "
+        "\"fd00:1::1\", \"enable_dhcp\": true, \"dns_nameservers\": [], \"host_routes\": [], "
+        "\"ipv6_ra_mode\": \"dhcpv6-stateful\", \"ipv6_address_mode\": \"dhcpv6-stateful\"},"
+        "  {\"id\": \"s6b\", \"cidr\": \"fd00:2::/64\", \"ip_version\": 6, \"gateway_ip\": "
+        "\"fd00:2::1\", \"enable_dhcp\": true, \"dns_nameservers\": [\"fd00::53\"], "
+        "\"host_routes\": [], \"ipv6_ra_mode\": \"dhcpv6-stateless\", \"ipv6_address_mode\": "
+        "\"dhcpv6-stateless\"},"
+        "  {\"id\": \"s6c\", \"cidr\": \"fd00:3::/64\", \"ip_version\": 6, \"gateway_ip\": "
+        "\"fd00:3::1\", \"enable_dhcp\": true, \"dns_nameservers\": [], \"host_routes\": [], "
+        "\"ipv6_ra_mode\": \"slaac\", \"ipv6_address_mode\": \"slaac\"}],"
+        " \"dhcp\": {\"port_id\": \"dhcpport\", \"mac\": \"fa:16:3e:00:10:02\", \"namespace\": "
+        "\"" QDHCP1 "\", \"tap\": \"" DTAP1 "\", \"dev\": \"ns-ntagdhcp1\", \"fixed_ips\": ["
+        "  {\"subnet_id\": \"s4\", \"ip_address\": \"203.0.113.18\", \"prefixlen\": 28},"
+        "  {\"subnet_id\": \"s6a\", \"ip_address\": \"fd00:1::2\", \"prefixlen\": 64}]},"
+        " \"dhcp_hosts\": ["
+        "  {\"port_id\": \"p1\", \"mac\": \"fa:16:3e:00:10:21\", \"subnet_id\": \"s4\", "
+        "\"ip_address\": \"203.0.113.21\", \"hostname\": \"host-203-0-113-21\"},"
+        "  {\"port_id\": \"p1\", \"mac\": \"fa:16:3e:00:10:21\", \"subnet_id\": \"s6a\", "
+        "\"ip_address\": \"fd00:1::21\", \"hostname\": \"host-fd00-1--21\"},"
+        "  {\"port_id\": \"p1\", \"mac\": \"fa:16:3e:00:10:21\", \"subnet_id\": \"s6b\", "
+        "\"ip_address\": \"fd00:2::21\", \"hostname\": \"host-fd00-2--21\"},"
+        "  {\"port_id\": \"p2\", \"mac\": \"fa:16:3e:00:10:22\", \"subnet_id\": \"s4\", "
+        "\"ip_address\": \"203.0.113.22\"},"
+        "  {\"port_id\": \"p3\", \"mac\": \"fa:16:3e:00:10:23\", \"subnet_id\": \"s4b\", "
+        "\"ip_address\": \"10.99.0.5\"}]}",
+        0, NULL);
+    assert_non_null(j);
+    return j;
+}
+
+static void test_dhcp_render(void **st)
+{
+    (void)st;
+    json_t *net = dhcp_net();
+    char *h = na_dhcp_hostsfile(net, &dconf);
+    assert_string_equal(h, "fa:16:3e:00:10:21,host-203-0-113-21.openstacklocal,203.0.113.21\n"
+                           "fa:16:3e:00:10:21,tag:dhcpv6,host-fd00-1--21.openstacklocal,"
+                           "[fd00:1::21]\n"
+                           "fa:16:3e:00:10:22,host-203-0-113-22.openstacklocal,203.0.113.22\n");
+    free(h);
+    char *ah = na_dhcp_addn_hosts(net, &dconf);
+    assert_non_null(strstr(ah, "203.0.113.21\thost-203-0-113-21.openstacklocal "
+                               "host-203-0-113-21\n"));
+    assert_non_null(strstr(ah, "10.99.0.5\thost-10-99-0-5.openstacklocal host-10-99-0-5\n"));
+    free(ah);
+
+    /* isolated (no router): the metadata route via the DHCP port, then the
+     * default route, in 121 and 249 */
+    char *o = na_dhcp_optsfile(net, NULL, &dconf);
+    assert_string_equal(
+        o, "tag:subnet-s4,option:dns-server,198.51.100.53\n"
+           "tag:subnet-s4,option:classless-static-route,10.99.0.0/24,0.0.0.0,198.51.100.0/24,"
+           "203.0.113.20,169.254.169.254/32,203.0.113.18,0.0.0.0/0,203.0.113.17\n"
+           "tag:subnet-s4,249,10.99.0.0/24,0.0.0.0,198.51.100.0/24,203.0.113.20,169.254.169.254/"
+           "32,203.0.113.18,0.0.0.0/0,203.0.113.17\n"
+           "tag:subnet-s4,option:router,203.0.113.17\n"
+           "tag:subnet-s6a,option6:domain-search,openstacklocal\n"
+           "tag:subnet-s6b,option6:dns-server,[fd00::53]\n"
+           "tag:subnet-s6b,option6:domain-search,openstacklocal\n");
+    free(o);
+    assert_true(na_dhcp_serves_metadata(net, NULL, &dconf));
+
+    /* a router holds the gateway: the metadata route goes to it */
+    json_t *routers = json_loads("[{\"interfaces\": [{\"fixed_ips\": [{\"subnet_id\": \"s4\", "
+                                 "\"ip_address\": \"203.0.113.17\"}]}]}]",
+                                 0, NULL);
+    o = na_dhcp_optsfile(net, routers, &dconf);
+    assert_non_null(strstr(o, "169.254.169.254/32,203.0.113.17,0.0.0.0/0,203.0.113.17\n"));
+    free(o);
+    assert_false(na_dhcp_serves_metadata(net, routers, &dconf));
+    struct na_dhcp_conf forced = dconf;
+    forced.force_metadata = true;
+    assert_true(na_dhcp_serves_metadata(net, routers, &forced));
+    json_decref(routers);
+
+    /* no gateway, no routes: no 121, an empty router option */
+    json_t *s4 = json_array_get(json_object_get(net, "subnets"), 0);
+    json_object_set_new(s4, "gateway_ip", json_null());
+    json_object_set_new(s4, "host_routes", json_array());
+    json_array_remove(json_object_get(net, "subnets"), 1);
+    struct na_dhcp_conf nomd = dconf;
+    nomd.isolated_metadata = false;
+    o = na_dhcp_optsfile(net, NULL, &nomd);
+    assert_non_null(strstr(o, "tag:subnet-s4,option:router\n"));
+    assert_null(strstr(o, "classless"));
+    free(o);
+
+    json_t *argv = na_dhcp_argv(net, "/d", &dconf);
+    char *line = json_dumps(argv, JSON_COMPACT);
+    assert_non_null(strstr(line, "\"--pid-file=/d/pid\",\"--dhcp-hostsfile=/d/host\","
+                                 "\"--addn-hosts=/d/addn_hosts\",\"--dhcp-optsfile=/d/opts\","
+                                 "\"--dhcp-leasefile=/d/leases\""));
+    assert_non_null(strstr(line, "\"--dhcp-range=set:subnet-s4,203.0.113.16,static,"
+                                 "255.255.255.240,86400s\""));
+    assert_non_null(strstr(line, "\"--dhcp-range=set:subnet-s6a,fd00:1::,static,64,86400s\""));
+    assert_non_null(strstr(line, "\"--dhcp-range=set:subnet-s6b,fd00:2::,static,64,86400s\""));
+    assert_null(strstr(line, "subnet-s6c"));
+    assert_non_null(strstr(line, "\"--dhcp-option-force=option:mtu,1450\""));
+    assert_non_null(strstr(line, "\"--domain=openstacklocal\""));
+    assert_non_null(strstr(line, "\"--dhcp-lease-max=16777216\""));
+    free(line);
+    json_decref(argv);
+    json_decref(net);
+}
+
+/* The DHCP phase on this host: a client in a namespace of its own on the
+ * bridge gets its address, router, MTU and routes from the agent's
+ * dnsmasq; a killed dnsmasq comes back; the network leaving removes it
+ * all. */
+static void test_dhcp_host(void **st)
+{
+    (void)st;
+    char sd[200];
+    snprintf(sd, sizeof(sd), "%s/dhcp", dir);
+    struct na *a = na_new("h1", sd);
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *net = dhcp_net();
+    json_t *state = json_pack("{s:[O], s:[], s:[]}", "networks", net, "ports", "routers");
+    assert_int_equal(na_l2_sync(a, &ctx, state), 0);
+    int rc = na_dhcp_sync(a, &ctx, state);
+    if (rc < 0)
+        fail_msg("dhcp sync: %s", nb_ctx_message(&ctx));
+    char pidpath[300];
+    snprintf(pidpath, sizeof(pidpath), "%s/dhcp/" NET1 "/pid", sd);
+    char *pid1 = nb_read_file(pidpath, NULL);
+    assert_non_null(pid1);
+    /* idempotent: the same dnsmasq */
+    assert_int_equal(na_dhcp_sync(a, &ctx, state), 0);
+    char *pid2 = nb_read_file(pidpath, NULL);
+    assert_string_equal(pid1, pid2);
+    free(pid2);
+
+    sh("ip netns add " CLNS);
+    sh("ip link add ntagcl1r type veth peer name eth0 netns " CLNS);
+    sh("ip link set ntagcl1r master " BR1 " up");
+    sh("ip -n " CLNS " link set eth0 address fa:16:3e:00:10:21 up");
+    sh("ip -n " CLNS " link set lo up");
+    char script[300];
+    snprintf(script, sizeof(script), "%s/udhcpc.sh", dir);
+    FILE *f = fopen(script, "w");
+    fprintf(f, "#!/bin/sh\n[ \"$1\" = bound ] && echo \"LEASE ip=$ip mask=$mask router=$router "
+               "mtu=$mtu domain=$domain routes=$staticroutes\"\nexit 0\n");
+    fclose(f);
+    chmod(script, 0755);
+    char cmd[800], out[2000] = "";
+    snprintf(cmd, sizeof(cmd),
+             "ip netns exec " CLNS " busybox udhcpc -i eth0 -n -q -t 5 -T 1 -A 1 -O mtu -O "
+             "staticroutes -O domain -s %s 2>/dev/null",
+             script);
+    FILE *p = popen(cmd, "r");
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = '\0';
+    pclose(p);
+    if (!strstr(out, "LEASE ip=203.0.113.21 mask=28"))
+        print_message("client saw: %s\n", out);
+    assert_non_null(strstr(
+        out, "LEASE ip=203.0.113.21 mask=28 router=203.0.113.17 mtu=1450 "
+             "domain=openstacklocal routes=10.99.0.0/24 0.0.0.0 198.51.100.0/24 203.0.113.20 "
+             "169.254.169.254/32 203.0.113.18 0.0.0.0/0 203.0.113.17"));
+    /* the metadata address is on the namespace's leg */
+    sh("ip -n " QDHCP1 " -o addr show dev ns-ntagdhcp1 | grep -q 169.254.169.254/32");
+
+    /* a dead dnsmasq is started again */
+    snprintf(cmd, sizeof(cmd), "kill -9 $(cat %s); sleep 0.2", pidpath);
+    sh(cmd);
+    assert_int_equal(na_dhcp_sync(a, &ctx, state), 0);
+    pid2 = nb_read_file(pidpath, NULL);
+    assert_string_not_equal(pid1, pid2);
+    free(pid1);
+    free(pid2);
+
+    /* a port added: hosts file rewritten, dnsmasq reloaded (same pid) */
+    json_array_append_new(json_object_get(net, "dhcp_hosts"),
+                          json_pack("{s:s, s:s, s:s, s:s}", "port_id", "p9", "mac",
+                                    "fa:16:3e:00:10:29", "subnet_id", "s4", "ip_address",
+                                    "203.0.113.29"));
+    pid1 = nb_read_file(pidpath, NULL);
+    assert_int_equal(na_dhcp_sync(a, &ctx, state), 0);
+    pid2 = nb_read_file(pidpath, NULL);
+    assert_string_equal(pid1, pid2);
+    free(pid1);
+    free(pid2);
+    sh("ip -n " CLNS " link set eth0 address fa:16:3e:00:10:29");
+    snprintf(cmd, sizeof(cmd),
+             "ip netns exec " CLNS " busybox udhcpc -i eth0 -n -q -t 5 -T 1 -A 1 -s %s "
+             "2>/dev/null | grep -q 'LEASE ip=203.0.113.29 '",
+             script);
+    sh(cmd);
+
+    /* the network leaves: dnsmasq, veth, namespace gone; the bridge too
+     * (l2) */
+    json_t *empty = json_pack("{s:[], s:[], s:[]}", "networks", "ports", "routers");
+    assert_int_equal(na_dhcp_sync(a, &ctx, empty), 0);
+    assert_int_equal(na_l2_sync(a, &ctx, empty), 0);
+    assert_false(na_dev_exists(DTAP1));
+    assert_int_not_equal(system("ip netns list | grep -q " QDHCP1), 0);
+    snprintf(cmd, sizeof(cmd), "pgrep -f '[-]-pid-file=%s/dhcp/' >/dev/null", sd);
+    assert_int_not_equal(system(cmd), 0);
+    json_t *owned = na_owned(a, "netns");
+    assert_int_equal(json_array_size(owned), 0);
+    json_decref(owned);
+    sh("ip netns del " CLNS);
+    json_decref(empty);
+    json_decref(state);
+    json_decref(net);
+    na_free(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_run),
-        cmocka_unit_test(test_run_netns),
-        cmocka_unit_test(test_ownership),
-        cmocka_unit_test(test_l2),
+        cmocka_unit_test(test_run),         cmocka_unit_test(test_run_netns),
+        cmocka_unit_test(test_ownership),   cmocka_unit_test(test_l2),
+        cmocka_unit_test(test_dhcp_render), cmocka_unit_test(test_dhcp_host),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

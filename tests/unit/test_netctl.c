@@ -235,8 +235,10 @@ static void test_agent_rpc(void **state)
 
     json_t *net = make_net(&ctx, json_pack("{s:s, s:b}", "name", "rpcnet", "shared", 1));
     const char *net_id = nb_json_str(net, "id");
-    json_t *sub = nb_net_subnet_create(&ctx, json_pack("{s:s, s:s, s:i}", "network_id", net_id,
-                                                       "cidr", "10.9.0.0/24", "ip_version", 4));
+    json_t *sbody =
+        json_pack("{s:s, s:s, s:i}", "network_id", net_id, "cidr", "10.9.0.0/24", "ip_version", 4);
+    json_t *sub = nb_net_subnet_create(&ctx, sbody);
+    json_decref(sbody);
     assert_non_null(sub);
     nb_net_notify(&ctx, "test"); /* schedules, then casts to h1 (nobody listens) */
 

@@ -27,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include <uuid/uuid.h>
 
 /* Nova's VERSIONS (EC2) and OPENSTACK_VERSIONS; "latest" is the last. */
 static const char *const ec2_versions[] = {
@@ -200,57 +199,6 @@ json_t *nb_md_meta_data(const json_t *inst, const char *version)
     if (v >= VICTORIA)
         json_object_set_new(md, "dedicated_cpus", json_array());
     return md;
-}
-
-/* A name-based (v5) UUID for name in the instance's namespace: stands in
- * for the Neutron port and network IDs nubo does not have (the NIC is QEMU
- * user-mode networking), stable for the instance's life. out[37]. */
-static void derived_uuid(const char *inst_uuid, const char *name, char out[37])
-{
-    uuid_t ns, id;
-    if (!inst_uuid || uuid_parse(inst_uuid, ns) < 0)
-        uuid_clear(ns);
-    uuid_generate_sha1(id, ns, name, strlen(name));
-    uuid_unparse_lower(id, out);
-}
-
-json_t *nb_md_network_data(const json_t *inst, const json_t *nics)
-{
-    /* Nova: no network info, an empty document */
-    if (!json_is_array(nics) || !json_array_size(nics))
-        return json_object();
-    const char *uuid = nb_json_str(inst, "uuid");
-    json_t *links = json_array(), *nets = json_array();
-    size_t i;
-    json_t *nic;
-    json_array_foreach ((json_t *)nics, i, nic) {
-        const char *mac = nb_json_str(nic, "mac_address");
-        char vif[37], net[37], name[64];
-        if (nb_json_str(nic, "id"))
-            nb_strlcpy(vif, nb_json_str(nic, "id"), sizeof(vif));
-        else {
-            snprintf(name, sizeof(name), "port/%s", mac ? mac : "");
-            derived_uuid(uuid, name, vif);
-        }
-        if (nb_json_str(nic, "network_id"))
-            nb_strlcpy(net, nb_json_str(nic, "network_id"), sizeof(net));
-        else
-            derived_uuid(uuid, "network", net);
-        /* Nova names the link after the tap device, "tap" + port_id[:11] */
-        char link_id[16];
-        snprintf(link_id, sizeof(link_id), "tap%.11s", vif);
-        /* QEMU user-mode networking: a 1500-byte link, addressed by its
-         * built-in DHCP server */
-        json_array_append_new(links, json_pack("{s:s, s:s, s:s, s:I, s:s?}", "id", link_id,
-                                               "vif_id", vif, "type", "phy", "mtu",
-                                               (json_int_t)nb_json_int(nic, "mtu", 1500),
-                                               "ethernet_mac_address", mac));
-        char net_id[32];
-        snprintf(net_id, sizeof(net_id), "network%zu", i);
-        json_array_append_new(nets, json_pack("{s:s, s:s, s:s, s:s}", "id", net_id, "type",
-                                              "ipv4_dhcp", "link", link_id, "network_id", net));
-    }
-    return json_pack("{s:o, s:o, s:[]}", "links", links, "networks", nets, "services");
 }
 
 /* "/dev/vda" -> "vda", as Nova's strip_dev. */

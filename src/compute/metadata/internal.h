@@ -11,6 +11,7 @@
 #define NB_METADATA_INTERNAL_H
 
 #include "common/ctx.h"
+#include "compute/metadata/metadata.h"
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -62,12 +63,8 @@ json_t *nb_md_ec2_meta_data(const json_t *inst, const char *version, const char 
  * none, -1 when it is not base64. */
 int nb_md_user_data(const json_t *inst, char **out, size_t *len);
 
-/* Hex HMAC-SHA256 of id under secret, as the Neutron metadata proxy signs
- * X-Instance-ID. out[65]. */
-void nb_md_sign(const char *secret, const char *id, char out[65]);
-/* True when signature is the signature of id under secret (constant time;
- * false for NULL/empty secret or signature). */
-bool nb_md_signature_ok(const char *secret, const char *id, const char *signature);
+/* nb_md_sign, nb_md_signature_ok: metadata.h (the network agent's proxy
+ * signs with the same function). */
 
 /* A metadata API request and its answer, without the socket. Header values
  * may be NULL (absent). */

@@ -10,6 +10,7 @@
 #include "common/ctx.h"
 #include "common/env.h"
 #include <jansson.h>
+#include <stdbool.h>
 
 /* Starts the metadata API on [metadata] listen / port (default
  * 127.0.0.1:8775). 0/-1. */
@@ -22,5 +23,12 @@ void nb_metadata_stop(void);
  * tool's own message. */
 int nb_configdrive_build(struct nb_ctx *ctx, const json_t *inst, const json_t *nics,
                          const char *iso_path);
+
+/* Hex HMAC-SHA256 of id under secret, as the Neutron metadata proxy signs
+ * X-Instance-ID. out[65]. */
+void nb_md_sign(const char *secret, const char *id, char out[65]);
+/* True when signature is the signature of id under secret (constant time;
+ * false for NULL/empty secret or signature). */
+bool nb_md_signature_ok(const char *secret, const char *id, const char *signature);
 
 #endif

@@ -176,9 +176,7 @@ static int serve(struct nb_db *db, struct nb_ctx *ctx, const struct nb_md_reques
     _cleanup_json_ json_t *inst = load_instance(db, ctx, rq->instance_id, rq->tenant_id);
     if (!inst)
         return -1;
-    /* network_data.json: nubo keeps no record of a guest's NICs (the virt
-     * driver makes them), so the API serves it as Nova does for an instance
-     * without network info; the config drive has the NICs. */
+    /* network_data.json comes from the view's network_info (netdata.c) */
     return nb_md_lookup(ctx, inst, NULL, rq->forwarded_for, rq->path, &rs->doc);
 }
 

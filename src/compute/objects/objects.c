@@ -161,5 +161,15 @@ json_t *nb_instance_agent_view(struct nb_db *db, struct nb_ctx *ctx, const json_
     json_object_set_new(inst, "metadata", meta);
     json_t *bdms = nb_bdm_rows(db, ctx, uuid);
     json_object_set_new(inst, "block_device_mapping", bdms ? bdms : json_array());
+    /* the ports as the build cached them (the virt driver wires its VIFs) */
+    _cleanup_json_ json_t *cache =
+        nb_db_row(db, ctx, "SELECT network_info FROM instance_info_caches WHERE instance_uuid = ?",
+                  "s", uuid);
+    json_t *nw = nb_json_parse(nb_json_str(cache, "network_info"));
+    if (!json_is_array(nw)) {
+        json_decref(nw);
+        nw = json_array();
+    }
+    json_object_set_new(inst, "network_info", nw);
     return inst;
 }

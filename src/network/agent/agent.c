@@ -15,6 +15,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "network/agent/agent_int.h"
+#include "network/agent/mdproxy.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -496,6 +497,9 @@ void nb_netagent_stop(void)
         if (running)
             pthread_join(a->thread, NULL);
     }
+    /* The metadata proxies live in this process: their sockets close
+     * with the agents (the rest of the data plane stays). */
+    na_mdproxy_stop_all();
     /* The agents stay allocated: the bus may still deliver a notification
      * to a stopped one until it shuts down. */
 }

@@ -57,8 +57,12 @@
  *              "tap": "tap<port[:11]>", "dev": "ns-<port[:11]>",
  *              "fixed_ips": [{"subnet_id", "ip_address", "prefixlen"}]},
  *     "dhcp_hosts": [{"port_id", "mac", "subnet_id", "ip_address",
- *                     "hostname"}]   // every other port's fixed IPs; []
- *                                    // when "dhcp" is null
+ *                     "hostname", "device_id", "project_id"}]
+ *                    // every other port's fixed IPs; [] when "dhcp" is
+ *                    // null. device_id ("" when none) and project_id: the
+ *                    // metadata proxy answers a guest bound to another
+ *                    // host from them (optional: without, only the
+ *                    // ports of "ports" are answered)
  *  }],
  *  "ports": [{   // compute ports bound to h (device_owner compute:*)
  *     "id", "network_id", "project_id", "device_id", "mac", "status",

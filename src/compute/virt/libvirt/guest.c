@@ -20,6 +20,7 @@
 #include "compute/bdm.h"
 #include "compute/metadata/metadata.h"
 #include "compute/virt/libvirt/lv.h"
+#include "network/agent/netagent.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -106,6 +107,19 @@ static int start_failed(struct lv *lv, struct nb_ctx *ctx, const json_t *inst,
     return -1;
 }
 
+int lv_plug_vifs(struct nb_ctx *ctx, const json_t *inst)
+{
+    size_t i;
+    json_t *vif;
+    json_array_foreach (json_object_get(inst, "network_info"), i, vif)
+        if (nb_vif_plug(ctx, vif) < 0) {
+            NB_ERROR(LV_LOG, ctx, nb_json_str(inst, "uuid"), "cannot plug VIF %s: %s",
+                     nb_json_str(vif, "id"), nb_ctx_message(ctx));
+            return -1;
+        }
+    return 0;
+}
+
 /* Defines the domain from the database state (vols: the instance's
  * volumes, from lv_volumes_collect) and starts it; waits until libvirt
  * reports it running. */
@@ -124,7 +138,7 @@ static int start_domain(struct lv *lv, struct nb_ctx *ctx, const json_t *inst,
     if (lv_current_virt(lv, ctx, virt_type, &cpu) < 0)
         return -1;
     _cleanup_free_ char *xml = lv_instance_xml(lv, ctx, inst, vols, virt_type, &cpu);
-    if (!xml)
+    if (!xml || lv_plug_vifs(ctx, inst) < 0)
         return -1;
     virConnectPtr conn = lv_conn(lv, ctx);
     if (!conn)
@@ -344,7 +358,7 @@ int lv_reboot(struct lv *lv, struct nb_ctx *ctx, json_t *inst, bool hard)
         int wait = (int)nb_conf_int("libvirt", "wait_soft_reboot_seconds", 120);
         bool ok =
             lv_dom_state(dom) == VIR_DOMAIN_RUNNING && clean_shutdown(lv, ctx, dom, uuid, wait);
-        if (ok && virDomainCreate(dom) == 0) {
+        if (ok && lv_plug_vifs(ctx, inst) == 0 && virDomainCreate(dom) == 0) {
             virDomainFree(dom);
             NB_INFO(LV_LOG, ctx, uuid, "Instance soft rebooted successfully.");
             return 0;
@@ -396,6 +410,8 @@ int lv_suspend(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
 
 int lv_resume(struct lv *lv, struct nb_ctx *ctx, json_t *inst)
 {
+    if (lv_plug_vifs(ctx, inst) < 0)
+        return -1;
     return domain_op(lv, ctx, inst, create_if_inactive, "resume");
 }
 

@@ -316,6 +316,9 @@ char *lv_domain_xml(const json_t *inst, const struct lv_domain_spec *spec);
 /* One <disk> element for disk (hot-plug XML of attach/detach), generated
  * as lv_domain_xml generates the domain's disks. New string. */
 char *lv_disk_xml(const struct lv_disk *disk, const char *cache_mode);
+/* guest.c: nb_vif_plug for each VIF of inst["network_info"] (before a
+ * domain is started or received). 0/-1 after nb_error. */
+int lv_plug_vifs(struct nb_ctx *ctx, const json_t *inst);
 /* Neutron-style MAC (fa:16:3e:xx:xx:xx) derived from the instance UUID. */
 void lv_mac_for(const char *uuid, char out[18]);
 

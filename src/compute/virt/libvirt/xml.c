@@ -20,6 +20,7 @@
 
 #include <openssl/sha.h>
 #include <stdarg.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -146,6 +147,48 @@ void lv_mac_for(const char *uuid, char out[18])
     snprintf(out, 18, "fa:16:3e:%02x:%02x:%02x", md[0], md[1], md[2]);
 }
 
+/* Whether s is safe inside an XML attribute as is (the names and MACs of
+ * network_info are; anything else is left out rather than escaped). */
+static bool attr_ok(const char *s)
+{
+    if (!s || !*s)
+        return false;
+    for (; *s; s++)
+        if (!isalnum((unsigned char)*s) && !strchr(":-_.", *s))
+            return false;
+    return true;
+}
+
+/* One <interface type='bridge'> per "bridge" VIF of network_info (os-vif's
+ * linux bridge plug: libvirt makes the tap tap<port[:11]> and puts it on
+ * the network's bridge). Returns whether a VIF of another type (or none
+ * at all) asks for the user-mode NIC every guest had before. */
+static bool add_bridge_vifs(struct nb_sbuf *b, const json_t *network_info)
+{
+    size_t i, bridged = 0, others = 0;
+    json_t *vif;
+    json_array_foreach (network_info, i, vif) {
+        const json_t *net = json_object_get(vif, "network");
+        const char *type = nb_json_str(vif, "type"), *mac = nb_json_str(vif, "address");
+        const char *br = nb_json_str(net, "bridge"), *dev = nb_json_str(vif, "devname");
+        if (!type || strcmp(type, "bridge") || !attr_ok(mac) || !attr_ok(br) || !attr_ok(dev)) {
+            others++;
+            continue;
+        }
+        bridged++;
+        addf(b,
+             "    <interface type='bridge'>\n      <mac address='%s'/>\n"
+             "      <source bridge='%s'/>\n      <target dev='%s'/>\n"
+             "      <model type='virtio'/>\n",
+             mac, br, dev);
+        long long mtu = nb_json_int(json_object_get(net, "meta"), "mtu", 0);
+        if (mtu > 0)
+            addf(b, "      <mtu size='%lld'/>\n", mtu);
+        addf(b, "    </interface>\n");
+    }
+    return others > 0 || bridged == 0;
+}
+
 char *lv_domain_xml(const json_t *inst, const struct lv_domain_spec *spec)
 {
     const char *uuid = nb_json_str(inst, "uuid");
@@ -196,7 +239,7 @@ char *lv_domain_xml(const json_t *inst, const struct lv_domain_spec *spec)
     addf(&b, "  <devices>\n");
     for (int i = 0; i < spec->ndisks; i++)
         add_disk(&b, &spec->disks[i], spec->cache_mode, "    ");
-    if (spec->mac_address)
+    if (add_bridge_vifs(&b, json_object_get(inst, "network_info")) && spec->mac_address)
         addf(&b,
              "    <interface type='user'>\n      <mac address='%s'/>\n"
              "      <model type='virtio'/>\n    </interface>\n",
