@@ -675,3 +675,13 @@ class TestAgent:
                                "security_groups": [c.default_sg]}})
         assert st == 200, r
         assert _until(lambda: chain in _table_text(name)) is not None
+
+    def test_tables_deleted_behind_the_agents_back_come_back(self, sgcloud):
+        c = sgcloud
+        name = _agent_table(c.bridge)
+        tag = name[len("nubo_sg_"):]
+        _sp.run(["nft", "delete", "table", "inet", name], check=True)
+        _sp.run(["nft", "delete", "table", "bridge", "nubo_port_" + tag], check=True)
+        # the next reconcile (every [agent] resync_interval, 10 s) loads them again
+        assert _until(lambda: _agent_table(c.bridge) == name, timeout=15, step=0.2) is not None
+        assert "chain from_%s {" % c.tap_a in _table_text("nubo_port_" + tag, "bridge")

@@ -150,6 +150,20 @@ static void fail_ports(struct na *a, struct nb_ctx *ctx, const json_t *ports)
         na_port_failed(a, json_string_value(id), nb_ctx_message(ctx));
 }
 
+/* Whether the loaded tables are still in the kernel (someone may have
+ * deleted them or flushed the ruleset): one small listing per reconcile. */
+static bool still_loaded(struct nb_ctx *ctx, struct na *a)
+{
+    char bt[32], it[32];
+    na_sg_table_names(na_tag(a), bt, it);
+    const char *argv[] = {"nft", "list", "chain", "inet", it, "forward", NULL};
+    _cleanup_free_ char *out = NULL;
+    if (na_run(ctx, NULL, argv, NULL, NFT_TIMEOUT_MS, &out) == 0)
+        return true;
+    NB_WARN(SG_LOG, ctx, NULL, "table inet %s is gone from the kernel: loading it again", it);
+    return false;
+}
+
 /* Loads plan's script. 0/-1 after nb_error. */
 static int load(struct nb_ctx *ctx, const struct na_sg_plan *plan)
 {
@@ -181,7 +195,8 @@ int na_sg_sync(struct na *a, struct nb_ctx *ctx, const json_t *state)
         rc = nb_error(ctx, 500, NULL, "security groups: too many agents in one process");
     } else if (plan.empty && !m->script && !owns_tables(a)) {
         /* nothing there, nothing wanted */
-    } else if (!m->script || strcmp(m->script, plan.script) != 0) {
+    } else if (!m->script || strcmp(m->script, plan.script) != 0 ||
+               (!plan.empty && !still_loaded(ctx, a))) {
         double t0 = nb_time_mono();
         rc = load(ctx, &plan);
         if (rc == 0) {
