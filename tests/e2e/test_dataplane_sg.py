@@ -71,7 +71,7 @@ class TestKernel:
         took = sgs.until(lambda: sgs.ping("c", "a", wait=1), True, timeout=2)
         print("ICMP rule: loaded in %.0f ms, first ping through %.0f ms later"
               % (load * 1000, (took or 0) * 1000))
-        assert took is not None and load + took < 1.0
+        assert took is not None and load + took < LIMIT_S
         assert not sgs.tcp("c", "a", 22), "only ICMP was allowed"
         sgs.groups[WEB]["rules"].pop()
         sgs.apply()
@@ -223,6 +223,8 @@ except Exception:  # pragma: no cover - the module skips itself when libvirt is 
     _lv = None
 
 CIDR = "203.0.113.64/28"
+# a rule change is in force within a second; the sanitizer build is slower
+LIMIT_S = 2.0 if "asan" in _os.environ.get("NUBO_BIN", "") else 1.0
 
 
 def _nft_tables():
@@ -524,7 +526,7 @@ class TestGuests:
         del_s = at - t0
         print("guest A: ICMP rule create (API call) -> first echo answered %.0f ms; "
               "delete -> first echo lost %.0f ms" % (add_s * 1000, del_s * 1000))
-        assert add_s < 1.0 and del_s < 1.0
+        assert add_s < LIMIT_S and del_s < LIMIT_S
         assert not c.prober.ping(IP_A)
 
     def test_tcp_port_range_and_remote_cidr(self, sgcloud):
@@ -647,7 +649,7 @@ class TestAgent:
         print("API rule create -> loaded %.0f ms, delete -> unloaded %.0f ms"
               % (add_s * 1000, del_s * 1000))
         assert gone is not None
-        assert add_s < 1.0 and del_s < 1.0
+        assert add_s < LIMIT_S and del_s < LIMIT_S
 
     def test_port_groups_change(self, sgcloud):
         c = sgcloud
