@@ -109,15 +109,16 @@ static json_t *port_entry(struct nb_ctx *ctx, const json_t *row)
         "allowed_address_pairs", pairs_of(row));
 }
 
-/* The compute ports bound to host; their networks and groups into the
- * sets. */
+/* The compute ports bound to host or live-migrating to it; their networks
+ * and groups into the sets. */
 static json_t *ports_of(struct nb_ctx *ctx, const char *host, json_t *nets, json_t *groups)
 {
     _cleanup_json_ json_t *rows = nb_db_rows(DB, ctx,
-                                             "SELECT * FROM ports WHERE binding_host_id = ? AND "
-                                             "device_owner LIKE 'compute:%' ORDER BY created_at, "
-                                             "rowid",
-                                             "s", host);
+                                             "SELECT * FROM ports WHERE (binding_host_id = ? OR "
+                                             "json_extract(binding_profile, '$.migrating_to') = "
+                                             "?) AND device_owner LIKE 'compute:%' ORDER BY "
+                                             "created_at, rowid",
+                                             "ss", host, host);
     if (!rows)
         return NULL;
     json_t *out = json_array();
@@ -125,6 +126,11 @@ static json_t *ports_of(struct nb_ctx *ctx, const char *host, json_t *nets, json
     json_t *r, *g;
     json_array_foreach (rows, i, r) {
         json_t *e = port_entry(ctx, r);
+        /* a live migration moves it: listed on both hosts */
+        _cleanup_json_ json_t *profile = parsed(r, "binding_profile", json_object());
+        const char *to = nb_json_str(profile, "migrating_to");
+        if (to && *to)
+            json_object_set_new(e, "migrating_to", json_string(to));
         nb_json_set_add(nets, nb_json_str(r, "network_id"));
         json_array_foreach (json_object_get(e, "security_groups"), j, g)
             nb_json_set_add(groups, json_string_value(g));
@@ -371,14 +377,17 @@ static json_t *dhcp_hosts(struct nb_ctx *ctx, const char *net, const char *dhcp_
     return out;
 }
 
-/* The tunnel addresses of the other hosts with a port on net. */
+/* The tunnel addresses of the other hosts with a port on net (bound there,
+ * or migrating there). */
 static json_t *vxlan_peers(struct nb_ctx *ctx, const char *net, const char *host)
 {
     _cleanup_json_ json_t *rows = nb_db_rows(
         DB, ctx,
         "SELECT a.configurations FROM agents a WHERE a.agent_type = ? AND a.host != ? AND "
-        "a.host IN (SELECT binding_host_id FROM ports WHERE network_id = ?) ORDER BY a.host",
-        "sss", NB_AGENT_LINUXBRIDGE, host, net);
+        "a.host IN (SELECT binding_host_id FROM ports WHERE network_id = ? UNION SELECT "
+        "json_extract(binding_profile, '$.migrating_to') FROM ports WHERE network_id = ? AND "
+        "json_type(binding_profile, '$.migrating_to') = 'text') ORDER BY a.host",
+        "ssss", NB_AGENT_LINUXBRIDGE, host, net, net);
     json_t *out = json_array();
     size_t i;
     json_t *r;

@@ -89,9 +89,27 @@ int nb_network_allocate_for_instance(struct nb_ctx *ctx, const char *instance_uu
 int nb_network_deallocate_for_instance(struct nb_ctx *ctx, const char *instance_uuid);
 
 /* The instance moved to host (a live or cold migration ended there): its
- * ports' binding:host_id becomes host (bindings.c). Ports changed (0 when
+ * ports' binding:host_id becomes host and their binding:profile loses
+ * "migrating_to" (bindings.c). Ports changed (0 when
  * none needed it), or -1 after nb_error. */
 int nb_network_bind_instance_host(struct nb_ctx *ctx, const char *instance_uuid, const char *host);
+
+/* A live migration of the instance to host starts: its ports' binding:profile
+ * gets "migrating_to": host (Nova's setup_networks_on_host before
+ * pre_live_migration), so the host state lists them on both hosts and the
+ * destination's agent wires them for the incoming guest. host NULL: the
+ * migration was rolled back, "migrating_to" goes (nb_network_bind_instance_
+ * host clears it as well when the move ends). Ports changed, or -1 after
+ * nb_error (bindings.c). */
+int nb_network_set_migrating_to(struct nb_ctx *ctx, const char *instance_uuid, const char *host);
+
+/* What a move of the instance to host needs of the data plane (the live
+ * migration's "ports" precheck): {"ports": [{"id", "network_id",
+ * "network_type", "mtu", "vif_type"}], "agent": null (host has no Linux
+ * bridge agent) or {"host", "admin_state_up", "age_s" (since its last
+ * report, -1 never), "down_time" ([DEFAULT] agent_down_time, 75), "alive",
+ * "local_ip", "tunnel_types"}}. New reference, or NULL after nb_error. */
+json_t *nb_network_move_facts(struct nb_ctx *ctx, const char *instance_uuid, const char *host);
 
 /* The instances that own ports: the distinct device_id of the ports whose
  * device_owner is "compute:<az>" (Neutron's GET /ports?device_owner=

@@ -19,6 +19,7 @@ import uuid
 import pytest
 
 from conftest import Cloud, CliError, free_port, unique
+from netagent_cleanup import remove_agent_leftovers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 IMAGE_DIR = os.environ.get("NUBO_TEST_IMAGE_DIR", os.path.join(ROOT, "tests", "images", "out"))
@@ -88,6 +89,7 @@ def stop_cloud(c):
         virsh("destroy", s["uuid"], check=False)
         virsh("undefine", s["uuid"], "--managed-save", check=False)
     rc = c.stop(timeout=60)
+    remove_agent_leftovers(c.state_dir)  # bridges, qdhcp namespaces, dnsmasq
     if not os.environ.get("NUBO_E2E_KEEP"):  # keep the logs for a post-mortem
         shutil.rmtree(c.state_dir, ignore_errors=True)
     return rc

@@ -496,7 +496,7 @@ def test_doctor_migration(lm):
     assert verdicts["fake-2"]["ok"] and not verdicts["fake-far"]["ok"]
     assert [c["check"] for c in verdicts["fake-2"]["checks"]] == [
         "service", "destination", "resources", "cpu", "hypervisor", "transport", "storage",
-        "network", "instance"]
+        "network", "ports", "instance"]
     assert verdicts["fake-jumbo"]["ok"] and verdicts["fake-jumbo"]["warnings"] == 1
     assert "MEMORY_MB: needed 512, free 256" in verdicts["fake-small"]["message"]
     # nothing moved, nothing claimed

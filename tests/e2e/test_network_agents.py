@@ -4,7 +4,8 @@ guest is booted), driven as an operator does. The agent reports its four
 Neutron agents (`openstack network agent list`, alive), gets the networks
 DHCP-scheduled to it, builds their brq bridges, and a port bound to the host
 goes ACTIVE when a tap named after it is up on its bridge and DOWN when the
-tap goes (a tap made by hand here plays the guest's). Everything made on the
+tap goes (a tap made by hand here plays the guest's), and the DHCP port is
+ACTIVE once the agent wired its qdhcp namespace. Everything made on the
 host is removed again through the API (networks deleted: the agent removes
 its bridges)."""
 import json
@@ -56,15 +57,18 @@ def cloud(tmp_path_factory):
                "--set", "agent.report_interval=2"))
     c.start()
     yield c
-    # the seeded network's bridge goes with it; then nothing of this cloud is left
+    # the seeded network's bridge and namespace go with it; then nothing of
+    # this cloud is left
     tok = c.token()
     st, _, out = c.request("GET", "/networking/v2.0/networks", token=tok)
     bridges = ["brq" + n["id"][:11] for n in out["networks"]]
+    spaces = ["qdhcp-" + n["id"] for n in out["networks"]]
     for n in out["networks"]:
         c.request("DELETE", "/networking/v2.0/networks/" + n["id"], token=tok)
     try:
-        wait("the agent to remove its bridges",
-             lambda: not any(link_exists(b) for b in bridges), timeout=30)
+        wait("the agent to remove its bridges and namespaces",
+             lambda: not any(link_exists(b) for b in bridges) and
+             not any(s in ip("netns", "list").stdout for s in spaces), timeout=30)
     finally:
         assert c.stop() == 0, c.tail()
 
@@ -115,6 +119,10 @@ def test_port_goes_active_and_down(cloud):
                expect=200)[1]["ports"]
     assert dp["binding:host_id"] == host and dp["binding:vif_type"] == "bridge"
     assert dp["fixed_ips"][0]["ip_address"] == "203.0.113.2"
+    # the agent wires its leg (qdhcp-<net> namespace): the DHCP port is ACTIVE
+    wait("DHCP port ACTIVE", lambda: api(cloud, "GET", "ports/" + dp["id"])[1]["port"]["status"]
+         == "ACTIVE")
+    assert "qdhcp-" + nid in ip("netns", "list").stdout
 
     port = api(cloud, "POST", "ports", {"port": {
         "network_id": nid, "binding:host_id": host, "device_owner": "compute:nova",
@@ -126,14 +134,16 @@ def test_port_goes_active_and_down(cloud):
     st = api(cloud, "GET", "hosts/%s/state" % host, expect=200)[1]
     assert pid in [p["id"] for p in st["ports"]]
 
-    # the "guest's" tap appears: the agent puts it on the bridge, the port is ACTIVE
+    # the "guest's" tap appears on the bridge (as libvirt puts it): the port
+    # is ACTIVE within the agent's device scan (every second)
     ip("tuntap", "add", "dev", tap, "mode", "tap")
     try:
-        ip("link", "set", tap, "up")
+        ip("link", "set", tap, "master", bridge, "up")
         t0 = time.time()
         wait("port ACTIVE", lambda: api(cloud, "GET", "ports/" + pid)[1]["port"]["status"]
              == "ACTIVE")
         active_s = time.time() - t0
+        assert active_s < 5, active_s
         assert master_of(tap) == bridge
     finally:
         ip("link", "del", tap, check=False)
@@ -143,6 +153,7 @@ def test_port_goes_active_and_down(cloud):
     api(cloud, "DELETE", "ports/" + pid, expect=204)
     api(cloud, "DELETE", "networks/" + nid, expect=204)
     wait("the bridge removed", lambda: not link_exists(bridge))
+    wait("the namespace removed", lambda: "qdhcp-" + nid not in ip("netns", "list").stdout)
 
 
 def test_agent_admin_down_moves_nothing_alone(cloud):

@@ -277,3 +277,25 @@ def test_agents_scheduling_and_binding(cloud):
     for row in cloud.sql("SELECT id FROM agents"):
         api(cloud, "DELETE", "agents/" + row["id"], expect=204)
     assert api(cloud, "GET", "agents", expect=200)[1]["agents"] == []
+
+
+def test_binding_failed_build(cloud):
+    """Every compute host's Linux bridge agent dead: the build's port
+    cannot be bound and the server ends in ERROR as Nova's (the binding's
+    message in the fault's details)."""
+    for h in ("fake-1", "fake-2", "fake-3"):
+        add_agent(cloud, str(uuid.uuid4()), "Linux bridge agent", "neutron-linuxbridge-agent",
+                  h, "2000-01-01 00:00:00")
+    try:
+        s = cloud.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros",
+                      "--network", "private", unique("nt-netctl-bf"), "-f", "json")
+        s = cloud.wait_server(s["id"])
+        assert s["status"] == "ERROR", s
+        fault = s["fault"]
+        assert "Failed to allocate the network(s), not rescheduling." in fault["message"], fault
+        assert "Binding failed for port " in fault.get("details", ""), fault
+        assert "please check neutron logs for more information." in fault["details"]
+        assert api(cloud, "GET", "ports?device_id=" + s["id"], expect=200)[1]["ports"] == []
+        cloud.cli("server", "delete", "--wait", s["id"], parse=False)
+    finally:
+        cloud.sql("DELETE FROM agents")

@@ -14,17 +14,28 @@
 #     $BASE/hostN, host_uuid set per host, `libvirtd --listen`: TCP 16509 on
 #     198.51.100.N, auth none; with HOSTS_TLS=1 also TLS 16514 with a CA and
 #     certificates of its own);
+#   - its own /run/netns ($BASE/hostN/netns): the qdhcp-/qrouter-
+#     namespaces its network agent makes are seen inside the host only, not
+#     by the other hosts or the root namespace's `ip netns list`;
 #   - $LOCAL (default $BASE/local) overlaid by $BASE/hostN/local: one path,
 #     different files on every host ("local disks": the instances_path of a
 #     host's agent for block migration), while $SHARED (default
 #     $BASE/shared) is the same directory on every host ("NFS").
 # The daemons keep the namespaces alive; QEMU processes inherit them, so a
 # guest's serial log under the instances path is per host in $LOCAL.
+# The hosts' bridge is also the VXLAN underlay of their network agents
+# (each host's [vxlan] local_ip is its 198.51.100.N): `nubo compute` runs
+# the network agent with the libvirt driver, its bridges, vxlan-<vni>
+# devices and taps in the host's network namespace, its dnsmasq in qdhcp
+# namespaces of the host's /run/netns.
 #
 # Usage:
 #   hosts.sh up N            make host1..hostN (idempotent: running hosts are kept)
-#   hosts.sh down            stop every host's agent, domains, daemons; remove
-#                            namespaces, links, bridge and $BASE (harmless twice)
+#   hosts.sh down            stop every host's agent, domains, daemons, the
+#                            processes of its qdhcp/qrouter namespaces (dnsmasq,
+#                            metadata proxy); remove those namespaces, the hosts'
+#                            namespaces (with their bridges and vxlan devices),
+#                            links, bridge and $BASE (harmless twice)
 #   hosts.sh status          one line per host, its daemons and domains
 #   hosts.sh start hostN [--no-listen]   (re)start one host's daemons
 #   hosts.sh stop hostN      stop one host's libvirtd and virtlogd (by pidfile)
@@ -152,7 +163,7 @@ make_certs() {
 prepare_dirs() {
     local h=$1 d
     d=$(hdir "$h")
-    mkdir -p "$d"/{etc,run,lib,log/qemu,cache,local} "$SHARED" "$LOCAL"
+    mkdir -p "$d"/{etc,run,lib,log/qemu,cache,local,netns} "$SHARED" "$LOCAL"
     chmod 755 "$BASE" "$d" "$d/local" "$SHARED" "$LOCAL"
     if [ ! -f "$d/etc/.copied" ]; then
         cp -a /etc/libvirt/. "$d/etc/"
@@ -210,6 +221,8 @@ start_host() {
         mount --bind $d/log   /var/log/libvirt
         mount --bind $d/cache /var/cache/libvirt
         mount --bind $d/local $LOCAL
+        mount --bind $d/netns /run/netns
+        mount --make-shared /run/netns
         $pki
         virtlogd -d -p $d/virtlogd.pid
         libvirtd -d $listen -p $d/libvirtd.pid" || die "$h: cannot start its daemons"
@@ -304,9 +317,26 @@ agent_start() {
     log "$h: agent pid $(agent_pid "$h"), log $d/agent-log"
 }
 
+# The namespaces the host's agent made in its /run/netns: their processes
+# (dnsmasq, metadata proxies) killed, the namespaces deleted. From the
+# root namespace the files under $BASE/hostN/netns are the mount points
+# of the host's own mount namespace.
+stop_netns() {
+    local h=$1 p ns pid
+    p=$(hanchor "$h")
+    alive "$p" || return 0
+    for ns in $(nsenter -t "$p" -m -n -u -- ip netns list 2>/dev/null | awk '{print $1}'); do
+        for pid in $(nsenter -t "$p" -m -n -u -- ip netns pids "$ns" 2>/dev/null); do
+            stop_pid "$pid"
+        done
+        nsenter -t "$p" -m -n -u -- ip netns del "$ns" 2>/dev/null
+    done
+}
+
 stop_host() {
     local h=$1 d p q dom
     d=$(hdir "$h")
+    stop_netns "$h"
     if alive "$(hpid "$h")"; then
         for dom in $(hvirsh "$h" list --name 2>/dev/null); do hvirsh "$h" destroy "$dom" >/dev/null 2>&1; done
         for dom in $(hvirsh "$h" list --all --name 2>/dev/null); do

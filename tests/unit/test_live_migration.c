@@ -232,6 +232,69 @@ static void test_destination_not_asked(void **state)
     json_decref(v);
 }
 
+/* With a port the network agents wire (vif_type bridge) on a vxlan network,
+ * the destination needs a live Linux bridge agent and an underlay that
+ * carries the network's MTU plus the VXLAN header; a port of no agent
+ * ("ovs", the fake driver's) needs nothing of it. */
+static void test_ports(void **state)
+{
+    (void)state;
+    json_t *f = good_facts();
+    json_object_set_new(f, "networking",
+                        nb_json_pack_text("{\"ports\": [{\"id\": \"p-1\", \"network_id\": "
+                                          "\"n-1\", \"network_type\": \"vxlan\", \"mtu\": "
+                                          "1450, \"vif_type\": \"bridge\"}], \"agent\": "
+                                          "{\"host\": \"dst-1\", \"admin_state_up\": true, "
+                                          "\"age_s\": 4, \"down_time\": 75, \"alive\": true, "
+                                          "\"local_ip\": \"10.0.0.2\"}}"));
+    json_object_set_new(json_object_get(agent(f), "dest"), "tunnel",
+                        json_pack("{s:s, s:i}", "addr", "10.0.0.2", "mtu", 1500));
+    json_t *good = json_deep_copy(f);
+    json_t *v = judge(f, NULL);
+    const char *ev = nb_json_str(check(v, "ports"), "evidence");
+    assert_non_null(strstr(ev, "port p-1: bridge on network n-1 (vxlan, MTU 1450)"));
+    assert_non_null(strstr(ev, "Linux bridge agent on dst-1: alive"));
+    assert_non_null(strstr(ev, "underlay 10.0.0.2 MTU 1500 (VXLAN needs 1500)"));
+    json_decref(v);
+    /* an underlay of 1499 cannot carry 1450 + 50 */
+    f = json_deep_copy(good);
+    json_object_set_new(json_object_get(json_object_get(agent(f), "dest"), "tunnel"), "mtu",
+                        json_integer(1499));
+    json_decref(judge(f, "Migration pre-check error: the VXLAN underlay of host dst-1 (10.0.0.2, "
+                         "MTU 1499) cannot carry network n-1 (MTU 1450 needs 1500 with the VXLAN "
+                         "header)."));
+    /* the agent stopped reporting */
+    f = json_deep_copy(good);
+    json_t *ag = json_object_get(json_object_get(f, "networking"), "agent");
+    json_object_set_new(ag, "alive", json_false());
+    json_object_set_new(ag, "age_s", json_integer(300));
+    v = judge(f, "Migration pre-check error: Binding failed for port p-1 on host dst-1: its Linux "
+                 "bridge agent is not alive (no report within agent_down_time).");
+    assert_non_null(strstr(nb_json_str(check(v, "ports"), "evidence"),
+                           "dead, admin_state_up true, last report 300 s ago (down after 75 s)"));
+    json_decref(v);
+    /* no agent at all */
+    f = json_deep_copy(good);
+    json_object_set_new(json_object_get(f, "networking"), "agent", json_null());
+    json_decref(judge(f, "Migration pre-check error: Binding failed for port p-1 on host dst-1: no "
+                         "Linux bridge agent reports from the host, so nothing would wire the "
+                         "guest's network there."));
+    /* the same port of no agent: nothing needed */
+    f = json_deep_copy(good);
+    json_object_set_new(
+        json_array_get(json_object_get(json_object_get(f, "networking"), "ports"), 0), "vif_type",
+        json_string("ovs"));
+    json_object_set_new(json_object_get(f, "networking"), "agent", json_null());
+    json_decref(judge(f, NULL));
+    /* the network service could not say: a warning */
+    f = json_deep_copy(good);
+    json_object_set_new(f, "networking", json_pack("{s:s}", "error", "no such table"));
+    v = judge(f, NULL);
+    assert_true(json_is_true(json_object_get(check(v, "ports"), "warning")));
+    json_decref(v);
+    json_decref(good);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -243,6 +306,7 @@ int main(void)
         cmocka_unit_test(test_storage),
         cmocka_unit_test(test_network_warning_and_instance),
         cmocka_unit_test(test_destination_not_asked),
+        cmocka_unit_test(test_ports),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

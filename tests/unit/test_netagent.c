@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static char dir[] = "/tmp/nubo-test-netagent-XXXXXX";
 
@@ -137,6 +138,8 @@ static void test_run(void **st)
 static void test_run_netns(void **st)
 {
     (void)st;
+    if (geteuid() != 0)
+        skip(); /* namespaces and bridges need root */
     struct nb_ctx ctx;
     nb_ctx_init_system(&ctx, NULL);
     sh("ip netns add " NS1);
@@ -201,6 +204,8 @@ static json_t *state_with(const char *bridges_json)
 static void test_l2(void **st)
 {
     (void)st;
+    if (geteuid() != 0)
+        skip(); /* namespaces and bridges need root */
     char sd[200];
     snprintf(sd, sizeof(sd), "%s/l2", dir);
     struct na *a = na_new("h1", sd);
@@ -408,6 +413,8 @@ static void test_dhcp_render(void **st)
 static void test_dhcp_host(void **st)
 {
     (void)st;
+    if (geteuid() != 0)
+        skip(); /* namespaces and bridges need root */
     char sd[200];
     snprintf(sd, sizeof(sd), "%s/dhcp", dir);
     struct na *a = na_new("h1", sd);
@@ -468,6 +475,16 @@ static void test_dhcp_host(void **st)
     free(pid1);
     free(pid2);
 
+    /* the namespace deleted by hand (its dnsmasq lives on in it): made
+     * again, with a dnsmasq of its own (the DHCP below proves it) */
+    sh("ip netns del " QDHCP1);
+    pid1 = nb_read_file(pidpath, NULL);
+    assert_int_equal(na_dhcp_sync(a, &ctx, state), 0);
+    pid2 = nb_read_file(pidpath, NULL);
+    assert_string_not_equal(pid1, pid2);
+    free(pid1);
+    free(pid2);
+
     /* a port added: hosts file rewritten, dnsmasq reloaded (same pid) */
     json_array_append_new(json_object_get(net, "dhcp_hosts"),
                           json_pack("{s:s, s:s, s:s, s:s}", "port_id", "p9", "mac",
@@ -484,6 +501,17 @@ static void test_dhcp_host(void **st)
              "ip netns exec " CLNS " busybox udhcpc -i eth0 -n -q -t 5 -T 1 -A 1 -s %s "
              "2>/dev/null | grep -q 'LEASE ip=203.0.113.29 '",
              script);
+    sh(cmd);
+
+    /* the port deleted and its address given to a new port (another MAC):
+     * dnsmasq forgets the old lease and offers the address to the new MAC */
+    json_t *hosts = json_object_get(net, "dhcp_hosts");
+    json_array_remove(hosts, json_array_size(hosts) - 1);
+    json_array_append_new(hosts, json_pack("{s:s, s:s, s:s, s:s}", "port_id", "p10", "mac",
+                                           "fa:16:3e:00:10:30", "subnet_id", "s4", "ip_address",
+                                           "203.0.113.29"));
+    assert_int_equal(na_dhcp_sync(a, &ctx, state), 0);
+    sh("ip -n " CLNS " link set eth0 address fa:16:3e:00:10:30");
     sh(cmd);
 
     /* the network leaves: dnsmasq, veth, namespace gone; the bridge too

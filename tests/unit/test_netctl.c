@@ -179,18 +179,66 @@ static void test_segments(void **state)
     json_decref(a), json_decref(b), json_decref(c), json_decref(d), json_decref(f);
 }
 
+static void test_vlan_segments(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    admin_ctx(&ctx);
+    nb_conf_set("ml2_type_vlan", "network_vlan_ranges", "physnet-bare,physnet-v:10:11");
+    nb_conf_set("ml2", "tenant_network_types", "vlan");
+    json_t *a = make_net(&ctx, json_pack("{s:s}", "name", "va"));
+    json_t *b = make_net(&ctx, json_pack("{s:s, s:s, s:s}", "name", "vb", "provider:network_type",
+                                         "vlan", "provider:physical_network", "physnet-v"));
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_string_equal(nb_json_str(a, "provider:network_type"), "vlan");
+    assert_string_equal(nb_json_str(a, "provider:physical_network"), "physnet-v");
+    assert_int_equal(seg_id(a), 10);
+    assert_int_equal(seg_id(b), 11);
+    assert_int_equal(nb_json_int(a, "mtu", 0), 1500);
+    assert_null(make_net(&ctx, json_pack("{s:s}", "name", "vc")));
+    assert_string_equal(nb_ctx_error_name(&ctx), "NoNetworkAvailable");
+    nb_ctx_clear_error(&ctx);
+    /* a provider VLAN on a bare physical network; one in use; out of range */
+    json_t *c =
+        make_net(&ctx, json_pack("{s:s, s:s, s:s, s:i}", "name", "vd", "provider:network_type",
+                                 "vlan", "provider:physical_network", "physnet-bare",
+                                 "provider:segmentation_id", 42));
+    assert_non_null(c);
+    assert_int_equal(seg_id(c), 42);
+    assert_null(
+        make_net(&ctx, json_pack("{s:s, s:s, s:s, s:i}", "name", "ve", "provider:network_type",
+                                 "vlan", "provider:physical_network", "physnet-bare",
+                                 "provider:segmentation_id", 42)));
+    assert_string_equal(nb_ctx_error_name(&ctx), "VlanIdInUse");
+    nb_ctx_clear_error(&ctx);
+    assert_null(
+        make_net(&ctx, json_pack("{s:s, s:s, s:s, s:i}", "name", "vf", "provider:network_type",
+                                 "vlan", "provider:physical_network", "physnet-bare",
+                                 "provider:segmentation_id", 4095)));
+    assert_int_equal(nb_ctx_status(&ctx), 400);
+    nb_ctx_clear_error(&ctx);
+    nb_conf_set("ml2", "tenant_network_types", "vxlan");
+    json_decref(a), json_decref(b), json_decref(c);
+}
+
 /* --- the agents' RPC ----------------------------------------------------------- */
 
-static void report(const char *type, const char *binary, bool start)
+static void report_on(const char *host, const char *type, const char *binary, bool start)
 {
     struct nb_ctx ctx;
     admin_ctx(&ctx);
     json_t *agent =
-        json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:{s:s, s:[s]}}", "host", "h1", "binary", binary,
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:b, s:{s:s, s:[s]}}", "host", host, "binary", binary,
                   "agent_type", type, "topic", "N/A", "availability_zone", "nova", "start_flag",
                   start, "configurations", "local_ip", "192.0.2.11", "tunnel_types", "vxlan");
     assert_int_equal(
         nb_bus_cast(&ctx, "q-plugin", "report_state", json_pack("{s:o}", "agent", agent)), 0);
+}
+
+static void report(const char *type, const char *binary, bool start)
+{
+    report_on("h1", type, binary, start);
 }
 
 static json_t *call(const char *method, json_t *args)
@@ -202,16 +250,22 @@ static json_t *call(const char *method, json_t *args)
     return r;
 }
 
-static void wait_agents(int n)
+static void wait_agents_on(const char *host, int n)
 {
     struct nb_ctx ctx;
     admin_ctx(&ctx);
     for (int i = 0; i < 200; i++) {
-        if (nb_db_int(env.db, &ctx, 0, "SELECT COUNT(*) FROM agents WHERE host = 'h1'", "") == n)
+        if (nb_db_int(env.db, &ctx, 0, "SELECT COUNT(*) FROM agents WHERE host = ?", "s", host) ==
+            n)
             return;
         usleep(20000);
     }
     fail_msg("the agents did not report");
+}
+
+static void wait_agents(int n)
+{
+    wait_agents_on("h1", n);
 }
 
 static json_t *port_row(const char *id)
@@ -331,6 +385,39 @@ static void test_agent_rpc(void **state)
     json_decref(net);
 }
 
+/* h1's agents are dead (test_agent_rpc left them so): a DHCP agent that
+ * reports from h2 takes the networks over, their DHCP ports move to h2. */
+static void test_dhcp_failover(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    admin_ctx(&ctx);
+    report_on("h2", NB_AGENT_DHCP, "neutron-dhcp-agent", true);
+    wait_agents_on("h2", 1);
+    json_t *r = NULL;
+    for (int i = 0; i < 200; i++) { /* the report's scheduling runs in a bus worker */
+        json_decref(r);
+        r = nb_db_row(env.db, &ctx,
+                      "SELECT a.host FROM networkdhcpagentbindings b JOIN agents a ON a.id = "
+                      "b.dhcp_agent_id JOIN networks n ON n.id = b.network_id WHERE n.name = "
+                      "'rpcnet'",
+                      "");
+        if (r && !strcmp(nb_json_str(r, "host"), "h2"))
+            break;
+        usleep(20000);
+    }
+    assert_non_null(r);
+    assert_string_equal(nb_json_str(r, "host"), "h2");
+    json_decref(r);
+    r = nb_db_row(env.db, &ctx,
+                  "SELECT p.binding_host_id, COUNT(*) AS n FROM ports p JOIN networks n ON n.id = "
+                  "p.network_id WHERE n.name = 'rpcnet' AND p.device_owner = 'network:dhcp'",
+                  "");
+    assert_string_equal(nb_json_str(r, "binding_host_id"), "h2");
+    assert_int_equal(nb_json_int(r, "n", 0), 1);
+    json_decref(r);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -363,9 +450,10 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ranges),     cmocka_unit_test(test_mtu_and_lists),
-        cmocka_unit_test(test_sched_pick), cmocka_unit_test(test_segments),
-        cmocka_unit_test(test_agent_rpc),
+        cmocka_unit_test(test_ranges),        cmocka_unit_test(test_mtu_and_lists),
+        cmocka_unit_test(test_sched_pick),    cmocka_unit_test(test_segments),
+        cmocka_unit_test(test_vlan_segments), cmocka_unit_test(test_agent_rpc),
+        cmocka_unit_test(test_dhcp_failover),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -43,6 +43,7 @@
 #include "compute/rpc/compute_api.h"
 #include "compute/rpc/scheduler_api.h"
 #include "db/db.h"
+#include "network/network.h"
 #include "placement/placement.h"
 
 #include <stdio.h>
@@ -353,6 +354,13 @@ static void start_move(struct lm_task *t, json_t *v, json_t *lines)
     /* Nova's pre_live_migration: the volumes attached for the destination
      * (its connector, fresh connection_info) before the source starts, so
      * the destination prepares and checks the files with them */
+    /* Nova's setup_networks_on_host for the destination: the ports carry
+     * "migrating_to", the destination's agent wires them for the incoming
+     * guest (its tap lands on the bridge with its filter) */
+    nb_ctx_child(&sub, t->ctx);
+    if (nb_network_set_migrating_to(&sub, t->uuid, dest) < 0)
+        NB_WARN(LOG_LM, t->ctx, t->uuid, "could not mark the instance's ports migrating to %s: %s",
+                dest, nb_ctx_message(&sub));
     nb_ctx_child(&sub, t->ctx);
     if (cond_volumes_attach_to(t->c, &sub, t->uuid, dest) < 0) {
         snprintf(msg, sizeof(msg), "Volumes could not be attached for host %s: %s", dest,

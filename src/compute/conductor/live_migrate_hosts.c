@@ -14,6 +14,7 @@
 #include "compute/conductor/live_migrate.h"
 #include "compute/rpc/compute_api.h"
 #include "db/db.h"
+#include "network/network.h"
 #include "placement/placement.h"
 
 #include <stdio.h>
@@ -188,6 +189,20 @@ static json_t *agent_facts(struct lm_task *t, const char *dest)
     return json_pack("{s:b, s:s}", "ok", 0, "message", msg);
 }
 
+/* The instance's ports and dest's Linux bridge agent (network service),
+ * or {"error"} when the service could not say. */
+static json_t *networking_facts(struct lm_task *t, const char *dest)
+{
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, t->ctx);
+    json_t *f = nb_network_move_facts(&sub, t->uuid, dest);
+    if (f)
+        return f;
+    NB_WARN(LOG_LM, t->ctx, t->uuid, "the network service could not describe the ports: %s",
+            nb_ctx_message(&sub));
+    return json_pack("{s:s}", "error", nb_ctx_message(&sub));
+}
+
 json_t *cond_lm_facts(struct lm_task *t, const char *dest, const json_t *scheduled)
 {
     json_t *inst = cond_instance_for_agent(t->c, t->ctx, t->row);
@@ -212,6 +227,7 @@ json_t *cond_lm_facts(struct lm_task *t, const char *dest, const json_t *schedul
     bool usable = reachable && !nb_json_int(svc, "disabled", 0);
     if (usable)
         json_object_set_new(facts, "claim", claim_facts(t, dest, dn, scheduled));
+    json_object_set_new(facts, "networking", networking_facts(t, dest));
     json_object_set_new(facts, "agent",
                         reachable ? agent_facts(t, dest)
                                   : json_pack("{s:b, s:s}", "ok", 0, "message",

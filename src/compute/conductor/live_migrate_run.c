@@ -169,6 +169,13 @@ void cond_lm_finish(struct conductor *c, struct nb_ctx *ctx, const json_t *mig, 
                                                                             json_incref(inst), tmo),
                               &sub, dest, msg, sizeof(msg));
     cond_event_finish(c, ctx, uuid, EV_LM_POST_DEST, ok, ok ? NULL : msg);
+    /* Nova's migrate_instance_finish: the ports bound to the destination,
+     * no longer migrating (the guest runs there whatever the post step
+     * said); the source's agent then lets their wiring go */
+    nb_ctx_child(&sub, ctx);
+    if (nb_network_bind_instance_host(&sub, uuid, dest) < 0)
+        NB_ERROR(LOG_LM, ctx, uuid, "could not bind the instance's ports to %s: %s", dest,
+                 nb_ctx_message(&sub));
     nb_ctx_child(&sub, ctx);
     if (inst && !step_ok(nb_compute_post_live_migration_at_source(&sub, source, json_incref(inst),
                                                                   shared, tmo),
@@ -182,10 +189,6 @@ void cond_lm_finish(struct conductor *c, struct nb_ctx *ctx, const json_t *mig, 
     nb_ctx_child(&sub, ctx);
     if (cond_volumes_release_others(c, &sub, uuid) < 0)
         NB_ERROR(LOG_LM, ctx, uuid, "could not delete the volume attachments of %s: %s", source,
-                 nb_ctx_message(&sub));
-    nb_ctx_child(&sub, ctx);
-    if (nb_network_bind_instance_host(&sub, uuid, dest) < 0)
-        NB_ERROR(LOG_LM, ctx, uuid, "could not bind the instance's ports to %s: %s", dest,
                  nb_ctx_message(&sub));
     nb_ctx_child(&sub, ctx);
     if (nb_placement_delete_allocations(&sub, m) < 0)
@@ -240,6 +243,11 @@ void cond_lm_rollback(struct conductor *c, struct nb_ctx *ctx, const json_t *mig
         NB_ERROR(LOG_LM, ctx, uuid, "could not attach the volumes back for %s: %s", source,
                  nb_ctx_message(&sub));
     cond_lm_allocations_back(c, ctx, uuid, m);
+    /* the ports stay bound to the source, no longer migrating */
+    nb_ctx_child(&sub, ctx);
+    if (nb_network_set_migrating_to(&sub, uuid, NULL) < 0)
+        NB_ERROR(LOG_LM, ctx, uuid, "could not clear migrating_to of the instance's ports: %s",
+                 nb_ctx_message(&sub));
     struct nb_instance_change ch = {
         .expect_task = {NB_TASK_MIGRATING}, .expect_host = source, .task_state = NB_NONE};
     nb_ctx_child(&sub, ctx);

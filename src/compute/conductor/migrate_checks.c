@@ -335,7 +335,105 @@ static void check_network(struct judge *j)
         add(j, "network", true, false, false, ev, NULL);
 }
 
-/* 9: the server itself: its state, and devices that cannot move. */
+/* 9: the destination can wire the ports the network agents wire (vif_type
+ * "bridge"): a live Linux bridge agent reports from it, and its VXLAN
+ * underlay (the interface of the agent's local_ip) carries the network's
+ * MTU plus the VXLAN header (50 bytes over IPv4). Ports of no agent (the
+ * fake driver's "ovs") need nothing of the host. */
+static void check_ports(struct judge *j)
+{
+    json_t *nf = json_object_get(j->f, "networking");
+    if (nb_json_str(nf, "error")) {
+        add(j, "ports", true, true, false, str(nf, "error", ""),
+            "The network service could not describe the instance's ports: %s",
+            str(nf, "error", ""));
+        return;
+    }
+    char ev[1800] = "";
+    const json_t *need = NULL; /* the wired port with the largest underlay need */
+    const char *first = NULL;  /* the first wired port */
+    long long want = 0;
+    size_t i, wired = 0;
+    json_t *p;
+    json_array_foreach (json_object_get(nf, "ports"), i, p) {
+        const char *type = str(p, "network_type", "local"), *vif = str(p, "vif_type", "?");
+        long long mtu = nb_json_int(p, "mtu", 1500), under = mtu + (strcmp(type, "vxlan") ? 0 : 50);
+        if (strlen(ev) < sizeof(ev) - 200)
+            snprintf(ev + strlen(ev), sizeof(ev) - strlen(ev),
+                     "%sport %s: %s on network %s (%s, "
+                     "MTU %lld)",
+                     *ev ? "; " : "", str(p, "id", "?"), vif, str(p, "network_id", "?"), type, mtu);
+        if (strcmp(vif, "bridge"))
+            continue;
+        if (!wired++)
+            first = str(p, "id", "?");
+        if (!strcmp(type, "vxlan") && under > want) {
+            want = under;
+            need = p;
+        }
+    }
+    if (!wired) {
+        add(j, "ports", true, false, false, *ev ? ev : "the instance has no ports", NULL);
+        return;
+    }
+    json_t *ag = json_object_get(nf, "agent");
+    size_t at = strlen(ev);
+    if (!json_is_object(ag)) {
+        snprintf(ev + at, sizeof(ev) - at, "; no Linux bridge agent on %s", j->dst);
+        add(j, "ports", false, false, false, ev,
+            "Migration pre-check error: Binding failed for port %s on host %s: no Linux bridge "
+            "agent reports from the host, so nothing would wire the guest's network there.",
+            first, j->dst);
+        return;
+    }
+    long long age = nb_json_int(ag, "age_s", -1);
+    json_t *asu = json_object_get(ag, "admin_state_up");
+    bool up = !json_is_false(asu) && !(json_is_integer(asu) && !json_integer_value(asu));
+    snprintf(ev + at, sizeof(ev) - at,
+             "; Linux bridge agent on %s: %s, admin_state_up %s, last report %s%lld s ago (down "
+             "after %lld s), local_ip %s",
+             j->dst, json_is_true(json_object_get(ag, "alive")) ? "alive" : "dead",
+             up ? "true" : "false", age < 0 ? "never: " : "", age < 0 ? 0 : age,
+             nb_json_int(ag, "down_time", 75), str(ag, "local_ip", "?"));
+    if (!json_is_true(json_object_get(ag, "alive")) || !up) {
+        add(j, "ports", false, false, false, ev,
+            "Migration pre-check error: Binding failed for port %s on host %s: its Linux bridge "
+            "agent is %s.",
+            first, j->dst,
+            up ? "not alive (no report within agent_down_time)" : "administratively down");
+        return;
+    }
+    if (!need) {
+        add(j, "ports", true, false, false, ev, NULL);
+        return;
+    }
+    if (!j->agent) {
+        skip(j, "ports", "the destination was not asked for its underlay");
+        return;
+    }
+    json_t *tun = json_object_get(json_object_get(j->agent, "dest"), "tunnel");
+    long long umtu = nb_json_int(tun, "mtu", 0);
+    at = strlen(ev);
+    snprintf(ev + at, sizeof(ev) - at, "; underlay %s MTU %lld (VXLAN needs %lld)",
+             str(tun, "addr", "?"), umtu, want);
+    if (umtu <= 0) {
+        add(j, "ports", false, false, false, ev,
+            "Migration pre-check error: the VXLAN underlay address %s of host %s is on no "
+            "interface of the host.",
+            str(tun, "addr", "?"), j->dst);
+        return;
+    }
+    if (umtu < want)
+        add(j, "ports", false, false, false, ev,
+            "Migration pre-check error: the VXLAN underlay of host %s (%s, MTU %lld) cannot carry "
+            "network %s (MTU %lld needs %lld with the VXLAN header).",
+            j->dst, str(tun, "addr", "?"), umtu, str(need, "network_id", "?"),
+            nb_json_int(need, "mtu", 0), want);
+    else
+        add(j, "ports", true, false, false, ev, NULL);
+}
+
+/* 10: the server itself: its state, and devices that cannot move. */
 static void check_instance(struct judge *j)
 {
     json_t *inst = json_object_get(j->f, "instance");
@@ -386,6 +484,7 @@ json_t *cond_lm_evaluate(const json_t *facts)
     check_transport(&j);
     check_storage(&j);
     check_network(&j);
+    check_ports(&j);
     check_instance(&j);
     const char *first = NULL;
     int warnings = 0;

@@ -20,15 +20,19 @@
  *   "agent": the destination's check_can_live_migrate_destination reply
  *            (compute_api.h), or {"ok": false, "message"} when it was not
  *            asked or did not answer;
- *   "config_drive_format": [DEFAULT] config_drive_format. */
+ *   "config_drive_format": [DEFAULT] config_drive_format;
+ *   "networking": nb_network_move_facts of the instance and dest (the
+ *              instance's ports, dest's Linux bridge agent), or {"error"};
+ *              absent: no ports. The agent's "dest"."tunnel" {"addr",
+ *              "mtu"} is the destination's VXLAN underlay. */
 #ifndef NB_CONDUCTOR_MIGRATE_CHECKS_H
 #define NB_CONDUCTOR_MIGRATE_CHECKS_H
 
 #include <jansson.h>
 
 /* The checks in order: 1 service, 2 destination, 3 resources, 4 cpu,
- * 5 hypervisor, 6 transport, 7 storage, 8 network, 9 instance. */
-#define NB_LM_CHECKS 9
+ * 5 hypervisor, 6 transport, 7 storage, 8 network, 9 ports, 10 instance. */
+#define NB_LM_CHECKS 10
 
 /* Judges facts. Returns (new ref) {"host", "ok", "message" (the first
  * refusal's, null when ok), "block_migration" (bool: what "auto" and the

@@ -229,13 +229,19 @@ static json_t *fetch_state(struct na *a, struct nb_ctx *ctx)
         nb_bus_call(ctx, PLUGIN_TOPIC, "get_host_state", json_pack("{s:s}", "host", a->host),
                     (int)nb_conf_int("agent", "rpc_timeout_ms", 30000));
     if (!r || !json_is_object(r) || json_object_get(r, "error")) {
-        NB_WARN(LOG_NA, ctx, NULL, "get_host_state for host %s failed: %s", a->host,
-                r ? nb_json_str(r, "error") ? nb_json_str(r, "error") : "not an object"
-                  : nb_ctx_message(ctx));
+        /* once per outage at WARNING (the control side may not be up yet) */
+        nb_log(a->fetch_failing ? NB_LOG_DEBUG : NB_LOG_WARNING, LOG_NA, ctx, NULL,
+               "get_host_state for host %s failed: %s", a->host,
+               r ? nb_json_str(r, "error") ? nb_json_str(r, "error") : "not an object"
+                 : nb_ctx_message(ctx));
         json_decref(r);
         nb_ctx_clear_error(ctx);
+        a->fetch_failing = true;
         return NULL;
     }
+    if (a->fetch_failing)
+        NB_INFO(LOG_NA, ctx, NULL, "get_host_state for host %s answered again", a->host);
+    a->fetch_failing = false;
     return r;
 }
 

@@ -24,11 +24,12 @@ struct na {
     bool running;
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    bool stop, dirty; /* under lock */
-    char reason[256]; /* of the last host_state_changed, under lock */
-    json_t *state;    /* the last state fetched (thread only) */
-    json_t *reported; /* port id -> true (up) / false (down), as the control side knows it */
-    json_t *failed;   /* port id -> reason, of the last reconcile */
+    bool stop, dirty;   /* under lock */
+    bool fetch_failing; /* the last get_host_state failed (thread only) */
+    char reason[256];   /* of the last host_state_changed, under lock */
+    json_t *state;      /* the last state fetched (thread only) */
+    json_t *reported;   /* port id -> true (up) / false (down), as the control side knows it */
+    json_t *failed;     /* port id -> reason, of the last reconcile */
     struct na *next;
 };
 

@@ -233,6 +233,9 @@ static json_t *op_pre_live_migration(struct nb_virt_driver *drv, struct nb_ctx *
                                      bool shared_storage, bool block_migration)
 {
     (void)host;
+    /* Nova's pre_live_migration plugs the VIFs before the guest arrives */
+    if (lv_plug_vifs(ctx, inst) < 0)
+        return NULL;
     return lv_pre_live_migration(LV(drv), ctx, inst, disks, shared_storage, block_migration);
 }
 

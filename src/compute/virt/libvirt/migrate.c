@@ -245,13 +245,21 @@ json_t *lv_migration_info(struct lv *lv, struct nb_ctx *ctx)
     bool native = nb_conf_bool("libvirt", "live_migration_with_native_tls", false);
     bool tls = native || !strncmp(uri, "qemu+tls:", 9);
     const char *addr = inbound_addr(lv);
-    return json_pack("{s:s, s:I, s:I, s:s, s:s, s:i, s:o, s:o, s:s, s:s, s:b, s:b, s:o}",
+    /* the VXLAN underlay: the network agent's [vxlan] local_ip */
+    const char *tun = nb_conf_str("vxlan", "local_ip", NULL);
+    if (!tun || !*tun)
+        tun = nb_conf_str("DEFAULT", "my_ip", NULL);
+    if (!tun || !*tun)
+        tun = addr;
+    return json_pack("{s:s, s:I, s:I, s:s, s:s, s:i, s:o, s:o, s:s, s:s, s:b, s:b, s:o, "
+                     "s:{s:s, s:i}}",
                      "hypervisor_type", "QEMU", "hypervisor_version", (json_int_t)ver,
                      "libvirt_version", (json_int_t)lver, "uri", uri, "addr", addr, "mtu",
                      addr_mtu(addr), "cpu_models", usable_models(caps), "guest_cpu",
                      guest_cpu_json(lv, ctx, virt_type, &cpu), "instances_path", lv->instances_path,
                      "virt_type", virt_type, "tls", tls, "native_tls", native, "tls_missing",
-                     tls_missing(!strncmp(uri, "qemu+tls:", 9), native));
+                     tls_missing(!strncmp(uri, "qemu+tls:", 9), native), "tunnel", "addr", tun,
+                     "mtu", addr_mtu(tun));
 }
 
 /* ------------------------------------------------------------ check_cpu */
