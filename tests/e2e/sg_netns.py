@@ -15,7 +15,9 @@ import subprocess
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("NUBO_BUILD", os.path.join(ROOT, "build"))
+BUILD = os.environ.get("NUBO_BUILD") or (os.path.dirname(os.environ["NUBO_BIN"]) if
+                                         os.environ.get("NUBO_BIN") else
+                                         os.path.join(ROOT, "build"))
 TOOL = os.path.join(BUILD, "tests", "unit", "sg_render_tool")
 TAG = "ntsge2e0"
 BRIDGE = "ntsgbr1"
