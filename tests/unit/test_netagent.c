@@ -503,6 +503,17 @@ static void test_dhcp_host(void **st)
              script);
     sh(cmd);
 
+    /* the port deleted and its address given to a new port (another MAC):
+     * dnsmasq forgets the old lease and offers the address to the new MAC */
+    json_t *hosts = json_object_get(net, "dhcp_hosts");
+    json_array_remove(hosts, json_array_size(hosts) - 1);
+    json_array_append_new(hosts, json_pack("{s:s, s:s, s:s, s:s}", "port_id", "p10", "mac",
+                                           "fa:16:3e:00:10:30", "subnet_id", "s4", "ip_address",
+                                           "203.0.113.29"));
+    assert_int_equal(na_dhcp_sync(a, &ctx, state), 0);
+    sh("ip -n " CLNS " link set eth0 address fa:16:3e:00:10:30");
+    sh(cmd);
+
     /* the network leaves: dnsmasq, veth, namespace gone; the bridge too
      * (l2) */
     json_t *empty = json_pack("{s:[], s:[], s:[]}", "networks", "ports", "routers");
