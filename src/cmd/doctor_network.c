@@ -19,6 +19,7 @@
 #include "common/proc.h"
 #include "common/util.h"
 #include "db/db.h"
+#include "network/network.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -107,13 +108,7 @@ static void check_dhcp(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report
 {
     const char *net = nb_json_str(port, "network_id");
     const char *mac = nb_json_str(port, "mac_address");
-    _cleanup_json_ json_t *dhcp =
-        nb_db_rows(db, ctx,
-                   "SELECT id, binding_host_id, status FROM ports WHERE network_id = ? AND "
-                   "device_owner = 'network:dhcp' ORDER BY created_at",
-                   "s", net);
-    if (!dhcp)
-        return;
+    const json_t *dhcp = json_object_get(port, "dhcp_ports");
     if (!json_array_size(dhcp)) {
         nb_dr_check(r, NB_DR_WARN, "dhcp",
                     "network %s has no DHCP port: the guest gets no address by DHCP", net);
@@ -261,12 +256,8 @@ static void check_port(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report
     const char *status = nb_json_str(port, "status");
     const char *host = nb_json_str(r->server, "host");
     bool running = nb_json_int(r->server, "power_state", 0) == 1;
-    _cleanup_json_ json_t *ips = nb_db_rows(
-        db, ctx, "SELECT group_concat(ip_address, ',') AS ips FROM ipallocations WHERE port_id = ?",
-        "s", id);
-    _cleanup_json_ json_t *netrow =
-        nb_db_row(db, ctx, "SELECT name, mtu FROM networks WHERE id = ?", "s", net);
-    int mtu = (int)nb_json_int(netrow, "mtu", 0);
+    const char *ips = nb_json_str(port, "ips"), *netname = nb_json_str(port, "network_name");
+    int mtu = (int)nb_json_int(port, "network_mtu", 0);
     enum nb_dr_verdict v = NB_DR_OK;
     const char *why = "";
     if (host && *host && strcmp(bound, host)) {
@@ -284,12 +275,8 @@ static void check_port(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report
     nb_dr_check(r, v, check,
                 "%s mac=%s ips=%s network=%s (%s, mtu %d) status=%s binding:host_id=%s "
                 "binding:vif_type=%s%s",
-                id, nb_json_str(port, "mac_address"),
-                nb_json_str(json_array_get(ips, 0), "ips")
-                    ? nb_json_str(json_array_get(ips, 0), "ips")
-                    : "-",
-                net, nb_json_str(netrow, "name") ? nb_json_str(netrow, "name") : "-", mtu, status,
-                *bound ? bound : "-", vif, why);
+                id, nb_json_str(port, "mac_address"), ips && *ips ? ips : "-", net,
+                netname && *netname ? netname : "-", mtu, status, *bound ? bound : "-", vif, why);
     if (strcmp(vif, "bridge")) {
         nb_dr_check(r, NB_DR_SKIP, "data plane",
                     "binding:vif_type %s: no Linux bridge agent wires this port", vif);
@@ -328,11 +315,7 @@ void nb_dr_check_network(struct nb_db *db, struct nb_dr_report *r, const struct 
 {
     struct nb_ctx own, *ctx = &own; /* a failed query here fails no other check */
     nb_ctx_init(&own);
-    _cleanup_json_ json_t *ports =
-        nb_db_rows(db, ctx,
-                   "SELECT * FROM ports WHERE device_id = ? AND device_owner LIKE 'compute:%' "
-                   "ORDER BY created_at, rowid",
-                   "s", r->uuid);
+    _cleanup_json_ json_t *ports = nb_network_doctor_ports(db, ctx, r->uuid);
     if (!ports) {
         nb_dr_check(r, NB_DR_SKIP, "ports", "cannot read the ports: %s", nb_ctx_message(ctx));
         return;

@@ -121,4 +121,13 @@ json_t *nb_network_port_devices(struct nb_ctx *ctx);
  * above; [] when it has none). New reference, or NULL after nb_error. */
 json_t *nb_network_info_for_instance(struct nb_ctx *ctx, const char *instance_uuid);
 
+/* What `nubo doctor server` checks of the instance's ports, read from the
+ * network tables of db (the doctor opens the database itself): a new array
+ * with one object per compute port of the instance (its ports row) plus
+ * "ips" (its fixed IPs, comma-separated, "" if none), "network_name",
+ * "network_mtu" and "dhcp_ports": [{"id", "binding_host_id", "status"}] of
+ * its network. NULL after a database error recorded on ctx. */
+struct nb_db;
+json_t *nb_network_doctor_ports(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid);
+
 #endif

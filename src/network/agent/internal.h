@@ -41,8 +41,8 @@ json_t *na_owned(struct na *a, const char *kind);
  * be NULL), waits at most timeout_ms. Returns the exit status (0 = ok);
  * -1 if it could not run. *out (if given) receives stdout+stderr
  * (malloc'd). Logged at DEBUG with the command line. */
-int na_run(struct nb_ctx *ctx, const char *netns, const char *const argv[],
-           const char *stdin_text, int timeout_ms, char **out);
+int na_run(struct nb_ctx *ctx, const char *netns, const char *const argv[], const char *stdin_text,
+           int timeout_ms, char **out);
 /* na_run that records a failure on ctx as "<cmd>: <its output>" (500).
  * 0/-1. */
 int na_must(struct nb_ctx *ctx, const char *netns, const char *const argv[],
@@ -56,14 +56,14 @@ void na_port_failed(struct na *a, const char *port_id, const char *reason);
 /* The phases (one file each; weak, so agent.c calls the ones linked in
  * while they are being written). */
 #define NA_PHASE __attribute__((weak))
-NA_PHASE int na_l2_sync(struct na *a, struct nb_ctx *ctx, const json_t *state);      /* l2.c, vxlan.c */
+NA_PHASE int na_l2_sync(struct na *a, struct nb_ctx *ctx, const json_t *state); /* l2.c, vxlan.c */
 NA_PHASE int na_dhcp_sync(struct na *a, struct nb_ctx *ctx, const json_t *state);    /* dhcp.c */
 NA_PHASE int na_mdproxy_sync(struct na *a, struct nb_ctx *ctx, const json_t *state); /* mdproxy.c */
 NA_PHASE int na_l3_sync(struct na *a, struct nb_ctx *ctx, const json_t *state);      /* l3.c */
 NA_PHASE int na_sg_sync(struct na *a, struct nb_ctx *ctx, const json_t *state);      /* sg.c */
 /* VXLAN (vxlan.c): called by na_l2_sync once the bridges exist, so the
  * vxlan-<vni> devices and their peers join them. */
-NA_PHASE int na_vxlan_sync(struct na *a, struct nb_ctx *ctx, const json_t *state);   /* vxlan.c */
+NA_PHASE int na_vxlan_sync(struct na *a, struct nb_ctx *ctx, const json_t *state); /* vxlan.c */
 
 /* Which ports are wired now (after the phases): fills *up and *down with
  * new arrays of port ids among the state's ports, DHCP and router legs
