@@ -37,7 +37,8 @@ void nb_dr_check(struct nb_dr_report *r, enum nb_dr_verdict v, const char *check
     fprintf(out, "[%s] %s: ", verdict_names[v], check);
     va_list ap;
     va_start(ap, fmt);
-    vfprintf(out, fmt, ap);
+    if (fmt)
+        vfprintf(out, fmt, ap);
     va_end(ap);
     fputc('\n', out);
     fflush(out);
