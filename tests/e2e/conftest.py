@@ -226,3 +226,15 @@ def fresh_cloud(tmp_path):
     yield make
     for c in clouds:
         c.stop()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """One module runs on one worker (--dist loadgroup spreads unmarked tests
+    one by one): a module's fixtures -- its cloud, its guests, namespaces and
+    addresses with fixed names -- are then made once, not once per worker,
+    and two copies of them never meet on the machine. A module that already
+    names its group (xdist_group("hosts")) keeps it."""
+    for item in items:
+        if not item.get_closest_marker("xdist_group"):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))

@@ -42,6 +42,11 @@ def lab():
         n2, s2 = dp.make_network(c, unique("nt-agent-b"), NET2, GW2)
         p1 = dp.make_port(c, n1, s1, IP_A1)
         p2 = dp.make_port(c, n1, s1, IP_A2)
+        # the project's default group lets in only its own members: let the
+        # test's probe namespace ping them, as an operator would
+        c.cli("security", "group", "rule", "create", "--ingress", "--protocol", "icmp",
+              p1["security_group_ids"][0] if "security_group_ids" in p1
+              else p1["security_groups"][0], "-f", "json")
         a1 = dp.boot(c, unique("nt-agent-a1"), p1["id"], dp.ping_script(IP_A2))
         a2 = dp.boot(c, unique("nt-agent-a2"), p2["id"], dp.ping_script(IP_A1))
         c.lab = dict(n1=n1, s1=s1, n2=n2, s2=s2, p1=p1, p2=p2, a1=a1["id"], a2=a2["id"])
