@@ -28,6 +28,7 @@ import time
 import uuid
 
 import pytest
+from netagent_cleanup import remove_agent_leftovers
 
 from conftest import ADMIN_PASSWORD, NUBO_BIN, ROOT, Cloud, free_port, unique
 
@@ -463,6 +464,7 @@ def lvsplit(lv_vhost):
         lv.virsh("destroy", row["uuid"], check=False)
         lv.virsh("undefine", row["uuid"], "--managed-save", check=False)
     rcs = s.stop()
+    remove_agent_leftovers(d)  # the host agent's qdhcp namespace and dnsmasq
     if not os.environ.get("NUBO_E2E_KEEP"):
         shutil.rmtree(d, ignore_errors=True)
     assert all(rc == 0 for rc in rcs), rcs

@@ -13,6 +13,7 @@ import subprocess
 import time
 
 import pytest
+from netagent_cleanup import remove_agent_leftovers
 
 from conftest import ADMIN_PASSWORD, NUBO_BIN, Cloud, free_port
 
@@ -212,6 +213,7 @@ def test_libvirt_without_demo_image_seeds_no_empty_cirros_until_one_is_given():
         assert "recorded: aio.demo_image" in c.tail()
     finally:
         c.stop(timeout=60)
+        remove_agent_leftovers(c.state_dir)  # its agent's qdhcp namespace and dnsmasq
         shutil.rmtree(c.state_dir, ignore_errors=True)
 
 
