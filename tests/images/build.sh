@@ -30,7 +30,7 @@ die() { log "error: $*"; exit 1; }
 
 # ------------------------------------------------------------- packages
 PKGS=(linux-image-cloud-amd64 busybox-static syslinux syslinux-common mtools
-      dosfstools cpio xz-utils qemu-utils dropbear-bin)
+      dosfstools cpio xz-utils qemu-utils dropbear-bin curl)
 missing_pkgs() {     # one dpkg-query for all: it is slow on a busy machine
     local p
     declare -A ok=()
@@ -73,8 +73,10 @@ done
 # busybox-static is statically linked: ldd has nothing to say about it
 if ldd "$BUSYBOX" >/dev/null 2>&1; then die "$BUSYBOX is dynamically linked (need busybox-static)"; fi
 LDLINUX=$(command -v syslinux)
-DROPBEAR=(/usr/sbin/dropbear /usr/bin/dropbearkey)
-# what the dynamically linked dropbear needs, as ldd finds it (+ the loader)
+# dynamically linked programs of the guest: dropbear, and curl (what
+# Tempest's remote client runs in a cirros-like guest, as curl itself)
+DROPBEAR=(/usr/sbin/dropbear /usr/bin/dropbearkey /usr/bin/curl)
+# what they need, as ldd finds it (+ the loader)
 mapfile -t DROPBEAR_LIBS < <(ldd "${DROPBEAR[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// && NF == 2 {print $1}' | sort -u)
 [ ${#DROPBEAR_LIBS[@]} -gt 0 ] || die "ldd found no libraries for ${DROPBEAR[*]}"
 
@@ -100,6 +102,24 @@ cp "$BUSYBOX" "$R/bin/busybox"
 install -m 0755 "$INIT_SRC" "$R/init"
 install -m 0755 "$DHCP_SRC" "$R/bin/dhcp-event"
 echo nubo-guest >"$R/etc/hostname"
+# sudo: everything in the guest runs as root, so this one only drops
+# sudo's own options and runs the command (Tempest's remote client
+# prefixes some commands with sudo, as for cirros' user)
+mkdir -p "$R/usr/bin"
+cat >"$R/usr/bin/sudo" <<'EOF2'
+#!/bin/sh
+# not sudo: the guest has only root; runs the command as it is
+while [ $# -gt 0 ]; do
+    case $1 in
+    --) shift; break ;;
+    -u | -g | -C | -h | -p) shift 2 ;;
+    -*) shift ;;
+    *) break ;;
+    esac
+done
+exec "$@"
+EOF2
+chmod 755 "$R/usr/bin/sudo"
 
 # ---------------------------------------------------------------- dropbear
 # The SSH server (key authentication only, see guest-init.sh) with the

@@ -5,6 +5,14 @@
 # non-zero when a listed test fails, errors or is skipped/not run.
 # INCLUDE_LIST=FILE runs another list, TEMPEST_CONF_IN=FILE another config
 # template (a helper trying new tests).
+# VALIDATION=1: the guest tests instead (include-list-guests.txt,
+# tempest-guests.conf.in, run_validation = True): the all-in-one runs real
+# QEMU (TCG) guests of the system libvirtd from the test image
+# (NUBO_TEST_IMAGE_DIR, default tests/images/out: its guest.qcow2) and the
+# network agent, with "public" = 10.161.0.0/24 whose gateway is on this
+# host, so Tempest reaches the guests' floating IPs by SSH. What the agent
+# wired (namespaces, dnsmasq, bridges, nft tables) and the guests are
+# removed at the end.
 set -uo pipefail
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin PYTHON=/usr/bin/python3
 unset PYTHONPATH VIRTUAL_ENV
@@ -34,10 +42,32 @@ pw=tempest-admin-secret
 # act while an image is being saved need that window; the fake hosts keep
 # their disks apart (no shared storage), so live migrations are block
 # migrations and evacuations rebuild from the image
-NUBO_ADMIN_PASSWORD=$pw "$bin" aio --state-dir "$WS/state" --port "$port" \
-  --set fake.snapshot_delay_ms=1000 --set fake.shared_storage=false >"$WS/aio.out" 2>&1 &
+if [ "${VALIDATION:-0}" = 1 ]; then
+  qcow2=$(readlink -m "${NUBO_TEST_IMAGE_DIR:-$here/../images/out}/guest.qcow2")
+  [ -s "$qcow2" ] || { echo "no test guest $qcow2 (bash tests/images/build.sh)"; exit 1; }
+  # the scheduler's periodic power-state sync is left to libvirt's events
+  NUBO_ADMIN_PASSWORD=$pw "$bin" aio --state-dir "$WS/state" --port "$port" \
+    --driver libvirt --set libvirt.virt_type=qemu \
+    --set network.seed_public_cidr=10.161.0.0/24 \
+    --set compute.sync_power_state_interval=600 --set DEFAULT.shutdown_timeout=5 \
+    --set agent.report_interval=5 >"$WS/aio.out" 2>&1 &
+else
+  NUBO_ADMIN_PASSWORD=$pw "$bin" aio --state-dir "$WS/state" --port "$port" \
+    --set fake.snapshot_delay_ms=1000 --set fake.shared_storage=false >"$WS/aio.out" 2>&1 &
+fi
 aio=$!
-trap 'kill $aio 2>/dev/null; wait $aio 2>/dev/null' EXIT
+cleanup() {
+  kill $aio 2>/dev/null; wait $aio 2>/dev/null
+  [ "${VALIDATION:-0}" = 1 ] || return 0
+  # the guests, then what the network agent wired (it keeps the data plane
+  # when nubo stops)
+  for d in $(sqlite3 "$WS/state/nubo.sqlite" "SELECT uuid FROM instances" 2>/dev/null); do
+    virsh -q destroy "$d" >/dev/null 2>&1; virsh -q undefine "$d" --managed-save >/dev/null 2>&1
+  done
+  (cd "$here/../e2e" && /usr/bin/python3 -c \
+    'import sys, netagent_cleanup as n; n.remove_agent_leftovers(sys.argv[1])' "$WS/state")
+}
+trap cleanup EXIT
 for _ in $(seq 200); do
   grep -q "nubo: ready" "$WS/aio.out" && break
   kill -0 $aio 2>/dev/null || { cat "$WS/aio.out"; exit 1; }
@@ -53,16 +83,31 @@ mkimg() {
   osc image create --public --disk-format raw --container-format bare \
     --file "$WS/tempest-img.raw" -f value -c id "$1"
 }
-image=$(mkimg tempest-img-1) && image_alt=$(mkimg tempest-img-2) || exit 1
-# two public flavors of different RAM, same disk (resize target)
-flavor=$(osc flavor show m1.nano -f value -c id)
-flavor_alt=$(osc flavor show m1.micro -f value -c id)
-# an external network for the router tests (public_network_id). aio does not
-# seed it; it lives in the service project because in the admin project it
-# would make admin boots without --nic ambiguous (Nova offers a project its
-# own networks plus the shared ones)
-public_net=$(osc network create --external --project service public -f value -c id) &&
-  osc subnet create --network public --subnet-range 172.24.4.0/24 public-subnet >/dev/null || exit 1
+if [ "${VALIDATION:-0}" = 1 ]; then
+  # the test guest (with curl, 192 MiB leaves its initramfs room: m1.micro;
+  # flavor_alt is the resize target)
+  mkimg() {
+    osc image create --public --disk-format qcow2 --container-format bare \
+      --file "$qcow2" -f value -c id "$1"
+  }
+  image=$(mkimg tempest-guest-1) && image_alt=$(mkimg tempest-guest-2) || exit 1
+  flavor=$(osc flavor show m1.micro -f value -c id)
+  flavor_alt=$(osc flavor show m1.tiny -f value -c id)
+  public_net=$(osc network show public -f value -c id) || exit 1
+  TEMPEST_CONF_IN=${TEMPEST_CONF_IN:-$here/tempest-guests.conf.in}
+  INCLUDE_LIST=${INCLUDE_LIST:-$here/include-list-guests.txt}
+else
+  image=$(mkimg tempest-img-1) && image_alt=$(mkimg tempest-img-2) || exit 1
+  # two public flavors of different RAM, same disk (resize target)
+  flavor=$(osc flavor show m1.nano -f value -c id)
+  flavor_alt=$(osc flavor show m1.micro -f value -c id)
+  # an external network for the router tests (public_network_id). aio does not
+  # seed it; it lives in the service project because in the admin project it
+  # would make admin boots without --nic ambiguous (Nova offers a project its
+  # own networks plus the shared ones)
+  public_net=$(osc network create --external --project service public -f value -c id) &&
+    osc subnet create --network public --subnet-range 172.24.4.0/24 public-subnet >/dev/null || exit 1
+fi
 
 /usr/bin/tempest init --workspace-path "$WS.workspace.yaml" --name nubo "$WS/tempest" >/dev/null
 rm -f "$WS/tempest/etc/logging.conf"   # Debian's makes workers truncate one log
