@@ -232,6 +232,36 @@ json_t *nb_network_info_for_instance(struct nb_ctx *ctx, const char *instance_uu
     return out;
 }
 
+json_t *nb_network_interface_attachments(struct nb_ctx *ctx, const char *instance_uuid)
+{
+    _cleanup_json_ json_t *rows = nb_db_rows(nb_net_env->db, ctx,
+                                             "SELECT * FROM ports WHERE device_id = ? ORDER BY "
+                                             "created_at, rowid",
+                                             "s", instance_uuid);
+    if (!rows)
+        return NULL;
+    struct nb_ctx admin;
+    nb_ctx_child(&admin, ctx);
+    admin.is_admin = true;
+    json_t *out = json_array();
+    size_t i, k;
+    json_t *r, *f;
+    json_array_foreach (rows, i, r) {
+        _cleanup_json_ json_t *view = nb_net_port_view(&admin, r);
+        json_t *ips = json_array();
+        json_array_foreach (json_object_get(view, "fixed_ips"), k, f)
+            json_array_append_new(ips, json_pack("{s:s?, s:s?}", "subnet_id",
+                                                 nb_json_str(f, "subnet_id"), "ip_address",
+                                                 nb_json_str(f, "ip_address")));
+        json_array_append_new(out, json_pack("{s:s?, s:o, s:s?, s:s?, s:s?}", "port_state",
+                                             nb_json_str(view, "status"), "fixed_ips", ips,
+                                             "port_id", nb_json_str(r, "id"), "net_id",
+                                             nb_json_str(r, "network_id"), "mac_addr",
+                                             nb_json_str(r, "mac_address")));
+    }
+    return out;
+}
+
 /* --- allocate / deallocate --------------------------------------------------- */
 
 /* An admin child of ctx acting for ctx's project (its own error slot: the
@@ -262,7 +292,8 @@ static int bind_port(struct nb_ctx *ctx, const char *port_id, const char *instan
 
 /* Makes a port on net_id for the instance; its id into made. */
 static int make_port(struct nb_ctx *ctx, const char *net_id, const char *ip,
-                     const char *instance_uuid, const char *owner, const char *host, json_t *made)
+                     const char *instance_uuid, const char *owner, const char *host,
+                     const json_t *groups, json_t *made)
 {
     struct nb_ctx admin;
     elevate(ctx, &admin);
@@ -271,6 +302,8 @@ static int make_port(struct nb_ctx *ctx, const char *net_id, const char *ip,
                              host ? host : "", "tenant_id", ctx->project_id, "name", "");
     if (ip)
         json_object_set_new(body, "fixed_ips", json_pack("[{s:s}]", "ip_address", ip));
+    if (groups)
+        json_object_set(body, "security_groups", (json_t *)groups);
     json_t *view = nb_net_port_create(&admin, body);
     json_decref(body);
     if (!view)
@@ -293,7 +326,8 @@ static void undo(struct nb_ctx *ctx, const json_t *made)
 }
 
 static int allocate_all(struct nb_ctx *ctx, const char *instance_uuid, const char *host,
-                        const char *owner, const json_t *requested, json_t *made)
+                        const char *owner, const json_t *requested, const json_t *groups,
+                        json_t *made)
 {
     if (json_is_string(requested) && !strcmp(json_string_value(requested), "none"))
         return 0;
@@ -301,7 +335,8 @@ static int allocate_all(struct nb_ctx *ctx, const char *instance_uuid, const cha
         _cleanup_json_ json_t *net = NULL;
         if (auto_network(ctx, &net) < 0)
             return -1;
-        return net ? make_port(ctx, nb_json_str(net, "id"), NULL, instance_uuid, owner, host, made)
+        return net ? make_port(ctx, nb_json_str(net, "id"), NULL, instance_uuid, owner, host,
+                               groups, made)
                    : 0;
     }
     size_t i;
@@ -317,7 +352,7 @@ static int allocate_all(struct nb_ctx *ctx, const char *instance_uuid, const cha
             rc = check_network(ctx, net);
             if (rc == 0)
                 rc = make_port(ctx, net, nb_json_str(r, "fixed_ip"), instance_uuid, owner, host,
-                               made);
+                               groups, made);
         }
         if (rc < 0)
             return -1;
@@ -365,14 +400,65 @@ static int binding_failed(struct nb_ctx *ctx, const char *instance_uuid)
                     nb_json_str(row, "id"));
 }
 
+/* The ids of the security groups the server asked for by name (or id), in
+ * the server's project, as Nova's _process_security_groups: "default" is
+ * the project's default group, an unknown one is 400. NULL in *ids when
+ * none was named (a new port gets the default group). 0/-1. */
+static int resolve_groups(struct nb_ctx *ctx, const json_t *names, json_t **ids)
+{
+    *ids = NULL;
+    if (!json_array_size(names))
+        return 0;
+    json_t *out = json_array();
+    size_t i;
+    json_t *n;
+    json_array_foreach (names, i, n) {
+        const char *name = json_string_value(n);
+        _cleanup_json_ json_t *row =
+            name ? nb_db_row(nb_net_env->db, ctx,
+                             "SELECT id FROM securitygroups WHERE project_id = ? AND (id = ? OR "
+                             "name = ?) ORDER BY id = ? DESC",
+                             "ssss", ctx->project_id, name, name, name)
+                 : NULL;
+        if (row) {
+            json_array_append_new(out, json_string(nb_json_str(row, "id")));
+            continue;
+        }
+        json_t *def = NULL;
+        if (!nb_ctx_failed(ctx) && name && !strcmp(name, "default") &&
+            nb_net_hooks.port_security_groups)
+            def = nb_net_hooks.port_security_groups(ctx, ctx->project_id, NULL);
+        if (!def) {
+            json_decref(out);
+            return nb_ctx_failed(ctx) ? -1
+                                      : nb_error(ctx, 400, "SecurityGroupNotFound",
+                                                 "Security group %s not found.", name ? name : "");
+        }
+        json_array_extend(out, def);
+        json_decref(def);
+    }
+    *ids = out;
+    return 0;
+}
+
 int nb_network_allocate_for_instance(struct nb_ctx *ctx, const char *instance_uuid,
                                      const char *host, const char *az, const json_t *requested,
                                      json_t **network_info)
 {
+    return nb_network_allocate_for_instance_sg(ctx, instance_uuid, host, az, requested, NULL,
+                                               network_info);
+}
+
+int nb_network_allocate_for_instance_sg(struct nb_ctx *ctx, const char *instance_uuid,
+                                        const char *host, const char *az, const json_t *requested,
+                                        const json_t *security_groups, json_t **network_info)
+{
     *network_info = NULL;
     _cleanup_free_ char *owner = nb_strdup_printf("compute:%s", az && *az ? az : "nova");
     _cleanup_json_ json_t *made = json_array();
-    if (allocate_all(ctx, instance_uuid, host, owner, requested, made) < 0) {
+    _cleanup_json_ json_t *groups = NULL;
+    if (resolve_groups(ctx, security_groups, &groups) < 0 ||
+        allocate_all(ctx, instance_uuid, host, owner, requested, groups, made) < 0) {
         release(ctx, made);
         NB_WARN(LOG, ctx, instance_uuid, "port allocation failed: %s", nb_ctx_message(ctx));
         return -1;

@@ -84,6 +84,14 @@ int nb_network_allocate_for_instance(struct nb_ctx *ctx, const char *instance_uu
                                      const char *host, const char *az, const json_t *requested,
                                      json_t **network_info);
 
+/* The same, the ports made getting the security groups named (names or
+ * ids in the instance's project, ctx->project_id; "default" its default
+ * group; unknown: 400 SecurityGroupNotFound) instead of the default one,
+ * as Nova passes the server's security_groups to the ports it creates. */
+int nb_network_allocate_for_instance_sg(struct nb_ctx *ctx, const char *instance_uuid,
+                                        const char *host, const char *az, const json_t *requested,
+                                        const json_t *security_groups, json_t **network_info);
+
 /* Deletes the instance's ports (those the user passed are unbound and kept:
  * device_id/device_owner/binding:host_id cleared). Idempotent; 0/-1. */
 int nb_network_deallocate_for_instance(struct nb_ctx *ctx, const char *instance_uuid);
@@ -120,6 +128,11 @@ json_t *nb_network_port_devices(struct nb_ctx *ctx);
 /* The instance's current network_info built from its ports (same shape as
  * above; [] when it has none). New reference, or NULL after nb_error. */
 json_t *nb_network_info_for_instance(struct nb_ctx *ctx, const char *instance_uuid);
+
+/* The instance's ports as Nova's os-interface lists them: a new array of
+ * {"port_state", "fixed_ips": [{"subnet_id", "ip_address"}], "port_id",
+ * "net_id", "mac_addr"}, or NULL after nb_error. */
+json_t *nb_network_interface_attachments(struct nb_ctx *ctx, const char *instance_uuid);
 
 /* What `nubo doctor server` checks of the instance's ports, read from the
  * network tables of db (the doctor opens the database itself): a new array

@@ -43,6 +43,8 @@ int nb_compute_quotas_init(struct nb_env *env);
 int nb_compute_limits_init(struct nb_env *env);
 int nb_compute_volume_attachments_init(struct nb_env *env);
 int nb_compute_server_ips_init(struct nb_env *env);
+int nb_compute_server_interfaces_init(struct nb_env *env);
+int nb_compute_server_password_init(struct nb_env *env);
 int nb_compute_images_init(struct nb_env *env);
 
 /* Flavor by flavorid as a DB row object plus "extra_specs": {…}; 404

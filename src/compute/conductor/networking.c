@@ -72,7 +72,8 @@ int cond_allocate_networks(struct conductor *c, struct nb_ctx *ctx, const json_t
     cond_deallocate_networks(c, ctx, uuid);
     struct nb_ctx nctx;
     ctx_for_instance(&nctx, ctx, row, json_is_array(nets));
-    if (nb_network_allocate_for_instance(&nctx, uuid, host, az, nets, network_info) < 0) {
+    if (nb_network_allocate_for_instance_sg(&nctx, uuid, host, az, nets, rspec->security_groups,
+                                            network_info) < 0) {
         const char *err =
             nb_ctx_failed(&nctx) ? nb_ctx_message(&nctx) : "The network service failed.";
         abort_reason(err, why, n);

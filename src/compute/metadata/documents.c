@@ -277,6 +277,21 @@ static json_t *block_device_mapping(const json_t *inst)
     return m;
 }
 
+/* The instance's first floating IP (Nova's ec2 public-ipv4), "" if none:
+ * from its network_info, the floating_ips of its fixed IPs. */
+static const char *first_floating_ip(const json_t *inst)
+{
+    size_t i, j, k, l;
+    json_t *vif, *sub, *ip, *f;
+    json_array_foreach (json_object_get(inst, "network_info"), i, vif)
+        json_array_foreach (json_object_get(json_object_get(vif, "network"), "subnets"), j, sub)
+            json_array_foreach (json_object_get(sub, "ips"), k, ip)
+                json_array_foreach (json_object_get(ip, "floating_ips"), l, f)
+                    if (nb_json_str(f, "address"))
+                        return nb_json_str(f, "address");
+    return "";
+}
+
 json_t *nb_md_ec2_meta_data(const json_t *inst, const char *version, const char *address)
 {
     int v = version_index(ec2_versions, N_EC2, version);
@@ -306,7 +321,7 @@ json_t *nb_md_ec2_meta_data(const json_t *inst, const char *version, const char 
     if (v >= EC2_2007_01_19) {
         json_object_set_new(md, "local-hostname", json_pack("s?", host));
         json_object_set_new(md, "public-hostname", json_pack("s?", host));
-        json_object_set_new(md, "public-ipv4", json_string("")); /* no floating IPs */
+        json_object_set_new(md, "public-ipv4", json_string(first_floating_ip(inst)));
     }
     if (v >= EC2_2007_08_29)
         json_object_set_new(md, "instance-type",

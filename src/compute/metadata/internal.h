@@ -75,6 +75,8 @@ struct nb_md_request {
     const char *tenant_id;   /* X-Tenant-ID */
     const char *signature;   /* X-Instance-ID-Signature */
     const char *forwarded_for;
+    const char *body; /* a POST's body (len bytes), else NULL */
+    size_t body_len;
 };
 struct nb_md_response {
     int status;

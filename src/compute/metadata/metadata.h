@@ -31,4 +31,12 @@ void nb_md_sign(const char *secret, const char *id, char out[65]);
  * false for NULL/empty secret or signature). */
 bool nb_md_signature_ok(const char *secret, const char *id, const char *signature);
 
+/* The password the guest posted (password.c): the joined password_0..3 of
+ * its system metadata ("" when none), a new string, or NULL after nb_error;
+ * _set replaces it with len bytes of pw (at most 1020; "" clears it). */
+struct nb_db;
+char *nb_md_password_get(struct nb_db *db, struct nb_ctx *ctx, const char *uuid);
+int nb_md_password_set(struct nb_db *db, struct nb_ctx *ctx, const char *uuid, const char *pw,
+                       size_t len);
+
 #endif

@@ -11,7 +11,9 @@
  * or belongs to another project 404. Where Nova would accept the HMAC under
  * an empty key, nubo refuses everything (403) until a secret is set.
  *
- * Only GET (and HEAD) are served; a guest cannot POST its password. Every
+ * GET (and HEAD) are served, and POST of the password (Nova's
+ * password.py: /openstack/<2013-04-04 or later>/password, a body of at most
+ * 256 bytes, 409 once one is set; its answer is an empty 200). Every
  * request is logged to nubo-metadata.log. GET/HEAD /healthcheck answers as
  * oslo.middleware's healthcheck does, without headers.
  *
@@ -162,10 +164,42 @@ static bool is_root(const char *path)
     return !path || !*path || strspn(path, "/") == strlen(path);
 }
 
+/* True for /openstack/<version>/password with a version that has it
+ * (Grizzly's 2013-04-04 and later, or "latest"). */
+static bool is_password_path(const char *path)
+{
+    char version[32];
+    int n = 0;
+    if (sscanf(path, "/openstack/%31[^/]/password%n", version, &n) != 1 || path[n] != '\0')
+        return false;
+    return !strcmp(version, "latest") ||
+           (strlen(version) == 10 && strcmp(version, "2013-04-04") >= 0);
+}
+
+/* POST /openstack/<version>/password: stores the guest's password once. */
+static int post_password(struct nb_db *db, struct nb_ctx *ctx, const struct nb_md_request *rq,
+                         const json_t *inst, struct nb_md_response *rs)
+{
+    const char *pw = nb_json_str(inst, "password");
+    if (pw && *pw)
+        return nb_error(ctx, 409, NULL,
+                        "There was a conflict when trying to complete your request.");
+    if (rq->body_len > 256)
+        return nb_error(ctx, 400, NULL, "Request is too large.");
+    if (nb_md_password_set(db, ctx, nb_json_str(inst, "uuid"), rq->body ? rq->body : "",
+                           rq->body_len) < 0)
+        return -1;
+    rs->doc.data = strdup("");
+    rs->doc.len = 0;
+    rs->doc.content_type = "text/html; charset=UTF-8";
+    return 0;
+}
+
 static int serve(struct nb_db *db, struct nb_ctx *ctx, const struct nb_md_request *rq,
                  struct nb_md_response *rs)
 {
-    if (strcmp(rq->method, "GET") && strcmp(rq->method, "HEAD"))
+    bool post = !strcmp(rq->method, "POST") && rq->path && is_password_path(rq->path);
+    if (strcmp(rq->method, "GET") && strcmp(rq->method, "HEAD") && !post)
         return nb_error(ctx, 405, NULL, "The method %s is not allowed for this resource.",
                         rq->method);
     if (is_root(rq->path))
@@ -176,6 +210,8 @@ static int serve(struct nb_db *db, struct nb_ctx *ctx, const struct nb_md_reques
     _cleanup_json_ json_t *inst = load_instance(db, ctx, rq->instance_id, rq->tenant_id);
     if (!inst)
         return -1;
+    if (post)
+        return post_password(db, ctx, rq, inst, rs);
     /* network_data.json comes from the view's network_info (netdata.c) */
     return nb_md_lookup(ctx, inst, NULL, rq->forwarded_for, rq->path, &rs->doc);
 }
@@ -251,6 +287,10 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     (void)cls;
     (void)toe;
+    struct nb_sbuf *body = *con_cls;
+    if (body)
+        free(body->s);
+    free(body);
     *con_cls = NULL;
     nb_http_guard_completed(conn);
 }
@@ -276,7 +316,7 @@ static char *reject(void *opaque, const struct nb_http_head *head, int status, c
     return text;
 }
 
-/* No request here has a body worth reading. */
+/* Only a posted password (256 bytes at most) has a body worth reading. */
 static uint64_t body_limit(void *opaque, const char *method, const char *target)
 {
     (void)opaque;
@@ -289,17 +329,19 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
                               const char *method, const char *version, const char *upload_data,
                               size_t *upload_size, void **con_cls)
 {
-    static int seen; /* marks a request whose headers have arrived */
     (void)cls;
     (void)version;
-    (void)upload_data;
-    if (!*con_cls) {
-        *con_cls = &seen;
+    if (!*con_cls) { /* the headers have arrived: the body's buffer */
+        if (!(*con_cls = calloc(1, sizeof(struct nb_sbuf))))
+            return MHD_NO;
         nb_http_guard_headers_in(conn);
         return MHD_YES;
     }
-    if (*upload_size) { /* no request here has a body: drop it */
+    struct nb_sbuf *body = *con_cls;
+    if (*upload_size) { /* kept up to 4 KiB (a password is 256 bytes at most) */
         nb_http_guard_body(conn, *upload_size);
+        if (body->len < 4096)
+            nb_sbuf_add(body, upload_data, *upload_size);
         *upload_size = 0;
         return MHD_YES;
     }
@@ -316,6 +358,8 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
         .tenant_id = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Tenant-ID"),
         .signature = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Instance-ID-Signature"),
         .forwarded_for = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "X-Forwarded-For"),
+        .body = body->s,
+        .body_len = body->len,
     };
     struct nb_md_response rs;
     nb_md_serve(md.db, &ctx, &rq, &rs);
@@ -329,7 +373,7 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
     MHD_add_response_header(r, "Content-Type", rs.doc.content_type);
     MHD_add_response_header(r, "x-openstack-request-id", ctx.request_id);
     if (rs.status == 405)
-        MHD_add_response_header(r, "Allow", "GET, HEAD");
+        MHD_add_response_header(r, "Allow", "GET, HEAD, POST");
     enum MHD_Result ret = MHD_queue_response(conn, (unsigned)rs.status, r);
     MHD_destroy_response(r);
     return ret;

@@ -279,7 +279,8 @@ struct upstream {
 
 /* GET (or the request's method) of url with headers; 0, or -1 with
  * up->error when the metadata API could not be reached. */
-static int forward(const char *method, const char *url, const json_t *headers, struct upstream *up)
+static int forward(const char *method, const char *url, const json_t *headers,
+                   const struct nb_sbuf *body, struct upstream *up)
 {
     CURL *c = curl_easy_init();
     if (!c) {
@@ -306,7 +307,10 @@ static int forward(const char *method, const char *url, const json_t *headers, s
     curl_easy_setopt(c, CURLOPT_PROXY, ""); /* never an http_proxy of the environment */
     if (!strcmp(method, "HEAD"))
         curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-    else if (strcmp(method, "GET"))
+    else if (!strcmp(method, "POST")) { /* the guest's password, as it sent it */
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, (long)body->len);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body->s ? body->s : "");
+    } else if (strcmp(method, "GET"))
         curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, method);
     CURLcode rc = curl_easy_perform(c);
     if (rc == CURLE_OK) {
@@ -345,7 +349,7 @@ static enum MHD_Result queue_error(struct MHD_Connection *conn, int status, cons
 
 /* One request from a guest: who it is, then the metadata API's answer. */
 static enum MHD_Result proxy_request(struct proxy *p, struct MHD_Connection *conn, const char *url,
-                                     const char *method)
+                                     const char *method, const struct nb_sbuf *in)
 {
     char peer[64];
     nb_http_guard_peer(conn, peer, sizeof(peer));
@@ -372,7 +376,7 @@ static enum MHD_Result proxy_request(struct proxy *p, struct MHD_Connection *con
     struct query q = {&u, true};
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, add_arg, &q);
     struct upstream up = {0};
-    int rc = forward(method, u.s, hdrs, &up);
+    int rc = forward(method, u.s, hdrs, in, &up);
     const char *why = "";
     int status = rc < 0 ? 500 : na_md_relay_status(up.status, &why);
     if (rc < 0)
@@ -399,21 +403,23 @@ static enum MHD_Result answer(void *cls, struct MHD_Connection *conn, const char
                               const char *method, const char *version, const char *upload_data,
                               size_t *upload_size, void **con_cls)
 {
-    static int seen;
     (void)version;
-    (void)upload_data;
-    if (!*con_cls) {
-        *con_cls = &seen;
+    if (!*con_cls) { /* the headers have arrived: the body's buffer */
+        if (!(*con_cls = calloc(1, sizeof(struct nb_sbuf))))
+            return MHD_NO;
         nb_http_guard_headers_in(conn);
         return MHD_YES;
     }
-    if (*upload_size) { /* bodies are not forwarded (the API takes none) */
+    struct nb_sbuf *body = *con_cls;
+    if (*upload_size) { /* forwarded (a POSTed password), up to 4 KiB of it */
         nb_http_guard_body(conn, *upload_size);
+        if (body->len < 4096)
+            nb_sbuf_add(body, upload_data, *upload_size);
         *upload_size = 0;
         return MHD_YES;
     }
     nb_http_guard_answering(conn);
-    return proxy_request(cls, conn, url, method);
+    return proxy_request(cls, conn, url, method, body);
 }
 
 static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -421,6 +427,10 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 {
     (void)cls;
     (void)toe;
+    struct nb_sbuf *body = *con_cls;
+    if (body)
+        free(body->s);
+    free(body);
     *con_cls = NULL;
     nb_http_guard_completed(conn);
 }
