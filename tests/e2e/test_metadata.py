@@ -28,7 +28,8 @@ def sign(secret, instance_id):
     return hmac.new(secret.encode(), instance_id.encode(), hashlib.sha256).hexdigest()
 
 
-def md_get(cloud, path, method="GET", instance_id=None, tenant_id=None, signature=None):
+def md_get(cloud, path, method="GET", instance_id=None, tenant_id=None, signature=None,
+           body=None):
     """One request to the metadata API; returns (status, headers, body bytes)."""
     c = conf(cloud)
     assert c["metadata"]["listen"] == "127.0.0.1"
@@ -40,7 +41,7 @@ def md_get(cloud, path, method="GET", instance_id=None, tenant_id=None, signatur
         h["X-Tenant-ID"] = tenant_id
     if signature is not None:
         h["X-Instance-ID-Signature"] = signature
-    conn.request(method, path, headers=h)
+    conn.request(method, path, body=body, headers=h)
     r = conn.getresponse()
     body = r.read()
     conn.close()
@@ -182,9 +183,42 @@ def test_refusals(cloud, booted):
     assert st == 404
     st, h, _ = md_get(cloud, path, method="POST", instance_id=sid, tenant_id=project,
                       signature=good)
-    assert st == 405 and h["Allow"] == "GET, HEAD"
+    assert st == 405 and h["Allow"] == "GET, HEAD, POST"  # POST: the password only
     log = cloud.log("metadata")
     assert "status: 403" in log and "Invalid proxy request signature." in log
+
+
+def test_password_posted_once_then_read_and_cleared(cloud, booted):
+    """The guest POSTs its password once (Nova's password.py); the owner
+    reads it with GET /servers/{id}/os-server-password and clears it."""
+    s = booted["server"]
+    sid, project = s["id"], s["project_id"]
+    good = sign(booted["secret"], sid)
+    api = "/compute/v2.1/servers/%s/os-server-password" % sid
+    tok = cloud.token()
+    assert cloud.request("GET", api, token=tok)[::2] == (200, {"password": ""})
+    pw = "Zm9vYmFy" * 12  # 96 bytes, base64 as a guest posts it
+    path = "/openstack/2013-10-17/password"
+    st, _, body = md_get(cloud, path, "POST", sid, project, good, body=pw)
+    assert (st, body) == (200, b"")
+    st, _, body = md_get(cloud, "/openstack/latest/password", "GET", sid, project, good)
+    assert (st, body) == (200, pw.encode())
+    assert cloud.request("GET", api, token=tok)[::2] == (200, {"password": pw})
+    st, _, _ = md_get(cloud, path, "POST", sid, project, good, body="again")
+    assert st == 409
+    st, _, _ = md_get(cloud, path, "POST", sid, project, good, body="x" * 257)
+    assert st == 409  # conflict is checked first, as Nova does
+    assert cloud.request("DELETE", api, token=tok)[0] == 204
+    assert cloud.request("GET", api, token=tok)[::2] == (200, {"password": ""})
+    st, _, _ = md_get(cloud, path, "POST", sid, project, good, body="x" * 257)
+    assert st == 400
+    st, _, body = md_get(cloud, path, "POST", sid, project, good, body="later")
+    assert st == 200
+    assert cloud.request("GET", api, token=tok)[::2] == (200, {"password": "later"})
+    # an unknown server is 404
+    st, _, _ = cloud.request("GET", "/compute/v2.1/servers/%s/os-server-password" % unique("x"),
+                             token=tok)
+    assert st == 404
 
 
 def test_deleted_server_is_gone(cloud, booted):

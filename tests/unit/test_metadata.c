@@ -527,8 +527,8 @@ static int db_teardown(void **state)
 }
 
 /* Serves one request; returns the status, body in *body (caller frees). */
-static int serve(const char *method, const char *path, const char *id, const char *tenant,
-                 const char *sig, char **body)
+static int serve_body(const char *method, const char *path, const char *id, const char *tenant,
+                      const char *sig, const char *in, char **body)
 {
     struct nb_ctx ctx;
     nb_ctx_init(&ctx);
@@ -537,13 +537,21 @@ static int serve(const char *method, const char *path, const char *id, const cha
                                .instance_id = id,
                                .tenant_id = tenant,
                                .signature = sig,
-                               .forwarded_for = "10.0.2.15"};
+                               .forwarded_for = "10.0.2.15",
+                               .body = in,
+                               .body_len = in ? strlen(in) : 0};
     struct nb_md_response rs;
     nb_md_serve(db, &ctx, &rq, &rs);
     assert_non_null(rs.doc.data);
     assert_non_null(rs.doc.content_type);
     *body = rs.doc.data;
     return rs.status;
+}
+
+static int serve(const char *method, const char *path, const char *id, const char *tenant,
+                 const char *sig, char **body)
+{
+    return serve_body(method, path, id, tenant, sig, NULL, body);
 }
 
 static void test_api_documents(void **state)
@@ -620,9 +628,48 @@ static void test_api_refusals(void **state)
     free(body);
     assert_int_equal(serve("GET", "/latest/meta-data/nope", UUID, PROJECT, SIGNATURE, &body), 404);
     free(body);
-    assert_int_equal(serve("POST", "/openstack/latest/password", UUID, PROJECT, SIGNATURE, &body),
-                     405);
+    /* POST: only the password, not before 2013-04-04 */
+    assert_int_equal(
+        serve("POST", "/openstack/latest/meta_data.json", UUID, PROJECT, SIGNATURE, &body), 405);
     free(body);
+    assert_int_equal(
+        serve("POST", "/openstack/2012-08-10/password", UUID, PROJECT, SIGNATURE, &body), 405);
+    free(body);
+    /* the fixture's password ("abcdef") is there: 409 until it is cleared
+     * (os-server-password DELETE) */
+    assert_int_equal(
+        serve_body("POST", "/openstack/latest/password", UUID, PROJECT, SIGNATURE, "x", &body),
+        409);
+    free(body);
+    struct nb_ctx c;
+    nb_ctx_init(&c);
+    assert_int_equal(nb_md_password_set(db, &c, UUID, "", 0), 0);
+    char big[300];
+    memset(big, 'x', sizeof(big) - 1);
+    big[sizeof(big) - 1] = '\0';
+    assert_int_equal(
+        serve_body("POST", "/openstack/2013-10-17/password", UUID, PROJECT, SIGNATURE, big, &body),
+        400);
+    free(body);
+    assert_int_equal(serve_body("POST", "/openstack/2013-10-17/password", UUID, PROJECT, SIGNATURE,
+                                "c2VjcmV0", &body),
+                     200);
+    assert_string_equal(body, "");
+    free(body);
+    assert_int_equal(serve("GET", "/openstack/latest/password", UUID, PROJECT, SIGNATURE, &body),
+                     200);
+    assert_string_equal(body, "c2VjcmV0");
+    free(body);
+    assert_int_equal(
+        serve_body("POST", "/openstack/latest/password", UUID, PROJECT, SIGNATURE, "other", &body),
+        409);
+    free(body);
+    /* cleared again (the fixture's password back for what follows) */
+    assert_int_equal(nb_md_password_set(db, &c, UUID, "", 0), 0);
+    char *pw = nb_md_password_get(db, &c, UUID);
+    assert_string_equal(pw, "");
+    free(pw);
+    assert_int_equal(nb_md_password_set(db, &c, UUID, "abcdef", 6), 0);
     /* without a secret nothing is trusted, not even a signature made with
      * the empty key */
     nb_conf_set("neutron", "metadata_proxy_shared_secret", "");
