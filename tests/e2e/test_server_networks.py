@@ -114,6 +114,34 @@ def test_nic_net_id_and_network_name(nc):
                                               "OS-EXT-SRV-ATTR:host").strip()
 
 
+def test_security_groups_reach_the_ports_and_os_interface_lists_them(nc):
+    """A server created with --security-group gets its ports in those groups
+    (not the project's default one), as Nova passes them to Neutron; the
+    ports are what GET /servers/{id}/os-interface lists."""
+    sg = nc.cli("security", "group", "create", unique("nsg"), "-f", "json")
+    s = boot(nc, "--security-group", sg["id"], "--network", "private")
+    (port,) = ports_of(nc, s["id"])
+    p = nc.cli("port", "show", port["ID"], "-f", "json")
+    assert p["security_group_ids"] == [sg["id"]], p
+    tok = nc.token()
+    st, _, body = nc.request("GET", "/compute/v2.1/servers/%s/os-interface" % s["id"], token=tok)
+    assert st == 200, body
+    (att,) = body["interfaceAttachments"]
+    assert att["port_id"] == port["ID"] and att["net_id"] == p["network_id"]
+    assert att["mac_addr"] == p["mac_address"]
+    assert [f["ip_address"] for f in att["fixed_ips"]] == [
+        f["ip_address"] for f in p["fixed_ips"]]
+    st, _, one = nc.request("GET", "/compute/v2.1/servers/%s/os-interface/%s" % (s["id"],
+                                                                              port["ID"]), token=tok)
+    assert (st, one) == (200, {"interfaceAttachment": att})
+    st, _, _ = nc.request("GET", "/compute/v2.1/servers/%s/os-interface/%s" % (s["id"],
+                                                                            unique("p")), token=tok)
+    assert st == 404
+    # an unknown group fails the boot (400 from the API, or the server in ERROR)
+    bad = boot(nc, "--security-group", unique("nosuch"), "--network", "private", check=False)
+    assert bad.returncode != 0, bad.stdout
+
+
 def test_nic_none(nc):
     s = boot(nc, "--nic", "none", mv="2.37")
     assert addresses(nc, s["id"]) == {}
