@@ -14,7 +14,9 @@ migrated to host1 and back while A pings it: the lost pings are counted and
 compared with the downtime (the largest gap in B's heartbeat); after each
 move B's port is ACTIVE and bound to the destination. A destination whose
 underlay cannot carry the network's MTU is refused by the precheck."""
+import os
 import re
+import signal
 import subprocess
 import threading
 import time
@@ -22,12 +24,16 @@ import time
 import pytest
 
 from conftest import unique
-from test_migration_libvirt import (NET, SHARED, Heartbeat, console_path, hosts,
-                                    pytestmark as lab_marks, running_lab, wait_heartbeat)
+from test_migration_libvirt import (BASE, NET, SHARED, Heartbeat, cold, console_path, hosts,
+                                    pytestmark as lab_marks, running_lab, service,
+                                    status_is, wait_heartbeat)
 from test_multiprocess import wait_for
 
 pytestmark = lab_marks
 CIDR = "203.0.113.80/28"
+# A's second address and a third (forged) one, outside the allocation pool
+PAIR_IP, FORGED_IP = "203.0.113.93", "203.0.113.90"
+PAIR = re.compile(rb"(TOPAIR|PAIR|FORGED) (ok|fail)")
 PING = re.compile(rb"\d+ bytes from ([0-9.]+): seq=(\d+) ")
 
 
@@ -98,6 +104,7 @@ def net(lab):
     name = unique("ntmultihost-net")
     n = lab.cloud.cli("network", "create", "--provider-network-type", "vxlan", name, "-f", "json")
     lab.cloud.cli("subnet", "create", "--network", n["id"], "--subnet-range", CIDR,
+                  "--allocation-pool", "start=203.0.113.82,end=203.0.113.88",
                   unique("ntmultihost-sub"), "-f", "json")
     return n
 
@@ -196,7 +203,11 @@ def guests(lab, net, tmp_path_factory):
     d = tmp_path_factory.mktemp("ud")
     (d / "sink.sh").write_text("#!/bin/sh\nmkdir -p /www\n"
                                "dd if=/dev/zero of=/www/blob bs=64k count=64 2>/dev/null\n"
-                               "httpd -p 8080 -h /www\n")
+                               "httpd -p 8080 -h /www\n"
+                               # new pings to A's second address, one every 0.2 s
+                               "(while :; do if ping -c 1 -W 1 %s >/dev/null 2>&1; then\n"
+                               "echo TOPAIR ok; else echo TOPAIR fail; fi; sleep 0.2; done) &\n"
+                               % PAIR_IP)
     b = lab.boot(unique("ntmh-b"), "host2", lab.image, "--config-drive", "true",
                  "--user-data", str(d / "sink.sh"), nic="net-id=%s" % net["id"])
     b_ip = port_of(lab, b)["fixed_ips"][0]["ip_address"]
@@ -206,7 +217,13 @@ def guests(lab, net, tmp_path_factory):
                   "sleep 1; t0=$(cut -d' ' -f1 /proc/uptime)\n"
                   "wget -q -O /dev/null http://%(b)s:8080/blob\n"
                   "echo THROUGHPUT bytes=4194304 t0=$t0 t1=$(cut -d' ' -f1 /proc/uptime)\n"
-                  "ping -i 0.1 %(b)s) &\n" % {"b": b_ip})
+                  "ping -i 0.1 %(b)s) &\n"
+                  # a second address, sent from once every 0.2 s: allowed only
+                  # through an allowed address pair of A's port
+                  "for x in PAIR:%(x)s FORGED:%(y)s; do ip addr add ${x#*:}/28 dev eth0\n"
+                  "(while :; do if ping -c 1 -W 1 -I ${x#*:} %(b)s >/dev/null 2>&1; then\n"
+                  "echo ${x%%:*} ok; else echo ${x%%:*} fail; fi; sleep 0.2; done) & done\n"
+                  % {"b": b_ip, "x": PAIR_IP, "y": FORGED_IP})
     a = lab.boot(unique("ntmh-a"), "host1", lab.image, "--config-drive", "true",
                  "--user-data", str(ud), nic="net-id=%s" % net["id"])
     ca, cb = Console(console_path(SHARED, a)), Console(console_path(SHARED, b))
@@ -255,16 +272,113 @@ def test_two_guests_on_two_hosts_get_dhcp_and_ping_each_other(lab, net, guests):
           % (vni, where[0], guests["b_ip"]))
 
 
-def move_while_pinging(lab, guests, dest, source):
+def pair_lines(console, since, which="PAIR"):
+    """(host time, "ok"|"fail") of A's pings from a second address."""
+    return [(t, m.group(2).decode()) for t, ln in list(console.lines)
+            for m in [PAIR.search(ln)] if m and t >= since and m.group(1).decode() == which]
+
+
+def last_ok(console, since, which):
+    """Seconds after since of the last ping of which answered (0: none)."""
+    return max([s for s, v in pair_lines(console, since, which) if v == "ok"], default=since) - since
+
+
+def set_pairs(lab, pid, pairs):
+    """Sets the port's allowed address pairs; the host time once answered."""
+    st, data = net_api(lab, "PUT", "/ports/%s" % pid, {"port": {"allowed_address_pairs": pairs}})
+    assert st == 200, data
+    return time.time()
+
+
+def pair_turns(console, want, since, timeout, which="PAIR"):
+    """The host time when the pings of which (A's from PAIR_IP, B's to it)
+    turned to want (two lines in a row, so a ping under way at the change
+    does not count)."""
+    def turned():
+        ls = pair_lines(console, since, which)
+        return [b[0] for a, b in zip(ls, ls[1:]) if a[1] == b[1] == want]
+    return wait_for("%s pings %s" % (which, want), turned, timeout, 0.1)[0]
+
+
+def test_allowed_address_pairs_let_a_guest_send_from_them(lab, net, guests):
+    ca, cb = guests["ca"], guests["cb"]
+    pid = port_of(lab, guests["a"])["id"]
+    t0 = time.time()
+    pair_turns(ca, "fail", 0, 60)
+    pair_turns(cb, "fail", 0, 60, "TOPAIR")
+    try:
+        t = set_pairs(lab, pid, [{"ip_address": PAIR_IP}])
+        took = pair_turns(ca, "ok", t, 10) - t
+        took_in = pair_turns(cb, "ok", t, 10, "TOPAIR") - t
+        # the pair bound to another MAC: A's own MAC may not send from it
+        t = set_pairs(lab, pid, [{"ip_address": PAIR_IP, "mac_address": "fa:16:3e:66:00:01"}])
+        pair_turns(ca, "fail", t, 10)
+        # a prefix holds the address
+        t = set_pairs(lab, pid, [{"ip_address": "203.0.113.92/30"}])
+        took_cidr = pair_turns(ca, "ok", t, 10) - t
+    finally:
+        t = set_pairs(lab, pid, [])
+    pair_turns(ca, "fail", t, 10)
+    pair_turns(cb, "fail", t, 10, "TOPAIR")
+    stopped, stopped_in = last_ok(ca, t, "PAIR"), last_ok(cb, t, "TOPAIR")
+    assert stopped < 1.0, "a ping from %s answered %.2f s after the pair went" % (PAIR_IP, stopped)
+    assert stopped_in < 1.0, "a ping to %s answered %.2f s after the pair went" % (PAIR_IP,
+                                                                                  stopped_in)
+    forged = [s for s, v in pair_lines(ca, t0, "FORGED") if v == "ok"]
+    assert not forged and pair_lines(ca, t0, "FORGED"), "%s is in no pair" % FORGED_IP
+    print("allowed address pair %s: A's pings from it answered %.2f s after the pair was set "
+          "(%.2f s as a /30), B's to it %.2f s; the last ones %.2f s / %.2f s after it was "
+          "removed; %s never answered" % (PAIR_IP, took, took_cidr, took_in, stopped, stopped_in,
+                                          FORGED_IP))
+
+
+RARP_TABLE = "e2e_rarp"
+
+
+def count_rarp(host, mac, devs):
+    """Counts on host the RARP frames from mac coming in on each of devs
+    (QEMU's self-announce after a live migration)."""
+    rules = "".join('    ether type 0x8035 ether saddr %s iifname "%s" counter\n' % (mac, d)
+                    for d in devs)
+    hosts("exec", host, "sh", "-c", "nft -f - <<'EOF'\ntable bridge %s\ndelete table bridge %s\n"
+          "table bridge %s {\n  chain pre {\n    type filter hook prerouting priority -300;\n"
+          "%s  }\n}\nEOF" % (RARP_TABLE, RARP_TABLE, RARP_TABLE, rules))
+
+
+def rarp_counts(host):
+    """{dev: frames} of count_rarp's counters, the table then deleted."""
+    text = host_out(host, "nft", "list", "table", "bridge", RARP_TABLE)
+    hosts("exec", host, "nft", "delete", "table", "bridge", RARP_TABLE, check=False)
+    return {m.group(1): int(m.group(2)) for m in re.finditer(
+        r'iifname "([^"]+)" counter packets (\d+)', text)}
+
+
+def move_while_pinging(lab, guests, dest, source, vni=None):
     """Live migrates B to dest while A pings it; the lost pings and B's
-    downtime (largest heartbeat gap)."""
+    downtime (largest heartbeat gap). With vni: the source (which keeps
+    A, so the network) must see B's announce come in from the VXLAN and its
+    bridge learn B there, the destination the announce from B's tap."""
     path = console_path(SHARED, guests["b"])
     wait_heartbeat(path)
     hb = Heartbeat([path])
+    port = port_of(lab, guests["b"])
+    mac, tap, vx = port["mac_address"], "tap" + port["id"][:11], "vxlan-%s" % vni
+    if vni:
+        count_rarp(source, mac, [vx])
+        count_rarp(dest, mac, [tap])
     t0 = time.time()
     time.sleep(1)
     took = lab.migrate(guests["b"], dest)
     t1 = time.time()
+    if vni:
+        fdb = wait_for("%s's bridge has learnt B's MAC on %s" % (source, vx), lambda: [
+            ln for ln in host_out(source, "bridge", "fdb", "show", "dev", vx).splitlines()
+            if ln.startswith(mac + " ")], 5, 0.1)
+        announce = {source: rarp_counts(source), dest: rarp_counts(dest)}
+        assert announce[source].get(vx, 0) >= 1 and announce[dest].get(tap, 0) >= 1, announce
+        print("B's RARP announce: %d frame(s) from its tap on %s, %d arrived on %s of %s, whose "
+              "bridge then has %s" % (announce[dest][tap], dest, announce[source][vx], vx, source,
+                                      fdb[0]))
     beats, (gap, _) = hb.finish(settle=2.0)
     # the pings go on after the move (the replies counted up to 2 s after one)
     wait_for("A's pings answered after the move", lambda: guests["ca"].pings(since=t1), 30, 0.2)
@@ -320,5 +434,94 @@ def test_live_migration_moves_the_wiring_and_loses_little(lab, net, guests):
         wait_for("vxlan-%d gone from host2" % vni, lambda: "vxlan-%d" % vni not in host_out(
             "host2", "ip", "link", "show"), 15, 0.5)
     # and back across the hosts: host2's wiring is made again before B lands
-    move_while_pinging(lab, guests, "host2", "host1")
+    move_while_pinging(lab, guests, "host2", "host1", vni)
     assert "vxlan-%d" % vni in host_out("host2", "ip", "link", "show", "dev", "vxlan-%d" % vni)
+
+
+def tap_master(host, tap):
+    """The bridge tap is enslaved to on host, "" when host has no such tap."""
+    m = re.search(r"master (\S+)", host_out(host, "ip", "link", "show", "dev", tap))
+    return m.group(1) if m else ""
+
+
+def cold_move(lab, net, guests, dest, source, finish):
+    """Cold migrates B to dest and confirms or reverts; where its port is
+    bound and wired at each step, and A's pings answered at B's address
+    once B runs again. The time until they are."""
+    b, bridge = guests["b"], "brq" + net["id"][:11]
+    tap = "tap" + port_of(lab, b)["id"][:11]
+    t0 = time.time()
+    cold(lab, "server", "migrate", "--host", dest, "--wait", b)
+    s = lab.server(b)
+    assert (s["status"], s["OS-EXT-SRV-ATTR:host"]) == ("VERIFY_RESIZE", dest), lab.fault(b)
+    # Nova's finish_resize activates the destination's binding
+    assert port_of(lab, b)["binding:host_id"] == dest
+    wait_for("B's tap on %s's bridge" % dest, lambda: tap_master(dest, tap) == bridge, 30, 0.3)
+    assert tap_master(source, tap) == "", "the stopped source guest keeps no tap"
+    cold(lab, "server", "migration", finish, b)
+    status_is(lab, b, "ACTIVE")
+    at, away = (dest, source) if finish == "confirm" else (source, dest)
+    s = lab.server(b)
+    assert s["OS-EXT-SRV-ATTR:host"] == at, s
+    port = wait_for("B's port ACTIVE on %s" % at, lambda: [
+        p for p in [port_of(lab, b)] if p["status"] == "ACTIVE" and p["binding:host_id"] == at],
+        60, 0.5)[0]
+    assert port["fixed_ips"][0]["ip_address"] == guests["b_ip"], port
+    wait_for("B's tap on %s's bridge" % at, lambda: tap_master(at, tap) == bridge, 30, 0.3)
+    wait_for("no tap of B left on %s" % away, lambda: tap_master(away, tap) == "", 30, 0.3)
+    t1 = time.time()
+    wait_for("A's pings answered at %s after the %s" % (guests["b_ip"], finish),
+             lambda: guests["ca"].pings(since=t1), 120, 0.2)
+    took = time.time() - t0
+    print("cold migration of B %s -> %s, %s: bound and wired on %s, A's pings answered again "
+          "%.1f s after the migrate began" % (source, dest, finish, at, took))
+    return took
+
+
+def test_cold_migration_moves_the_port_confirmed_and_reverted(lab, net, guests):
+    # B is back on host2 after the live migrations
+    assert lab.server(guests["b"])["OS-EXT-SRV-ATTR:host"] == "host2"
+    cold_move(lab, net, guests, "host1", "host2", "confirm")
+    cold_move(lab, net, guests, "host2", "host1", "revert")
+
+
+def test_evacuation_of_a_dead_host_moves_the_port(lab, net, guests):
+    """host1 (A and B, after the revert) dies: its agent killed -9, B's
+    QEMU destroyed. B is evacuated to host2: its port bound and wired
+    there, A (whose host has no agent now) reaches it at its address; when
+    host1's agent is back, host1 keeps no tap of B."""
+    b, bridge = guests["b"], "brq" + net["id"][:11]
+    assert lab.server(b)["OS-EXT-SRV-ATTR:host"] == "host1"
+    tap = "tap" + port_of(lab, b)["id"][:11]
+    t0 = time.time()
+    with open(os.path.join(BASE, "host1", "agent.pid")) as f:
+        os.kill(int(f.read()), signal.SIGKILL)
+    try:
+        lab.virsh("host1", "destroy", b)
+        wait_for("host1 down", lambda: service(lab, "host1")["state"] == "down", 60, 0.5)
+        t1 = time.time()
+        p = lab.cloud.cli("--os-compute-api-version", "2.80", "server", "evacuate", "--wait", b,
+                          check=False)
+        # OSC 6.0 fails on novaclient's answer after sending the request
+        assert p.returncode == 0 or "'TupleWithMeta' object" in p.stderr, p.stderr
+        wait_for("B evacuated to host2", lambda: (lambda s: s["status"] == "ACTIVE" and not
+                 s["OS-EXT-STS:task_state"] and s["OS-EXT-SRV-ATTR:host"] == "host2")(
+                     lab.server(b)), 120, 0.3)
+        port = wait_for("B's port ACTIVE on host2", lambda: [
+            p for p in [port_of(lab, b)] if p["status"] == "ACTIVE" and
+            p["binding:host_id"] == "host2"], 60, 0.5)[0]
+        assert port["fixed_ips"][0]["ip_address"] == guests["b_ip"], port
+        wait_for("B's tap on host2's bridge", lambda: tap_master("host2", tap) == bridge, 30, 0.3)
+        t2 = time.time()
+        wait_for("A's pings answered after the evacuation", lambda: guests["ca"].pings(
+            since=t2), 120, 0.2)
+        took = time.time() - t1
+    finally:
+        hosts("agent", "host1", lab.conf, "--set", "DEFAULT.instances_path=%s" % SHARED,
+              "--set", "libvirt.virt_type=qemu", "--set", "compute.sync_power_state_interval=600",
+              "--set", "image_cache.remove_unused_original_minimum_age_seconds=0")
+    wait_for("nova-compute on host1 up", lambda: service(lab, "host1")["state"] == "up", 60, 0.3)
+    wait_for("no tap of B left on host1", lambda: tap_master("host1", tap) == "", 30, 0.3)
+    assert b not in lab.domains("host1")
+    print("evacuation of B from a dead host1: bound and wired on host2, A's pings answered "
+          "%.1f s after the evacuate, test %.1f s" % (took, time.time() - t0))

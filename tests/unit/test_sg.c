@@ -246,6 +246,47 @@ static void test_render_egress_and_stateless(void **state)
     json_decref(st);
 }
 
+/* Pairs of the port's own MAC (none given, or the same one in capitals)
+ * keep the one-MAC form: the source by address alone, the pairs' addresses
+ * beside the fixed IP in the IP and ARP checks; an IPv6 pair only in the
+ * IPv6 check. */
+static void test_render_pairs_of_the_port_mac(void **state)
+{
+    (void)state;
+    json_t *st = sample_state();
+    json_t *p2 = json_array_get(json_object_get(st, "ports"), 1);
+    json_object_set_new(p2, "allowed_address_pairs",
+                        json_pack("[{s:s},{s:s,s:s},{s:s}]", "ip_address", "10.70.0.200",
+                                  "ip_address", "10.70.0.64/26", "mac_address", "FA:16:3E:00:00:02",
+                                  "ip_address", "2001:db8::200"));
+    struct na_sg_plan plan;
+    const char *err;
+    assert_int_equal(na_sg_render(st, "0a1b2c3d", &plan, &err), 0);
+    const char *s = strstr(plan.script, "chain from_tap22222222-aa {");
+    assert_non_null(s);
+    char *end = strstr(s, "\n  }\n");
+    assert_non_null(end);
+    char *chain = strndup(s, (size_t)(end - s));
+    assert_true(has(chain, "ether saddr != fa:16:3e:00:00:02 counter drop"));
+    assert_true(has(chain, "arp saddr ip != { 10.70.0.12, 10.70.0.200, 10.70.0.64/26 } counter"));
+    assert_true(has(chain, "ip saddr != { 10.70.0.12, 10.70.0.200, 10.70.0.64/26 } counter drop "
+                           "comment \"ip spoof\""));
+    assert_true(has(chain, "ip6 saddr != { 2001:db8::200, fe80::f816:3eff:fe00:2 } counter drop"));
+    assert_null(strstr(chain, "ether saddr != {"));
+    free(chain);
+    int rc = nft_check(plan.script);
+    if (rc >= 0)
+        assert_int_equal(rc, 0);
+    na_sg_plan_free(&plan);
+    /* the pairs gone: only the fixed IP again */
+    json_object_set_new(p2, "allowed_address_pairs", json_array());
+    assert_int_equal(na_sg_render(st, "0a1b2c3d", &plan, &err), 0);
+    assert_true(has(plan.script, "ip saddr != 10.70.0.12 counter drop comment \"ip spoof\""));
+    assert_null(strstr(plan.script, "10.70.0.200"));
+    na_sg_plan_free(&plan);
+    json_decref(st);
+}
+
 static void test_render_rejects_bad_names(void **state)
 {
     (void)state;
@@ -326,6 +367,7 @@ int main(void)
         cmocka_unit_test(test_render_sample),
         cmocka_unit_test(test_render_no_ports),
         cmocka_unit_test(test_render_egress_and_stateless),
+        cmocka_unit_test(test_render_pairs_of_the_port_mac),
         cmocka_unit_test(test_render_rejects_bad_names),
         cmocka_unit_test(test_conntrack_cuts),
     };
