@@ -11,7 +11,9 @@
 #   3. a smoke run of bench/bench.py on the normal build,
 #   4. Tempest with the checked-in list (tests/tempest/include-list.txt)
 #      against the normal build, started as soon as that build exists and
-#      running beside everything after it (it mostly waits).
+#      running beside everything after it (it mostly waits),
+#   5. Tempest's SSH tests (tests/tempest/include-list-guests.txt) against
+#      real guests of the normal build (VALIDATION=1 tests/tempest/run.sh).
 # Prints each stage's wall time, and ends with one line "N passed, N failed"
 # over everything.
 set -uo pipefail
@@ -164,6 +166,17 @@ if [ -n "$tempest_pid" ]; then
   echo "== tempest (ran $((SECONDS - tempest_t)) s beside the stages above)"
   cat "$out/tempest.log"
   count_junit "$out/tempest/results.xml"
+fi
+
+# Tempest's SSH tests (interop validation and the network scenarios) on
+# real TCG guests wired by the network agent, reached by floating IP; after
+# the e2e stage, so no other guests compete for the two cores.
+if [ -x tests/tempest/run.sh ] && [ -z "${NUBO_SKIP_TEMPEST:-}" ]; then
+  stage "Tempest with real guests (validation)"
+  WS=$out/tempest-guests VALIDATION=1 bash tests/tempest/run.sh "$root/build/nubo" \
+    >"$out/tempest-guests.log" 2>&1
+  tail -8 "$out/tempest-guests.log"
+  count_junit "$out/tempest-guests/results.xml"
 fi
 
 print_times

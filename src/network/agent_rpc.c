@@ -127,6 +127,31 @@ static json_t *update_device_list(void *opaque, struct nb_ctx *ctx, const char *
     return json_pack("{s:o, s:o}", "devices_up", up, "devices_down", down);
 }
 
+/* {"statuses": {port id: {"status", "status_reason"}}} for the ports of
+ * args["port_ids"] that exist: what the libvirt driver waits on before it
+ * reports a guest running (nb_vif_wait_active). */
+static json_t *get_port_statuses(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)opaque, (void)method;
+    struct nb_ctx sys;
+    nb_ctx_init_system(&sys, ctx->request_id);
+    json_t *out = json_object();
+    size_t i;
+    json_t *id;
+    json_array_foreach (json_object_get(args, "port_ids"), i, id) {
+        if (!json_is_string(id))
+            continue;
+        json_t *row = nb_db_row(DB, &sys, "SELECT status, status_reason FROM ports WHERE id = ?",
+                                "s", json_string_value(id));
+        if (row && json_is_object(row))
+            json_object_set_new(out, json_string_value(id), row);
+        else
+            json_decref(row);
+        nb_ctx_clear_error(&sys);
+    }
+    return json_pack("{s:o}", "statuses", out);
+}
+
 /* The floating IPs' file answers it when linked in (floatingips.c). */
 json_t *nb_net_rpc_update_floatingip_statuses(void *opaque, struct nb_ctx *ctx, const char *method,
                                               json_t *args) __attribute__((weak));
@@ -146,6 +171,7 @@ static const struct nb_bus_method methods[] = {
     {"report_state", NB_BUS_CAST, report_state},
     {"get_host_state", NB_BUS_CALL, get_host_state},
     {"update_device_list", NB_BUS_CALL, update_device_list},
+    {"get_port_statuses", NB_BUS_CALL, get_port_statuses},
     {"update_floatingip_statuses", NB_BUS_CALL, update_floatingip_statuses},
     {NULL, 0, NULL},
 };

@@ -135,5 +135,12 @@ void nb_netagent_stop(void);
  * to do. Called by the virt driver before it starts or receives a guest.
  * 0/-1 after nb_error. */
 int nb_vif_plug(struct nb_ctx *ctx, const json_t *vif);
+/* Nova's wait for network-vif-plugged: after the guest of inst starts,
+ * waits until the plugin reports every "bridge" VIF of inst["network_info"]
+ * ACTIVE (the host's agent wired its tap), up to [DEFAULT]
+ * vif_plugging_timeout seconds (300; 0: no wait). A port in ERROR fails at
+ * once with its reason; a timeout fails when [DEFAULT] vif_plugging_is_fatal
+ * (true), else is logged. 0/-1 after nb_error. */
+int nb_vif_wait_active(struct nb_ctx *ctx, const json_t *inst);
 
 #endif

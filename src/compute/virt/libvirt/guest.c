@@ -154,6 +154,13 @@ static int start_domain(struct lv *lv, struct nb_ctx *ctx, const json_t *inst,
     if (rc == 0 && lv_dom_state(dom) != VIR_DOMAIN_RUNNING)
         rc = nb_error(ctx, 500, NULL, "Instance %s did not reach the running state on host %s",
                       uuid, lv->host);
+    /* Nova's network-vif-plugged wait: running only once the taps are wired */
+    if (rc == 0 && nb_vif_wait_active(ctx, inst) < 0) {
+        NB_ERROR(LV_LOG, ctx, uuid, "%s", nb_ctx_message(ctx));
+        if (virDomainDestroy(dom) < 0)
+            NB_WARN(LV_LOG, ctx, uuid, "cannot stop the guest whose VIFs failed");
+        rc = -1;
+    }
     virDomainFree(dom);
     return rc;
 }
