@@ -359,7 +359,9 @@ def test_default_virt_type_boots_a_real_guest():
         img = c.cli("image", "create", "--file", QCOW2, "--disk-format", "qcow2",
                     "--container-format", "bare", "guest", "-f", "json")
         sid = boot(c, unique("lv-auto"), image=img["id"])["id"]
-        wait_console(c, sid, r"GUEST-BOOTED")
+        # a TCG boot on a loaded two-core machine: SeaBIOS + SYSLINUX alone
+        # can take over a minute (seen: an empty console after 90 s)
+        wait_console(c, sid, r"GUEST-BOOTED", timeout=240)
         wait_console(c, sid, r"HB 2 ")
         xml = virsh("dumpxml", sid).stdout
         assert re.search(r"<domain type=.%s." % chosen, xml), xml[:300]

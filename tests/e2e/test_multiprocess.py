@@ -489,7 +489,7 @@ def test_libvirt_compute_process_fetches_the_image_over_http_and_boots_it(lvspli
     sid = c.cli(*args)["id"]
     srv = wait_status(c, sid, "ACTIVE", timeout=180)
     assert srv["OS-EXT-SRV-ATTR:host"] == "lvhost"
-    wait_for("guest boot", lambda: "GUEST-BOOTED" in console(c, sid), timeout=120, interval=1)
+    wait_for("guest boot", lambda: "GUEST-BOOTED" in console(c, sid), timeout=240, interval=1)
     print("libvirt boot through a separate compute process: %.1f s" % (time.time() - t0))
     assert "running" in lv.virsh("domstate", sid).stdout
     # the base image came from the image API, as the nova user, verified
