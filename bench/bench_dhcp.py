@@ -138,9 +138,11 @@ def bare_net_down(d, md_proc):
     sh("ip", "link", "del", BR, check=False)
 
 
-LEASE_RE = rb"DHCP-LEASE [^\n]* up=([0-9.]+)"
-START_RE = rb"NET-START [^\n]* up=([0-9.]+)"
-MD_RE = rb"METADATA source=(\S+)[^\n]* up=([0-9.]+)"
+# whole lines only: a poll may see a line half written
+LEASE_RE = rb"DHCP-LEASE ip=[^\n]* up=([0-9.]+)\r?\n"
+START_RE = rb"NET-START [^\n]* up=([0-9.]+)\r?\n"
+MD_RE = rb"METADATA source=(\S+)[^\n]* up=([0-9.]+)\r?\n"
+MD_ANY_RE = rb"METADATA (source|error)=[^\n]*\n"
 
 
 def watch(path, t0, timeout):
@@ -148,8 +150,8 @@ def watch(path, t0, timeout):
     the guest's own uptime figures on them."""
     cw = ConsoleWatch(path, t0)
     try:
-        lease = cw.wait_for(b"DHCP-LEASE ip=", timeout)
-        md = cw.wait_for(lambda t: re.search(rb"METADATA (source|error)=", t), timeout)
+        lease = cw.wait_for(lambda t: re.search(LEASE_RE, t), timeout)
+        md = cw.wait_for(lambda t: re.search(MD_ANY_RE, t), timeout)
         text = cw.text
     finally:
         cw.close()

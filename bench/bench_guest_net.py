@@ -154,7 +154,7 @@ def measure(tap_a, tap_b, cw_a, mib, timeout):
     cap.start()
     smp.start()
     try:
-        cw_a.wait_for(b"XFER-END", timeout)
+        cw_a.wait_for(lambda t: re.search(rb"XFER-END rc=\d+\r?\n", t), timeout)
     finally:
         cap.stop = smp.stop = True
         cap.join()
