@@ -249,6 +249,8 @@ def summary(label, rs):
     print("  %s (metadata source %s):" % (label, ",".join(srcs)))
     print("    %-44s %s" % ("request -> DHCP-LEASE on the console", fmt_stats(ms("lease"))))
     print("    %-44s %s" % ("request -> METADATA on the console", fmt_stats(ms("md"))))
+    print("    %-44s %s" % ("guest clock: uptime at DHCP-LEASE",
+                            fmt_stats([r["guest"]["lease"] * 1000 for r in rs])))
     print("    %-44s %s" % ("guest clock: NET-START -> lease", fmt_stats(g("start", "lease"))))
     print("    %-44s %s" % ("guest clock: lease -> METADATA", fmt_stats(g("lease", "md"))))
     print("    %-44s %s" % ("load average (1 min) at each run's start",

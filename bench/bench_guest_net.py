@@ -19,7 +19,10 @@ with busybox nc. Measured on the host: the RTT of A's pings from an AF_PACKET
 capture with kernel timestamps on A's tap (the guests' own clocks run on
 jiffies under TCG, so their ping prints 4 ms steps; its summary is shown as
 well), and the throughput from B's tap byte counter sampled every 10 ms (first
-to last growth during the transfer). Runs alternate nubo / bare. Everything
+to last growth during the transfer); then A downloads --wget-mib MiB from
+B's busybox httpd (sendfile on B's side), from A's tap counter (the
+multi-host figure of tests/e2e/test_multihost_network.py is such a wget).
+Runs alternate nubo / bare. Everything
 made is removed. Needs root, libvirtd and the test image.
 """
 import argparse
@@ -48,9 +51,11 @@ BARE_DHCP = "10.164.2.250"
 PORT = 5001
 
 B_DATA = """#!/bin/sh
-(while :; do sleep 3600 | nc -l -p %d >/dev/null; done) </dev/null >/dev/null 2>&1 &
-echo "NC-LISTEN port=%d"
-""" % (PORT, PORT)
+(while :; do sleep 3600 | nc -l -p {port} >/dev/null; done) </dev/null >/dev/null 2>&1 &
+mkdir -p /run/www && dd if=/dev/zero of=/run/www/f bs=1M count={wmib} 2>/dev/null
+httpd -p 8080 -h /run/www
+echo "NC-LISTEN port={port} HTTPD port=8080"
+"""
 
 A_DATA = """#!/bin/sh
 i=0
@@ -64,6 +69,10 @@ sleep 0.5
 echo "XFER-START"
 dd if=/dev/zero bs=64k count={blocks} 2>/dev/null | nc {b} {port}
 echo "XFER-END rc=$?"
+sleep 0.5
+echo "WGET-START"
+wget -q -O /dev/null http://{b}:8080/f
+echo "WGET-END rc=$?"
 """
 
 
@@ -133,38 +142,42 @@ class ByteSampler(threading.Thread):
                 pass
             time.sleep(0.01)
 
-    def throughput(self, t_from, min_bytes):
-        """MB/s over the transfer: from the last sample before a growth of
-        more than 64 KiB (after t_from) to the first sample at which
-        min_bytes have gone through."""
+    def throughput(self, t_from, nbytes):
+        """MB/s of a transfer of about nbytes that starts after t_from: over
+        the samples from the first at 256 KiB above the level at t_from to
+        the first at nbytes - 256 KiB above it (the other traffic, ARP,
+        DHCP and pings, is a few KiB); (MB/s, seconds) or None."""
         s = [x for x in self.samples if x[0] >= t_from]
-        for i in range(1, len(s)):
-            if s[i][1] - s[i - 1][1] > 65536:
-                t0, b0 = s[i - 1]
-                for t, b in s[i:]:
-                    if b - b0 >= min_bytes:
-                        return (b - b0) / (t - t0) / 1e6, t - t0
-                return None
-        return None
+        if not s:
+            return None
+        base, lo, hi = s[0][1], 256 << 10, nbytes - (256 << 10)
+        a = next((x for x in s if x[1] - base >= lo), None)
+        b = next((x for x in s if x[1] - base >= hi), None)
+        if not a or not b or b[0] <= a[0]:
+            return None
+        return (b[1] - a[1]) / (b[0] - a[0]) / 1e6, b[0] - a[0]
 
 
-def measure(tap_a, tap_b, cw_a, mib, timeout):
+def measure(tap_a, tap_b, cw_a, a):
     """Waits for A's run on its console while capturing; returns a dict."""
-    cap, smp = RttCapture(tap_a), ByteSampler(tap_b)
-    cap.start()
-    smp.start()
+    cap, to_b, to_a = RttCapture(tap_a), ByteSampler(tap_b), ByteSampler(tap_a)
+    for t in (cap, to_b, to_a):
+        t.start()
     try:
-        cw_a.wait_for(lambda t: re.search(rb"XFER-END rc=\d+\r?\n", t), timeout)
+        cw_a.wait_for(lambda t: re.search(rb"XFER-END rc=\d+\r?\n", t), a.timeout)
+        t_wget = time.perf_counter()
+        cw_a.wait_for(lambda t: re.search(rb"WGET-END rc=\d+\r?\n", t), a.timeout)
     finally:
-        cap.stop = smp.stop = True
-        cap.join()
-        smp.join()
+        cap.stop = to_b.stop = to_a.stop = True
+        for t in (cap, to_b, to_a):
+            t.join()
     text = cw_a.text.decode(errors="replace")
     m = re.search(r"PING-RUN ([^\r\n]*)", text)
-    rtt = cap.rtts()
-    tput = smp.throughput(0, mib * (1 << 20))
-    return {"rtt": rtt, "guest_ping": m.group(1) if m else "?", "tput": tput,
-            "xfer_rc": re.search(r"XFER-END rc=(\d+)", text).group(1)}
+    rc = re.search(r"XFER-END rc=(\d+)", text).group(1) + "/" + \
+        re.search(r"WGET-END rc=(\d+)", text).group(1)
+    return {"rtt": cap.rtts(), "guest_ping": m.group(1) if m else "?",
+            "tput": to_b.throughput(0, a.mib << 20),
+            "wget": to_a.throughput(t_wget - 0.01, a.wget_mib << 20), "rc": rc}
 
 
 def fmt_rtt(xs):
@@ -274,7 +287,7 @@ class Nubo:
 def nubo_round(n, a, i, keep=False):
     """B then A through nubo; returns (result, templates) where templates
     holds what the bare run needs (XML, config drive, base) when keep."""
-    sb = n.boot("bg-b-%d" % i, B_DATA)
+    sb = n.boot("bg-b-%d" % i, B_DATA.format(port=PORT, wmib=a.wget_mib))
     _, mac_b, ip_b = n.port(sb)
     ud = A_DATA.format(b=ip_b, n=a.pings, blocks=a.mib * 16, port=PORT)
     sa = n.boot("bg-a-%d" % i, ud)
@@ -282,7 +295,7 @@ def nubo_round(n, a, i, keep=False):
     pb = n.port(sb)[0]
     cw = ConsoleWatch(n.console(sa), time.perf_counter())
     try:
-        r = measure("tap" + pa[:11], "tap" + pb[:11], cw, a.mib, a.timeout)
+        r = measure("tap" + pa[:11], "tap" + pb[:11], cw, a)
     finally:
         cw.close()
     tpl = None
@@ -330,7 +343,7 @@ def bare_round(bare, tpl, root, domains, a):
         bare.create(xp)
         made[role] = (name, tap, cw)
     try:
-        return measure(made["a"][1], made["b"][1], made["a"][2], a.mib, a.timeout)
+        return measure(made["a"][1], made["b"][1], made["a"][2], a)
     finally:
         for name, _, cw in made.values():
             cw.close()
@@ -338,17 +351,22 @@ def bare_round(bare, tpl, root, domains, a):
             shutil.rmtree(domains.pop(name), ignore_errors=True)
 
 
-def report(label, rs, mib):
+def report(label, rs, a):
     rtt = [x for r in rs for x in r["rtt"]]
     tp = [r["tput"][0] for r in rs if r["tput"]]
-    print("%s, %d round(s):" % (label, len(rs)))
+    wg = [r["wget"][0] for r in rs if r["wget"]]
+    print("%s, %d round(s), exit codes nc/wget %s:" % (label, len(rs),
+                                                        " ".join(r["rc"] for r in rs)))
     print("  ping A -> B, host capture on A's tap: %s" % fmt_rtt(rtt))
     for r in rs:
         print("    guest's own ping summary: %s" % r["guest_ping"])
-    print("  TCP A -> B (busybox nc, %d MiB, B's tap counter): %s" % (
-        mib, ", ".join("%.1f MB/s in %.2f s" % r["tput"] if r["tput"] else "not seen"
-                       for r in rs)))
-    return (statistics.median(rtt) if rtt else None, statistics.median(tp) if tp else None)
+    for key, what in (("tput", "TCP A -> B, busybox nc, %d MiB, B's tap counter" % a.mib),
+                      ("wget", "TCP B -> A, wget of %d MiB from httpd, A's tap counter"
+                       % a.wget_mib)):
+        print("  %s: %s" % (what, ", ".join("%.1f MB/s in %.2f s" % r[key] if r[key]
+                                            else "not seen" for r in rs)))
+    med = lambda xs: statistics.median(xs) if xs else None  # noqa: E731
+    return med(rtt), med(tp), med(wg)
 
 
 def main():
@@ -357,6 +375,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--mib", type=int, default=32)
     ap.add_argument("--pings", type=int, default=20)
+    ap.add_argument("--wget-mib", type=int, default=16)
     ap.add_argument("--guest", default=os.path.join(os.environ.get(
         "NUBO_TEST_IMAGE_DIR", os.path.join(ROOT, "tests", "images", "out")), "guest.qcow2"))
     ap.add_argument("--timeout", type=int, default=300)
@@ -391,12 +410,13 @@ def main():
                 print("  %s round %d done, load %s" % (which, i, load()))
                 sys.stdout.flush()
         print("load average at the start of each run: %s" % "; ".join(loads))
-        nr, nt = report("nubo (tap -> brq bridge + security groups -> tap)", nres, a.mib)
-        br, bt = report("bare (virsh create on a hand-made bridge, no filtering)", bres, a.mib)
-        if nr and br:
-            print("ratio nubo / bare: median RTT %.2f" % (nr / br))
-        if nt and bt:
-            print("ratio nubo / bare: median throughput %.2f" % (nt / bt))
+        nv = report("nubo (tap -> brq bridge + security groups -> tap)", nres, a)
+        bv = report("bare (virsh create on a hand-made bridge, no filtering)", bres, a)
+        for k, what in enumerate(("median RTT", "median nc throughput",
+                                  "median wget throughput")):
+            if nv[k] and bv[k]:
+                print("ratio nubo / bare: %s %.2f (nubo %.3g, bare %.3g)"
+                      % (what, nv[k] / bv[k], nv[k], bv[k]))
     finally:
         for name in list(domains):
             if bare:
