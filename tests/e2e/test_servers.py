@@ -1,5 +1,7 @@
 """Servers through the whole pipeline (API -> scheduler -> placement ->
 conductor -> compute agent, fake hosts), as an operator drives them."""
+import datetime
+import re
 import time
 
 import pytest
@@ -152,3 +154,80 @@ def test_sdk_create_and_wait(cloud):
     assert srv.status == "ACTIVE"
     conn.compute.delete_server(srv)
     conn.compute.wait_for_delete(srv, wait=30)
+
+
+def _build_spans(log):
+    """{instance: [start, end, host]} of each spawn in a compute log, from
+    Nova's lines "Starting instance build on host H" and "Took N seconds
+    to spawn"."""
+    spans = {}
+    pat = re.compile(r"^(\S+ \S+) .*?\[instance: ([0-9a-f-]{36})\] "
+                     r"(Starting instance build on host (\S+)|Took [0-9.]+ seconds to spawn)", re.M)
+    for m in pat.finditer(log):
+        t = datetime.datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S.%f").timestamp()
+        span = spans.setdefault(m[2], [None, None, None])
+        if m[4]:
+            span[0], span[2] = t, m[4]
+        else:
+            span[1] = t
+    return spans
+
+
+def _most_at_once(spans):
+    """The most spawns in progress at one time on one host."""
+    most = 0
+    for host in {s[2] for s in spans}:
+        edges = sorted([(s[0], 1) for s in spans if s[2] == host]
+                       + [(s[1], -1) for s in spans if s[2] == host])
+        now = 0
+        for _, d in edges:
+            now += d
+            most = max(most, now)
+    return most
+
+
+def test_builds_run_side_by_side_up_to_max_concurrent_builds(fresh_cloud):
+    """A build does not hold the compute host's RPC worker: six builds of
+    3 s each on one host run three at a time ([DEFAULT] max_concurrent_builds = 3; the
+    others log that they wait for a slot), and a stop of another server is
+    done while they spawn, not after them (two workers held by builds made
+    it wait for all six)."""
+    c = fresh_cloud("--fake-hosts", "1", "--set", "fake.spawn_delay_ms=3000",
+                    "--set", "DEFAULT.max_concurrent_builds=3")
+    tok = c.token()
+    image = c.cli("image", "show", "cirros", "-f", "value", "-c", "id").strip()
+    first = boot(c, unique("first"))["id"]
+
+    def create(i):
+        st, _, body = c.request("POST", "/compute/v2.1/servers", {"server": {
+            "name": unique("side%d" % i), "flavorRef": "1", "imageRef": image,
+            "networks": "none"}}, token=tok, headers={"OpenStack-API-Version": "compute 2.37"})
+        assert st == 202, body
+        return body["server"]["id"]
+    ids = [create(i) for i in range(6)]
+    time.sleep(0.5)  # the builds are on the host
+    t0 = time.time()
+    st, _, body = c.request("POST", "/compute/v2.1/servers/%s/action" % first, {"os-stop": None},
+                            token=tok)
+    assert st == 202, body
+    while c.sql("SELECT vm_state FROM instances WHERE uuid = '%s'" % first)[0]["vm_state"] \
+            != "stopped":
+        assert time.time() - t0 < 30, "the stop never finished"
+        time.sleep(0.05)
+    stop_secs = time.time() - t0
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        rows = c.sql("SELECT vm_state FROM instances WHERE uuid IN (%s)"
+                     % ",".join("'%s'" % u for u in ids))
+        if all(r["vm_state"] in ("active", "error") for r in rows):
+            break
+        time.sleep(0.2)
+    assert [r["vm_state"] for r in rows] == ["active"] * 6, rows
+    log = c.log("compute")
+    spans = _build_spans(log)
+    assert all(spans.get(u, [None])[-1] for u in ids), (spans, log[-3000:])
+    assert {spans[u][2] for u in ids} == {spans[first][2]}, spans  # one host
+    assert _most_at_once([spans[u] for u in ids]) == 3, spans
+    assert "Build waits for a slot: 3 of 3 concurrent builds of host" in log
+    assert stop_secs < 2.5, "the stop waited %.1f s behind the builds:\n%s" % (
+        stop_secs, "\n".join(l for l in log.splitlines() if first in l))

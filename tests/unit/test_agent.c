@@ -90,8 +90,7 @@ static int setup(void **state)
     assert_int_equal(nb_bus_listen("conductor", conductor, NULL, 1), 0);
     agent.drv = nb_virt_fake_open();
     nb_strlcpy(agent.host, "h1", sizeof(agent.host));
-    for (int i = 0; i < AGENT_LOCKS; i++)
-        pthread_mutex_init(&agent.locks[i], NULL);
+    pthread_mutex_init(&agent.ilocks_lock, NULL);
     struct nb_ctx ctx;
     nb_ctx_init_system(&ctx, NULL);
     json_t *inst =
@@ -107,8 +106,7 @@ static int teardown(void **state)
     (void)state;
     nb_bus_shutdown();
     agent.drv->ops->close(agent.drv);
-    for (int i = 0; i < AGENT_LOCKS; i++)
-        pthread_mutex_destroy(&agent.locks[i]);
+    pthread_mutex_destroy(&agent.ilocks_lock);
     json_decref(results);
     json_decref(reconciles);
     char cmd[128];

@@ -25,13 +25,14 @@
 #include "compute/virt/driver.h"
 
 /* Starts the agent of host on drv: listens on "compute.<host>" ([compute]
- * agent_workers threads, default 2), registers the service and compute
+ * agent_workers threads, default 2; builds run on threads of their own,
+ * [DEFAULT] max_concurrent_builds at a time, builds.c), registers the service and compute
  * node and reports inventory (retried by the periodic thread if the
  * conductor is not there yet), and joins the periodic work. env->db is not
  * used. 0/-1 (logged). */
 int nb_compute_agent_start(struct nb_env *env, struct nb_virt_driver *drv, const char *host);
-/* Stops every agent's periodic work (call before the bus shuts down).
- * Idempotent. */
+/* Waits for the builds in progress, then stops every agent's periodic
+ * work (call before the bus shuts down). Idempotent. */
 void nb_compute_agents_stop(void);
 
 #endif

@@ -14,16 +14,16 @@
 
 #define LOG_AGENT "nubo.compute.manager"
 #define LOG_RT "nubo.compute.resource_tracker"
-#define AGENT_LOCKS 32
 
 struct agent {
     struct nb_env *env;
     struct nb_virt_driver *drv;
     char host[256];
     char topic[300];
-    /* Per-instance serialisation (striped by UUID), as Nova's
-     * @synchronized(instance.uuid). */
-    pthread_mutex_t locks[AGENT_LOCKS];
+    /* Per-instance serialisation, as Nova's @synchronized(instance.uuid):
+     * the locks in use (manager.c's nb_agent_lock). */
+    pthread_mutex_t ilocks_lock;
+    struct agent_ilock *ilocks;
 
     /* Resource tracker state; only the periodic thread touches these after
      * start, except `dirty`. */
@@ -39,6 +39,9 @@ struct agent {
     /* The evacuated instances of this host were cleaned up (rebuild.c),
      * once after the first registration; periodic thread only. */
     bool evacuations_checked;
+    /* Builds holding one of the host's max_concurrent_builds slots
+     * (builds.c, under its lock). */
+    int builds_running;
 
     struct agent *next;
 };
@@ -108,12 +111,24 @@ json_t *nb_agent_finish_resize(void *opaque, struct nb_ctx *ctx, const char *met
 json_t *nb_agent_drop_resize(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args);
 
 /* manager.c */
-/* The lock that serialises the operations on instance uuid. */
-pthread_mutex_t *nb_agent_instance_lock(struct agent *a, const char *uuid);
+/* Takes the lock that serialises the operations on instance uuid (waits
+ * for the operation holding it); give it back with nb_agent_unlock. */
+struct agent_ilock *nb_agent_lock(struct agent *a, const char *uuid);
+void nb_agent_unlock(struct agent *a, struct agent_ilock *lk);
 /* The bus handler of "compute.<host>". */
 json_t *nb_agent_handle(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args);
 /* The guest's power state (NB_POWER_NOSTATE when absent or unknown). */
 int nb_agent_guest_power_state(struct agent *a, struct nb_ctx *ctx, const char *uuid);
+
+/* builds.c */
+/* build_and_run_instance {"instance", "node", ...}: the build on a thread
+ * of its own, in a slot of [DEFAULT] max_concurrent_builds; returns once
+ * that thread holds the instance's lock. Answers build_result. */
+void nb_agent_build_and_run(struct agent *a, struct nb_ctx *ctx, json_t *args);
+/* At agent start: builds get threads again after a drain. */
+void nb_agent_builds_open(void);
+/* At stop: waits for every build thread; later builds run on the worker. */
+void nb_agent_builds_drain(void);
 
 /* rebuild.c */
 /* rebuild_instance {"instance", "migration_uuid", "on_shared_storage",

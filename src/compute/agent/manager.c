@@ -1,7 +1,7 @@
 /* manager.c - the compute agent: the "compute.<host>" handler (spawn,
- * power actions, terminate, console), agent start/stop, and the one
- * periodic thread that runs heartbeats, usage reports and power sync for
- * every agent of the process.
+ * through builds.c; power actions, terminate, console), agent start/stop,
+ * and the one periodic thread that runs heartbeats, usage reports and
+ * power sync for every agent of the process.
  *
  * The agent reports every outcome back to the conductor (build_result,
  * op_result); it writes no state itself. Driver errors carry the driver's
@@ -34,17 +34,49 @@ static struct agent *agents;
 static bool periodic_running, periodic_stop;
 static pthread_t periodic_thread;
 
-static pthread_mutex_t *instance_lock(struct agent *a, const char *uuid)
+/* A lock per instance, as Nova's @synchronized(instance.uuid): made on
+ * first use and freed when no one holds or waits for it, so operations on
+ * different instances never wait for each other. */
+struct agent_ilock {
+    char uuid[NB_UUID_LEN];
+    pthread_mutex_t m;
+    int refs; /* holders and waiters; under a->ilocks_lock */
+    struct agent_ilock *next;
+};
+
+struct agent_ilock *nb_agent_lock(struct agent *a, const char *uuid)
 {
-    unsigned h = 5381;
-    for (const char *p = uuid ? uuid : ""; *p; p++)
-        h = h * 33u + (unsigned char)*p;
-    return &a->locks[h % AGENT_LOCKS];
+    pthread_mutex_lock(&a->ilocks_lock);
+    struct agent_ilock *l = a->ilocks;
+    while (l && strcmp(l->uuid, uuid ? uuid : ""))
+        l = l->next;
+    if (!l) {
+        l = calloc(1, sizeof(*l));
+        nb_strlcpy(l->uuid, uuid ? uuid : "", sizeof(l->uuid));
+        pthread_mutex_init(&l->m, NULL);
+        l->next = a->ilocks;
+        a->ilocks = l;
+    }
+    l->refs++;
+    pthread_mutex_unlock(&a->ilocks_lock);
+    pthread_mutex_lock(&l->m);
+    return l;
 }
 
-pthread_mutex_t *nb_agent_instance_lock(struct agent *a, const char *uuid)
+void nb_agent_unlock(struct agent *a, struct agent_ilock *l)
 {
-    return instance_lock(a, uuid);
+    pthread_mutex_unlock(&l->m);
+    pthread_mutex_lock(&a->ilocks_lock);
+    if (--l->refs == 0) {
+        for (struct agent_ilock **p = &a->ilocks; *p; p = &(*p)->next)
+            if (*p == l) {
+                *p = l->next;
+                break;
+            }
+        pthread_mutex_destroy(&l->m);
+        free(l);
+    }
+    pthread_mutex_unlock(&a->ilocks_lock);
 }
 
 static int guest_power_state(struct agent *a, struct nb_ctx *ctx, const char *uuid)
@@ -60,46 +92,6 @@ static int guest_power_state(struct agent *a, struct nb_ctx *ctx, const char *uu
 int nb_agent_guest_power_state(struct agent *a, struct nb_ctx *ctx, const char *uuid)
 {
     return guest_power_state(a, ctx, uuid);
-}
-
-static void build_and_run(struct agent *a, struct nb_ctx *ctx, json_t *args)
-{
-    json_t *inst = json_object_get(args, "instance");
-    const char *uuid = nb_json_str(inst, "uuid");
-    if (!uuid)
-        return;
-    struct nb_ctx dctx;
-    nb_ctx_child(&dctx, ctx);
-    double t0 = nb_time_mono();
-    pthread_mutex_t *lk = instance_lock(a, uuid);
-    pthread_mutex_lock(lk);
-    NB_INFO(LOG_AGENT, ctx, uuid, "Starting instance build on host %s", a->host);
-    /* The scheduler's placement claim for this node is what the host took
-     * the build on; Nova's resource tracker logs this from
-     * nova.compute.claims before the spawn, and runbooks look for it. */
-    const char *node = nb_json_str(args, "node");
-    NB_INFO("nubo.compute.claims", ctx, uuid, "Claim successful on node %s",
-            node && *node ? node : a->node);
-    int rc = nb_agent_verify_disks(a, &dctx, inst, NULL);
-    if (rc == 0)
-        rc = a->drv->ops->spawn(a->drv, &dctx, a->host, inst);
-    double spawned = nb_time_mono();
-    if (rc == 0) {
-        NB_INFO(LOG_AGENT, ctx, uuid, "Took %.2f seconds to spawn the instance on the hypervisor.",
-                spawned - t0);
-    } else {
-        NB_ERROR(LOG_AGENT, ctx, uuid, "Instance failed to spawn on %s: %s", a->host,
-                 nb_ctx_message(&dctx));
-        /* leave nothing behind for the reschedule */
-        struct nb_ctx cctx;
-        nb_ctx_child(&cctx, ctx);
-        a->drv->ops->destroy(a->drv, &cctx, a->host, inst);
-    }
-    pthread_mutex_unlock(lk);
-    __atomic_store_n(&a->dirty, true, __ATOMIC_RELAXED);
-    if (rc == 0)
-        NB_INFO(LOG_AGENT, ctx, uuid, "Took %.2f seconds to build instance.", nb_time_mono() - t0);
-    nb_conductor_build_result(ctx, uuid, a->host, rc == 0, rc == 0 ? NULL : nb_ctx_message(&dctx));
 }
 
 /* The driver entry point of a pause/unpause/suspend/resume op (NULL when
@@ -172,8 +164,7 @@ static void power_op(struct agent *a, struct nb_ctx *ctx, const char *op, json_t
         !strcmp(nb_json_str(args, "reboot_type") ? nb_json_str(args, "reboot_type") : "", "HARD");
     struct nb_ctx dctx;
     nb_ctx_child(&dctx, ctx);
-    pthread_mutex_t *lk = instance_lock(a, uuid);
-    pthread_mutex_lock(lk);
+    struct agent_ilock *lk = nb_agent_lock(a, uuid);
     const char *done = NULL;
     bool unsupported = false;
     /* the ops that start a domain check its volumes' formats first */
@@ -182,7 +173,7 @@ static void power_op(struct agent *a, struct nb_ctx *ctx, const char *op, json_t
     if (rc == 0)
         rc = run_op(a, &dctx, op, inst, hard, &done, &unsupported);
     int power = !strcmp(op, "terminate") ? NB_POWER_NOSTATE : guest_power_state(a, ctx, uuid);
-    pthread_mutex_unlock(lk);
+    nb_agent_unlock(a, lk);
     if (rc == 0)
         NB_INFO(LOG_AGENT, ctx, uuid, "%s", done);
     else
@@ -209,8 +200,7 @@ static void volume_op(struct agent *a, struct nb_ctx *ctx, json_t *args, bool at
     nb_ctx_child(&dctx, ctx);
     int (*fn)(struct nb_virt_driver *, struct nb_ctx *, const char *, json_t *, const json_t *) =
         attach ? a->drv->ops->attach_volume : a->drv->ops->detach_volume;
-    pthread_mutex_t *lk = instance_lock(a, uuid);
-    pthread_mutex_lock(lk);
+    struct agent_ilock *lk = nb_agent_lock(a, uuid);
     int rc;
     if (!fn)
         rc = nb_error(&dctx, 501, NULL, "The %s virt driver does not support %s.",
@@ -219,7 +209,7 @@ static void volume_op(struct agent *a, struct nb_ctx *ctx, json_t *args, bool at
         rc = -1;
     else
         rc = fn(a->drv, &dctx, a->host, inst, bdm);
-    pthread_mutex_unlock(lk);
+    nb_agent_unlock(a, lk);
     if (rc == 0)
         NB_INFO(LOG_AGENT, ctx, uuid, "%s volume %s %s %s", attach ? "Attached" : "Detached",
                 vid ? vid : "?", attach ? "at" : "from",
@@ -261,8 +251,7 @@ static void snapshot_instance(struct agent *a, struct nb_ctx *ctx, json_t *args)
     snapshot_dir(dir, sizeof(dir));
     snprintf(path, sizeof(path), "%s/%s.qcow2", dir, image_id);
     double t0 = nb_time_mono();
-    pthread_mutex_t *lk = instance_lock(a, uuid);
-    pthread_mutex_lock(lk);
+    struct agent_ilock *lk = nb_agent_lock(a, uuid);
     int rc = 0;
     if (!a->drv->ops->snapshot)
         rc = nb_error(&dctx, 501, NULL, "The %s virt driver does not support snapshot.",
@@ -280,7 +269,7 @@ static void snapshot_instance(struct agent *a, struct nb_ctx *ctx, json_t *args)
         rc = nb_svc_image_upload(&dctx, image_id, path);
     }
     unlink(path);
-    pthread_mutex_unlock(lk);
+    nb_agent_unlock(a, lk);
     if (rc == 0)
         NB_INFO(LOG_AGENT, ctx, uuid, "Snapshot image upload complete (image %s)", image_id);
     else
@@ -298,10 +287,9 @@ static void destroy_guest(struct agent *a, struct nb_ctx *ctx, json_t *args)
     struct nb_ctx dctx;
     nb_ctx_child(&dctx, ctx);
     _cleanup_json_ json_t *inst = json_pack("{s:s}", "uuid", uuid);
-    pthread_mutex_t *lk = instance_lock(a, uuid);
-    pthread_mutex_lock(lk);
+    struct agent_ilock *lk = nb_agent_lock(a, uuid);
     int rc = a->drv->ops->destroy(a->drv, &dctx, a->host, inst);
-    pthread_mutex_unlock(lk);
+    nb_agent_unlock(a, lk);
     __atomic_store_n(&a->dirty, true, __ATOMIC_RELAXED);
     if (rc == 0)
         NB_INFO(LOG_AGENT, ctx, uuid, "Guest of a deleted instance destroyed on %s", a->host);
@@ -389,7 +377,7 @@ static json_t *host_uptime(void)
 static json_t *rpc_build_and_run(void *a, struct nb_ctx *ctx, const char *method, json_t *args)
 {
     (void)method;
-    build_and_run(a, ctx, args);
+    nb_agent_build_and_run(a, ctx, args);
     return NULL;
 }
 
@@ -648,19 +636,18 @@ int nb_compute_agent_start(struct nb_env *env, struct nb_virt_driver *drv, const
     a->drv = drv;
     nb_strlcpy(a->host, host, sizeof(a->host));
     snprintf(a->topic, sizeof(a->topic), NB_COMPUTE_TOPIC_PREFIX "%s", host);
-    for (int i = 0; i < AGENT_LOCKS; i++)
-        pthread_mutex_init(&a->locks[i], NULL);
+    pthread_mutex_init(&a->ilocks_lock, NULL);
 
     struct nb_ctx ctx;
     nb_ctx_init_system(&ctx, NULL);
     /* Listen first, then register: once registered the host can be chosen,
      * so it must already answer. If the conductor is not up yet, the
      * periodic thread retries the registration. */
+    nb_agent_builds_open();
     if (nb_bus_listen(a->topic, nb_agent_handle, a,
                       (int)nb_conf_int("compute", "agent_workers", 2)) < 0) {
         NB_ERROR(LOG_AGENT, &ctx, NULL, "cannot listen on topic %s", a->topic);
-        for (int i = 0; i < AGENT_LOCKS; i++)
-            pthread_mutex_destroy(&a->locks[i]);
+        pthread_mutex_destroy(&a->ilocks_lock);
         free(a);
         return -1;
     }
@@ -698,6 +685,7 @@ int nb_compute_agent_start(struct nb_env *env, struct nb_virt_driver *drv, const
 
 void nb_compute_agents_stop(void)
 {
+    nb_agent_builds_drain();
     pthread_mutex_lock(&agents_lock);
     bool running = periodic_running;
     periodic_stop = true;

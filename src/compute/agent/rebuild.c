@@ -93,8 +93,7 @@ void nb_agent_rebuild_instance(struct agent *a, struct nb_ctx *ctx, json_t *args
     struct nb_ctx dctx;
     nb_ctx_child(&dctx, ctx);
     double t0 = nb_time_mono();
-    pthread_mutex_t *lk = nb_agent_instance_lock(a, uuid);
-    pthread_mutex_lock(lk);
+    struct agent_ilock *lk = nb_agent_lock(a, uuid);
     bool keep = false;
     int rc = do_rebuild(a, &dctx, inst, args, &keep);
     if (rc < 0 && mig && nb_ctx_status(&dctx) != 409 && a->drv->ops->destroy_evacuated) {
@@ -103,7 +102,7 @@ void nb_agent_rebuild_instance(struct agent *a, struct nb_ctx *ctx, json_t *args
         a->drv->ops->destroy_evacuated(a->drv, &cctx, a->host, inst, !keep);
     }
     int power = nb_agent_guest_power_state(a, ctx, uuid);
-    pthread_mutex_unlock(lk);
+    nb_agent_unlock(a, lk);
     __atomic_store_n(&a->dirty, true, __ATOMIC_RELAXED);
     if (rc == 0)
         NB_INFO(LOG_AGENT, ctx, uuid, "Took %.2f seconds to rebuild the instance on %s.",
@@ -135,12 +134,11 @@ static void destroy_one(struct agent *a, struct nb_ctx *ctx, const json_t *row)
     _cleanup_json_ json_t *inst = json_pack("{s:s}", "uuid", uuid);
     struct nb_ctx dctx;
     nb_ctx_child(&dctx, ctx);
-    pthread_mutex_t *lk = nb_agent_instance_lock(a, uuid);
-    pthread_mutex_lock(lk);
+    struct agent_ilock *lk = nb_agent_lock(a, uuid);
     int rc = a->drv->ops->destroy_evacuated
                  ? a->drv->ops->destroy_evacuated(a->drv, &dctx, a->host, inst, destroy_disks)
                  : a->drv->ops->destroy(a->drv, &dctx, a->host, inst);
-    pthread_mutex_unlock(lk);
+    nb_agent_unlock(a, lk);
     if (rc < 0)
         NB_ERROR(LOG_AGENT, ctx, uuid, "Could not destroy the evacuated guest on %s: %s", a->host,
                  nb_ctx_message(&dctx));

@@ -60,11 +60,10 @@ json_t *nb_agent_prep_resize(void *opaque, struct nb_ctx *ctx, const char *metho
     nb_ctx_child(&dctx, ctx);
     if (!a->drv->ops->prep_resize)
         return answer(a, ctx, &dctx, unsupported(a, &dctx), "prep_resize", uuid, false, false);
-    pthread_mutex_t *lk = nb_agent_instance_lock(a, uuid);
-    pthread_mutex_lock(lk);
+    struct agent_ilock *lk = nb_agent_lock(a, uuid);
     json_t *dest = a->drv->ops->prep_resize(a->drv, &dctx, a->host, inst, flavor,
                                             json_is_true(json_object_get(args, "same_host")));
-    pthread_mutex_unlock(lk);
+    nb_agent_unlock(a, lk);
     if (!dest)
         return answer(a, ctx, &dctx, -1, "prep_resize", uuid, false, false);
     /* Nova's resize claim on the destination; runbooks look for it */
@@ -102,8 +101,7 @@ json_t *nb_agent_resize_instance(void *opaque, struct nb_ctx *ctx, const char *m
         return answer(a, ctx, &dctx, unsupported(a, &dctx), "resize_instance", uuid, false, false);
     if (check_disk_down(&dctx, inst, json_object_get(args, "flavor")) < 0)
         return answer(a, ctx, &dctx, -1, "resize_instance", uuid, false, false);
-    pthread_mutex_t *lk = nb_agent_instance_lock(a, uuid);
-    pthread_mutex_lock(lk);
+    struct agent_ilock *lk = nb_agent_lock(a, uuid);
     struct nb_guest_info gi = {NB_POWER_NOSTATE};
     struct nb_ctx sub;
     nb_ctx_child(&sub, ctx);
@@ -132,7 +130,7 @@ json_t *nb_agent_resize_instance(void *opaque, struct nb_ctx *ctx, const char *m
                      nb_ctx_message(&pctx));
         }
     }
-    pthread_mutex_unlock(lk);
+    nb_agent_unlock(a, lk);
     return answer(a, ctx, &dctx, rc, "resize_instance", uuid, lost, false);
 }
 
@@ -150,13 +148,12 @@ json_t *nb_agent_finish_resize(void *opaque, struct nb_ctx *ctx, const char *met
         revert ? a->drv->ops->finish_revert_migration : a->drv->ops->finish_migration;
     if (!fn)
         return answer(a, ctx, &dctx, unsupported(a, &dctx), step, uuid, revert, false);
-    pthread_mutex_t *lk = nb_agent_instance_lock(a, uuid);
-    pthread_mutex_lock(lk);
+    struct agent_ilock *lk = nb_agent_lock(a, uuid);
     int rc = nb_agent_verify_disks(a, &dctx, inst, NULL);
     if (rc == 0)
         rc = fn(a->drv, &dctx, a->host, inst, json_is_true(json_object_get(args, "same_host")),
                 json_is_true(json_object_get(args, "power_on")));
-    pthread_mutex_unlock(lk);
+    nb_agent_unlock(a, lk);
     if (rc == 0)
         NB_INFO(LOG_AGENT, ctx, uuid, "%s on %s with flavor %s",
                 revert ? "Resize reverted" : "Instance moved", a->host,
@@ -181,10 +178,9 @@ json_t *nb_agent_drop_resize(void *opaque, struct nb_ctx *ctx, const char *metho
         confirm ? a->drv->ops->confirm_migration : a->drv->ops->revert_migration;
     if (!fn)
         return answer(a, ctx, &dctx, unsupported(a, &dctx), step, uuid, false, false);
-    pthread_mutex_t *lk = nb_agent_instance_lock(a, uuid);
-    pthread_mutex_lock(lk);
+    struct agent_ilock *lk = nb_agent_lock(a, uuid);
     int rc = fn(a->drv, &dctx, a->host, inst, json_is_true(json_object_get(args, "same_host")));
-    pthread_mutex_unlock(lk);
+    nb_agent_unlock(a, lk);
     if (rc == 0)
         NB_INFO(LOG_AGENT, ctx, uuid, "%s: the %s guest's files on %s are removed",
                 confirm ? "Resize confirmed" : "Resize reverted", confirm ? "old" : "new", a->host);
