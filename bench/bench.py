@@ -10,6 +10,9 @@ about time. Usage: /usr/bin/python3 bench/bench.py [--bin build/nubo] [--only NA
   list_detail  GET /servers/detail with 1,000 servers: median latency, req/s at concurrency 8
   candidates   GET /allocation_candidates with 1,000 resource providers: median latency
   rss          resident memory of the all-in-one holding 1,000 servers
+--spawn-ms N gives the fake driver's spawns N ms ([fake] spawn_delay_ms), the time a
+real spawn takes, so boot_burst shows how many builds a host runs at once
+([DEFAULT] max_concurrent_builds; --set passes any other option to the aio).
 --smoke runs boot_seq and boot_burst only (CI's check of the normal build;
 a boot that does not end ACTIVE fails the run).
 """
@@ -114,6 +117,7 @@ BIG = ["--set", "fake.vcpus=256", "--set", "fake.memory_mb=262144", "--set", "fa
        "--set", "quota.instances=-1", "--set", "quota.cores=-1", "--set", "quota.ram=-1",
        "--set", "network.seed_private_cidr=10.0.0.0/16"]
 NETWORKS = "none"
+EXTRA = []  # --spawn-ms and --set
 
 
 def boot(c, image, name, flavor="42"):
@@ -152,7 +156,7 @@ def bench_boot_seq(binary, n=100):
 
 
 def bench_boot_burst(binary, n=200, threads=16):
-    aio = Aio(binary, *BIG)
+    aio = Aio(binary, *BIG, *EXTRA)
     try:
         ids, lock = [], threading.Lock()
 
@@ -172,8 +176,9 @@ def bench_boot_burst(binary, n=200, threads=16):
             statuses[sid] = wait_active(c, sid)
         wall = time.perf_counter() - t0
         active = sum(1 for s in statuses.values() if s == "ACTIVE")
-        print("boot_burst: %d concurrent boots (%d client threads): %d ACTIVE, wall %.2f s, %.1f servers/s"
-              % (n, threads, active, wall, n / wall))
+        print("boot_burst: %d concurrent boots (%d client threads%s): %d ACTIVE, wall %.2f s, "
+              "%.1f servers/s" % (n, threads, (", " + " ".join(EXTRA)) if EXTRA else "", active,
+                                  wall, n / wall))
         assert active == n, "boot_burst: %d of %d servers not ACTIVE: %s" % (
             n - active, n, sorted(set(statuses.values())))
     finally:
@@ -275,9 +280,15 @@ def main():
     ap.add_argument("--only")
     ap.add_argument("--networks", choices=("none", "auto"), default="none")
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--spawn-ms", type=int, default=0)
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     a = ap.parse_args()
     global NETWORKS
     NETWORKS = a.networks
+    if a.spawn_ms:
+        EXTRA.extend(["--set", "fake.spawn_delay_ms=%d" % a.spawn_ms])
+    for kv in a.set:
+        EXTRA.extend(["--set", kv])
     print("nubo benchmarks: %s, %d cores, %s, networks %s"
           % (a.bin, os.cpu_count(), time.strftime("%Y-%m-%d"), NETWORKS))
     for name, fn in (("boot_seq", bench_boot_seq), ("boot_burst", bench_boot_burst),

@@ -219,15 +219,15 @@ def main():
     ap.add_argument("--guest", default=os.path.join(os.environ.get(
         "NUBO_TEST_IMAGE_DIR", os.path.join(ROOT, "tests", "images", "out")), "guest.qcow2"))
     ap.add_argument("--timeout", type=int, default=600)
-    ap.add_argument("--agent-workers", type=int, default=0,
-                    help="[compute] agent_workers (default: nubo's, 2)")
+    ap.add_argument("--max-builds", type=int, default=0,
+                    help="[DEFAULT] max_concurrent_builds (default: nubo's, 10)")
     ap.add_argument("--keep-logs", help="copy the cloud's log directory there at the end")
     a = ap.parse_args()
     n = a.servers
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda s, f: sys.exit(128 + s))
-    print("ports wired: %d servers at once, %s, %d cores, agent_workers %s, load %s, %s"
-          % (n, os.path.abspath(a.bin), os.cpu_count(), a.agent_workers or "2 (default)", load(),
+    print("ports wired: %d servers at once, %s, %d cores, max_concurrent_builds %s, load %s, %s"
+          % (n, os.path.abspath(a.bin), os.cpu_count(), a.max_builds or "10 (default)", load(),
              time.strftime("%Y-%m-%d %H:%M")))
     sys.stdout.flush()
     aio = None
@@ -242,8 +242,8 @@ def main():
                         "--set", "quota.instances=-1", "--set", "quota.cores=-1",
                         "--set", "quota.ram=-1",
                         "--set", "compute.sync_power_state_interval=600",
-                        *(("--set", "compute.agent_workers=%d" % a.agent_workers)
-                          if a.agent_workers else ()))
+                        *(("--set", "DEFAULT.max_concurrent_builds=%d" % a.max_builds)
+                          if a.max_builds else ()))
         c = aio.client()
         image_id = create_image(c, "bench-guest", "qcow2")
         put_image_file(aio, image_id, os.path.abspath(a.guest))
