@@ -4,7 +4,8 @@
  * it changed and every [agent] resync_interval, runs the phases on it
  * (internal.h), and scans the devices every [agent] polling_interval,
  * telling the control side which ports came up or went down
- * (update_device_list).
+ * (update_device_list); a compute port's addresses are probed for
+ * duplicates (dad.c) before it is first reported up.
  *
  * Nothing on the host is touched before the first state arrives. A phase
  * that fails is logged and the next one runs; the ports it named
