@@ -266,6 +266,7 @@ def test_address_in_use_fails_the_port_and_the_boot(lab):
                            capture_output=True, text=True, timeout=120)
         assert "AddressSanitizer" not in p.stderr and "runtime error" not in p.stderr, p.stderr
         assert p.returncode == 1 and reason in p.stdout, p.stdout + p.stderr
+        print("\n".join(l for l in p.stdout.splitlines() if reason in l))
         # the rogue leaves: the address boots on a fresh port
         dp.sh("ip", "netns", "del", ROGUE_NS)
         c.cli("server", "delete", "--wait", servers.pop())
