@@ -15,7 +15,9 @@ file). The agent converges within its resync interval after its dnsmasq is
 killed or its namespace deleted by hand. A "rogue" namespace on a network's
 bridge holding a port's address fails that port (the agent's ARP probe) and
 the boot on it, with the address and the rogue's MAC in the fault; without
-the rogue the address boots. Deleting the servers and networks
+the rogue the address boots. A restarted agent probes the wired ports again
+and a running guest answering for its own address is no conflict. Deleting
+the servers and networks
 leaves no namespace, bridge or dnsmasq of the agent behind."""
 import os
 import subprocess
@@ -290,6 +292,36 @@ def test_address_in_use_fails_the_port_and_the_boot(lab):
             c.cli("port", "delete", pid, check=False)
         c.cli("network", "delete", net["id"], check=False)
     print("address-conflict test: %.1f s" % (time.time() - t_start))
+
+
+def logs_since(c, marks):
+    """What each log file of the cloud got since marks (name -> size)."""
+    d, out = os.path.join(c.state_dir, "log"), ""
+    for f in os.listdir(d):
+        with open(os.path.join(d, f), "rb") as fh:
+            fh.seek(marks.get(f, 0))
+            out += fh.read().decode(errors="replace")
+    return out
+
+
+def test_restarted_agent_probes_again_and_the_guests_own_answer_is_no_conflict(lab):
+    """After a restart the agent probes the ports it finds wired again. A
+    port the control side knows as DOWN (here by hand) whose running guest
+    answers the probe for its own address with its own MAC is no conflict:
+    the port goes ACTIVE; no port of the running guests is failed."""
+    c, L = lab, lab.lab
+    d = os.path.join(c.state_dir, "log")
+    marks = {f: os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)}
+    assert c.stop(timeout=60) == 0
+    c.sql("UPDATE ports SET status = 'DOWN' WHERE id = '%s'" % L["p2"]["id"])
+    c.start(timeout=60)
+    t0 = time.time()
+    dp.wait_port_status(c, L["p2"]["id"], "ACTIVE", timeout=30)
+    print("port ACTIVE again %.1f s after the restart" % (time.time() - t0))
+    assert dp.port_show(c, L["p1"]["id"])["status"] == "ACTIVE"
+    new = logs_since(c, marks)
+    assert "Network agent for host %s started" % c.host in new, new[-3000:]
+    assert "already in use" not in new, new[-3000:]
 
 
 def test_deleting_everything_leaves_nothing_of_the_agent(lab):
