@@ -2,7 +2,8 @@
 """nubo data-plane benchmark: ports wired per second when N servers boot at once.
 
 Usage: /usr/bin/python3 bench/bench_ports.py [--bin build/nubo] [--servers 50]
-           [--guest tests/images/out/guest.qcow2] [--threads N]
+           [--guest tests/images/out/guest.qcow2] [--threads N] [--cidr CIDR]
+           [--set SECTION.KEY=VALUE ...]
 
   nubo  a libvirt all-in-one (real driver, the host's network agent, TCG),
         the seeded network on 10.164.1.0/24 (the bench CIDR): N POST /servers
@@ -222,6 +223,9 @@ def main():
     ap.add_argument("--max-builds", type=int, default=0,
                     help="[DEFAULT] max_concurrent_builds (default: nubo's, 10)")
     ap.add_argument("--keep-logs", help="copy the cloud's log directory there at the end")
+    ap.add_argument("--cidr", default="10.164.1.0/24", help="the seeded network's CIDR")
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                    help="more nubo options (e.g. agent.duplicate_address_probe=false)")
     a = ap.parse_args()
     n = a.servers
     for sig in (signal.SIGTERM, signal.SIGHUP):
@@ -235,7 +239,7 @@ def main():
     try:
         aio = start_aio(os.path.abspath(a.bin), "--driver", "libvirt",
                         "--set", "libvirt.virt_type=qemu",
-                        "--set", "network.seed_private_cidr=10.164.1.0/24",
+                        "--set", "network.seed_private_cidr=" + a.cidr,
                         "--set", "DEFAULT.cpu_allocation_ratio=64",
                         "--set", "DEFAULT.disk_allocation_ratio=100",
                         "--set", "DEFAULT.ram_allocation_ratio=4",
@@ -243,7 +247,8 @@ def main():
                         "--set", "quota.ram=-1",
                         "--set", "compute.sync_power_state_interval=600",
                         *(("--set", "DEFAULT.max_concurrent_builds=%d" % a.max_builds)
-                          if a.max_builds else ()))
+                          if a.max_builds else ()),
+                        *[x for kv in a.set for x in ("--set", kv)])
         c = aio.client()
         image_id = create_image(c, "bench-guest", "qcow2")
         put_image_file(aio, image_id, os.path.abspath(a.guest))

@@ -159,10 +159,26 @@ static int check_fault(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report
         return 0;
     }
     /* The latest fault is evidence; the server check says whether the
-     * server is in trouble now. */
-    nb_dr_check(r, NB_DR_WARN, "fault", "code=%lld created_at=%s host=%s message=\"%s\"",
+     * server is in trouble now. Its details (the causes, e.g. each build
+     * attempt's) on the same line, newlines as " | ". */
+    const char *d = nb_json_str(f, "details");
+    char details[2048] = "";
+    if (d && *d && strcmp(d, or_none(nb_json_str(f, "message")))) {
+        size_t k = 0;
+        for (const char *p = d; *p && k + 4 < sizeof(details); p++) {
+            if (*p == '\n') {
+                memcpy(details + k, " | ", 3);
+                k += 3;
+            } else {
+                details[k++] = *p;
+            }
+        }
+        details[k] = '\0';
+    }
+    nb_dr_check(r, NB_DR_WARN, "fault", "code=%lld created_at=%s host=%s message=\"%s\"%s%s%s",
                 nb_json_int(f, "code", 0), or_none(nb_json_str(f, "created_at")),
-                or_none(nb_json_str(f, "host")), or_none(nb_json_str(f, "message")));
+                or_none(nb_json_str(f, "host")), or_none(nb_json_str(f, "message")),
+                *details ? " details=\"" : "", details, *details ? "\"" : "");
     return 0;
 }
 

@@ -260,12 +260,16 @@ static void check_port(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report
     int mtu = (int)nb_json_int(port, "network_mtu", 0);
     enum nb_dr_verdict v = NB_DR_OK;
     const char *why = "";
+    char failed[1024];
     if (host && *host && strcmp(bound, host)) {
         v = NB_DR_PROBLEM;
         why = "; bound to another host than the server's";
     } else if (!strcmp(status, "ERROR")) {
         v = NB_DR_PROBLEM;
-        why = "; the agent failed to wire it";
+        const char *reason = nb_json_str(port, "status_reason");
+        snprintf(failed, sizeof(failed), "; the agent failed to wire it: %s",
+                 reason && *reason ? reason : "no reason recorded");
+        why = failed;
     } else if (running && strcmp(status, "ACTIVE")) {
         v = NB_DR_WARN;
         why = "; not ACTIVE while the guest runs";

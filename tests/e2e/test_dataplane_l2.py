@@ -12,16 +12,22 @@ network's bridge is a separate layer 2: a namespace of this test on it does
 not reach the guests, and does once moved to their bridge; with a port's
 MAC it gets that port's address by DHCP (a new port reaches dnsmasq's hosts
 file). The agent converges within its resync interval after its dnsmasq is
-killed or its namespace deleted by hand. Deleting the servers and networks
+killed or its namespace deleted by hand. A "rogue" namespace on a network's
+bridge holding a port's address fails that port (the agent's ARP probe) and
+the boot on it, with the address and the rogue's MAC in the fault; without
+the rogue the address boots. A restarted agent probes the wired ports again
+and a running guest answering for its own address is no conflict. Deleting
+the servers and networks
 leaves no namespace, bridge or dnsmasq of the agent behind."""
 import os
+import subprocess
 import time
 
 import pytest
 
 import dataplane as dp
-from conftest import unique
-from test_libvirt import virsh, wait_status
+from conftest import NUBO_BIN, unique
+from test_libvirt import api, virsh, wait_status
 
 _why = dp.dataplane_unavailable()
 if _why and os.environ.get("NUBO_REQUIRE_LIBVIRT"):
@@ -200,6 +206,122 @@ def test_agent_converges_after_dnsmasq_killed_or_namespace_deleted(lab):
                        "-f", "json")
     assert len(dhcp_ports) == 1
     assert dp.master_of("tap" + dhcp_ports[0]["ID"][:11]) == bridge(L["n1"])
+
+
+NET_AC, GW_AC, IP_AC = "10.180.0.0/24", "10.180.0.1", "10.180.0.5"
+ROGUE_NS, ROGUE_DEV, ROGUE_MAC = "acrogue", "acrogue0", "02:ac:00:00:00:05"
+
+
+def instance_events(c, sid):
+    st, body = api(c, "GET", "/servers/%s/os-instance-actions" % sid)
+    assert st == 200, body
+    out = []
+    for a in body["instanceActions"]:
+        st, one = api(c, "GET", "/servers/%s/os-instance-actions/%s" % (sid, a["request_id"]))
+        assert st == 200, one
+        out += one["instanceAction"].get("events", [])
+    return out
+
+
+def test_address_in_use_fails_the_port_and_the_boot(lab):
+    """A host already answering for a port's address (a "rogue" namespace on
+    the network's bridge) is caught by the agent's ARP probe before the
+    guest uses it: the port ERROR with the address, the rogue's MAC and the
+    network; the boot fails with "Virtual Interface creation failed" in the
+    fault and the spawn event; the doctor prints the cause. Once the rogue
+    is gone the same address boots ACTIVE on a fresh port."""
+    c = lab
+    t_start = time.time()
+    net, sub = dp.make_network(c, unique("ac-dad"), NET_AC, GW_AC)
+    br = bridge(net)
+    servers, ports = [], []
+    try:
+        dp.wait_for("bridge " + br, lambda: dp.link_exists(br))
+        dp.sh("ip", "netns", "add", ROGUE_NS)
+        dp.sh("ip", "link", "add", ROGUE_DEV, "type", "veth", "peer", "name", "eth0", "netns",
+              ROGUE_NS)
+        dp.sh("ip", "-n", ROGUE_NS, "link", "set", "eth0", "address", ROGUE_MAC, "up")
+        dp.sh("ip", "-n", ROGUE_NS, "addr", "add", IP_AC + "/24", "dev", "eth0")
+        dp.sh("ip", "link", "set", ROGUE_DEV, "master", br, "up")
+        port = dp.make_port(c, net, sub, IP_AC)
+        ports.append(port["id"])
+        s = dp.boot(c, unique("ac-dad-1"), port["id"])
+        servers.append(s["id"])
+        s = wait_status(c, s["id"], timeout=90)
+        reason = ("IP address %s is already in use on network %s by MAC %s (ARP reply to a "
+                  "duplicate-address probe)" % (IP_AC, net["id"], ROGUE_MAC))
+        vif = "Virtual Interface creation failed: port %s is ERROR: %s" % (port["id"], reason)
+        assert s["status"] == "ERROR", s
+        fault = s.get("fault") or {}
+        assert vif in fault.get("message", "") + fault.get("details", ""), fault
+        evs = instance_events(c, s["id"])
+        assert any(vif in (e.get("traceback") or "") and e["result"] == "Error" for e in evs), evs
+        # the agent reported the port failed with the cause (the failed
+        # build then unbinds it: DOWN, the reason kept)
+        row = c.sql("SELECT status_reason FROM ports WHERE id = '%s'" % port["id"])[0]
+        assert row["status_reason"] == reason, row
+        logs = "".join(open(os.path.join(c.state_dir, "log", f)).read()
+                       for f in os.listdir(os.path.join(c.state_dir, "log")))
+        assert "port %s on host %s failed: %s" % (port["id"], c.host, reason) in logs
+        p = subprocess.run([NUBO_BIN, "doctor", "server", s["id"], "--config",
+                            os.path.join(c.state_dir, "nubo.conf")],
+                           capture_output=True, text=True, timeout=120)
+        assert "AddressSanitizer" not in p.stderr and "runtime error" not in p.stderr, p.stderr
+        assert p.returncode == 1 and reason in p.stdout, p.stdout + p.stderr
+        print("\n".join(l for l in p.stdout.splitlines() if reason in l))
+        # the rogue leaves: the address boots on a fresh port
+        dp.sh("ip", "netns", "del", ROGUE_NS)
+        c.cli("server", "delete", "--wait", servers.pop())
+        c.cli("port", "delete", ports.pop())
+        port = dp.make_port(c, net, sub, IP_AC)
+        ports.append(port["id"])
+        t0 = time.time()
+        s = dp.boot(c, unique("ac-dad-2"), port["id"])
+        servers.append(s["id"])
+        s = wait_status(c, s["id"], timeout=90)
+        assert s["status"] == "ACTIVE", s
+        print("boot to ACTIVE with the probe: %.1f s" % (time.time() - t0))
+        assert dp.port_show(c, port["id"])["status"] == "ACTIVE"
+    finally:
+        dp.sh("ip", "netns", "del", ROGUE_NS, check=False)
+        if dp.link_exists(ROGUE_DEV):
+            dp.sh("ip", "link", "del", ROGUE_DEV, check=False)
+        for sid in servers:
+            c.cli("server", "delete", "--wait", sid, check=False)
+        for pid in ports:
+            c.cli("port", "delete", pid, check=False)
+        c.cli("network", "delete", net["id"], check=False)
+    print("address-conflict test: %.1f s" % (time.time() - t_start))
+
+
+def logs_since(c, marks):
+    """What each log file of the cloud got since marks (name -> size)."""
+    d, out = os.path.join(c.state_dir, "log"), ""
+    for f in os.listdir(d):
+        with open(os.path.join(d, f), "rb") as fh:
+            fh.seek(marks.get(f, 0))
+            out += fh.read().decode(errors="replace")
+    return out
+
+
+def test_restarted_agent_probes_again_and_the_guests_own_answer_is_no_conflict(lab):
+    """After a restart the agent probes the ports it finds wired again. A
+    port the control side knows as DOWN (here by hand) whose running guest
+    answers the probe for its own address with its own MAC is no conflict:
+    the port goes ACTIVE; no port of the running guests is failed."""
+    c, L = lab, lab.lab
+    d = os.path.join(c.state_dir, "log")
+    marks = {f: os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)}
+    assert c.stop(timeout=60) == 0
+    c.sql("UPDATE ports SET status = 'DOWN' WHERE id = '%s'" % L["p2"]["id"])
+    c.start(timeout=60)
+    t0 = time.time()
+    dp.wait_port_status(c, L["p2"]["id"], "ACTIVE", timeout=30)
+    print("port ACTIVE again %.1f s after the restart" % (time.time() - t0))
+    assert dp.port_show(c, L["p1"]["id"])["status"] == "ACTIVE"
+    new = logs_since(c, marks)
+    assert "Network agent for host %s started" % c.host in new, new[-3000:]
+    assert "already in use" not in new, new[-3000:]
 
 
 def test_deleting_everything_leaves_nothing_of_the_agent(lab):

@@ -228,6 +228,55 @@ static void test_diagnose_foreign_backing_not_fixable(void **state)
     nb_dr_report_clear(&r);
 }
 
+/* The causes on the doctor's lines: a fault's details (each build
+ * attempt's, newlines shown as " | ") and an ERROR port's status_reason
+ * (the network agent's, e.g. an address in use). */
+static void test_diagnose_fault_details_and_port_reason(void **state)
+{
+    (void)state;
+    make_server("raw");
+    sql("DELETE FROM ports");
+    sql("DELETE FROM networks");
+    sql("DELETE FROM instance_faults");
+    sql("INSERT INTO instance_faults (instance_uuid, code, message, details, host, created_at) "
+        "VALUES ('" INST "', 500, 'Exceeded maximum number of retries.', 'Attempt 1: fake-1: "
+        "Virtual Interface creation failed: port acp1 is ERROR: IP address 10.180.0.5 is in use\n"
+        "No other host for the retry', NULL, '2026-12-02T18:00:00')");
+    sql("INSERT INTO networks (id, project_id, name, created_at, updated_at) VALUES ('acnet1', "
+        "'p', 'ac-net', 'now', 'now')");
+    sql("INSERT INTO ports (id, project_id, network_id, mac_address, status, status_reason, "
+        "device_id, device_owner, binding_host_id, binding_vif_type, created_at, updated_at) "
+        "VALUES ('acp1', 'p', 'acnet1', 'fa:16:3e:ac:00:01', 'ERROR', 'IP address 10.180.0.5 "
+        "is already in use on network acnet1 by MAC 02:ac:00:00:00:05 (ARP reply to a "
+        "duplicate-address probe)', '" INST "', 'compute:nova', 'fake-1', 'bridge', 'now', "
+        "'now')");
+    struct nb_dr_report r;
+    int rc;
+    char *text = diagnose(&r, &rc);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(text, "[WARN] fault: code=500 created_at=2026-12-02T18:00:00 "
+                                 "host=None message=\"Exceeded maximum number of retries.\" "
+                                 "details=\"Attempt 1: fake-1: Virtual Interface creation "
+                                 "failed: port acp1 is ERROR: IP address 10.180.0.5 is in use | "
+                                 "No other host for the retry\""));
+    assert_non_null(strstr(text, "status=ERROR binding:host_id=fake-1 binding:vif_type=bridge; "
+                                 "the agent failed to wire it: IP address 10.180.0.5 is already "
+                                 "in use on network acnet1 by MAC 02:ac:00:00:00:05 (ARP reply "
+                                 "to a duplicate-address probe)"));
+    assert_non_null(strstr(text, "[PROBLEM] port acp1: acp1 mac=fa:16:3e:ac:00:01"));
+    /* no reason recorded: said so */
+    sql("UPDATE ports SET status_reason = NULL");
+    free(text);
+    nb_dr_report_clear(&r);
+    text = diagnose(&r, &rc);
+    assert_non_null(strstr(text, "the agent failed to wire it: no reason recorded"));
+    free(text);
+    nb_dr_report_clear(&r);
+    sql("DELETE FROM ports");
+    sql("DELETE FROM networks");
+    sql("DELETE FROM instance_faults");
+}
+
 static void test_diagnose_healthy_and_unknown(void **state)
 {
     make_server("raw");
@@ -465,6 +514,7 @@ int main(void)
         cmocka_unit_test(test_exit_status),
         cmocka_unit_test(test_diagnose_mismatch),
         cmocka_unit_test(test_diagnose_foreign_backing_not_fixable),
+        cmocka_unit_test(test_diagnose_fault_details_and_port_reason),
         cmocka_unit_test(test_diagnose_healthy_and_unknown),
         cmocka_unit_test(test_fix_apply_and_restore),
         cmocka_unit_test(test_fix_exactly_one_row),

@@ -4,7 +4,8 @@
  * it changed and every [agent] resync_interval, runs the phases on it
  * (internal.h), and scans the devices every [agent] polling_interval,
  * telling the control side which ports came up or went down
- * (update_device_list).
+ * (update_device_list); a compute port's addresses are probed for
+ * duplicates (dad.c) before it is first reported up.
  *
  * Nothing on the host is touched before the first state arrives. A phase
  * that fails is logged and the next one runs; the ports it named
@@ -15,6 +16,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "network/agent/agent_int.h"
+#include "network/agent/dad.h"
 #include "network/agent/mdproxy.h"
 
 #include <errno.h>
@@ -89,6 +91,7 @@ struct na *na_new(const char *host, const char *state_dir)
     pthread_cond_init(&a->cond, NULL);
     a->reported = json_object();
     a->failed = json_object();
+    a->probed = json_object();
     load_tag(a);
     na_own_load(a);
     return a;
@@ -102,6 +105,7 @@ void na_free(struct na *a)
     json_decref(a->state);
     json_decref(a->reported);
     json_decref(a->failed);
+    json_decref(a->probed);
     pthread_mutex_destroy(&a->own_lock);
     pthread_mutex_destroy(&a->lock);
     pthread_cond_destroy(&a->cond);
@@ -289,6 +293,8 @@ static void scan_devices(struct na *a, struct nb_ctx *ctx)
         json_decref(down);
         return;
     }
+    /* before a port is up for the first time: is its address in use? */
+    na_dad_check(a, ctx, a->state, up);
     json_t *send_up = json_array(), *send_down = json_array(), *send_failed = json_array();
     size_t i;
     json_t *v;

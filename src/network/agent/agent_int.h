@@ -30,6 +30,7 @@ struct na {
     json_t *state;      /* the last state fetched (thread only) */
     json_t *reported;   /* port id -> true (up) / false (down), as the control side knows it */
     json_t *failed;     /* port id -> reason, of the last reconcile */
+    json_t *probed;     /* port id -> {"ifindex", "reason"}: duplicate-address probes (dad.c) */
     struct na *next;
 };
 
