@@ -364,7 +364,7 @@ static void check_sg(struct nb_dr_report *r, const json_t *port, const char *tap
     nb_dr_check(r, NB_DR_OK, "security groups", "%s is filtered in table %s (tables: %s)", tap,
                 found, tables);
     /* the agent's inet table has the bridge table's tag: nubo_sg_<tag> */
-    char inet[96];
+    char inet[160];
     snprintf(inet, sizeof(inet), "nubo_sg_%s", found + strlen("bridge nubo_port_"));
     const char *const show[] = {"nft", "list", "table", "inet", inet, NULL};
     bool listed = nb_run(show, out, sizeof(out), 10) == 0;
