@@ -135,6 +135,24 @@ struct nb_dr_wiring {
  * network's (WARN). Pure. */
 enum nb_dr_verdict nb_dr_net_wiring(const struct nb_dr_wiring *w, char *why, size_t n);
 
+/* The metadata verdict of a port with port security: groups as
+ * nb_sg_port_groups gives them, config_drive whether the server has one.
+ * NB_DR_OK when a rule lets IPv4 TCP to 169.254.169.254:80 out (the rule
+ * and its group in why); otherwise NB_DR_PROBLEM without a config drive
+ * (the guest cannot read its metadata) and NB_DR_WARN with one, why naming
+ * the groups and the rule that would let it out. Pure. */
+enum nb_dr_verdict nb_dr_net_metadata(const json_t *groups, bool config_drive, char *why, size_t n);
+
+/* The DHCP verdict of tap's filter, from `nft list table` of the agent's
+ * bridge table (bridge_list) and inet table (inet_list; either may be NULL
+ * when it could not be listed): NB_DR_OK when chain from_<tap> accepts the
+ * client's UDP 68->67 before any IPv4 source check drops it, egress_<tap>
+ * returns (or accepts) it, and ingress_<tap> accepts the server's UDP
+ * 67->68, each before an unconditional drop; the lines in why. Otherwise
+ * NB_DR_PROBLEM naming the chain and what it lacks. Pure. */
+enum nb_dr_verdict nb_dr_nft_dhcp(const char *bridge_list, const char *inet_list, const char *tap,
+                                  char *why, size_t n);
+
 /* `nubo doctor migration <server> [--to HOST] [--json]`
  * (doctor_migration.c): the live-migration prechecks through the API. Exit
  * status as above (0: some host can take the server, 1: none). */

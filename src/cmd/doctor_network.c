@@ -7,9 +7,13 @@
  * port's line in the dnsmasq hostsfile the agent writes (under
  * <state_path>/network-agent/), when this host serves it; and, for a port
  * with port security, that a security-group table of an agent (bridge
- * nubo_port_<tag>, inet nubo_sg_<tag>) names its tap. First, that the
- * network service's desired state for the host (GET /networking/v2.0/
- * hosts/{host}/state, what the agent reconciles) lists the port. */
+ * nubo_port_<tag>, inet nubo_sg_<tag>) names its tap and lets the guest's
+ * DHCP through (the base rules Neutron keeps whatever the groups say). First,
+ * that the network service's desired state for the host (GET /networking/
+ * v2.0/hosts/{host}/state, what the agent reconciles) lists the port.
+ * On any host, for a port with port security: that an egress rule of its
+ * groups lets the guest reach the metadata service (a PROBLEM when the
+ * server has no config drive to read instead, a WARN when it has one). */
 #include "cmd/api_client.h"
 #include "cmd/doctor.h"
 
@@ -48,6 +52,178 @@ enum nb_dr_verdict nb_dr_net_wiring(const struct nb_dr_wiring *w, char *why, siz
         return NB_DR_WARN;
     }
     snprintf(why, n, "%s on %s, mtu %d (network %d)", w->tap, w->bridge, w->tap_mtu, w->net_mtu);
+    return NB_DR_OK;
+}
+
+enum nb_dr_verdict nb_dr_net_metadata(const json_t *groups, bool config_drive, char *why, size_t n)
+{
+    const json_t *group = NULL;
+    const json_t *rule = nb_sg_groups_allow_metadata(groups, &group);
+    if (rule) {
+        const char *name = nb_json_str(group, "name");
+        snprintf(why, n, "egress to 169.254.169.254:80 is allowed by rule %s of group %s (%s)",
+                 nb_json_str(rule, "id") ? nb_json_str(rule, "id") : "-",
+                 name && *name ? name : "-", nb_json_str(group, "id"));
+        return NB_DR_OK;
+    }
+    const char *effect = config_drive ? "; the server has a config drive, so only what the guest "
+                                        "asks of the metadata service fails"
+                                      : " and the server has no config drive: the guest cannot "
+                                        "read its metadata (hostname, keys, user data)";
+    if (!json_array_size(groups)) {
+        snprintf(why, n,
+                 "the port has no security group, so its filter lets no egress out, IPv4 TCP to "
+                 "169.254.169.254:80 included%s; give it one (openstack port set "
+                 "--security-group <group> <port>)",
+                 effect);
+        return config_drive ? NB_DR_WARN : NB_DR_PROBLEM;
+    }
+    char names[1024] = "";
+    size_t i;
+    json_t *g;
+    json_array_foreach (groups, i, g) {
+        size_t k = strlen(names);
+        const char *name = nb_json_str(g, "name");
+        snprintf(names + k, sizeof(names) - k, "%s%s (%s%s)", k ? ", " : "",
+                 name && *name ? name : "-", nb_json_str(g, "id"),
+                 nb_json_int(g, "known", 1) ? "" : ", no such group");
+    }
+    snprintf(why, n,
+             "no egress rule of group%s %s allows IPv4 TCP to 169.254.169.254:80%s; it needs "
+             "e.g. `openstack security group rule create --egress --protocol tcp --dst-port 80 "
+             "--remote-ip 169.254.169.254/32 %s`",
+             json_array_size(groups) > 1 ? "s" : "", names, effect,
+             nb_json_str(json_array_get(groups, 0), "id"));
+    return config_drive ? NB_DR_WARN : NB_DR_PROBLEM;
+}
+
+/* --- the DHCP allowance in the agent's nft tables -------------------------- */
+
+enum chain_find { CH_FOUND, CH_NO_CHAIN, CH_MISSING, CH_BLOCKED };
+
+/* A rule line of an `nft list` listing without its leading blanks, its
+ * comment and its counter ("counter" or "counter packets N bytes M"), in
+ * out[n]: what it matches and its verdict. */
+static void rule_core(const char *line, char *out, size_t n)
+{
+    char buf[1024];
+    nb_strlcpy(buf, line + strspn(line, " \t"), sizeof(buf));
+    char *c = strstr(buf, " comment \"");
+    if (c)
+        *c = '\0';
+    out[0] = '\0';
+    size_t k = 0;
+    int after = 0; /* tokens of "counter packets N bytes M" seen */
+    char *save = NULL;
+    for (char *w = strtok_r(buf, " \t", &save); w; w = strtok_r(NULL, " \t", &save)) {
+        bool skip;
+        switch (after) {
+        case 0: skip = !strcmp(w, "counter"); break;
+        case 1: skip = !strcmp(w, "packets"); break;
+        case 3: skip = !strcmp(w, "bytes"); break;
+        default: skip = true; break; /* the two numbers */
+        }
+        after = skip ? (after + 1) % 5 : 0;
+        if (skip)
+            continue;
+        snprintf(out + k, n - k, "%s%s", k ? " " : "", w);
+        k = strlen(out);
+    }
+}
+
+/* Whether a rule drops every packet that reaches it; with v4_source, also a
+ * drop by IPv4 source (a DHCP discover comes from 0.0.0.0, which no port's
+ * source check admits). */
+static bool blocks(const char *line, bool v4_source)
+{
+    char core[1024];
+    rule_core(line, core, sizeof(core));
+    if (!strcmp(core, "drop") || !strcmp(core, "reject"))
+        return true;
+    if (!v4_source || !strstr(core, "drop") || strstr(core, "ip saddr 0.0.0.0 "))
+        return false;
+    return strstr(core, "ip saddr") || !strncmp(core, "meta protocol ip ", 17);
+}
+
+/* Looks in listing for chain name and, in it, the first rule that has
+ * match and ends in one of the verdicts (" accept", " return"), before a
+ * rule that blocks it. The rule (or the one that blocks) goes to line[n]. */
+static enum chain_find find_rule(const char *listing, const char *name, const char *match,
+                                 bool returns, bool v4_source, char *line, size_t n)
+{
+    char head[96];
+    snprintf(head, sizeof(head), "chain %s {", name);
+    const char *p = listing ? strstr(listing, head) : NULL;
+    line[0] = '\0';
+    if (!p)
+        return CH_NO_CHAIN;
+    p = strchr(p, '\n');
+    while (p && *p) {
+        p++;
+        const char *end = strchr(p, '\n');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        char buf[1024];
+        snprintf(buf, sizeof(buf), "%.*s", (int)(len < sizeof(buf) ? len : sizeof(buf) - 1), p);
+        char *t = buf + strspn(buf, " \t");
+        if (!strcmp(t, "}"))
+            break;
+        char core[1024];
+        rule_core(t, core, sizeof(core));
+        size_t cl = strlen(core);
+        bool verdict = (cl > 7 && !strcmp(core + cl - 7, " accept")) ||
+                       (returns && cl > 7 && !strcmp(core + cl - 7, " return"));
+        if (strstr(core, match) && verdict) {
+            nb_strlcpy(line, t, n);
+            return CH_FOUND;
+        }
+        if (*t && blocks(t, v4_source)) {
+            nb_strlcpy(line, t, n);
+            return CH_BLOCKED;
+        }
+        p = end;
+    }
+    return CH_MISSING;
+}
+
+enum nb_dr_verdict nb_dr_nft_dhcp(const char *bridge_list, const char *inet_list, const char *tap,
+                                  char *why, size_t n)
+{
+    static const char *const client = "udp sport 68 udp dport 67";
+    static const char *const server = "udp sport 67 udp dport 68";
+    const struct {
+        const char *listing, *table, *prefix, *match, *what;
+        bool returns, v4_source;
+    } want[] = {
+        {bridge_list, "bridge", "from_", client, "the client's discover from 0.0.0.0", false, true},
+        {inet_list, "inet", "egress_", client, "the client's requests", true, false},
+        {inet_list, "inet", "ingress_", server, "the server's answers", false, false},
+    };
+    size_t k = 0;
+    why[0] = '\0';
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        char chain[64], line[512];
+        snprintf(chain, sizeof(chain), "%s%s", want[i].prefix, tap);
+        enum chain_find f = want[i].listing
+                                ? find_rule(want[i].listing, chain, want[i].match, want[i].returns,
+                                            want[i].v4_source, line, sizeof(line))
+                                : CH_NO_CHAIN;
+        if (f == CH_FOUND) {
+            snprintf(why + k, n - k, "%s%s %s: \"%s\"", k ? "; " : "", want[i].table, chain, line);
+            k = strlen(why);
+            continue;
+        }
+        if (f == CH_NO_CHAIN)
+            snprintf(why, n, "%s table %s: no chain %s, so nothing lets %s (%s) through",
+                     want[i].table, want[i].listing ? "listed" : "not listed", chain, want[i].what,
+                     want[i].match);
+        else if (f == CH_BLOCKED)
+            snprintf(why, n, "%s chain %s drops %s (%s) at \"%s\" before any rule lets it through",
+                     want[i].table, chain, want[i].what, want[i].match, line);
+        else
+            snprintf(why, n, "%s chain %s has no rule that lets %s (%s) through", want[i].table,
+                     chain, want[i].what, want[i].match);
+        return NB_DR_PROBLEM;
+    }
     return NB_DR_OK;
 }
 
@@ -144,7 +320,9 @@ static void check_dhcp(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report
 }
 
 /* The security-group filter of tap: a bridge nubo_port_<tag> table naming
- * it (the agent's anti-spoofing chain), and its inet nubo_sg_<tag>. */
+ * it (the agent's anti-spoofing chain), and in it and its inet
+ * nubo_sg_<tag> the rules that let the guest's DHCP through whatever its
+ * groups say (Neutron's base rules). */
 static void check_sg(struct nb_dr_report *r, const json_t *port, const char *tap)
 {
     if (!nb_json_int(port, "port_security_enabled", 1)) {
@@ -162,6 +340,7 @@ static void check_sg(struct nb_dr_report *r, const json_t *port, const char *tap
     char tables[4096] = "", found[128] = "";
     char *save = NULL;
     _cleanup_free_ char *copy = strdup(out);
+    _cleanup_free_ char *bridge_list = NULL;
     for (char *l = strtok_r(copy, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
         char fam[16], name[96];
         if (sscanf(l, "table %15s %95s", fam, name) != 2 || strncmp(name, "nubo_", 5))
@@ -171,15 +350,27 @@ static void check_sg(struct nb_dr_report *r, const json_t *port, const char *tap
         if (found[0] || strcmp(fam, "bridge") || strncmp(name, "nubo_port_", 10))
             continue;
         const char *const show[] = {"nft", "list", "table", "bridge", name, NULL};
-        if (nb_run(show, out, sizeof(out), 10) == 0 && strstr(out, tap))
+        if (nb_run(show, out, sizeof(out), 10) == 0 && strstr(out, tap)) {
             snprintf(found, sizeof(found), "bridge %s", name);
+            bridge_list = strdup(out);
+        }
     }
-    if (found[0])
-        nb_dr_check(r, NB_DR_OK, "security groups", "%s is filtered in table %s (tables: %s)", tap,
-                    found, tables);
-    else
+    if (!found[0]) {
         nb_dr_check(r, NB_DR_WARN, "security groups", "no nubo_port_* table names %s (tables: %s)",
                     tap, tables[0] ? tables : "none");
+        nb_dr_check(r, NB_DR_SKIP, "dhcp rules", "no filter of %s to look at", tap);
+        return;
+    }
+    nb_dr_check(r, NB_DR_OK, "security groups", "%s is filtered in table %s (tables: %s)", tap,
+                found, tables);
+    /* the agent's inet table has the bridge table's tag: nubo_sg_<tag> */
+    char inet[160];
+    snprintf(inet, sizeof(inet), "nubo_sg_%s", found + strlen("bridge nubo_port_"));
+    const char *const show[] = {"nft", "list", "table", "inet", inet, NULL};
+    bool listed = nb_run(show, out, sizeof(out), 10) == 0;
+    char why[2048];
+    enum nb_dr_verdict v = nb_dr_nft_dhcp(bridge_list, listed ? out : NULL, tap, why, sizeof(why));
+    nb_dr_check(r, v, "dhcp rules", "%s", why);
 }
 
 /* The host's desired state from the API, once per run (NULL with why). */
@@ -247,6 +438,25 @@ static void check_host_state(struct nb_db *db, struct nb_dr_report *r, const cha
                 host, id);
 }
 
+/* Whether the port's groups let the guest reach the metadata service;
+ * needs only the database, so it runs on any host. */
+static void check_metadata(struct nb_dr_report *r, const json_t *port)
+{
+    if (!nb_json_int(port, "port_security_enabled", 1)) {
+        nb_dr_check(r, NB_DR_SKIP, "metadata",
+                    "port security is disabled on the port: no group filters its egress");
+        return;
+    }
+    /* the API stores "True" or "" (Nova's instance.config_drive) */
+    bool cd = nb_bool_from_string(nb_json_str(r->server, "config_drive")) == 1 ||
+              nb_conf_bool("compute", "force_config_drive", false) ||
+              nb_conf_bool("DEFAULT", "force_config_drive", false);
+    char why[2048];
+    enum nb_dr_verdict v =
+        nb_dr_net_metadata(json_object_get(port, "security_groups"), cd, why, sizeof(why));
+    nb_dr_check(r, v, "metadata", "%s", why);
+}
+
 static void check_port(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report *r,
                        const struct nb_dr_host *h, const json_t *port)
 {
@@ -281,6 +491,7 @@ static void check_port(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report
                 "binding:vif_type=%s%s",
                 id, nb_json_str(port, "mac_address"), ips && *ips ? ips : "-", net,
                 netname && *netname ? netname : "-", mtu, status, *bound ? bound : "-", vif, why);
+    check_metadata(r, port);
     if (strcmp(vif, "bridge")) {
         nb_dr_check(r, NB_DR_SKIP, "data plane",
                     "binding:vif_type %s: no Linux bridge agent wires this port", vif);

@@ -6,8 +6,9 @@
 #include "db/db.h"
 #include "network/network.h"
 
-/* Adds the port's fixed IPs, its network's name and MTU and the network's
- * DHCP ports to port. 0/-1. */
+/* Adds the port's fixed IPs, its network's name and MTU, the network's
+ * DHCP ports and the port's security groups with their rules to port.
+ * 0/-1. */
 static int describe(struct nb_db *db, struct nb_ctx *ctx, json_t *port)
 {
     const char *id = nb_json_str(port, "id"), *net = nb_json_str(port, "network_id");
@@ -23,6 +24,10 @@ static int describe(struct nb_db *db, struct nb_ctx *ctx, json_t *port)
     if (!dhcp)
         return -1;
     json_object_set_new(port, "dhcp_ports", dhcp);
+    json_t *groups = nb_sg_port_groups(db, ctx, id);
+    if (!groups)
+        return -1;
+    json_object_set_new(port, "security_groups", groups);
     const char *list = nb_json_str(ips, "ips");
     json_object_set_new(port, "ips", json_string(list ? list : ""));
     const char *name = nb_json_str(netrow, "name");

@@ -403,11 +403,15 @@ static int binding_failed(struct nb_ctx *ctx, const char *instance_uuid)
 /* The ids of the security groups the server asked for by name (or id), in
  * the server's project, as Nova's _process_security_groups: "default" is
  * the project's default group, an unknown one is 400. NULL in *ids when
- * none was named (a new port gets the default group). 0/-1. */
+ * none was named, or only "default" (Nova's _clean_security_groups: the
+ * port then gets the default group from the network service, which gives
+ * none on a network without port security). 0/-1. */
 static int resolve_groups(struct nb_ctx *ctx, const json_t *names, json_t **ids)
 {
     *ids = NULL;
-    if (!json_array_size(names))
+    const char *only =
+        json_array_size(names) == 1 ? json_string_value(json_array_get(names, 0)) : NULL;
+    if (!json_array_size(names) || (only && !strcmp(only, "default")))
         return 0;
     json_t *out = json_array();
     size_t i;

@@ -16,6 +16,8 @@
 #include "common/env.h"
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
 
 /* Registers the /networking routes; keeps env->db. 0/-1. */
 int nb_network_init(struct nb_env *env);
@@ -138,9 +140,39 @@ json_t *nb_network_interface_attachments(struct nb_ctx *ctx, const char *instanc
  * network tables of db (the doctor opens the database itself): a new array
  * with one object per compute port of the instance (its ports row) plus
  * "ips" (its fixed IPs, comma-separated, "" if none), "network_name",
- * "network_mtu" and "dhcp_ports": [{"id", "binding_host_id", "status"}] of
- * its network. NULL after a database error recorded on ctx. */
+ * "network_mtu", "dhcp_ports": [{"id", "binding_host_id", "status"}] of
+ * its network and "security_groups" (as nb_sg_port_groups gives them). NULL after a database error
+ * recorded on ctx. */
 struct nb_db;
 json_t *nb_network_doctor_ports(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid);
+
+/* --- the metadata path through security groups (sg_metadata.c) ---------- */
+
+/* Whether one security-group rule (a securitygrouprules row or its API
+ * view) lets a guest's request to the metadata service out: an egress IPv4
+ * rule whose protocol is none, 0 or TCP, whose port range is none or holds
+ * 80, and whose remote_ip_prefix is none or holds 169.254.169.254. A rule
+ * by remote group never does. Pure. */
+bool nb_sg_rule_allows_metadata(const json_t *rule);
+
+/* The first rule of groups ([{"id", "name", "rules": [...]}, ...]) that
+ * nb_sg_rule_allows_metadata, and its group in *group (may be NULL); both
+ * borrowed from groups. NULL when none does. Pure. */
+const json_t *nb_sg_groups_allow_metadata(const json_t *groups, const json_t **group);
+
+/* The security groups of a port, read from db: a new array of {"id",
+ * "name" ("" for a group no longer there), "stateful", "known", "rules":
+ * [rows with id, direction, ethertype, protocol, port_range_min/max,
+ * remote_ip_prefix, remote_group_id]}, in binding order. NULL after a
+ * database error on ctx. */
+json_t *nb_sg_port_groups(struct nb_db *db, struct nb_ctx *ctx, const char *port_id);
+
+/* Whether the instance's guest is cut off from the metadata service by its
+ * security groups: 1 when it has compute ports and every one has port
+ * security with groups that allow no metadata request (their names and ids
+ * then go to groups[n], "" for none), 0 when some port lets it through or
+ * there is no port, -1 after a database error on ctx. */
+int nb_network_metadata_denied(struct nb_ctx *ctx, const char *instance_uuid, char *groups,
+                               size_t n);
 
 #endif

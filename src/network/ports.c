@@ -490,7 +490,9 @@ static int bind_groups(struct nb_ctx *ctx, const char *port_id, const char *proj
 
 /* Before a create's transaction: a port given no security_groups gets its
  * project's default group (which the hook may have to create, in its own
- * transaction), unless port security is off or it is a network:* port. */
+ * transaction), unless port security is off (asked, or inherited from a
+ * network without it, as Neutron's portsecurity extension) or it is a
+ * network:* port. */
 static int prepare_groups(struct nb_ctx *ctx, json_t *body)
 {
     const char *owner = nb_json_str(body, "device_owner");
@@ -498,6 +500,11 @@ static int prepare_groups(struct nb_ctx *ctx, json_t *body)
     if (!nb_net_hooks.port_security_groups || json_object_get(body, "security_groups") ||
         (ps && !json_is_true(ps)) || (owner && nb_startswith(owner, "network:")))
         return 0;
+    const char *net = nb_json_str(body, "network_id");
+    if (!ps && net &&
+        nb_db_int(nb_net_env->db, ctx, 1, "SELECT port_security_enabled FROM networks WHERE id = ?",
+                  "s", net) == 0)
+        return nb_ctx_failed(ctx) ? -1 : 0;
     char project[NB_ID_LEN];
     if (nb_net_owner(ctx, body, project) < 0)
         return -1;

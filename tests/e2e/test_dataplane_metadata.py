@@ -170,4 +170,10 @@ def test_doctor_shows_the_network_path(dpcloud):
     assert re.search(r"\[OK\] tap: %s on %s, mtu \d+" % (tap, bridge), out), out
     assert re.search(r"\[OK\] dhcp: namespace qdhcp-%s present; \S+/host has \"%s," %
                      (c.net_id, port["MAC Address"]), out), out
+    assert re.search(r"\[OK\] metadata: egress to 169\.254\.169\.254:80 is allowed by rule \S+ of "
+                     r"group default ", out), out
+    assert re.search(r"\[OK\] dhcp rules: bridge from_%s: \"ip saddr 0\.0\.0\.0 ip daddr "
+                     r"255\.255\.255\.255 udp sport 68 udp dport 67 accept.*; inet egress_%s: "
+                     r"\".*udp sport 68 udp dport 67 return.*; inet ingress_%s: \".*udp sport 67 "
+                     r"udp dport 68 accept" % (tap, tap, tap), out), out
     assert "[PROBLEM]" not in out, out

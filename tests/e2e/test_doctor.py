@@ -4,8 +4,10 @@ what needs no real guest. Exit statuses (0 healthy, 1 problem not fixed,
 made with the runbook's own JSON_SET through the `sqlite3` CLI and named with
 both formats, and --fix: the mapping corrected, the old connection_info kept
 in doctor_fixes, an ERROR server reset and hard-rebooted through the API, and
-the rollback when the API cannot take the reboot. The real-guest runbook is
-in test_bfv.py."""
+the rollback when the API cannot take the reboot; the metadata path through
+the port's security groups (what the database says, so no guest is needed).
+The real-guest runbook is in test_bfv.py; the data-plane checks of a real
+guest's port are in test_dataplane_metadata.py."""
 import glob
 import os
 import re
@@ -179,6 +181,8 @@ def test_healthy_image_backed(dc, api):
     assert "[OK] boot_index 0: exactly one mapping" in out, out
     assert "[SKIP] libvirt domain: [compute] driver is fake" in out, out
     assert "[SKIP] volumes: the server has no volume mappings" in out, out
+    assert re.search(r"^\[OK\] metadata: egress to 169\.254\.169\.254:80 is allowed by rule \S+ "
+                     r"of group default ", out, re.M), out
     assert not lines(out, "PROBLEM"), out
     assert "summary: server %s: 0 problem(s)" % s["id"] in out
     # by name too
@@ -312,3 +316,63 @@ def test_libvirt_domain_checked_on_its_own_host(dc, api):
     assert p.returncode == 1, p.stdout + p.stderr
     assert ("[PROBLEM] libvirt domain: no domain %s on host %s (qemu:///system), "
             "vm_state=active" % (s["id"], host)) in p.stdout, p.stdout
+
+
+def request_id(headers):
+    return {k.lower(): v for k, v in headers.items()}.get("x-openstack-request-id", "")
+
+
+def test_metadata_denied_by_security_group(dc, api):
+    """A group without egress rules and a server without a config drive: the
+    build goes on (as Nova's) with a WARNING under its request ID, and the
+    doctor's PROBLEM names the group and the rule that would let the guest
+    reach 169.254.169.254:80; with a config drive it is a WARN; once the rule
+    is there, OK. Needs only the database: the fake driver's ports do."""
+    name = unique("sd-closed")
+    sg = api.call("POST", "/networking/v2.0/security-groups", {"security_group": {"name": name}},
+                  want=201)["security_group"]
+    for r in sg["security_group_rules"]:
+        if r["direction"] == "egress":
+            api.call("DELETE", "/networking/v2.0/security-group-rules/%s" % r["id"], want=204)
+    net = dc.sql("SELECT id FROM networks WHERE name = 'private'")[0]["id"]
+    flavor = dc.sql("SELECT flavorid FROM flavors WHERE name = 'm1.tiny'")[0]["flavorid"]
+    image = dc.sql("SELECT id FROM images WHERE name = 'cirros'")[0]["id"]
+
+    def create(**extra):
+        body = {"server": dict({"name": unique("dr-md"), "flavorRef": flavor, "imageRef": image,
+                                "networks": [{"uuid": net}], "security_groups": [{"name": name}]},
+                               **extra)}
+        st, h, data = dc.request("POST", "/compute/v2.1/servers", body, token=api.token)
+        assert st == 202, data
+        sid = data["server"]["id"]
+        wait_row(dc, "SELECT vm_state FROM instances WHERE uuid = '%s'" % sid,
+                 lambda r: r["vm_state"] == "active")
+        return sid, request_id(h)
+
+    sid, rid = create()
+    p = diagnose(dc, sid)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert ("[PROBLEM] metadata: no egress rule of group %s (%s) allows IPv4 TCP to "
+            "169.254.169.254:80 and the server has no config drive: the guest cannot read its "
+            "metadata" % (name, sg["id"])) in p.stdout, p.stdout
+    assert ("`openstack security group rule create --egress --protocol tcp --dst-port 80 "
+            "--remote-ip 169.254.169.254/32 %s`" % sg["id"]) in p.stdout, p.stdout
+    assert rid.startswith("req-"), rid
+    warned = [ln for ln in dc.log("conductor").splitlines()
+              if "WARNING" in ln and rid in ln and sid in ln and "169.254.169.254:80" in ln]
+    assert warned and name in warned[0], rid
+
+    cd, _ = create(config_drive=True)
+    p = diagnose(dc, cd)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "[WARN] metadata: no egress rule of group %s (%s)" % (name, sg["id"]) in p.stdout
+    assert "the server has a config drive" in p.stdout, p.stdout
+
+    rule = api.call("POST", "/networking/v2.0/security-group-rules", {"security_group_rule": {
+        "security_group_id": sg["id"], "direction": "egress", "ethertype": "IPv4",
+        "protocol": "tcp", "port_range_min": 80, "port_range_max": 80,
+        "remote_ip_prefix": "169.254.169.254/32"}}, want=201)["security_group_rule"]
+    p = diagnose(dc, sid)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert ("[OK] metadata: egress to 169.254.169.254:80 is allowed by rule %s of group %s (%s)"
+            % (rule["id"], name, sg["id"])) in p.stdout, p.stdout

@@ -142,6 +142,24 @@ def test_security_groups_reach_the_ports_and_os_interface_lists_them(nc):
     assert bad.returncode != 0, bad.stdout
 
 
+def test_network_without_port_security_boots_without_groups(nc):
+    """Tempest's test_boot_into_disabled_port_security_network_without_secgroup:
+    on a network with port security off, a server that names no group (the
+    API records "default", which Nova drops before asking Neutron) gets a
+    port without security groups instead of a failed build; a port made on
+    it without port_security_enabled inherits the network's and no group."""
+    name = unique("sd-nops")
+    net = nc.cli("network", "create", "--disable-port-security", name, "-f", "json")
+    nc.cli("subnet", "create", "--network", name, "--subnet-range", "10.190.7.0/24",
+           name + "-sub", "-f", "json")
+    s = boot(nc, "--network", net["id"])
+    (port,) = ports_of(nc, s["id"])
+    p = nc.cli("port", "show", port["ID"], "-f", "json")
+    assert p["port_security_enabled"] is False and p["security_group_ids"] == [], p
+    p = nc.cli("port", "create", "--network", net["id"], unique("sd-p"), "-f", "json")
+    assert p["port_security_enabled"] is False and p["security_group_ids"] == [], p
+
+
 def test_nic_none(nc):
     s = boot(nc, "--nic", "none", mv="2.37")
     assert addresses(nc, s["id"]) == {}

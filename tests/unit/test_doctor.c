@@ -16,6 +16,7 @@
 #include "db/db.h"
 #include "identity/identity.h"
 #include "identity/identity_int.h"
+#include "network/network.h"
 #include "volume/volume.h"
 
 #include <stdio.h>
@@ -506,10 +507,250 @@ static void test_net_wiring(void **state)
     assert_int_equal(nb_dr_net_wiring(&w, why, sizeof(why)), NB_DR_WARN);
 }
 
+/* A rule as the API shows it; "-" for a null field, port -1 for none. */
+static json_t *rule(const char *direction, const char *eth, const char *proto, int min, int max,
+                    const char *prefix, const char *group)
+{
+    json_t *r = json_pack("{s:s, s:s, s:s}", "id", "r-1", "direction", direction, "ethertype", eth);
+    json_object_set_new(r, "protocol", strcmp(proto, "-") ? json_string(proto) : json_null());
+    json_object_set_new(r, "port_range_min", min >= 0 ? json_integer(min) : json_null());
+    json_object_set_new(r, "port_range_max", max >= 0 ? json_integer(max) : json_null());
+    json_object_set_new(r, "remote_ip_prefix",
+                        strcmp(prefix, "-") ? json_string(prefix) : json_null());
+    json_object_set_new(r, "remote_group_id",
+                        strcmp(group, "-") ? json_string(group) : json_null());
+    return r;
+}
+
+static bool allows(json_t *r)
+{
+    bool b = nb_sg_rule_allows_metadata(r);
+    json_decref(r);
+    return b;
+}
+
+/* Which egress rules let a guest's request to 169.254.169.254:80 out. */
+static void test_metadata_rule(void **state)
+{
+    (void)state;
+    /* Neutron's default egress rules, and rules made for the metadata */
+    assert_true(allows(rule("egress", "IPv4", "-", -1, -1, "-", "-")));
+    assert_true(allows(rule("egress", "IPv4", "-", -1, -1, "0.0.0.0/0", "-")));
+    assert_true(allows(rule("egress", "IPv4", "tcp", 80, 80, "169.254.169.254/32", "-")));
+    assert_true(allows(rule("egress", "IPv4", "6", 1, 1024, "169.254.0.0/16", "-")));
+    assert_true(allows(rule("egress", "IPv4", "TCP", -1, -1, "169.254.169.254", "-")));
+    assert_true(allows(rule("egress", "IPv4", "0", -1, -1, "-", "-")));
+    assert_true(allows(rule("egress", "IPv4", "ip", -1, -1, "-", "-")));
+    /* a row as the database has it: ports as integers, protocol text */
+    json_t *row = json_pack("{s:s, s:s, s:s, s:i, s:i, s:n, s:n}", "direction", "egress",
+                            "ethertype", "IPv4", "protocol", "tcp", "port_range_min", 80,
+                            "port_range_max", 443, "remote_ip_prefix", "remote_group_id");
+    assert_true(allows(row));
+    /* what does not */
+    assert_false(allows(rule("ingress", "IPv4", "-", -1, -1, "-", "-")));
+    assert_false(allows(rule("egress", "IPv6", "-", -1, -1, "-", "-")));
+    assert_false(allows(rule("egress", "IPv4", "udp", -1, -1, "-", "-")));
+    assert_false(allows(rule("egress", "IPv4", "icmp", -1, -1, "-", "-")));
+    assert_false(allows(rule("egress", "IPv4", "tcp", 443, 443, "-", "-")));
+    assert_false(allows(rule("egress", "IPv4", "tcp", 81, 8080, "-", "-")));
+    assert_false(allows(rule("egress", "IPv4", "tcp", 22, 79, "-", "-")));
+    assert_false(allows(rule("egress", "IPv4", "tcp", 80, 80, "10.190.0.0/16", "-")));
+    assert_false(allows(rule("egress", "IPv4", "tcp", 80, 80, "169.254.169.253/32", "-")));
+    assert_false(allows(rule("egress", "IPv4", "-", -1, -1, "::/0", "-")));
+    assert_false(allows(rule("egress", "IPv4", "-", -1, -1, "-", "grp-self")));
+    assert_false(allows(rule("egress", "IPv4", "-", -1, -1, "not-a-cidr", "-")));
+}
+
+/* The metadata verdict: OK naming the rule, PROBLEM without a config drive
+ * naming the groups and the rule to add, WARN with one. */
+static void test_net_metadata(void **state)
+{
+    (void)state;
+    char why[2048];
+    json_t *groups =
+        json_pack("[{s:s, s:s, s:i, s:[o]}, {s:s, s:s, s:i, s:[]}]", "id", "sg-a", "name", "web",
+                  "known", 1, "rules", rule("ingress", "IPv4", "tcp", 80, 80, "-", "-"), "id",
+                  "sg-b", "name", "", "known", 0, "rules");
+    assert_int_equal(nb_dr_net_metadata(groups, false, why, sizeof(why)), NB_DR_PROBLEM);
+    assert_non_null(strstr(why, "no egress rule of groups web (sg-a), - (sg-b, no such group) "
+                                "allows IPv4 TCP to 169.254.169.254:80 and the server has no "
+                                "config drive: the guest cannot read its metadata"));
+    assert_non_null(strstr(why, "openstack security group rule create --egress --protocol tcp "
+                                "--dst-port 80 --remote-ip 169.254.169.254/32 sg-a"));
+    assert_int_equal(nb_dr_net_metadata(groups, true, why, sizeof(why)), NB_DR_WARN);
+    assert_non_null(strstr(why, "the server has a config drive"));
+    json_t *r = rule("egress", "IPv4", "tcp", 80, 80, "169.254.169.254/32", "-");
+    json_object_set_new(r, "id", json_string("r-md"));
+    json_array_append_new(json_object_get(json_array_get(groups, 1), "rules"), r);
+    json_object_set_new(json_array_get(groups, 1), "name", json_string("md"));
+    assert_int_equal(nb_dr_net_metadata(groups, false, why, sizeof(why)), NB_DR_OK);
+    assert_string_equal(why, "egress to 169.254.169.254:80 is allowed by rule r-md of group md "
+                             "(sg-b)");
+    json_decref(groups);
+    groups = json_array();
+    assert_int_equal(nb_dr_net_metadata(groups, false, why, sizeof(why)), NB_DR_PROBLEM);
+    assert_non_null(strstr(why, "the port has no security group"));
+    assert_int_equal(nb_dr_net_metadata(groups, true, why, sizeof(why)), NB_DR_WARN);
+    json_decref(groups);
+}
+
+/* `nft list table` as nft 1.0 prints what sg_render.c renders. */
+static const char bridge_ok[] =
+    "table bridge nubo_port_x {\n"
+    "\tchain from_tapabc {\n"
+    "\t\tether saddr != fa:16:3e:00:00:01 counter packets 0 bytes 0 drop comment \"mac spoof\"\n"
+    "\t\tip saddr 0.0.0.0 ip daddr 255.255.255.255 udp sport 68 udp dport 67 accept comment "
+    "\"dhcp client\"\n"
+    "\t\tip saddr != 10.190.0.5 counter packets 0 bytes 0 drop comment \"ip spoof\"\n"
+    "\t\tudp sport 67 udp dport 68 counter packets 0 bytes 0 drop comment \"dhcp server\"\n"
+    "\t}\n"
+    "}\n";
+static const char inet_ok[] =
+    "table inet nubo_sg_x {\n"
+    "\tchain egress_tapabc {\n"
+    "\t\tmeta nfproto ipv4 udp sport 68 udp dport 67 return comment \"dhcp client\"\n"
+    "\t\tct state established,related return\n"
+    "\t\tcounter packets 3 bytes 180 drop comment \"no rule allows it\"\n"
+    "\t}\n\n"
+    "\tchain ingress_tapabc {\n"
+    "\t\tct state established,related accept\n"
+    "\t\tct state invalid counter packets 0 bytes 0 drop\n"
+    "\t\tip daddr 10.190.0.5 udp sport 67 udp dport 68 accept comment \"dhcp\"\n"
+    "\t\tcounter packets 0 bytes 0 drop comment \"no rule allows it\"\n"
+    "\t}\n"
+    "}\n";
+
+static char *replaced(const char *text, const char *from, const char *to)
+{
+    const char *at = strstr(text, from);
+    assert_non_null(at);
+    size_t n = strlen(text) - strlen(from) + strlen(to) + 1;
+    char *out = malloc(n);
+    snprintf(out, n, "%.*s%s%s", (int)(at - text), text, to, at + strlen(from));
+    return out;
+}
+
+/* The DHCP allowance found, quoted, and each way it can be missing. */
+static void test_nft_dhcp(void **state)
+{
+    (void)state;
+    char why[2048];
+    assert_int_equal(nb_dr_nft_dhcp(bridge_ok, inet_ok, "tapabc", why, sizeof(why)), NB_DR_OK);
+    assert_string_equal(
+        why, "bridge from_tapabc: \"ip saddr 0.0.0.0 ip daddr 255.255.255.255 udp sport 68 udp "
+             "dport 67 accept comment \"dhcp client\"\"; inet egress_tapabc: \"meta nfproto ipv4 "
+             "udp sport 68 udp dport 67 return comment \"dhcp client\"\"; inet ingress_tapabc: "
+             "\"ip daddr 10.190.0.5 udp sport 67 udp dport 68 accept comment \"dhcp\"\"");
+    /* another tap's chains are not this one's */
+    assert_int_equal(nb_dr_nft_dhcp(bridge_ok, inet_ok, "tapother", why, sizeof(why)),
+                     NB_DR_PROBLEM);
+    assert_non_null(strstr(why, "no chain from_tapother"));
+    /* the inet table could not be listed */
+    assert_int_equal(nb_dr_nft_dhcp(bridge_ok, NULL, "tapabc", why, sizeof(why)), NB_DR_PROBLEM);
+    assert_non_null(strstr(why, "inet table not listed: no chain egress_tapabc"));
+    /* the egress chain lacks the client's allowance */
+    char *t = replaced(inet_ok,
+                       "\t\tmeta nfproto ipv4 udp sport 68 udp dport 67 return comment \"dhcp "
+                       "client\"\n",
+                       "");
+    assert_int_equal(nb_dr_nft_dhcp(bridge_ok, t, "tapabc", why, sizeof(why)), NB_DR_PROBLEM);
+    assert_string_equal(why, "inet chain egress_tapabc drops the client's requests (udp sport 68 "
+                             "udp dport 67) at \"counter packets 3 bytes 180 drop comment \"no "
+                             "rule allows it\"\" before any rule lets it through");
+    free(t);
+    /* an unconditional drop before the server's answers */
+    t = replaced(inet_ok, "\t\tct state invalid", "\t\tcounter drop\n\t\tct state invalid");
+    assert_int_equal(nb_dr_nft_dhcp(bridge_ok, t, "tapabc", why, sizeof(why)), NB_DR_PROBLEM);
+    assert_non_null(strstr(why, "inet chain ingress_tapabc drops the server's answers"));
+    free(t);
+    /* the source check before the discover from 0.0.0.0 */
+    t = replaced(bridge_ok,
+                 "\t\tip saddr 0.0.0.0 ip daddr 255.255.255.255 udp sport 68 udp dport 67 accept "
+                 "comment \"dhcp client\"\n",
+                 "");
+    char *t2 = replaced(t, "\t\tudp sport 67",
+                        "\t\tip saddr 0.0.0.0 ip daddr 255.255.255.255 udp sport 68 udp dport 67 "
+                        "accept\n\t\tudp sport 67");
+    assert_int_equal(nb_dr_nft_dhcp(t2, inet_ok, "tapabc", why, sizeof(why)), NB_DR_PROBLEM);
+    assert_non_null(strstr(why, "bridge chain from_tapabc drops the client's discover from "
+                                "0.0.0.0 (udp sport 68 udp dport 67) at \"ip saddr != "
+                                "10.190.0.5 counter packets 0 bytes 0 drop"));
+    free(t2);
+    /* a chain with no allowance and no drop */
+    assert_int_equal(nb_dr_nft_dhcp(t, inet_ok, "tapabc", why, sizeof(why)), NB_DR_PROBLEM);
+    free(t);
+    t = replaced(inet_ok,
+                 "\t\tcounter packets 0 bytes 0 drop comment \"no rule allows it\"\n\t}\n}",
+                 "\t}\n}");
+    char *t3 = replaced(t,
+                        "\t\tip daddr 10.190.0.5 udp sport 67 udp dport 68 accept comment "
+                        "\"dhcp\"\n",
+                        "");
+    assert_int_equal(nb_dr_nft_dhcp(bridge_ok, t3, "tapabc", why, sizeof(why)), NB_DR_PROBLEM);
+    assert_string_equal(why, "inet chain ingress_tapabc has no rule that lets the server's "
+                             "answers (udp sport 67 udp dport 68) through");
+    free(t3);
+    free(t);
+}
+
+static void clear_network(void)
+{
+    static const char *const tables[] = {"securitygrouprules", "securitygroupportbindings",
+                                         "securitygroups", "ports", "networks"};
+    for (size_t i = 0; i < sizeof(tables) / sizeof(tables[0]); i++) {
+        char del[100];
+        snprintf(del, sizeof(del), "DELETE FROM %s", tables[i]);
+        sql(del);
+    }
+}
+
+/* The diagnosis reads the port's groups and rules from the database: no
+ * egress rule and no config drive is a PROBLEM naming the group; the rule
+ * added, OK. */
+static void test_diagnose_metadata(void **state)
+{
+    (void)state;
+    make_server("raw");
+    clear_network();
+    sql("INSERT INTO networks (id, project_id, name, mtu, created_at, updated_at) VALUES "
+        "('net-1', 'p', 'sd-net', 1450, 'now', 'now')");
+    sql("INSERT INTO ports (id, project_id, network_id, mac_address, status, device_id, "
+        "device_owner, binding_host_id, binding_vif_type, created_at, updated_at) VALUES "
+        "('port-1', 'p', 'net-1', 'fa:16:3e:00:00:01', 'ACTIVE', '" INST "', 'compute:nova', "
+        "'fake-1', 'ovs', 'now', 'now')");
+    sql("INSERT INTO securitygroups (id, project_id, name) VALUES ('sg-1', 'p', 'sd-closed')");
+    sql("INSERT INTO securitygroupportbindings (port_id, security_group_id) VALUES ('port-1', "
+        "'sg-1')");
+    sql("INSERT INTO securitygrouprules (id, project_id, security_group_id, direction, ethertype) "
+        "VALUES ('r-in', 'p', 'sg-1', 'ingress', 'IPv4')");
+    struct nb_dr_report r;
+    int rc;
+    char *out = diagnose(&r, &rc);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "[PROBLEM] metadata: no egress rule of group sd-closed (sg-1) "
+                                "allows IPv4 TCP to 169.254.169.254:80 and the server has no "
+                                "config drive"));
+    free(out);
+    nb_dr_report_clear(&r);
+    sql("INSERT INTO securitygrouprules (id, project_id, security_group_id, direction, ethertype, "
+        "protocol, port_range_min, port_range_max, remote_ip_prefix) VALUES ('r-md', 'p', 'sg-1', "
+        "'egress', 'IPv4', 'tcp', 80, 80, '169.254.169.254/32')");
+    out = diagnose(&r, &rc);
+    assert_non_null(strstr(out, "[OK] metadata: egress to 169.254.169.254:80 is allowed by rule "
+                                "r-md of group sd-closed (sg-1)"));
+    free(out);
+    nb_dr_report_clear(&r);
+    clear_network();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_net_wiring),
+        cmocka_unit_test(test_metadata_rule),
+        cmocka_unit_test(test_net_metadata),
+        cmocka_unit_test(test_nft_dhcp),
+        cmocka_unit_test(test_diagnose_metadata),
         cmocka_unit_test(test_compare_format),
         cmocka_unit_test(test_exit_status),
         cmocka_unit_test(test_diagnose_mismatch),

@@ -13,6 +13,7 @@
  * start-up recovery calls it for instances that are deleted, or failed
  * without a host, but still own ports. */
 #include "common/cleanup.h"
+#include "common/config.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -61,6 +62,34 @@ static void abort_reason(const char *err, char *why, size_t n)
     snprintf(why, n, "Failed to allocate the network(s), not rescheduling.");
 }
 
+/* Nova builds a server whose guest can neither read a config drive nor
+ * reach the metadata service (its ports' security groups let no request
+ * to 169.254.169.254:80 out); the guest then boots without its hostname,
+ * keys and user data. The build goes on, as Nova's; the log says why, under
+ * the request's ID, and what would fix it. */
+static void warn_metadata_denied(struct nb_ctx *ctx, const json_t *row)
+{
+    const char *uuid = nb_json_str(row, "uuid");
+    if (nb_bool_from_string(nb_json_str(row, "config_drive")) == 1 ||
+        nb_conf_bool("compute", "force_config_drive", false) ||
+        nb_conf_bool("DEFAULT", "force_config_drive", false))
+        return;
+    struct nb_ctx nctx;
+    nb_ctx_init_system(&nctx, ctx->request_id);
+    char groups[1024];
+    int denied = nb_network_metadata_denied(&nctx, uuid, groups, sizeof(groups));
+    if (denied < 0)
+        NB_WARN(LOG_COND, ctx, uuid, "could not check the metadata path of the ports: %s",
+                nb_ctx_message(&nctx));
+    else if (denied == 1)
+        NB_WARN(LOG_COND, ctx, uuid,
+                "the server has no config drive and no security group of its ports allows "
+                "egress IPv4 TCP to 169.254.169.254:80 (groups: %s): its guest cannot read its "
+                "metadata; e.g. `openstack security group rule create --egress --protocol tcp "
+                "--dst-port 80 --remote-ip 169.254.169.254/32 <group>` lets it",
+                groups[0] ? groups : "none");
+}
+
 int cond_allocate_networks(struct conductor *c, struct nb_ctx *ctx, const json_t *row,
                            const char *host, const char *az, const struct nb_request_spec *rspec,
                            json_t **network_info, char *why, char *details, size_t n)
@@ -84,6 +113,7 @@ int cond_allocate_networks(struct conductor *c, struct nb_ctx *ctx, const json_t
     _cleanup_free_ char *text = nb_json_dump(*network_info);
     NB_INFO(LOG_COND, ctx, uuid, "Networking on host %s: %zu port(s) %s", host,
             json_array_size(*network_info), text);
+    warn_metadata_denied(ctx, row);
     return 0;
 }
 
