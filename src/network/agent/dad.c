@@ -127,17 +127,6 @@ void na_dad_reason(char *buf, size_t n, const char *ip, const char *network_id,
              ip, network_id, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5], how);
 }
 
-/* The network of state with id, or NULL. */
-static const json_t *network_of(const json_t *state, const char *id)
-{
-    size_t i;
-    json_t *n;
-    json_array_foreach (json_object_get(state, "networks"), i, n)
-        if (id && nb_json_str(n, "id") && !strcmp(nb_json_str(n, "id"), id))
-            return n;
-    return NULL;
-}
-
 json_t *na_dad_plan(const json_t *state, const json_t *ports)
 {
     json_t *plan = json_array();
@@ -148,7 +137,7 @@ json_t *na_dad_plan(const json_t *state, const json_t *ports)
         uint8_t m[6];
         if (!id || !json_object_get(ports, id) || na_dad_mac_parse(mac, m) < 0)
             continue;
-        const json_t *net = network_of(state, nb_json_str(p, "network_id"));
+        const json_t *net = na_state_network(state, nb_json_str(p, "network_id"));
         const char *br = nb_json_str(net, "bridge");
         if (!br)
             continue;

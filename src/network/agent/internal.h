@@ -70,5 +70,7 @@ NA_PHASE int na_vxlan_sync(struct na *a, struct nb_ctx *ctx, const json_t *state
  * (l2.c). */
 int na_l2_devices(struct na *a, struct nb_ctx *ctx, const json_t *state, json_t **up,
                   json_t **down);
+/* The network of the host's state with id, or NULL (l2.c). */
+const json_t *na_state_network(const json_t *state, const char *id);
 
 #endif

@@ -166,8 +166,7 @@ int na_dev_enslave(struct nb_ctx *ctx, const char *dev, const char *bridge)
     return 0;
 }
 
-/* The network of state with id, or NULL. */
-static const json_t *network_of(const json_t *state, const char *id)
+const json_t *na_state_network(const json_t *state, const char *id)
 {
     size_t i;
     json_t *n;
@@ -257,7 +256,7 @@ int na_l2_sync(struct na *a, struct nb_ctx *ctx, const json_t *state)
     }
     /* guests' taps found off their bridge (the bridge was re-made) */
     json_array_foreach (json_object_get(state, "ports"), i, p) {
-        const json_t *net = network_of(state, nb_json_str(p, "network_id"));
+        const json_t *net = na_state_network(state, nb_json_str(p, "network_id"));
         const char *tap = nb_json_str(p, "tap"), *br = net ? nb_json_str(net, "bridge") : NULL;
         if (!tap || !br || !na_dev_is_tap(tap) || !na_dev_exists(br))
             continue;
@@ -297,7 +296,7 @@ int na_l2_devices(struct na *a, struct nb_ctx *ctx, const json_t *state, json_t 
     size_t i, k;
     json_t *p, *n, *r, *leg;
     json_array_foreach (json_object_get(state, "ports"), i, p) {
-        const json_t *net = network_of(state, nb_json_str(p, "network_id"));
+        const json_t *net = na_state_network(state, nb_json_str(p, "network_id"));
         add_leg(*up, *down, nb_json_str(p, "id"), nb_json_str(p, "tap"),
                 net ? nb_json_str(net, "bridge") : NULL);
     }
