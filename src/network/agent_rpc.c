@@ -16,6 +16,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "db/db.h"
+#include "compute/rpc/compute_api.h"
 #include "network/ml2_int.h"
 #include "network/network.h"
 #include "network/network_int.h"
@@ -97,6 +98,36 @@ static json_t *set_status(struct nb_ctx *ctx, const char *host, const json_t *id
     return changed;
 }
 
+/* Neutron's Nova notifier: a compute port that went ACTIVE (DOWN) is a
+ * network-vif-plugged (-unplugged) event for its server, sent to the
+ * server's host as os-server-external-events sends it, so the libvirt
+ * driver's wait for the port ends at once. */
+static void notify_compute(struct nb_ctx *ctx, const char *host, const json_t *ids,
+                           const char *event)
+{
+    _cleanup_json_ json_t *events = json_array();
+    size_t i;
+    json_t *id;
+    json_array_foreach (ids, i, id) {
+        _cleanup_json_ json_t *row =
+            nb_db_row(DB, ctx, "SELECT device_id, device_owner FROM ports WHERE id = ?", "s",
+                      json_string_value(id));
+        const char *owner = nb_json_str(row, "device_owner"), *dev = nb_json_str(row, "device_id");
+        if (!owner || strncmp(owner, "compute:", 8) || !dev || !*dev)
+            continue;
+        json_array_append_new(events,
+                              json_pack("{s:s, s:s, s:s, s:O}", "name", event, "server_uuid", dev,
+                                        "status", "completed", "tag", id));
+    }
+    nb_ctx_clear_error(ctx);
+    if (json_array_size(events) &&
+        nb_compute_external_instance_event(ctx, host, json_incref(events)) < 0) {
+        NB_WARN(LOG, ctx, NULL, "cannot send %s for %zu port(s) to host %s: %s", event,
+                json_array_size(events), host, nb_ctx_message(ctx));
+        nb_ctx_clear_error(ctx);
+    }
+}
+
 static json_t *update_device_list(void *opaque, struct nb_ctx *ctx, const char *method,
                                   json_t *args)
 {
@@ -124,6 +155,8 @@ static json_t *update_device_list(void *opaque, struct nb_ctx *ctx, const char *
     if (json_array_size(up) || json_array_size(down))
         NB_INFO(LOG, &sys, NULL, "host %s: %zu port(s) up, %zu down", host, json_array_size(up),
                 json_array_size(down));
+    notify_compute(&sys, host, up, "network-vif-plugged");
+    notify_compute(&sys, host, down, "network-vif-unplugged");
     return json_pack("{s:o, s:o}", "devices_up", up, "devices_down", down);
 }
 

@@ -161,6 +161,7 @@ static const struct nb_policy_entry table[] = {
     {"GET", "/compute/v2.1/servers/{server_id}/ips", NB_POLICY_READER, "os_compute_api:ips:index"},
     {"GET", "/compute/v2.1/servers/{server_id}/os-interface", NB_POLICY_READER, "os_compute_api:os-attach-interfaces:list"},
     {"GET", "/compute/v2.1/servers/{server_id}/os-interface/{port_id}", NB_POLICY_READER, "os_compute_api:os-attach-interfaces:show"},
+    {"POST", "/compute/v2.1/os-server-external-events", NB_POLICY_ADMIN, "os_compute_api:os-server-external-events:create"},
     {"GET", "/compute/v2.1/servers/{server_id}/os-server-password", NB_POLICY_READER, "os_compute_api:os-server-password:show"},
     {"DELETE", "/compute/v2.1/servers/{server_id}/os-server-password", NB_POLICY_MEMBER, "os_compute_api:os-server-password:clear"},
     {"GET", "/compute/v2.1/servers/{server_id}/ips/{network_label}", NB_POLICY_READER, "os_compute_api:ips:show"},

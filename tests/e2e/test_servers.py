@@ -231,3 +231,50 @@ def test_builds_run_side_by_side_up_to_max_concurrent_builds(fresh_cloud):
     assert "Build waits for a slot: 3 of 3 concurrent builds of host" in log
     assert stop_secs < 2.5, "the stop waited %.1f s behind the builds:\n%s" % (
         stop_secs, "\n".join(l for l in log.splitlines() if first in l))
+
+
+def test_server_external_events(cloud):
+    """POST /os-server-external-events as Nova answers it: each event's own
+    code (200 taken, 404 no such server), 200 / 207 / 404 overall, the
+    names allowed by the microversion, admin only; the server's host logs
+    what it received."""
+    sid = boot(cloud)["id"]
+    tok = cloud.token()
+    path = "/compute/v2.1/os-server-external-events"
+
+    def post(events, mv="2.1", token=tok):
+        return cloud.request("POST", path, {"events": events}, token=token,
+                             headers={"OpenStack-API-Version": "compute " + mv})
+    st, _, body = post([{"name": "network-changed", "server_uuid": sid}])
+    assert st == 200, body
+    assert body["events"] == [{"name": "network-changed", "server_uuid": sid,
+                               "status": "completed", "code": 200}]
+    gone = "8a7f8b47-3fc6-4e1c-a6b2-0d6d3f7c1a11"
+    st, _, body = post([{"name": "network-vif-plugged", "server_uuid": sid, "tag": "port-1",
+                         "status": "failed"},
+                        {"name": "network-changed", "server_uuid": gone}])
+    assert st == 207, body
+    assert [(e["code"], e["status"], e.get("tag")) for e in body["events"]] == [
+        (200, "failed", "port-1"), (404, "failed", None)]
+    st, _, body = post([{"name": "network-changed", "server_uuid": gone}])
+    assert st == 404 and body["itemNotFound"]["message"] == "No instances found for any event"
+    # volume-extended exists from 2.51
+    st, _, body = post([{"name": "volume-extended", "server_uuid": sid, "tag": "vol"}])
+    assert st == 400 and "events/0/name" in body["badRequest"]["message"], body
+    assert "'volume-extended' is not one of ['network-changed'" in body["badRequest"]["message"]
+    st, _, body = post([{"name": "volume-extended", "server_uuid": sid, "tag": "vol"}], mv="2.51")
+    assert st == 200, body
+    for bad, field in (([], "events"), ([{"name": "network-changed"}], "server_uuid"),
+                       ([{"name": "network-changed", "server_uuid": sid, "status": "done"}],
+                        "events/0/status"),
+                       ([{"name": "network-changed", "server_uuid": sid, "x": 1}], "x")):
+        st, _, body = post(bad)
+        assert st == 400 and field in body["badRequest"]["message"], (bad, body)
+    st, _, body = post([{"name": "network-changed", "server_uuid": sid}],
+                       token=cloud.token(cloud="nubo-demo"))
+    assert st == 403, body
+    deadline = time.time() + 10
+    while "Received event network-vif-plugged-port-1 (failed)" not in cloud.log("compute"):
+        assert time.time() < deadline, cloud.log("compute")[-2000:]
+        time.sleep(0.1)
+    assert "Received event network-changed (completed)" in cloud.log("compute")

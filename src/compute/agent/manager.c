@@ -19,6 +19,7 @@
 #include "compute/agent/svc_client.h"
 #include "compute/rpc/compute_api.h"
 #include "compute/rpc/conductor_api.h"
+#include "network/agent/netagent.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -434,6 +435,25 @@ static json_t *rpc_destroy_guest(void *a, struct nb_ctx *ctx, const char *method
     return NULL;
 }
 
+/* Nova's external_instance_event: each event logged as Nova does
+ * ("Received event <name>-<tag>"); network-vif-plugged wakes the driver's
+ * wait for that port (nb_vif_event). */
+static json_t *rpc_external_event(void *a, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)a, (void)method;
+    size_t i;
+    json_t *ev;
+    json_array_foreach (json_object_get(args, "events"), i, ev) {
+        const char *name = nb_json_str(ev, "name"), *tag = nb_json_str(ev, "tag");
+        const char *status = nb_json_str(ev, "status");
+        NB_INFO(LOG_AGENT, ctx, nb_json_str(ev, "server_uuid"), "Received event %s%s%s (%s)",
+                name ? name : "?", tag ? "-" : "", tag ? tag : "", status ? status : "completed");
+        if (name && tag && !strcmp(name, "network-vif-plugged"))
+            nb_vif_event(tag, status);
+    }
+    return NULL;
+}
+
 static json_t *rpc_console_output(void *a, struct nb_ctx *ctx, const char *method, json_t *args)
 {
     (void)method;
@@ -481,6 +501,7 @@ static const struct nb_bus_method methods[] = {
     {NB_COMPUTE_DETACH_VOLUME, NB_BUS_CAST, rpc_detach_volume},
     {NB_COMPUTE_SNAPSHOT_INSTANCE, NB_BUS_CAST, rpc_snapshot},
     {NB_COMPUTE_DESTROY_GUEST, NB_BUS_CAST, rpc_destroy_guest},
+    {NB_COMPUTE_EXTERNAL_INSTANCE_EVENT, NB_BUS_CAST, rpc_external_event},
     {NB_COMPUTE_GET_CONSOLE_OUTPUT, NB_BUS_CALL, rpc_console_output},
     {NB_COMPUTE_GUEST_INFO, NB_BUS_CALL, rpc_guest_info},
     {NB_COMPUTE_GET_HOST_UPTIME, NB_BUS_CALL, rpc_host_uptime},

@@ -45,6 +45,7 @@ int nb_compute_volume_attachments_init(struct nb_env *env);
 int nb_compute_server_ips_init(struct nb_env *env);
 int nb_compute_server_interfaces_init(struct nb_env *env);
 int nb_compute_server_password_init(struct nb_env *env);
+int nb_compute_server_external_events_init(struct nb_env *env);
 int nb_compute_images_init(struct nb_env *env);
 
 /* Flavor by flavorid as a DB row object plus "extra_specs": {…}; 404

@@ -77,6 +77,12 @@ int nb_compute_snapshot_instance(struct nb_ctx *ctx, const char *host, json_t *i
                 json_pack("{s:o, s:s}", "instance", instance, "image_id", image_id));
 }
 
+int nb_compute_external_instance_event(struct nb_ctx *ctx, const char *host, json_t *events)
+{
+    return cast(ctx, host, NB_COMPUTE_EXTERNAL_INSTANCE_EVENT,
+                json_pack("{s:o}", "events", events));
+}
+
 int nb_compute_destroy_guest(struct nb_ctx *ctx, const char *host, const char *uuid)
 {
     return cast(ctx, host, NB_COMPUTE_DESTROY_GUEST, json_pack("{s:s}", "uuid", uuid));

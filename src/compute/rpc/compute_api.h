@@ -27,6 +27,7 @@
 #define NB_COMPUTE_TOPIC_PREFIX "compute."
 
 #define NB_COMPUTE_BUILD_AND_RUN_INSTANCE "build_and_run_instance"
+#define NB_COMPUTE_EXTERNAL_INSTANCE_EVENT "external_instance_event"
 #define NB_COMPUTE_START_INSTANCE "start_instance"
 #define NB_COMPUTE_STOP_INSTANCE "stop_instance"
 #define NB_COMPUTE_REBOOT_INSTANCE "reboot_instance"
@@ -91,6 +92,13 @@ int nb_compute_detach_volume(struct nb_ctx *ctx, const char *host, json_t *insta
  * snapshot_result. */
 int nb_compute_snapshot_instance(struct nb_ctx *ctx, const char *host, json_t *instance,
                                  const char *image_id);
+
+/* external_instance_event (cast) {"events": [{"name", "server_uuid",
+ * "status", "tag"?}]}: what another service told the API about the
+ * host's servers (os-server-external-events); the agent logs each and
+ * wakes what waits for it (network-vif-plugged: the libvirt driver's wait).
+ * events is stolen. */
+int nb_compute_external_instance_event(struct nb_ctx *ctx, const char *host, json_t *events);
 
 /* destroy_guest (cast) {"uuid"}: cleanup after a lost race or an
  * interrupted build; no answer (an absent guest is not an error). */

@@ -142,5 +142,9 @@ int nb_vif_plug(struct nb_ctx *ctx, const json_t *vif);
  * once with its reason; a timeout fails when [DEFAULT] vif_plugging_is_fatal
  * (true), else is logged. 0/-1 after nb_error. */
 int nb_vif_wait_active(struct nb_ctx *ctx, const json_t *inst);
+/* A network-vif-plugged event for port_id (os-server-external-events, as
+ * the network service sends it when the port goes ACTIVE): wakes the
+ * waits of nb_vif_wait_active, which then ask the plugin again at once. */
+void nb_vif_event(const char *port_id, const char *status);
 
 #endif

@@ -14,7 +14,9 @@
 #include "bus/bus.h"
 #include "network/agent/netagent.h"
 
+#include <pthread.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define LOG_VW "nova.virt.libvirt.driver"
@@ -62,6 +64,37 @@ static int check_once(struct nb_ctx *ctx, const json_t *ids, char *last, size_t 
     return 1;
 }
 
+/* The events seen: a counter the waits sleep on between two asks of the
+ * plugin. An event wakes them all (a host has a handful of waits); each
+ * asks again, so no event is tied to one wait and none can be missed. */
+static pthread_mutex_t ev_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ev_cond = PTHREAD_COND_INITIALIZER;
+static unsigned long ev_seq;
+
+void nb_vif_event(const char *port_id, const char *status)
+{
+    (void)port_id, (void)status;
+    pthread_mutex_lock(&ev_lock);
+    ev_seq++;
+    pthread_cond_broadcast(&ev_cond);
+    pthread_mutex_unlock(&ev_lock);
+}
+
+/* Sleeps up to secs, or until an event after seen. */
+static void wait_event(unsigned long seen, double secs)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    long long ns = until.tv_nsec + (long long)(secs * 1e9);
+    until.tv_sec += (time_t)(ns / 1000000000LL);
+    until.tv_nsec = (long)(ns % 1000000000LL);
+    pthread_mutex_lock(&ev_lock);
+    while (ev_seq == seen)
+        if (pthread_cond_timedwait(&ev_cond, &ev_lock, &until) != 0)
+            break;
+    pthread_mutex_unlock(&ev_lock);
+}
+
 int nb_vif_wait_active(struct nb_ctx *ctx, const json_t *inst)
 {
     _cleanup_json_ json_t *ids = bridge_vifs(inst);
@@ -72,6 +105,9 @@ int nb_vif_wait_active(struct nb_ctx *ctx, const json_t *inst)
     double t0 = nb_time_mono();
     char last[512] = "";
     for (;;) {
+        pthread_mutex_lock(&ev_lock);
+        unsigned long seen = ev_seq;
+        pthread_mutex_unlock(&ev_lock);
         int rc = check_once(ctx, ids, last, sizeof(last));
         if (rc == 1) {
             NB_DEBUG(LOG_VW, ctx, uuid, "network-vif-plugged for %zu VIF(s) after %.2f s",
@@ -82,7 +118,9 @@ int nb_vif_wait_active(struct nb_ctx *ctx, const json_t *inst)
             return -1;
         if (nb_time_mono() - t0 >= (double)timeout)
             break;
-        usleep(100 * 1000);
+        /* the plugin's event wakes this; asking every half second is the
+         * fallback when an event is lost */
+        wait_event(seen, 0.5);
     }
     if (!nb_conf_bool("DEFAULT", "vif_plugging_is_fatal", true)) {
         NB_WARN(LOG_VW, ctx, uuid, "Timeout waiting for network-vif-plugged (%s) after %lld s",
