@@ -135,3 +135,59 @@ def test_slaac_guests_and_radvd(v6):
     assert not os.path.exists(rdir[0])
     c.cli("network", "delete", net["id"])
     dp.wait_for("the network's bridge gone", lambda: not dp.link_exists("brq" + net["id"][:11]))
+
+
+def test_dhcpv6_modes_rendered(v6):
+    """The test guest has no DHCPv6 client (busybox 1.35 has no udhcpc6), so
+    for dhcpv6-stateful and dhcpv6-stateless what the agent renders is
+    checked: radvd's M flag and non-autonomous prefix, resp. O flag and
+    autonomous prefix, and dnsmasq's DHCPv6 ranges; a stateful port's
+    address comes from the pool, a stateless one's is EUI-64."""
+    c = v6
+    router = c.cli("router", "create", unique("v6-r2"), "-f", "json")
+    made = []
+    for cidr, mode in (("fd00:170:2::/64", "dhcpv6-stateful"),
+                       ("fd00:170:3::/64", "dhcpv6-stateless")):
+        net = c.cli("network", "create", unique("v6-" + mode), "-f", "json")
+        sub = c.cli("subnet", "create", "--network", net["id"], "--ip-version", "6",
+                    "--subnet-range", cidr, "--ipv6-ra-mode", mode, "--ipv6-address-mode",
+                    mode, unique("v6-s"), "-f", "json")
+        c.cli("router", "add", "subnet", router["id"], sub["id"])
+        port = dp.port_show(c, c.cli("port", "create", "--network", net["id"],
+                                     unique("v6-p"), "-f", "json")["id"])
+        made.append((net, sub, port, cidr, mode))
+    stateful = made[0][2]
+    assert ipaddress.ip_address(v6_of(stateful)) in ipaddress.ip_network("fd00:170:2::/64")
+    assert v6_of(stateful) != eui64("fd00:170:2::/64", stateful["mac_address"])  # the pool's
+    assert v6_of(made[1][2]) == eui64("fd00:170:3::/64", made[1][2]["mac_address"])
+    pid = dp.wait_for("radvd of the router", lambda: radvd_pid(c.state_dir, router["id"]))
+    rdir = glob.glob(os.path.join(c.state_dir, "network-agent", "*", "l3", router["id"]))[0]
+
+    def both_blocks():
+        conf = open(os.path.join(rdir, "radvd.conf")).read()
+        return conf if conf.count("interface qr-") == 2 else None
+    conf = dp.wait_for("both interfaces in radvd.conf", both_blocks)
+    blocks = {b.split("\n", 1)[0]: b for b in conf.split("interface ")[1:]}
+    for net, sub, port, cidr, mode in made:
+        qr = [b for b in blocks.values() if "prefix " + cidr in b]
+        assert len(qr) == 1, conf
+        b = qr[0]
+        if mode == "dhcpv6-stateful":
+            assert "AdvManagedFlag on;" in b and "AdvOtherConfigFlag" not in b, b
+            assert "AdvAutonomous off;" in b, b
+        else:
+            assert "AdvOtherConfigFlag on;" in b and "AdvManagedFlag" not in b, b
+            assert "AdvAutonomous on;" in b, b
+        cmd = dp.wait_for("dnsmasq of " + mode, lambda: (lambda f: open(f).read() if f else None)(
+            (glob.glob(os.path.join(c.state_dir, "network-agent", "*", "dhcp", net["id"],
+                                    "cmdline")) or [None])[0]))
+        assert "--dhcp-range=set:subnet-%s,%s,static,64," % (sub["id"], cidr.split("/")[0]) \
+            in cmd, cmd
+    assert radvd_pid(c.state_dir, router["id"]) == pid  # reloaded, not restarted
+    for net, sub, port, cidr, mode in made:
+        c.cli("router", "remove", "subnet", router["id"], sub["id"])
+        c.cli("port", "delete", port["id"])
+    dp.wait_for("radvd stopped", lambda: radvd_pid(c.state_dir, router["id"]) is None)
+    c.cli("router", "delete", router["id"])
+    for net, *_ in made:
+        c.cli("network", "delete", net["id"])
