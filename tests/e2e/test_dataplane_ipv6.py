@@ -8,10 +8,12 @@ advertising the prefix as autonomous (Neutron's ra.py), the API gives each
 port the EUI-64 address of its MAC, and each of two guests autoconfigures
 exactly that address from the router advertisement (the test guest prints
 "NET6 addr=..." once DAD is done) and pings the other over IPv6 through the
-default security group ("same group in" for IPv6). Without a guest: an
-explicit address on the SLAAC subnet is refused as Neutron refuses it, and
-a MAC change moves the port's address. Removing the router's interface
-stops radvd; deleting everything leaves no radvd, namespace or bridge."""
+default security group ("same group in" for IPv6). While they boot: an
+explicit address on the SLAAC subnet is refused as Neutron refuses it, a
+MAC change moves the port's address, and dhcpv6-stateful/-stateless are
+checked as rendered (radvd flags, dnsmasq ranges). Removing the router's
+interface stops radvd; deleting everything leaves no radvd, namespace or
+bridge."""
 import glob
 import ipaddress
 import os
@@ -108,6 +110,8 @@ def test_slaac_guests_and_radvd(v6):
     assert "AdvManagedFlag" not in conf and "AdvOtherConfigFlag" not in conf, conf
     assert "AdvLinkMTU %d;" % net["mtu"] in conf, conf
 
+    check_dhcpv6_modes(c)
+
     # each guest takes exactly its port's address, and reaches the other
     for sid, a in zip(servers, addrs):
         assert wait_status(c, sid)["status"] == "ACTIVE"
@@ -124,8 +128,7 @@ def test_slaac_guests_and_radvd(v6):
           % (time.time() - t0))
 
     # nothing left behind: radvd goes with the router's last IPv6 interface
-    for sid in servers:
-        c.cli("server", "delete", "--wait", sid)
+    c.cli("server", "delete", "--wait", *servers)
     for p in ports:
         c.cli("port", "delete", p["id"])
     c.cli("router", "remove", "subnet", router["id"], s6["id"])
@@ -137,13 +140,13 @@ def test_slaac_guests_and_radvd(v6):
     dp.wait_for("the network's bridge gone", lambda: not dp.link_exists("brq" + net["id"][:11]))
 
 
-def test_dhcpv6_modes_rendered(v6):
+def check_dhcpv6_modes(c):
     """The test guest has no DHCPv6 client (busybox 1.35 has no udhcpc6), so
     for dhcpv6-stateful and dhcpv6-stateless what the agent renders is
     checked: radvd's M flag and non-autonomous prefix, resp. O flag and
     autonomous prefix, and dnsmasq's DHCPv6 ranges; a stateful port's
-    address comes from the pool, a stateless one's is EUI-64."""
-    c = v6
+    address comes from the pool, a stateless one's is EUI-64. (Called while
+    the SLAAC guests boot.)"""
     router = c.cli("router", "create", unique("v6-r2"), "-f", "json")
     made = []
     for cidr, mode in (("fd00:170:2::/64", "dhcpv6-stateful"),

@@ -238,6 +238,8 @@ net_sshd() {
 # <flags> <dev>", scope 00 global, flag 0x40 tentative (DAD not done).
 net6_watch() {
     local hex idx len scope flags dev a end
+    mkfifo /tmp/net6.fifo       # the wait: read -t on it (a builtin, no fork)
+    exec 4<>/tmp/net6.fifo
     uptime_s
     end=$((${up%.*} + 90))
     while [ "${up%.*}" -lt "$end" ]; do
@@ -250,7 +252,7 @@ net6_watch() {
             echo "NET6 addr=$a/$((0x$len)) up=$up"
             return
         done </proc/net/if_inet6
-        sleep 0.2
+        read -t 0.3 -u 4 _
         uptime_s
     done
     uptime_s
