@@ -11,9 +11,9 @@ exactly that address from the router advertisement (the test guest prints
 default security group ("same group in" for IPv6). While they boot: an
 explicit address on the SLAAC subnet is refused as Neutron refuses it, a
 MAC change moves the port's address, and dhcpv6-stateful/-stateless are
-checked as rendered (radvd flags, dnsmasq ranges). Removing the router's
-interface stops radvd; deleting everything leaves no radvd, namespace or
-bridge."""
+checked as rendered (radvd flags, dnsmasq ranges), and a radvd killed by
+hand comes back. Removing the router's interface stops radvd; deleting
+everything leaves no radvd, namespace or bridge."""
 import glob
 import ipaddress
 import os
@@ -187,6 +187,10 @@ def check_dhcpv6_modes(c):
         assert "--dhcp-range=set:subnet-%s,%s,static,64," % (sub["id"], cidr.split("/")[0]) \
             in cmd, cmd
     assert radvd_pid(c.state_dir, router["id"]) == pid  # reloaded, not restarted
+    # a radvd killed by hand is back within the agent's resync
+    os.kill(pid, 9)
+    dp.wait_for("radvd restarted", lambda: radvd_pid(c.state_dir, router["id"]) not in (None, pid),
+                timeout=20)
     for net, sub, port, cidr, mode in made:
         c.cli("router", "remove", "subnet", router["id"], sub["id"])
         c.cli("port", "delete", port["id"])
