@@ -6,8 +6,11 @@
  * gateway checks): a v4 subnet's pools exclude the network and broadcast
  * addresses, a v6 subnet's the subnet-router anycast (first) address, and
  * neither may hold the gateway. Which address a port gets is decided here
- * (first free in pool order); that no two ports get it is the database's
- * unique index (ports.c). Nothing here touches the database. */
+ * (first free in pool order), or, on an IPv6 subnet whose addresses are
+ * automatic (SLAAC, DHCPv6-stateless), computed from the port's MAC
+ * (EUI-64, as neutron_lib's get_ipv6_addr_by_EUI64); that no two ports get
+ * it is the database's unique index (ports.c). Nothing here touches the
+ * database. */
 #include "common/cleanup.h"
 #include "common/json.h"
 #include "common/pyrepr.h"
@@ -298,4 +301,46 @@ bool nb_ipam_in_pools(const json_t *pools, const char *addr)
             return true;
     }
     return false;
+}
+
+bool nb_ipam_auto_address(const char *ra_mode, const char *address_mode)
+{
+    const char *m[2] = {ra_mode, address_mode};
+    for (int i = 0; i < 2; i++)
+        if (m[i] && (!strcmp(m[i], "slaac") || !strcmp(m[i], "dhcpv6-stateless")))
+            return true;
+    return false;
+}
+
+int nb_ipam_eui64(const char *cidr, const char *mac, char *out)
+{
+    struct nb_ip net;
+    int prefix;
+    unsigned int b[6];
+    char tail;
+    if (nb_cidr_parse(cidr, &net, &prefix, false) < 0 || net.version != 6 || !mac ||
+        sscanf(mac, "%2x%*1[:-]%2x%*1[:-]%2x%*1[:-]%2x%*1[:-]%2x%*1[:-]%2x%c", &b[0], &b[1], &b[2],
+               &b[3], &b[4], &b[5], &tail) != 6 ||
+        strlen(mac) != 17)
+        return -1;
+    /* netaddr's int(EUI(mac).eui64()) added to the prefix's first address,
+     * then the universal/local bit (1 << 57) flipped: on a /64 the
+     * interface id replaces the host half, with the U/L bit inverted */
+    unsigned char id[8] = {
+        (unsigned char)b[0], (unsigned char)b[1], (unsigned char)b[2], 0xff, 0xfe,
+        (unsigned char)b[3], (unsigned char)b[4], (unsigned char)b[5]};
+    unsigned int carry = 0;
+    for (int i = 7; i >= 0; i--) {
+        unsigned int v = net.bytes[8 + i] + id[i] + carry;
+        net.bytes[8 + i] = (unsigned char)v;
+        carry = v >> 8;
+    }
+    for (int i = 7; i >= 0 && carry; i--) {
+        unsigned int v = net.bytes[i] + carry;
+        net.bytes[i] = (unsigned char)v;
+        carry = v >> 8;
+    }
+    net.bytes[8] ^= 0x02;
+    nb_ip_format(&net, out);
+    return 0;
 }

@@ -56,19 +56,28 @@ static json_t *leg_ips(struct nb_ctx *ctx, const char *port_id, char *gateway_ip
 {
     _cleanup_json_ json_t *rows =
         nb_db_rows(nb_net_env->db, ctx,
-                   "SELECT a.subnet_id, a.ip_address, s.cidr, s.ip_version, s.gateway_ip FROM "
-                   "ipallocations a JOIN subnets s ON s.id = a.subnet_id WHERE a.port_id = ? "
-                   "ORDER BY s.ip_version, a.ip_address",
+                   "SELECT a.subnet_id, a.ip_address, s.cidr, s.ip_version, s.gateway_ip, "
+                   "s.ipv6_ra_mode, s.dns_nameservers FROM ipallocations a JOIN subnets s ON "
+                   "s.id = a.subnet_id WHERE a.port_id = ? ORDER BY s.ip_version, a.ip_address",
                    "s", port_id);
     json_t *out = json_array();
     size_t i;
     json_t *r;
     json_array_foreach (rows, i, r) {
         const char *cidr = nb_json_str(r, "cidr"), *slash = cidr ? strchr(cidr, '/') : NULL;
-        json_array_append_new(out,
-                              json_pack("{s:s, s:s, s:i}", "subnet_id", nb_json_str(r, "subnet_id"),
-                                        "ip_address", nb_json_str(r, "ip_address"), "prefixlen",
-                                        slash ? atoi(slash + 1) : 32));
+        /* the subnet's cidr, RA mode and DNS servers: what radvd advertises */
+        const char *ra = nb_json_str(r, "ipv6_ra_mode");
+        json_t *dns = nb_json_parse(nb_json_str(r, "dns_nameservers"));
+        if (!json_is_array(dns)) {
+            json_decref(dns);
+            dns = json_array();
+        }
+        json_array_append_new(out, json_pack("{s:s, s:s, s:i, s:s, s:o, s:o}", "subnet_id",
+                                             nb_json_str(r, "subnet_id"), "ip_address",
+                                             nb_json_str(r, "ip_address"), "prefixlen",
+                                             slash ? atoi(slash + 1) : 32, "cidr", cidr ? cidr : "",
+                                             "ipv6_ra_mode", ra ? json_string(ra) : json_null(),
+                                             "dns_nameservers", dns));
         const char *gw = nb_json_str(r, "gateway_ip");
         if (gateway_ip && !*gateway_ip && gw && nb_json_int(r, "ip_version", 4) == 4)
             snprintf(gateway_ip, 64, "%s", gw);
@@ -84,9 +93,12 @@ static json_t *leg(struct nb_ctx *ctx, const json_t *port, const char *prefix, b
     snprintf(bridge, sizeof(bridge), "brq%.11s", net);
     snprintf(tap, sizeof(tap), "tap%.11s", id);
     snprintf(dev, sizeof(dev), "%s%.11s", prefix, id);
-    json_t *l = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:o}", "port_id", id, "network_id", net,
-                          "mac", nb_json_str(port, "mac_address"), "bridge", bridge, "tap", tap,
-                          "dev", dev, "fixed_ips", leg_ips(ctx, id, gateway ? gw_ip : NULL));
+    long long mtu =
+        nb_db_int(nb_net_env->db, ctx, 0, "SELECT mtu FROM networks WHERE id = ?", "s", net);
+    json_t *l =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:I, s:o}", "port_id", id, "network_id", net,
+                  "mac", nb_json_str(port, "mac_address"), "bridge", bridge, "tap", tap, "dev", dev,
+                  "mtu", mtu, "fixed_ips", leg_ips(ctx, id, gateway ? gw_ip : NULL));
     if (gateway)
         json_object_set_new(l, "gateway_ip", *gw_ip ? json_string(gw_ip) : json_null());
     return l;

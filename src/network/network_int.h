@@ -103,6 +103,10 @@ json_t *nb_net_subnet_create(struct nb_ctx *ctx, json_t *body);
  * Returns the port's view (new ref) or NULL after nb_error. For routers
  * (N2) and the compute side (instance.c). */
 json_t *nb_net_port_create(struct nb_ctx *ctx, json_t *body);
+/* Gives every port of subnet's network (a subnet row with automatic IPv6
+ * addresses) but router interfaces its EUI-64 address on subnet, inside
+ * the caller's transaction. 0/-1 after nb_error. */
+int nb_net_ports_add_eui64(struct nb_ctx *ctx, const json_t *subnet);
 /* Deletes a port as DELETE /v2.0/ports/{id} on behalf of ctx, without the
  * port_delete_check hook. One statement (no transaction needed). 0/-1. */
 int nb_net_port_delete(struct nb_ctx *ctx, const char *id);
@@ -242,5 +246,15 @@ int nb_ipam_first_free(const json_t *pools, const json_t *used, char *out);
 
 /* True when addr (canonical text) is inside one of pools. */
 bool nb_ipam_in_pools(const json_t *pools, const char *addr);
+
+/* True when a subnet with these modes (NULL: unset) has automatic
+ * addresses, SLAAC or DHCPv6-stateless in either (neutron's
+ * ipv6_utils.is_auto_address_subnet). */
+bool nb_ipam_auto_address(const char *ra_mode, const char *address_mode);
+
+/* The EUI-64 address of mac ("aa:bb:cc:dd:ee:ff", or with '-') in the
+ * IPv6 cidr, as Neutron computes it ((prefix.first + eui64) ^ 1<<57), into
+ * out[64]. 0, or -1 on a bad cidr/mac or an IPv4 cidr. */
+int nb_ipam_eui64(const char *cidr, const char *mac, char *out);
 
 #endif

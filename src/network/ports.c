@@ -11,6 +11,15 @@
  * subnet_id) refuses a second holder of an address in any case. MACs are
  * fa:16:3e:xx:xx:xx (Neutron's base_mac) and unique.
  *
+ * IPv6 subnets with automatic addresses (SLAAC, DHCPv6-stateless: Neutron's
+ * is_auto_address_subnet) allocate nothing from their pools: every port of
+ * the network but a router's interfaces gets the EUI-64 address of its MAC
+ * on each of them, whether fixed_ips names the subnet or not, and it
+ * follows the MAC when that changes; an explicit ip_address there is
+ * refused (AllocationOnAutoAddressSubnet) but for router interfaces, which
+ * take the subnet's gateway (ipam_backend_mixin._test_fixed_ips_for_port,
+ * ipam_pluggable_backend._get_auto_address_ips).
+ *
  * Policy is Neutron's default: a port is visible to its project, to its
  * network's owner and to admins; any project may make ports on a shared
  * network, but only the network's owner (or an admin) may choose their
@@ -356,9 +365,52 @@ static const json_t *subnet_for_ip(const json_t *subnets, const char *ip)
     return NULL;
 }
 
+/* What an allocation is for: the port's MAC (for EUI-64 addresses),
+ * whether it is a router interface, and on update the addresses it held
+ * ({subnet_id, ip_address} list, or NULL). */
+struct alloc {
+    const char *mac;
+    bool router;
+    const json_t *keep;
+};
+
+static bool is_auto(const json_t *subnet)
+{
+    return nb_json_int(subnet, "ip_version", 4) == 6 &&
+           nb_ipam_auto_address(nb_json_str(subnet, "ipv6_ra_mode"),
+                                nb_json_str(subnet, "ipv6_address_mode"));
+}
+
+/* ROUTER_INTERFACE_OWNERS_SNAT: ports that take addresses on automatic
+ * subnets explicitly and get no EUI-64 one. */
+static bool router_owner(const char *owner)
+{
+    static const char *const owners[] = {
+        "network:router_interface", "network:ha_router_replicated_interface",
+        "network:router_interface_distributed", "network:router_centralized_snat", NULL};
+    for (int i = 0; owner && owners[i]; i++)
+        if (!strcmp(owner, owners[i]))
+            return true;
+    return false;
+}
+
+static bool in_keep(const json_t *keep, const json_t *subnet, const char *ip)
+{
+    struct nb_ip a, b;
+    size_t i;
+    json_t *k;
+    if (nb_ip_parse(ip, &a) < 0)
+        return false;
+    json_array_foreach (keep, i, k)
+        if (!strcmp(nb_json_str(k, "subnet_id"), nb_json_str(subnet, "id")) &&
+            nb_ip_parse(nb_json_str(k, "ip_address"), &b) == 0 && nb_ip_cmp(&a, &b) == 0)
+            return true;
+    return false;
+}
+
 /* One fixed_ips entry: {subnet_id?, ip_address?}. 0/-1. */
 static int allocate_entry(struct nb_ctx *ctx, const char *port_id, const json_t *subnets,
-                          const char *net_id, const json_t *f)
+                          const char *net_id, const json_t *f, const struct alloc *al)
 {
     const char *sid = nb_json_str(f, "subnet_id"), *ip = nb_json_str(f, "ip_address");
     char buf[256];
@@ -388,6 +440,16 @@ static int allocate_entry(struct nb_ctx *ctx, const char *port_id, const json_t 
                         "IP address %s is not a valid IP for any of the subnets on the specified "
                         "network.",
                         ip);
+    if (!al->router && is_auto(subnet)) {
+        /* the address is the EUI-64 one (allocate_eui64); an address the
+         * port holds there may be named again on update */
+        if (!ip || in_keep(al->keep, subnet, ip))
+            return 0;
+        return nb_error(ctx, 400, "AllocationOnAutoAddressSubnet",
+                        "IPv6 address %s cannot be directly assigned to a port on subnet %s as "
+                        "the subnet is configured for automatic addresses",
+                        ip, nb_json_str(subnet, "id"));
+    }
     if (!ip) {
         int rc = allocate_any(ctx, port_id, subnet);
         if (rc > 0)
@@ -407,7 +469,7 @@ static int allocate_entry(struct nb_ctx *ctx, const char *port_id, const json_t 
 }
 
 /* Without fixed_ips: one address per IP version, from the first subnet of
- * that version with room. 0/-1. */
+ * that version with room (automatic IPv6 subnets aside). 0/-1. */
 static int allocate_auto(struct nb_ctx *ctx, const char *port_id, const json_t *subnets,
                          const char *net_id)
 {
@@ -416,7 +478,7 @@ static int allocate_auto(struct nb_ctx *ctx, const char *port_id, const json_t *
         size_t i;
         json_t *s;
         json_array_foreach (subnets, i, s) {
-            if (done || nb_json_int(s, "ip_version", 4) != version)
+            if (done || nb_json_int(s, "ip_version", 4) != version || is_auto(s))
                 continue;
             any = true;
             int rc = allocate_any(ctx, port_id, s);
@@ -431,19 +493,71 @@ static int allocate_auto(struct nb_ctx *ctx, const char *port_id, const json_t *
     return 0;
 }
 
+/* The EUI-64 address of the port's MAC on each automatic subnet of the
+ * network where it has none yet (not for router interfaces). 0/-1. */
+static int allocate_eui64(struct nb_ctx *ctx, const char *port_id, const json_t *subnets,
+                          const struct alloc *al)
+{
+    size_t i;
+    json_t *s;
+    json_array_foreach (subnets, i, s) {
+        if (al->router || !is_auto(s))
+            continue;
+        long long has = nb_db_int(nb_net_env->db, ctx, -1,
+                                  "SELECT COUNT(*) FROM ipallocations WHERE port_id = ? AND "
+                                  "subnet_id = ?",
+                                  "ss", port_id, nb_json_str(s, "id"));
+        char ip[64];
+        if (has < 0)
+            return -1;
+        if (has > 0)
+            continue;
+        if (nb_ipam_eui64(nb_json_str(s, "cidr"), al->mac, ip) < 0)
+            return nb_error(ctx, 400, "InvalidInput",
+                            "Invalid input for operation: cannot make an EUI-64 address of MAC %s "
+                            "in %s.",
+                            al->mac, nb_json_str(s, "cidr"));
+        if (insert_ip(ctx, port_id, s, ip) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int allocate_ips(struct nb_ctx *ctx, const char *port_id, const char *net_id,
-                        const json_t *fixed_ips)
+                        const json_t *fixed_ips, const struct alloc *al)
 {
     _cleanup_json_ json_t *subnets = nb_net_subnet_rows(ctx, net_id);
     if (!subnets)
         return -1;
-    if (!fixed_ips)
-        return allocate_auto(ctx, port_id, subnets, net_id);
-    size_t i;
-    json_t *f;
-    json_array_foreach (fixed_ips, i, f)
-        if (allocate_entry(ctx, port_id, subnets, net_id, f) < 0)
+    if (!fixed_ips) {
+        if (allocate_auto(ctx, port_id, subnets, net_id) < 0)
             return -1;
+    } else {
+        size_t i;
+        json_t *f;
+        json_array_foreach (fixed_ips, i, f)
+            if (allocate_entry(ctx, port_id, subnets, net_id, f, al) < 0)
+                return -1;
+    }
+    return allocate_eui64(ctx, port_id, subnets, al);
+}
+
+int nb_net_ports_add_eui64(struct nb_ctx *ctx, const json_t *subnet)
+{
+    _cleanup_json_ json_t *ports = nb_db_rows(
+        nb_net_env->db, ctx, "SELECT id, mac_address, device_owner FROM ports WHERE network_id = ?",
+        "s", nb_json_str(subnet, "network_id"));
+    _cleanup_json_ json_t *subnets = json_pack("[O]", subnet);
+    if (!ports)
+        return -1;
+    size_t i;
+    json_t *p;
+    json_array_foreach (ports, i, p) {
+        struct alloc al = {nb_json_str(p, "mac_address"),
+                           router_owner(nb_json_str(p, "device_owner")), NULL};
+        if (allocate_eui64(ctx, nb_json_str(p, "id"), subnets, &al) < 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -594,8 +708,9 @@ static json_t *create_one(struct nb_ctx *ctx, json_t *body)
     }
     nb_uuid(id);
     json_t *fixed = json_object_get(body, "fixed_ips");
+    struct alloc al = {mac, router_owner(nb_json_str(body, "device_owner")), NULL};
     if (insert_port(ctx, id, project, net, body, mac, opts, port_security) < 0 ||
-        allocate_ips(ctx, id, nb_json_str(net, "id"), fixed) < 0 ||
+        allocate_ips(ctx, id, nb_json_str(net, "id"), fixed, &al) < 0 ||
         bind_groups(ctx, id, project, json_object_get(body, "security_groups"), port_security,
                     true) < 0)
         return NULL;
@@ -688,11 +803,17 @@ static int show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 
 /* --- update ------------------------------------------------------------------------- */
 
-/* Replaces the port's fixed IPs: entries naming an address the port holds
- * keep it; the others are allocated anew. 0/-1. */
-static int replace_ips(struct nb_ctx *ctx, const json_t *row, const json_t *fixed)
+/* Replaces the port's fixed IPs (fixed NULL: keeps them but the EUI-64
+ * ones, made anew of mac): entries naming an address the port holds keep
+ * it; the others are allocated anew; automatic subnets get the EUI-64
+ * address of mac whatever the entries say. 0/-1. */
+static int replace_ips(struct nb_ctx *ctx, const json_t *row, const json_t *fixed, const char *mac,
+                       const char *owner)
 {
     const char *id = nb_json_str(row, "id");
+    _cleanup_json_ json_t *held = fixed ? NULL : fixed_ips_of(ctx, id);
+    if (!fixed)
+        fixed = held; /* a MAC change: all kept, the EUI-64 ones follow the MAC */
     _cleanup_json_ json_t *old = fixed_ips_of(ctx, id);
     if (nb_db_exec(nb_net_env->db, ctx, "DELETE FROM ipallocations WHERE port_id = ?", "s", id) < 0)
         return -1;
@@ -710,7 +831,8 @@ static int replace_ips(struct nb_ctx *ctx, const json_t *row, const json_t *fixe
                 }
         json_array_append_new(want, e);
     }
-    return allocate_ips(ctx, id, nb_json_str(row, "network_id"), want);
+    struct alloc al = {mac, router_owner(owner), old};
+    return allocate_ips(ctx, id, nb_json_str(row, "network_id"), want, &al);
 }
 
 static const char *column_of(const char *attr)
@@ -774,8 +896,13 @@ static int apply_update(struct nb_ctx *ctx, const json_t *row, json_t *body)
     }
     if (update_columns(ctx, id, body) < 0)
         return -1;
-    if (json_object_get(body, "fixed_ips") &&
-        replace_ips(ctx, row, json_object_get(body, "fixed_ips")) < 0)
+    const char *mac = nb_json_str(body, "mac_address") ? nb_json_str(body, "mac_address")
+                                                       : nb_json_str(row, "mac_address");
+    const char *owner = nb_json_str(body, "device_owner") ? nb_json_str(body, "device_owner")
+                                                          : nb_json_str(row, "device_owner");
+    bool new_mac = strcasecmp(mac, nb_json_str(row, "mac_address")) != 0;
+    if ((json_object_get(body, "fixed_ips") || new_mac) &&
+        replace_ips(ctx, row, json_object_get(body, "fixed_ips"), mac, owner) < 0)
         return -1;
     json_t *sg = json_object_get(body, "security_groups");
     if (sg && json_is_null(sg))

@@ -19,6 +19,7 @@
 #include "network/network_int.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const struct nb_net_attr subnet_attrs[] = {
@@ -167,6 +168,57 @@ static int check_gateway(struct nb_ctx *ctx, const char *gw, const char *cidr, i
     return 0;
 }
 
+static int bad_mode(struct nb_ctx *ctx, const char *attr, const char *mode)
+{
+    return nb_error(ctx, 400, "HTTPBadRequest",
+                    "Invalid input for %s. Reason: '%s' is not in ['dhcpv6-stateful', "
+                    "'dhcpv6-stateless', 'slaac'].",
+                    attr, mode);
+}
+
+/* The IPv6 modes as Neutron checks them at create (_validate_subnet,
+ * _validate_ipv6_attributes): known values, IPv6 only, with DHCP on, the
+ * same value when both are set, a /64 when addresses are EUI-64. */
+static int check_modes(struct nb_ctx *ctx, const json_t *body, const char *cidr, int version)
+{
+    const char *ra = nb_json_str(body, "ipv6_ra_mode"),
+               *am = nb_json_str(body, "ipv6_address_mode");
+    const char *known[] = {"dhcpv6-stateful", "dhcpv6-stateless", "slaac"};
+    const char *attrs[] = {"ipv6_ra_mode", "ipv6_address_mode"}, *vals[] = {ra, am};
+    for (int i = 0; i < 2; i++) {
+        bool ok = !vals[i];
+        for (int k = 0; k < 3 && !ok; k++)
+            ok = !strcmp(vals[i], known[k]);
+        if (!ok)
+            return bad_mode(ctx, attrs[i], vals[i]);
+        if (vals[i] && version == 4)
+            return nb_error(ctx, 400, "InvalidInput",
+                            "Invalid input for operation: %s is not valid when ip_version is 4.",
+                            attrs[i]);
+    }
+    if (!ra && !am)
+        return 0;
+    json_t *dhcp = json_object_get(body, "enable_dhcp");
+    if (dhcp && !json_is_true(dhcp))
+        return nb_error(ctx, 400, "InvalidInput",
+                        "Invalid input for operation: ipv6_ra_mode or ipv6_address_mode cannot be "
+                        "set when enable_dhcp is set to False.");
+    if (ra && am && strcmp(ra, am))
+        return nb_error(ctx, 400, "InvalidInput",
+                        "Invalid input for operation: ipv6_ra_mode set to '%s' with "
+                        "ipv6_address_mode set to '%s' is not valid. If both attributes are set, "
+                        "they must be the same value.",
+                        ra, am);
+    const char *slash = strchr(cidr, '/');
+    if (nb_ipam_auto_address(ra, am) && (!slash || atoi(slash + 1) != 64))
+        return nb_error(ctx, 400, "InvalidInput",
+                        "Invalid input for operation: Invalid CIDR %s for IPv6 address mode. "
+                        "OpenStack uses the EUI-64 address format, which requires the prefix to "
+                        "be /64.",
+                        cidr);
+    return 0;
+}
+
 /* 400 when cidr overlaps a subnet of the network. */
 static int check_overlap(struct nb_ctx *ctx, const char *network_id, const char *cidr)
 {
@@ -257,9 +309,9 @@ static json_t *create_one(struct nb_ctx *ctx, json_t *body)
         pools_in ? json_incref(pools_in) : nb_ipam_default_pools(cidr, gw);
     json_t *dns = json_object_get(body, "dns_nameservers"),
            *routes = json_object_get(body, "host_routes");
-    if (check_gateway(ctx, gw, cidr, version) < 0 || check_overlap(ctx, net_id, cidr) < 0 ||
-        nb_ipam_check_pools(ctx, cidr, gw, pools) < 0 || check_dns(ctx, dns, version) < 0 ||
-        check_routes(ctx, routes, version) < 0)
+    if (check_modes(ctx, body, cidr, version) < 0 || check_gateway(ctx, gw, cidr, version) < 0 ||
+        check_overlap(ctx, net_id, cidr) < 0 || nb_ipam_check_pools(ctx, cidr, gw, pools) < 0 ||
+        check_dns(ctx, dns, version) < 0 || check_routes(ctx, routes, version) < 0)
         return NULL;
     const char *name = nb_json_str(body, "name"), *desc = nb_json_str(body, "description");
     json_t *dhcp = json_object_get(body, "enable_dhcp");
@@ -280,6 +332,13 @@ static json_t *create_one(struct nb_ctx *ctx, json_t *body)
     NB_INFO("nubo.network.subnets", ctx, NULL, "created subnet %s %s on network %s", id, cidr,
             net_id);
     _cleanup_json_ json_t *row = get(ctx, id);
+    /* the network's ports get their EUI-64 address on it at once
+     * (add_auto_addrs_on_network_ports) */
+    if (row &&
+        nb_ipam_auto_address(nb_json_str(row, "ipv6_ra_mode"),
+                             nb_json_str(row, "ipv6_address_mode")) &&
+        nb_net_ports_add_eui64(ctx, row) < 0)
+        return NULL;
     return row ? view(row) : NULL;
 }
 
@@ -422,11 +481,18 @@ static int delete (struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
         return nb_net_deny(ctx, "delete_subnet");
     if (nb_db_begin(nb_net_env->db, ctx) < 0)
         return -1;
+    /* the EUI-64 addresses of an automatic subnet go with it; only router
+     * interfaces hold it (_subnet_check_ip_allocations_internal_router_ports) */
+    bool auto_addr = nb_ipam_auto_address(nb_json_str(row, "ipv6_ra_mode"),
+                                          nb_json_str(row, "ipv6_address_mode"));
     long long used = nb_db_int(nb_net_env->db, ctx, -1,
                                "SELECT COUNT(*) FROM ipallocations a JOIN ports p ON p.id = "
                                "a.port_id WHERE a.subnet_id = ? AND p.device_owner NOT IN "
-                               "('network:dhcp', 'network:distributed')",
-                               "s", id);
+                               "('network:dhcp', 'network:distributed') AND (? = 0 OR "
+                               "p.device_owner IN ('network:router_interface', "
+                               "'network:ha_router_replicated_interface', "
+                               "'network:router_interface_distributed'))",
+                               "si", id, (long long)auto_addr);
     int rc = used < 0 ? -1 : 0;
     if (used > 0)
         rc = nb_error(ctx, 409, "SubnetInUse",

@@ -2,8 +2,8 @@
 removal: the agent keeps the data plane when nubo stops (guests keep their
 network across an agent restart), so a test that stops a cloud for good
 removes what its agents recorded as their own in
-<state>/network-agent/<host>/owned.json (dnsmasq by pid file, namespaces,
-links, bridges, nft tables); nothing else on the machine is touched."""
+<state>/network-agent/<host>/owned.json (dnsmasq and radvd by pid file,
+namespaces, links, bridges, nft tables); nothing else on the machine is touched."""
 import glob
 import json
 import os
@@ -23,7 +23,7 @@ def agent_dirs(state_dir):
     return sorted(glob.glob(os.path.join(state_dir, "network-agent", "*")))
 
 
-def _alive_dnsmasq(pidfile):
+def _alive(pidfile, arg):
     try:
         pid = int(open(pidfile).read().strip())
         cmd = open("/proc/%d/cmdline" % pid, "rb").read().split(b"\0")
@@ -32,7 +32,21 @@ def _alive_dnsmasq(pidfile):
         return None
     if stat.rsplit(")", 1)[1].split()[0] in ("Z", "X"):
         return None
-    return pid if ("--pid-file=" + pidfile).encode() in cmd else None
+    return pid if arg.encode() in cmd else None
+
+
+def _alive_dnsmasq(pidfile):
+    return _alive(pidfile, "--pid-file=" + pidfile)
+
+
+def radvd_pid(state_dir, router_id):
+    """The pid of the agent's radvd for router_id (radvd.c), None if not running."""
+    for d in agent_dirs(state_dir):
+        pidfile = os.path.join(d, "l3", router_id, "radvd.pid")
+        pid = _alive(pidfile, pidfile)
+        if pid:
+            return pid
+    return None
 
 
 def dnsmasq_pid(state_dir, network_id):
@@ -59,10 +73,12 @@ def owned(state_dir):
 
 def remove_agent_leftovers(state_dir):
     """Removes what the (stopped) cloud's agents recorded as theirs:
-    dnsmasq (by pid file), namespaces, links, bridges, nft tables."""
+    dnsmasq and radvd (by pid file), namespaces, links, bridges, nft tables."""
     for d in agent_dirs(state_dir):
-        for pidfile in glob.glob(os.path.join(d, "dhcp", "*", "pid")):
-            pid = _alive_dnsmasq(pidfile)
+        for pidfile in (glob.glob(os.path.join(d, "dhcp", "*", "pid"))
+                        + glob.glob(os.path.join(d, "l3", "*", "radvd.pid"))):
+            pid = _alive(pidfile, pidfile if pidfile.endswith("radvd.pid")
+                         else "--pid-file=" + pidfile)
             if pid:
                 try:
                     os.kill(pid, 9)

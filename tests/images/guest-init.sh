@@ -15,6 +15,9 @@
 #   DHCP-LEASE ip=.. mask=.. router=.. mtu=.. dns=.. hostname=.. up=..
 #   NET-UP addr=<ip/len> mtu=<mtu> routes=<r;r;..> up=<s>  (guest-dhcp.sh)
 #   DHCP-LEASE none up=<s>                    (no lease within 60 s)
+#   NET6 addr=<ip6/len> up=<s>                (eth0's first global IPv6 address,
+#                                              by SLAAC, once DAD is done)
+#   NET6 none up=<s>                          (none within 90 s)
 #   METADATA source=<config-drive|http> uuid=<uuid> hostname=<h> up=<s>
 #   METADATA error=<what> up=<s>
 #   HOSTNAME <name> source=<metadata|dhcp>    (cloud-init: the short name)
@@ -230,6 +233,31 @@ net_sshd() {
         echo "SSHD error=exited: $(tail -1 /run/dropbear.log)"
     fi
 }
+# SLAAC: the kernel takes eth0's global address from a router
+# advertisement; /proc/net/if_inet6 is "<32 hex> <ifindex> <len> <scope>
+# <flags> <dev>", scope 00 global, flag 0x40 tentative (DAD not done).
+net6_watch() {
+    local hex idx len scope flags dev a end
+    mkfifo /tmp/net6.fifo       # the wait: read -t on it (a builtin, no fork)
+    exec 4<>/tmp/net6.fifo
+    uptime_s
+    end=$((${up%.*} + 90))
+    while [ "${up%.*}" -lt "$end" ]; do
+        while read -r hex idx len scope flags dev; do
+            [ "$dev" = eth0 ] && [ "$scope" = 00 ] || continue
+            [ $((0x$flags & 0x40)) -eq 0 ] || continue
+            a=${hex:0:4}:${hex:4:4}:${hex:8:4}:${hex:12:4}:${hex:16:4}:${hex:20:4}
+            a=$a:${hex:24:4}:${hex:28:4}
+            uptime_s
+            echo "NET6 addr=$a/$((0x$len)) up=$up"
+            return
+        done </proc/net/if_inet6
+        read -t 0.3 -u 4 _
+        uptime_s
+    done
+    uptime_s
+    echo "NET6 none up=$up"
+}
 net_job() {
     local mac
     wait_for -e /sys/class/net/eth0 5
@@ -239,6 +267,7 @@ net_job() {
         ip link set eth0 up
         uptime_s
         echo "NET-START mac=$mac up=$up"
+        net6_watch &
         # -t 30 -T 1: 30 discovers a second apart, then -b: keep trying in
         # the background; a lease later still configures eth0
         udhcpc -i eth0 -s /bin/dhcp-event -O staticroutes -O mtu -O dns -O hostname \

@@ -1,6 +1,6 @@
 /* test_l3.c - the pure part of the L3 agent (network/agent/l3_rules.c): a
  * router of the host state -> its NAT rule set (floating IPs, SNAT,
- * hairpin), the addresses of its legs, its legs. */
+ * hairpin), the addresses of its legs, its legs, its radvd.conf. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -157,12 +157,85 @@ static void test_addresses_and_legs(void **st)
     json_decref(r);
 }
 
+/* radvd.conf as Neutron's ra.py renders it: one block per interface with
+ * an RA subnet (the gateway leg and subnets without ipv6_ra_mode get
+ * none), flags by mode, autonomous prefixes for SLAAC/stateless, MTU and
+ * the SLAAC subnets' DNS servers; nothing at all when no leg needs RAs. */
+static void test_radvd_conf(void **st)
+{
+    (void)st;
+    json_t *r = nb_json_pack_text(
+        "{\"id\": \"r1\", \"gateway\": {\"dev\": \"qg-aaaaaaaa-aa\", \"fixed_ips\": "
+        "[{\"ip_address\": \"2001:db8::5\", \"prefixlen\": 64, \"cidr\": \"2001:db8::/64\", "
+        "\"ipv6_ra_mode\": \"slaac\"}]},"
+        " \"interfaces\": ["
+        "  {\"dev\": \"qr-bbbbbbbb-bb\", \"mtu\": 1450, \"fixed_ips\": ["
+        "   {\"ip_address\": \"10.0.0.1\", \"prefixlen\": 24, \"cidr\": \"10.0.0.0/24\", "
+        "\"ipv6_ra_mode\": null},"
+        "   {\"ip_address\": \"fd00:170:1::1\", \"prefixlen\": 64, \"cidr\": \"fd00:170:1::/64\","
+        "    \"ipv6_ra_mode\": \"slaac\", \"dns_nameservers\": [\"fd00:170::53\", \"bad;\"]},"
+        "   {\"ip_address\": \"fd00:170:2::1\", \"prefixlen\": 64, \"cidr\": \"fd00:170:2::/64\","
+        "    \"ipv6_ra_mode\": \"dhcpv6-stateful\"}]},"
+        "  {\"dev\": \"qr-cccccccc-cc\", \"mtu\": 1000, \"fixed_ips\": ["
+        "   {\"ip_address\": \"fd00:170:3::1\", \"prefixlen\": 64, \"cidr\": \"fd00:170:3::/64\","
+        "    \"ipv6_ra_mode\": \"dhcpv6-stateless\"}]},"
+        "  {\"dev\": \"qr-dddddddd-dd\", \"fixed_ips\": ["
+        "   {\"ip_address\": \"fd00:170:4::1\", \"prefixlen\": 64, \"cidr\": \"fd00:170:4::/64\","
+        "    \"ipv6_ra_mode\": null},"
+        "   {\"ip_address\": \"fd00:170:5::1\", \"prefixlen\": 64, \"cidr\": \"fd00:170:5::/64;\","
+        "    \"ipv6_ra_mode\": \"slaac\"}]}]}");
+    char *conf = na_l3_radvd_conf(r, 30, 100);
+    assert_non_null(conf);
+    assert_string_equal(conf, "interface qr-bbbbbbbb-bb\n"
+                              "{\n"
+                              "   AdvSendAdvert on;\n"
+                              "   MinRtrAdvInterval 30;\n"
+                              "   MaxRtrAdvInterval 100;\n"
+                              "   AdvLinkMTU 1450;\n"
+                              "   AdvManagedFlag on;\n"
+                              "   RDNSS fd00:170::53 {};\n"
+                              "   prefix fd00:170:1::/64\n"
+                              "   {\n"
+                              "        AdvOnLink on;\n"
+                              "        AdvAutonomous on;\n"
+                              "   };\n"
+                              "   prefix fd00:170:2::/64\n"
+                              "   {\n"
+                              "        AdvOnLink on;\n"
+                              "        AdvAutonomous off;\n"
+                              "   };\n"
+                              "   route fe80::a9fe:a9fe/128 {\n"
+                              "   };\n"
+                              "};\n"
+                              "interface qr-cccccccc-cc\n"
+                              "{\n"
+                              "   AdvSendAdvert on;\n"
+                              "   MinRtrAdvInterval 30;\n"
+                              "   MaxRtrAdvInterval 100;\n"
+                              "   AdvOtherConfigFlag on;\n"
+                              "   prefix fd00:170:3::/64\n"
+                              "   {\n"
+                              "        AdvOnLink on;\n"
+                              "        AdvAutonomous on;\n"
+                              "   };\n"
+                              "   route fe80::a9fe:a9fe/128 {\n"
+                              "   };\n"
+                              "};\n");
+    free(conf);
+    json_decref(r);
+    r = nb_json_pack_text("{\"id\": \"r2\", \"interfaces\": [{\"dev\": \"qr-eeeeeeee-ee\", "
+                          "\"fixed_ips\": [{\"ip_address\": \"10.1.0.1\", \"prefixlen\": 24, "
+                          "\"cidr\": \"10.1.0.0/24\"}]}]}");
+    assert_null(na_l3_radvd_conf(r, 30, 100));
+    json_decref(r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ruleset_snat_and_fips), cmocka_unit_test(test_ruleset_no_snat),
         cmocka_unit_test(test_port_forwardings),      cmocka_unit_test(test_ruleset_no_gateway),
-        cmocka_unit_test(test_addresses_and_legs),
+        cmocka_unit_test(test_addresses_and_legs),    cmocka_unit_test(test_radvd_conf),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -403,6 +403,178 @@ static void test_v6_subnet_and_port(void **state)
     json_decref(p);
 }
 
+/* neutron_lib's get_ipv6_addr_by_EUI64: (prefix.first + eui64) ^ 1<<57 */
+static void test_eui64(void **state)
+{
+    (void)state;
+    char out[64];
+    assert_int_equal(nb_ipam_eui64("2001:db8::/64", "00:16:3e:33:44:55", out), 0);
+    assert_string_equal(out, "2001:db8::216:3eff:fe33:4455");
+    assert_int_equal(nb_ipam_eui64("fd00:170:1::/64", "fa:16:3e:0a:0b:0c", out), 0);
+    assert_string_equal(out, "fd00:170:1:0:f816:3eff:fe0a:b0c");
+    assert_int_equal(nb_ipam_eui64("fd00:170:1::/64", "FA-16-3E-0A-0B-0C", out), 0);
+    assert_string_equal(out, "fd00:170:1:0:f816:3eff:fe0a:b0c");
+    /* a locally administered MAC loses the bit, a universal one gains it */
+    assert_int_equal(nb_ipam_eui64("2001:db8:1:2::/64", "02:00:00:00:00:01", out), 0);
+    assert_string_equal(out, "2001:db8:1:2:0:ff:fe00:1");
+    assert_int_equal(nb_ipam_eui64("10.0.0.0/24", "00:16:3e:33:44:55", out), -1);
+    assert_int_equal(nb_ipam_eui64("2001:db8::/64", "00:16:3e:33:44", out), -1);
+    assert_int_equal(nb_ipam_eui64("2001:db8::/64", "00:16:3e:33:44:55:66", out), -1);
+    assert_int_equal(nb_ipam_eui64("2001:db8::/64", NULL, out), -1);
+    assert_true(nb_ipam_auto_address("slaac", NULL));
+    assert_true(nb_ipam_auto_address(NULL, "dhcpv6-stateless"));
+    assert_false(nb_ipam_auto_address("dhcpv6-stateful", "dhcpv6-stateful"));
+    assert_false(nb_ipam_auto_address(NULL, NULL));
+}
+
+static json_t *v6_subnet(struct nb_ctx *ctx, const char *net, const char *cidr, const char *mode)
+{
+    json_t *b = json_pack("{s:s, s:s, s:i, s:s, s:s}", "network_id", net, "cidr", cidr,
+                          "ip_version", 6, "ipv6_ra_mode", mode, "ipv6_address_mode", mode);
+    json_t *v = nb_net_subnet_create(ctx, b);
+    json_decref(b);
+    return v;
+}
+
+/* The fixed IP a port view has on subnet, or NULL. */
+static const char *ip_on(const json_t *port_view, const char *subnet)
+{
+    size_t i;
+    json_t *f;
+    json_array_foreach (json_object_get(port_view, "fixed_ips"), i, f)
+        if (!strcmp(nb_json_str(f, "subnet_id"), subnet))
+            return nb_json_str(f, "ip_address");
+    return NULL;
+}
+
+/* SLAAC and DHCPv6-stateless subnets: EUI-64 addresses, no pool, no
+ * explicit address but a router interface's; the subnet checks. */
+static void test_auto_address_subnets(void **state)
+{
+    (void)state;
+    char net[NB_UUID_LEN], v4[NB_UUID_LEN], eui[64];
+    make_net(P1, false, "192.168.40.0/24", NULL, net, v4);
+    struct nb_ctx ctx;
+    admin_ctx(&ctx, P1);
+    json_t *before = port(&ctx, net, NULL); /* made before the SLAAC subnet */
+    assert_non_null(before);
+    json_t *slaac = v6_subnet(&ctx, net, "fd00:170:9::/64", "slaac");
+    assert_non_null(slaac);
+    const char *sid = nb_json_str(slaac, "id");
+    json_t *stateless = v6_subnet(&ctx, net, "fd00:170:a::/64", "dhcpv6-stateless");
+    assert_non_null(stateless);
+    const char *lid = nb_json_str(stateless, "id");
+
+    /* a port made earlier got its address when the subnet came */
+    json_t *again = nb_db_row(env.db, &ctx,
+                              "SELECT ip_address FROM ipallocations WHERE port_id = ? AND "
+                              "subnet_id = ?",
+                              "ss", nb_json_str(before, "id"), sid);
+    assert_non_null(again);
+    nb_ipam_eui64("fd00:170:9::/64", nb_json_str(before, "mac_address"), eui);
+    assert_string_equal(nb_json_str(again, "ip_address"), eui);
+    json_decref(again);
+
+    /* no fixed_ips: the v4 address and the EUI-64 one on each auto subnet */
+    json_t *p = port(&ctx, net, NULL);
+    assert_non_null(p);
+    assert_int_equal(json_array_size(json_object_get(p, "fixed_ips")), 3);
+    nb_ipam_eui64("fd00:170:9::/64", nb_json_str(p, "mac_address"), eui);
+    assert_string_equal(ip_on(p, sid), eui);
+    nb_ipam_eui64("fd00:170:a::/64", nb_json_str(p, "mac_address"), eui);
+    assert_string_equal(ip_on(p, lid), eui);
+    json_decref(p);
+
+    /* fixed_ips naming only the v4 subnet, or the auto one by id: same */
+    char fixed[200];
+    snprintf(fixed, sizeof(fixed), "[{\"subnet_id\":\"%s\"}]", v4);
+    p = port(&ctx, net, fixed);
+    assert_non_null(p);
+    assert_non_null(ip_on(p, sid));
+    assert_non_null(ip_on(p, lid));
+    json_decref(p);
+    snprintf(fixed, sizeof(fixed), "[{\"subnet_id\":\"%s\"}]", sid);
+    p = port(&ctx, net, fixed);
+    assert_non_null(p);
+    assert_null(ip_on(p, v4));
+    nb_ipam_eui64("fd00:170:9::/64", nb_json_str(p, "mac_address"), eui);
+    assert_string_equal(ip_on(p, sid), eui);
+    json_decref(p);
+
+    /* an explicit address there is refused */
+    snprintf(fixed, sizeof(fixed), "[{\"subnet_id\":\"%s\",\"ip_address\":\"fd00:170:9::99\"}]",
+             sid);
+    assert_null(port(&ctx, net, fixed));
+    assert_int_equal(ctx.err_status, 400);
+    assert_string_equal(ctx.err_name, "AllocationOnAutoAddressSubnet");
+    char msg[300];
+    snprintf(msg, sizeof(msg),
+             "IPv6 address fd00:170:9::99 cannot be directly assigned to a port on subnet %s as "
+             "the subnet is configured for automatic addresses",
+             sid);
+    assert_string_equal(ctx.err_msg, msg);
+    admin_ctx(&ctx, P1);
+    assert_null(port(&ctx, net, "[{\"ip_address\":\"fd00:170:a::5\"}]"));
+    assert_string_equal(ctx.err_name, "AllocationOnAutoAddressSubnet");
+
+    /* a router interface takes the gateway, and no EUI-64 address */
+    admin_ctx(&ctx, P1);
+    json_t *b = json_pack("{s:s, s:s, s:[{s:s, s:s}]}", "network_id", net, "device_owner",
+                          "network:router_interface", "fixed_ips", "subnet_id", sid, "ip_address",
+                          "fd00:170:9::1");
+    p = nb_net_port_create(&ctx, b);
+    json_decref(b);
+    assert_non_null(p);
+    assert_int_equal(json_array_size(json_object_get(p, "fixed_ips")), 1);
+    assert_string_equal(ip_on(p, sid), "fd00:170:9::1");
+    json_decref(p);
+
+    /* the subnet's modes as Neutron checks them */
+    struct {
+        const char *cidr, *ra, *am;
+        int version;
+        const char *msg;
+    } bad[] = {
+        {"fd00:170:b::/80", "slaac", "slaac", 6,
+         "Invalid input for operation: Invalid CIDR fd00:170:b::/80 for IPv6 address mode. "
+         "OpenStack uses the EUI-64 address format, which requires the prefix to be /64."},
+        {"fd00:170:b::/64", "slaac", "dhcpv6-stateful", 6,
+         "Invalid input for operation: ipv6_ra_mode set to 'slaac' with ipv6_address_mode set to "
+         "'dhcpv6-stateful' is not valid. If both attributes are set, they must be the same "
+         "value."},
+        {"fd00:170:b::/64", "sometimes", NULL, 6,
+         "Invalid input for ipv6_ra_mode. Reason: 'sometimes' is not in ['dhcpv6-stateful', "
+         "'dhcpv6-stateless', 'slaac']."},
+        {"192.168.41.0/24", NULL, "slaac", 4,
+         "Invalid input for operation: ipv6_address_mode is not valid when ip_version is 4."},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        admin_ctx(&ctx, P1);
+        b = json_pack("{s:s, s:s, s:i}", "network_id", net, "cidr", bad[i].cidr, "ip_version",
+                      bad[i].version);
+        if (bad[i].ra)
+            json_object_set_new(b, "ipv6_ra_mode", json_string(bad[i].ra));
+        if (bad[i].am)
+            json_object_set_new(b, "ipv6_address_mode", json_string(bad[i].am));
+        assert_null(nb_net_subnet_create(&ctx, b));
+        assert_int_equal(ctx.err_status, 400);
+        assert_string_equal(ctx.err_msg, bad[i].msg);
+        json_decref(b);
+    }
+    /* a stateful subnet allocates from its pool as before */
+    admin_ctx(&ctx, P1);
+    json_t *sf = v6_subnet(&ctx, net, "fd00:170:c::/64", "dhcpv6-stateful");
+    assert_non_null(sf);
+    p = port(&ctx, net, NULL);
+    assert_non_null(p);
+    assert_string_equal(ip_on(p, nb_json_str(sf, "id")), "fd00:170:c::2");
+    json_decref(p);
+    json_decref(sf);
+    json_decref(before);
+    json_decref(slaac);
+    json_decref(stateless);
+}
+
 struct worker {
     const char *net;
     int made;
@@ -557,12 +729,19 @@ static int teardown(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_ip_parse_format),    cmocka_unit_test(test_cidr),
-        cmocka_unit_test(test_default_pools),      cmocka_unit_test(test_check_pools),
-        cmocka_unit_test(test_first_free),         cmocka_unit_test(test_validators),
-        cmocka_unit_test(test_check_attrs),        cmocka_unit_test(test_allocation_and_exhaustion),
-        cmocka_unit_test(test_v6_subnet_and_port), cmocka_unit_test(test_concurrent_allocation),
+        cmocka_unit_test(test_ip_parse_format),
+        cmocka_unit_test(test_cidr),
+        cmocka_unit_test(test_default_pools),
+        cmocka_unit_test(test_check_pools),
+        cmocka_unit_test(test_first_free),
+        cmocka_unit_test(test_validators),
+        cmocka_unit_test(test_check_attrs),
+        cmocka_unit_test(test_allocation_and_exhaustion),
+        cmocka_unit_test(test_v6_subnet_and_port),
+        cmocka_unit_test(test_concurrent_allocation),
         cmocka_unit_test(test_instance_contract),
+        cmocka_unit_test(test_eui64),
+        cmocka_unit_test(test_auto_address_subnets),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

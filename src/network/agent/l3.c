@@ -4,8 +4,9 @@
  * the network's bridge) / qr-<port[:11]> (in the namespace, with the
  * port's MAC and addresses), the gateway leg qg-<port[:11]> on the
  * external network's bridge with the default route via the external
- * subnet's gateway, the router's extra routes, and its NAT table (SNAT,
- * floating IPs: l3_rules.c) replaced in one `nft -f` when it changes.
+ * subnet's gateway, the router's extra routes, its NAT table (SNAT,
+ * floating IPs: l3_rules.c) replaced in one `nft -f` when it changes, and
+ * its router advertisements on IPv6 subnets (radvd.c).
  * A router that leaves the state has its devices and namespace removed.
  * The floating IPs' statuses go back to the control side
  * (update_floatingip_statuses) when they differ from the state's.
@@ -335,11 +336,13 @@ static int sync_router(struct na *a, struct nb_ctx *ctx, const json_t *state, co
     json_decref(devs);
     rc |= sync_routes(ctx, ns, router);
     rc |= sync_nat(ctx, ns, router);
+    rc |= na_radvd_sync(a, ctx, router, ns);
     return rc ? -1 : 0;
 }
 
 static void remove_router(struct na *a, struct nb_ctx *ctx, const char *ns)
 {
+    na_radvd_remove(a, ctx, ns + strlen("qrouter-"));
     if (ns_exists(ns)) {
         _cleanup_json_ json_t *none = json_array();
         drop_stale_devices(a, ctx, ns, none);

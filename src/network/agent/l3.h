@@ -40,6 +40,27 @@ json_t *na_l3_valid_fips(const json_t *router);
  * and protocol), a new list of the state's entries. */
 json_t *na_l3_valid_pfs(const json_t *router);
 
+/* The radvd.conf of a router (Neutron's agent/linux/ra.py template): per
+ * interface leg with an IPv6 subnet whose ipv6_ra_mode is set, an
+ * interface block sending advertisements every min_interval to
+ * max_interval seconds (Neutron's defaults: 30, 100) with the
+ * network's MTU, the M flag for dhcpv6-stateful, the O flag for
+ * dhcpv6-stateless, the SLAAC subnets' DNS servers (3 at most), each
+ * prefix on-link and autonomous (slaac, dhcpv6-stateless) or not
+ * (dhcpv6-stateful), and the metadata route fe80::a9fe:a9fe/128. NULL when
+ * no interface needs advertisements (radvd then does not run). Invalid
+ * cidrs, names and addresses are left out. malloc'd. */
+char *na_l3_radvd_conf(const json_t *router, int min_interval, int max_interval);
+
+struct na;
+struct nb_ctx;
+/* radvd.c: makes the router's radvd (in namespace ns) match
+ * na_l3_radvd_conf: started, reloaded, or stopped when none is needed.
+ * 0/-1 after nb_error. */
+int na_radvd_sync(struct na *a, struct nb_ctx *ctx, const json_t *router, const char *ns);
+/* Stops the router's radvd and removes its files (a router gone). */
+void na_radvd_remove(struct na *a, struct nb_ctx *ctx, const char *router_id);
+
 /* True when s is a valid IPv4 (v4) / IPv6 (!v4) address text. */
 bool na_l3_ip_ok(const char *s, bool v4);
 

@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 bool na_l3_ip_ok(const char *s, bool v4)
@@ -217,4 +218,119 @@ json_t *na_l3_legs(const json_t *router)
         json_array_append_new(out, c);
     }
     return out;
+}
+
+/* "addr/len" with a valid IPv6 address and 0 <= len <= 128. */
+static bool v6_cidr_ok(const char *cidr)
+{
+    char a[64];
+    const char *slash = cidr ? strchr(cidr, '/') : NULL;
+    if (!slash || (size_t)(slash - cidr) >= sizeof(a) || !slash[1] ||
+        strspn(slash + 1, "0123456789") != strlen(slash + 1) || strlen(slash + 1) > 3 ||
+        atoi(slash + 1) > 128)
+        return false;
+    memcpy(a, cidr, (size_t)(slash - cidr));
+    a[slash - cidr] = '\0';
+    return na_l3_ip_ok(a, false);
+}
+
+static const char *ra_mode_of(const json_t *f)
+{
+    const char *m = nb_json_str(f, "ipv6_ra_mode");
+    if (!m || !v6_cidr_ok(nb_json_str(f, "cidr")))
+        return NULL;
+    return !strcmp(m, "slaac") || !strcmp(m, "dhcpv6-stateless") || !strcmp(m, "dhcpv6-stateful")
+               ? m
+               : NULL;
+}
+
+/* The leg's IPv6 subnets with an RA mode, one entry per subnet. New list. */
+static json_t *ra_subnets(const json_t *leg)
+{
+    json_t *out = json_array();
+    size_t i, k;
+    json_t *f, *o;
+    json_array_foreach (json_object_get(leg, "fixed_ips"), i, f) {
+        if (!ra_mode_of(f))
+            continue;
+        bool seen = false;
+        json_array_foreach (out, k, o)
+            seen |= !strcmp(nb_json_str(o, "cidr"), nb_json_str(f, "cidr"));
+        if (!seen)
+            json_array_append(out, f);
+    }
+    return out;
+}
+
+static bool any_mode(const json_t *subnets, const char *mode)
+{
+    size_t i;
+    json_t *s;
+    json_array_foreach (subnets, i, s)
+        if (!strcmp(ra_mode_of(s), mode))
+            return true;
+    return false;
+}
+
+static void radvd_interface(struct nb_sbuf *b, const char *dev, const json_t *subnets,
+                            long long mtu, int min_interval, int max_interval)
+{
+    char line[200];
+    snprintf(line, sizeof(line),
+             "interface %s\n{\n   AdvSendAdvert on;\n   MinRtrAdvInterval %d;\n"
+             "   MaxRtrAdvInterval %d;\n",
+             dev, min_interval, max_interval);
+    nb_sbuf_str(b, line);
+    if (mtu >= 1280) { /* IPV6_MIN_MTU */
+        snprintf(line, sizeof(line), "   AdvLinkMTU %lld;\n", mtu);
+        nb_sbuf_str(b, line);
+    }
+    if (any_mode(subnets, "dhcpv6-stateless"))
+        nb_sbuf_str(b, "   AdvOtherConfigFlag on;\n");
+    if (any_mode(subnets, "dhcpv6-stateful"))
+        nb_sbuf_str(b, "   AdvManagedFlag on;\n");
+    size_t i, k, n = 0;
+    json_t *s, *d;
+    json_array_foreach (subnets, i, s) {
+        if (strcmp(ra_mode_of(s), "slaac"))
+            continue;
+        json_array_foreach (json_object_get(s, "dns_nameservers"), k, d) {
+            const char *ip = json_string_value(d);
+            if (n >= 3 || !na_l3_ip_ok(ip, false)) /* MAX_RDNSS_ENTRIES */
+                continue;
+            nb_sbuf_str(b, n++ ? " " : "   RDNSS ");
+            nb_sbuf_str(b, ip);
+        }
+    }
+    if (n)
+        nb_sbuf_str(b, " {};\n");
+    /* SLAAC and stateless prefixes first, then the stateful ones, as ra.py */
+    for (int pass = 0; pass < 2; pass++)
+        json_array_foreach (subnets, i, s) {
+            bool stateful = !strcmp(ra_mode_of(s), "dhcpv6-stateful");
+            if (stateful != (pass == 1))
+                continue;
+            snprintf(
+                line, sizeof(line),
+                "   prefix %s\n   {\n        AdvOnLink on;\n        AdvAutonomous %s;\n   };\n",
+                nb_json_str(s, "cidr"), stateful ? "off" : "on");
+            nb_sbuf_str(b, line);
+        }
+    nb_sbuf_str(b, "   route fe80::a9fe:a9fe/128 {\n   };\n};\n");
+}
+
+char *na_l3_radvd_conf(const json_t *router, int min_interval, int max_interval)
+{
+    struct nb_sbuf b = {0};
+    size_t i;
+    json_t *leg;
+    json_array_foreach (json_object_get(router, "interfaces"), i, leg) {
+        const char *dev = nb_json_str(leg, "dev");
+        json_t *subnets = ra_subnets(leg);
+        if (dev_ok(dev) && json_array_size(subnets))
+            radvd_interface(&b, dev, subnets, nb_json_int(leg, "mtu", 0), min_interval,
+                            max_interval);
+        json_decref(subnets);
+    }
+    return b.s;
 }

@@ -1,0 +1,200 @@
+"""IPv6 by SLAAC with real guests: a libvirt all-in-one (TCG) whose host
+runs the network agent, driven with the openstack CLI as an operator does.
+
+A network with an IPv4 subnet (10.170.1.0/24, for the guests' DHCP lease)
+and an IPv6 subnet fd00:170:1::/64 with ipv6_ra_mode = ipv6_address_mode =
+slaac, attached to a router: the agent runs radvd in qrouter-<id>
+advertising the prefix as autonomous (Neutron's ra.py), the API gives each
+port the EUI-64 address of its MAC, and each of two guests autoconfigures
+exactly that address from the router advertisement (the test guest prints
+"NET6 addr=..." once DAD is done) and pings the other over IPv6 through the
+default security group ("same group in" for IPv6). While they boot: an
+explicit address on the SLAAC subnet is refused as Neutron refuses it, a
+MAC change moves the port's address, and dhcpv6-stateful/-stateless are
+checked as rendered (radvd flags, dnsmasq ranges), and a radvd killed by
+hand comes back. Removing the router's interface stops radvd; deleting
+everything leaves no radvd, namespace or bridge."""
+import glob
+import ipaddress
+import os
+import re
+import time
+
+import pytest
+
+import dataplane as dp
+from conftest import unique
+from netagent_cleanup import radvd_pid
+from test_libvirt import wait_status
+
+_why = dp.dataplane_unavailable()
+if _why and os.environ.get("NUBO_REQUIRE_LIBVIRT"):
+    raise RuntimeError("data-plane tests required but: " + _why)
+pytestmark = pytest.mark.skipif(bool(_why), reason=_why or "")
+
+NET4 = "10.170.1.0/24"
+NET6 = "fd00:170:1::/64"
+
+
+def eui64(cidr, mac):
+    """neutron_lib's get_ipv6_addr_by_EUI64."""
+    b = bytes(int(x, 16) for x in mac.split(":"))
+    iid = int.from_bytes(b[:3] + b"\xff\xfe" + b[3:], "big")
+    net = ipaddress.ip_network(cidr)
+    return str(ipaddress.ip_address((int(net.network_address) + iid) ^ (1 << 57)))
+
+
+def v6_of(port):
+    ips = [f["ip_address"] for f in port["fixed_ips"] if ":" in f["ip_address"]]
+    assert len(ips) == 1, port["fixed_ips"]
+    return ips[0]
+
+
+def ping6_script(peer, tries=150):
+    """User data: ping peer over IPv6 until it answers (at most `tries` s)."""
+    return """#!/bin/sh
+i=0
+while [ $i -lt %d ]; do
+  if ping -c 1 -W 1 %s >/dev/null 2>&1; then echo "PEER-PING6 %s OK after $i tries"; exit 0; fi
+  i=$((i+1)); sleep 1
+done
+echo "PEER-PING6 %s FAILED"
+exit 1
+""" % (tries, peer, peer, peer)
+
+
+@pytest.fixture(scope="module")
+def v6():
+    c = dp.start_dataplane_cloud("v6")
+    try:
+        yield c
+    finally:
+        dp.stop_dataplane_cloud(c)
+
+
+def test_slaac_guests_and_radvd(v6):
+    c = v6
+    t0 = time.time()
+    net = c.cli("network", "create", unique("v6-net"), "-f", "json")
+    c.cli("subnet", "create", "--network", net["id"], "--subnet-range", NET4,
+          unique("v6-s4"), "-f", "json")
+    s6 = c.cli("subnet", "create", "--network", net["id"], "--ip-version", "6",
+               "--subnet-range", NET6, "--ipv6-ra-mode", "slaac", "--ipv6-address-mode",
+               "slaac", unique("v6-s6"), "-f", "json")
+    router = c.cli("router", "create", unique("v6-r"), "-f", "json")
+    c.cli("router", "add", "subnet", router["id"], s6["id"])
+    ports = [dp.port_show(c, c.cli("port", "create", "--network", net["id"], unique("v6-p"),
+                                   "-f", "json")["id"]) for _ in range(2)]
+    addrs = [v6_of(p) for p in ports]
+    for p, a in zip(ports, addrs):
+        assert a == eui64(NET6, p["mac_address"]), p
+    servers = [dp.boot(c, unique("v6-vm"), p["id"], ping6_script(addrs[1 - i]))["id"]
+               for i, p in enumerate(ports)]
+
+    # meanwhile, the API and the router's radvd
+    st, err = dp.api_net(c, "POST", "/ports", {"port": {
+        "network_id": net["id"], "fixed_ips": [{"subnet_id": s6["id"],
+                                                "ip_address": "fd00:170:1::99"}]}})
+    assert st == 400 and err["NeutronError"]["type"] == "AllocationOnAutoAddressSubnet", err
+    spare = c.cli("port", "create", "--network", net["id"], unique("v6-spare"), "-f", "json")
+    c.cli("port", "set", "--mac-address", "fa:16:3e:70:00:01", spare["id"])
+    assert v6_of(dp.port_show(c, spare["id"])) == eui64(NET6, "fa:16:3e:70:00:01")
+    c.cli("port", "delete", spare["id"])
+    pid = dp.wait_for("radvd of the router", lambda: radvd_pid(c.state_dir, router["id"]))
+    ns = "qrouter-" + router["id"]
+    assert os.stat("/proc/%d/ns/net" % pid).st_ino == os.stat("/run/netns/" + ns).st_ino
+    rdir = glob.glob(os.path.join(c.state_dir, "network-agent", "*", "l3", router["id"]))
+    assert len(rdir) == 1, rdir
+    conf = open(os.path.join(rdir[0], "radvd.conf")).read()
+    assert re.search(r"prefix fd00:170:1::/64\s*\{\s*AdvOnLink on;\s*AdvAutonomous on;", conf), conf
+    assert "AdvManagedFlag" not in conf and "AdvOtherConfigFlag" not in conf, conf
+    assert "AdvLinkMTU %d;" % net["mtu"] in conf, conf
+
+    check_dhcpv6_modes(c)
+
+    # each guest takes exactly its port's address, and reaches the other
+    for sid, a in zip(servers, addrs):
+        assert wait_status(c, sid)["status"] == "ACTIVE"
+    for sid, a in zip(servers, addrs):
+        m = dp.wait_console_line(c, sid, r"NET6 addr=(\S+)/(\d+) up=(\S+)", timeout=240)
+        assert ipaddress.ip_address(m.group(1)) == ipaddress.ip_address(a), m.group(0)
+        assert m.group(2) == "64"
+        print("%s: %s" % (sid, m.group(0)))
+    for sid, a in zip(servers, addrs):
+        m = dp.wait_console_line(c, sid, r"PEER-PING6 \S+ (OK|FAILED).*", timeout=180)
+        assert m.group(1) == "OK", dp.console(c, sid)[-2000:]
+        print("%s: %s" % (sid, m.group(0)))
+    print("two SLAAC guests pinging each other %.1f s after the network was made"
+          % (time.time() - t0))
+
+    # nothing left behind: radvd goes with the router's last IPv6 interface
+    c.cli("server", "delete", "--wait", *servers)
+    for p in ports:
+        c.cli("port", "delete", p["id"])
+    c.cli("router", "remove", "subnet", router["id"], s6["id"])
+    dp.wait_for("radvd stopped", lambda: radvd_pid(c.state_dir, router["id"]) is None)
+    c.cli("router", "delete", router["id"])
+    dp.wait_for("the router's namespace gone", lambda: not dp.netns_exists(ns))
+    assert not os.path.exists(rdir[0])
+    c.cli("network", "delete", net["id"])
+    dp.wait_for("the network's bridge gone", lambda: not dp.link_exists("brq" + net["id"][:11]))
+
+
+def check_dhcpv6_modes(c):
+    """The test guest has no DHCPv6 client (busybox 1.35 has no udhcpc6), so
+    for dhcpv6-stateful and dhcpv6-stateless what the agent renders is
+    checked: radvd's M flag and non-autonomous prefix, resp. O flag and
+    autonomous prefix, and dnsmasq's DHCPv6 ranges; a stateful port's
+    address comes from the pool, a stateless one's is EUI-64. (Called while
+    the SLAAC guests boot.)"""
+    router = c.cli("router", "create", unique("v6-r2"), "-f", "json")
+    made = []
+    for cidr, mode in (("fd00:170:2::/64", "dhcpv6-stateful"),
+                       ("fd00:170:3::/64", "dhcpv6-stateless")):
+        net = c.cli("network", "create", unique("v6-" + mode), "-f", "json")
+        sub = c.cli("subnet", "create", "--network", net["id"], "--ip-version", "6",
+                    "--subnet-range", cidr, "--ipv6-ra-mode", mode, "--ipv6-address-mode",
+                    mode, unique("v6-s"), "-f", "json")
+        c.cli("router", "add", "subnet", router["id"], sub["id"])
+        port = dp.port_show(c, c.cli("port", "create", "--network", net["id"],
+                                     unique("v6-p"), "-f", "json")["id"])
+        made.append((net, sub, port, cidr, mode))
+    stateful = made[0][2]
+    assert ipaddress.ip_address(v6_of(stateful)) in ipaddress.ip_network("fd00:170:2::/64")
+    assert v6_of(stateful) != eui64("fd00:170:2::/64", stateful["mac_address"])  # the pool's
+    assert v6_of(made[1][2]) == eui64("fd00:170:3::/64", made[1][2]["mac_address"])
+    pid = dp.wait_for("radvd of the router", lambda: radvd_pid(c.state_dir, router["id"]))
+    rdir = glob.glob(os.path.join(c.state_dir, "network-agent", "*", "l3", router["id"]))[0]
+
+    def both_blocks():
+        conf = open(os.path.join(rdir, "radvd.conf")).read()
+        return conf if conf.count("interface qr-") == 2 else None
+    conf = dp.wait_for("both interfaces in radvd.conf", both_blocks)
+    blocks = {b.split("\n", 1)[0]: b for b in conf.split("interface ")[1:]}
+    for net, sub, port, cidr, mode in made:
+        qr = [b for b in blocks.values() if "prefix " + cidr in b]
+        assert len(qr) == 1, conf
+        b = qr[0]
+        if mode == "dhcpv6-stateful":
+            assert "AdvManagedFlag on;" in b and "AdvOtherConfigFlag" not in b, b
+            assert "AdvAutonomous off;" in b, b
+        else:
+            assert "AdvOtherConfigFlag on;" in b and "AdvManagedFlag" not in b, b
+            assert "AdvAutonomous on;" in b, b
+        cmd = dp.wait_for("dnsmasq of " + mode, lambda: (lambda f: open(f).read() if f else None)(
+            (glob.glob(os.path.join(c.state_dir, "network-agent", "*", "dhcp", net["id"],
+                                    "cmdline")) or [None])[0]))
+        assert "--dhcp-range=set:subnet-%s,%s,static,64," % (sub["id"], cidr.split("/")[0]) \
+            in cmd, cmd
+    assert radvd_pid(c.state_dir, router["id"]) == pid  # reloaded, not restarted
+    # a radvd killed by hand is back within the agent's resync
+    os.kill(pid, 9)
+    dp.wait_for("radvd restarted", lambda: radvd_pid(c.state_dir, router["id"]) not in (None, pid),
+                timeout=20)
+    for net, sub, port, cidr, mode in made:
+        c.cli("router", "remove", "subnet", router["id"], sub["id"])
+        c.cli("port", "delete", port["id"])
+    dp.wait_for("radvd stopped", lambda: radvd_pid(c.state_dir, router["id"]) is None)
+    c.cli("router", "delete", router["id"])
+    for net, *_ in made:
+        c.cli("network", "delete", net["id"])
