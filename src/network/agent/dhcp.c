@@ -66,57 +66,21 @@ static bool netns_exists(const char *ns)
  * dnsmasq whose command line has that pid file), else 0. */
 static pid_t dnsmasq_pid(const char *dir)
 {
-    char path[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/pid", dir);
-    char *text = nb_read_file(path, NULL);
-    long pid = text ? atol(text) : 0;
-    free(text);
-    if (pid <= 1)
-        return 0;
-    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-    char *stat = nb_read_file(path, NULL);
-    const char *st = stat ? strrchr(stat, ')') : NULL;
-    bool zombie = !st || (st[1] == ' ' && (st[2] == 'Z' || st[2] == 'X'));
-    free(stat);
-    if (zombie)
-        return 0;
-    snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
-    size_t len = 0;
-    char *cmd = nb_read_file(path, &len);
-    bool ours = false;
-    char want[PATH_MAX];
+    char pidfile[PATH_MAX + 8], want[PATH_MAX + 24];
+    snprintf(pidfile, sizeof(pidfile), "%s/pid", dir);
     snprintf(want, sizeof(want), "--pid-file=%s/pid", dir);
-    for (size_t off = 0; cmd && off < len; off += strlen(cmd + off) + 1)
-        if (!strcmp(cmd + off, want))
-            ours = true;
-    free(cmd);
-    return ours ? (pid_t)pid : 0;
-}
-
-/* Whether process pid runs in the namespace ns (not in one deleted by
- * hand, which lives on while a process holds it). */
-static bool runs_in(pid_t pid, const char *ns)
-{
-    char a[64], b[PATH_MAX];
-    snprintf(a, sizeof(a), "/proc/%d/ns/net", (int)pid);
-    snprintf(b, sizeof(b), "/run/netns/%s", ns);
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_ino == sb.st_ino &&
-           sa.st_dev == sb.st_dev;
+    return na_daemon_pid(pidfile, want);
 }
 
 /* Stops the dnsmasq of dir (SIGTERM, then SIGKILL after 2 s). */
 static void dnsmasq_stop(struct nb_ctx *ctx, const char *dir)
 {
-    pid_t pid = dnsmasq_pid(dir);
-    if (!pid)
-        return;
-    kill(pid, SIGTERM);
-    for (int i = 0; i < 40 && dnsmasq_pid(dir) == pid; i++)
-        usleep(50 * 1000);
-    if (dnsmasq_pid(dir) == pid)
-        kill(pid, SIGKILL);
-    NB_INFO(LOG_DHCP, ctx, NULL, "Stopped dnsmasq %d (%s)", (int)pid, dir);
+    char pidfile[PATH_MAX + 8], want[PATH_MAX + 24];
+    snprintf(pidfile, sizeof(pidfile), "%s/pid", dir);
+    snprintf(want, sizeof(want), "--pid-file=%s/pid", dir);
+    pid_t pid = na_daemon_stop(pidfile, want);
+    if (pid)
+        NB_INFO(LOG_DHCP, ctx, NULL, "Stopped dnsmasq %d (%s)", (int)pid, dir);
 }
 
 /* Writes dir/name when its content differs. 1 written, 0 same, -1 error. */
@@ -351,7 +315,7 @@ static int ensure_dnsmasq(struct na *a, struct nb_ctx *ctx, const json_t *net, c
     if (rc == 0 && !pid && drop_stale_leases(ctx, dir, host, false) < 0)
         rc = -1;
     free(host);
-    if (rc == 0 && pid && !runs_in(pid, ns)) {
+    if (rc == 0 && pid && !na_runs_in(pid, ns)) {
         NB_WARN(LOG_DHCP, ctx, NULL,
                 "dnsmasq %d of network %s is not in namespace %s (deleted by hand?); "
                 "restarting it there",

@@ -17,6 +17,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <sys/types.h>
 
 struct na; /* one agent: host name, state dir, ownership record (agent.c) */
 
@@ -47,6 +48,17 @@ int na_run(struct nb_ctx *ctx, const char *netns, const char *const argv[], cons
  * 0/-1. */
 int na_must(struct nb_ctx *ctx, const char *netns, const char *const argv[],
             const char *stdin_text);
+
+/* The daemons the agent starts (dnsmasq, radvd), found by their pid files
+ * (run.c): the pid in pidfile when that process lives (not a zombie) and
+ * has the argument want on its command line, else 0. */
+pid_t na_daemon_pid(const char *pidfile, const char *want);
+/* Whether process pid runs in the network namespace ns (not in one
+ * deleted by hand, which lives on while a process holds it). */
+bool na_runs_in(pid_t pid, const char *ns);
+/* Stops the daemon of pidfile/want: SIGTERM, SIGKILL after 2 s. The pid
+ * it stopped, or 0 when none ran. */
+pid_t na_daemon_stop(const char *pidfile, const char *want);
 
 /* Records that the port port_id could not be wired in this reconcile: it
  * is reported as failed with reason (copied) instead of up or down

@@ -39,48 +39,18 @@ static void router_dir(struct na *a, const char *router_id, char *dir, size_t n)
 /* The pid of the radvd of dir if it runs, else 0. */
 static pid_t radvd_pid(const char *dir)
 {
-    char path[PATH_MAX], want[PATH_MAX];
-    snprintf(path, sizeof(path), "%s/radvd.pid", dir);
-    snprintf(want, sizeof(want), "%s/radvd.pid", dir);
-    _cleanup_free_ char *text = nb_read_file(path, NULL);
-    long pid = text ? atol(text) : 0;
-    if (pid <= 1)
-        return 0;
-    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
-    _cleanup_free_ char *stat = nb_read_file(path, NULL);
-    const char *st = stat ? strrchr(stat, ')') : NULL;
-    if (!st || (st[1] == ' ' && (st[2] == 'Z' || st[2] == 'X')))
-        return 0;
-    snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
-    size_t len = 0;
-    _cleanup_free_ char *cmd = nb_read_file(path, &len);
-    bool ours = false;
-    for (size_t off = 0; cmd && off < len; off += strlen(cmd + off) + 1)
-        ours |= !strcmp(cmd + off, want);
-    return ours ? (pid_t)pid : 0;
-}
-
-static bool runs_in(pid_t pid, const char *ns)
-{
-    char a[64], b[PATH_MAX];
-    snprintf(a, sizeof(a), "/proc/%d/ns/net", (int)pid);
-    snprintf(b, sizeof(b), "/run/netns/%s", ns);
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_ino == sb.st_ino &&
-           sa.st_dev == sb.st_dev;
+    char pidfile[PATH_MAX + 16];
+    snprintf(pidfile, sizeof(pidfile), "%s/radvd.pid", dir);
+    return na_daemon_pid(pidfile, pidfile);
 }
 
 static void radvd_stop(struct nb_ctx *ctx, const char *dir)
 {
-    pid_t pid = radvd_pid(dir);
-    if (!pid)
-        return;
-    kill(pid, SIGTERM);
-    for (int i = 0; i < 40 && radvd_pid(dir) == pid; i++)
-        usleep(50 * 1000);
-    if (radvd_pid(dir) == pid)
-        kill(pid, SIGKILL);
-    NB_INFO(RA_LOG, ctx, NULL, "stopped radvd %d (%s)", (int)pid, dir);
+    char pidfile[PATH_MAX + 16];
+    snprintf(pidfile, sizeof(pidfile), "%s/radvd.pid", dir);
+    pid_t pid = na_daemon_stop(pidfile, pidfile);
+    if (pid)
+        NB_INFO(RA_LOG, ctx, NULL, "stopped radvd %d (%s)", (int)pid, dir);
 }
 
 void na_radvd_remove(struct na *a, struct nb_ctx *ctx, const char *router_id)
@@ -118,7 +88,7 @@ int na_radvd_sync(struct na *a, struct nb_ctx *ctx, const json_t *router, const 
     if (changed && nb_write_file(path, conf, strlen(conf), 0644) < 0)
         return nb_error(ctx, 500, NULL, "cannot write %s: %s", path, strerror(errno));
     pid_t pid = radvd_pid(dir);
-    if (pid && !runs_in(pid, ns)) {
+    if (pid && !na_runs_in(pid, ns)) {
         NB_WARN(RA_LOG, ctx, NULL, "radvd %d of router %s is not in %s; restarting it there",
                 (int)pid, id, ns);
         radvd_stop(ctx, dir);

@@ -7,6 +7,7 @@
  * (dnsmasq) holds none of the process's sockets and outlives it. The wait
  * ends when the child exits even if a daemon it forked keeps the output
  * pipe open. */
+#include "common/cleanup.h"
 #include "common/log.h"
 #include "common/sbuf.h"
 #include "common/util.h"
@@ -265,4 +266,48 @@ int na_must(struct nb_ctx *ctx, const char *netns, const char *const argv[], con
     }
     free(out);
     return 0;
+}
+
+pid_t na_daemon_pid(const char *pidfile, const char *want)
+{
+    char path[PATH_MAX];
+    _cleanup_free_ char *text = nb_read_file(pidfile, NULL);
+    long pid = text ? atol(text) : 0;
+    if (pid <= 1)
+        return 0;
+    snprintf(path, sizeof(path), "/proc/%ld/stat", pid);
+    _cleanup_free_ char *stat = nb_read_file(path, NULL);
+    const char *st = stat ? strrchr(stat, ')') : NULL;
+    if (!st || (st[1] == ' ' && (st[2] == 'Z' || st[2] == 'X')))
+        return 0;
+    snprintf(path, sizeof(path), "/proc/%ld/cmdline", pid);
+    size_t len = 0;
+    _cleanup_free_ char *cmd = nb_read_file(path, &len);
+    bool ours = false;
+    for (size_t off = 0; cmd && off < len; off += strlen(cmd + off) + 1)
+        ours |= !strcmp(cmd + off, want);
+    return ours ? (pid_t)pid : 0;
+}
+
+bool na_runs_in(pid_t pid, const char *ns)
+{
+    char a[64], b[PATH_MAX];
+    snprintf(a, sizeof(a), "/proc/%d/ns/net", (int)pid);
+    snprintf(b, sizeof(b), "/run/netns/%s", ns);
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_ino == sb.st_ino &&
+           sa.st_dev == sb.st_dev;
+}
+
+pid_t na_daemon_stop(const char *pidfile, const char *want)
+{
+    pid_t pid = na_daemon_pid(pidfile, want);
+    if (!pid)
+        return 0;
+    kill(pid, SIGTERM);
+    for (int i = 0; i < 40 && na_daemon_pid(pidfile, want) == pid; i++)
+        usleep(50 * 1000);
+    if (na_daemon_pid(pidfile, want) == pid)
+        kill(pid, SIGKILL);
+    return pid;
 }
