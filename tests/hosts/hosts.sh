@@ -82,7 +82,12 @@ hdir() { echo "$BASE/$1"; }
 hpid() { cat "$(hdir "$1")/libvirtd.pid" 2>/dev/null; }
 # virtlogd lives as long as the host: the process whose namespaces are the host's
 hanchor() { cat "$(hdir "$1")/virtlogd.pid" 2>/dev/null; }
-alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null; }
+# a zombie (exited, not reaped: its parent here is often a PID 1 that
+# reaps nothing) is not alive
+alive() {
+    [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null &&
+        ! grep -qE '^[0-9]+ \(.*\) [ZX] ' "/proc/$1/stat" 2>/dev/null
+}
 huri() { echo "qemu+unix:///system?socket=$(hdir "$1")/run/libvirt-sock"; }
 hvirsh() { local h=$1; shift; virsh -c "$(huri "$h")" "$@"; }
 known_hosts() { local d; for d in "$BASE"/host*; do [ -d "$d" ] && basename "$d"; done | sort -V; }
@@ -304,13 +309,16 @@ agent_start() {
     p=$(hanchor "$h")
     alive "$p" || die "$h is not running (hosts.sh up)"
     mkdir -p "$d/agent-log"
+    # agent.out grows across restarts: only this start's lines count
+    local seen
+    seen=$(cat "$d/agent.out" 2>/dev/null | wc -l)
     nsenter -t "$p" -m -n -u -- setsid "$NUBO_BIN" compute --config "$conf" \
         --set "DEFAULT.host=$h" --set "DEFAULT.my_ip=$(hip "$h")" \
         --set "DEFAULT.log_dir=$d/agent-log" "$@" >>"$d/agent.out" 2>&1 </dev/null &
     echo $! >"$d/agent.pid"
     local i
     for i in $(seq 300); do
-        grep -q 'nubo: ready' "$d/agent.out" 2>/dev/null && break
+        tail -n +"$((seen + 1))" "$d/agent.out" 2>/dev/null | grep -q 'nubo: ready' && break
         alive "$(agent_pid "$h")" || die "$h: the agent exited: $(tail -5 "$d/agent.out")"
         sleep 0.1
     done
