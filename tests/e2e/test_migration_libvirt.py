@@ -467,6 +467,47 @@ def test_abort_of_a_running_migration(lab):
     lab.virsh("host2", "migrate-setspeed", sid, "0")
 
 
+def test_stopping_the_source_agent_aborts_its_running_migration(lab):
+    """nova-compute of the source is stopped (SIGTERM) mid-migration: it
+    aborts the migration before it exits, so the guest stays where it runs
+    and the database says so (not a guest on the destination that the
+    database places on the source)."""
+    sid = lab.shared
+    lab.virsh("host2", "migrate-setspeed", sid, "1")
+    st, data = lab.api("POST", "/servers/%s/action" % sid,
+                       {"os-migrateLive": {"host": "host1", "block_migration": "auto"}})
+    assert st == 202, data
+    wait_for("migration running", lambda: [
+        m for m in lab.get("/servers/%s/migrations" % sid)["migrations"]
+        if m["status"] == "running" and m["memory_processed_bytes"]], 60, 0.5)
+    with open(os.path.join(BASE, "host2", "agent.pid")) as f:
+        pid = int(f.read())
+    t0 = time.time()
+    os.kill(pid, signal.SIGTERM)
+    wait_for("agent of host2 exited", lambda: not os.path.exists("/proc/%d" % pid) or
+             open("/proc/%d/stat" % pid).read().split(") ")[1][0] == "Z", 60, 0.2)
+    stopped = time.time() - t0
+    try:
+        wait_for("migration cancelled", lambda: lab.last_migration(sid)["status"] == "cancelled",
+                 30, 0.3)
+        assert "Stopping: aborting 1 live migration(s) in progress" in agent_log("host2")
+        assert sid in lab.domains("host2") and sid not in lab.domains("host1")
+        assert "running" in lab.virsh("host2", "domstate", sid)
+        wait_for("task cleared", lambda: not lab.server(sid)["OS-EXT-STS:task_state"], 30, 0.5)
+        s = lab.server(sid)
+        assert s["status"] == "ACTIVE" and s["OS-EXT-SRV-ATTR:host"] == "host2", s
+        assert lab.allocations(sid) == {lab.providers()["host2"]}
+    finally:
+        hosts("agent", "host2", lab.conf, "--set", "DEFAULT.instances_path=%s" % SHARED,
+              "--set", "libvirt.virt_type=qemu", "--set", "compute.sync_power_state_interval=600",
+              "--set", "image_cache.remove_unused_original_minimum_age_seconds=0",
+              "--set", "libvirt.live_migration_permit_post_copy=true")
+        wait_for("nova-compute on host2 up", lambda: service(lab, "host2")["state"] == "up", 60,
+                 0.3)
+        lab.virsh("host2", "migrate-setspeed", sid, "0")
+    print("SIGTERM of the source agent mid-migration: cancelled and exited in %.1f s" % stopped)
+
+
 def test_force_complete_pauses_the_guest_and_the_move_ends(lab):
     sid = lab.shared
     path = console_path(SHARED, sid)

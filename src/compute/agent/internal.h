@@ -99,6 +99,12 @@ json_t *nb_lm_force_complete(void *a, struct nb_ctx *ctx, const char *method, js
 json_t *nb_lm_post_dest(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
 json_t *nb_lm_post_source(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
 json_t *nb_lm_rollback_dest(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+/* At stop: refuses new live migrations, aborts the running ones (their
+ * guests stay on this host, the conductor rolls them back) and waits up to
+ * 60 s for them to end. nb_agent_lm_open undoes it (a restart in the same
+ * process). */
+void nb_agent_lm_drain(void);
+void nb_agent_lm_open(void);
 
 /* resize.c: cold migration and resize steps (compute_api.h), bus handlers
  * of the calls prep_resize, resize_instance, finish_resize and

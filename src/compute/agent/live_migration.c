@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* One live migration this process runs as the source. */
 struct lm_run {
@@ -50,6 +51,7 @@ struct lm_run {
 static pthread_mutex_t lm_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t lm_cond = PTHREAD_COND_INITIALIZER;
 static struct lm_run *runs;
+static bool lm_stopping; /* nb_agent_lm_drain: no new runs */
 
 static json_t *failed(const char *fmt, const char *arg)
 {
@@ -456,9 +458,27 @@ json_t *nb_lm_start(void *opaque, struct nb_ctx *ctx, const char *method, json_t
     r->m.progress = on_progress;
     r->m.opaque = r;
     pthread_mutex_lock(&lm_lock);
-    r->next = runs;
-    runs = r;
+    bool stopping = lm_stopping;
+    if (!stopping) {
+        r->next = runs;
+        runs = r;
+    }
     pthread_mutex_unlock(&lm_lock);
+    if (stopping) {
+        struct nb_live_migration_outcome out = {
+            .uuid = uuid,
+            .migration_uuid = mig,
+            .host = a->host,
+            .phase = "queued",
+            .message = "The compute service of the source host is stopping."};
+        nb_conductor_live_migration_result(ctx, &out);
+        json_decref(r->instance);
+        json_decref(r->disks);
+        free(r->dest_uri);
+        free(r->dest_addr);
+        free(r);
+        return NULL;
+    }
     pthread_t t;
     pthread_attr_t attr;
     pthread_attr_init(&attr);
@@ -512,4 +532,39 @@ json_t *nb_lm_force_complete(void *opaque, struct nb_ctx *ctx, const char *metho
     (void)method;
     flag_run(opaque, ctx, args, false);
     return NULL;
+}
+
+void nb_agent_lm_open(void)
+{
+    pthread_mutex_lock(&lm_lock);
+    lm_stopping = false;
+    pthread_mutex_unlock(&lm_lock);
+}
+
+void nb_agent_lm_drain(void)
+{
+    pthread_mutex_lock(&lm_lock);
+    lm_stopping = true;
+    int n = 0;
+    for (struct lm_run *r = runs; r; r = r->next, n++)
+        atomic_store(&r->m.abort_requested, 1);
+    if (n)
+        NB_WARN(LOG_AGENT, NULL, NULL,
+                "Stopping: aborting %d live migration(s) in progress; their guests stay on "
+                "this host",
+                n);
+    pthread_cond_broadcast(&lm_cond);
+    /* a run ends when the hypervisor has cancelled its job and the
+     * conductor has the outcome; a wedged one is not waited for forever */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 60;
+    while (runs)
+        if (pthread_cond_timedwait(&lm_cond, &lm_lock, &until) != 0) {
+            NB_ERROR(LOG_AGENT, NULL, NULL,
+                     "Stopping with live migration %s still running after 60 s",
+                     runs->migration_uuid);
+            break;
+        }
+    pthread_mutex_unlock(&lm_lock);
 }

@@ -665,6 +665,7 @@ int nb_compute_agent_start(struct nb_env *env, struct nb_virt_driver *drv, const
      * so it must already answer. If the conductor is not up yet, the
      * periodic thread retries the registration. */
     nb_agent_builds_open();
+    nb_agent_lm_open();
     if (nb_bus_listen(a->topic, nb_agent_handle, a,
                       (int)nb_conf_int("compute", "agent_workers", 2)) < 0) {
         NB_ERROR(LOG_AGENT, &ctx, NULL, "cannot listen on topic %s", a->topic);
@@ -707,6 +708,7 @@ int nb_compute_agent_start(struct nb_env *env, struct nb_virt_driver *drv, const
 void nb_compute_agents_stop(void)
 {
     nb_agent_builds_drain();
+    nb_agent_lm_drain();
     pthread_mutex_lock(&agents_lock);
     bool running = periodic_running;
     periodic_stop = true;
