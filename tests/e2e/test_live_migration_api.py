@@ -508,11 +508,38 @@ def test_doctor_migration(lm):
     assert verdicts["fake-2"]["ok"] and not verdicts["fake-far"]["ok"]
     assert [c["check"] for c in verdicts["fake-2"]["checks"]] == [
         "service", "destination", "resources", "cpu", "hypervisor", "transport", "storage",
-        "network", "ports", "instance"]
+        "network", "ports", "instance", "scheduler"]
+    sched = verdicts["fake-2"]["checks"][-1]
+    assert sched["ok"] and sched["evidence"] == "passed every filter", sched
     assert verdicts["fake-jumbo"]["ok"] and verdicts["fake-jumbo"]["warnings"] == 1
     assert "MEMORY_MB: needed 512, free 256" in verdicts["fake-small"]["message"]
+    sched = verdicts["fake-small"]["checks"][-1]
+    assert not sched["ok"] and sched["evidence"].startswith(
+        "not among placement's allocation candidates for VCPU=1, MEMORY_MB=512"), sched
     # nothing moved, nothing claimed
     assert migration(lm, sid) is None and list(allocations(lm, sid)) == ["fake-1"]
+
+
+def test_doctor_migration_names_the_filter_that_stops_a_host(lm):
+    """The dry run judges each host with the scheduler's filters too: a
+    host every precheck accepts but the server's anti-affinity group
+    excludes is refused, naming the filter, as the move itself would be."""
+    st, _, g = lm.request("POST", "/compute/v2.1/os-server-groups", token=lm.admin, headers=MV,
+                          body={"server_group": {"name": unique("anti"),
+                                                 "policy": "anti-affinity"}})
+    assert st == 200, g
+    sid = boot(lm, "fake-1", group=g["server_group"]["id"])
+    boot(lm, "fake-2", group=g["server_group"]["id"])
+    p = doctor(lm, sid, "--to", "fake-2")
+    assert p.returncode == 1, (p.stdout, p.stderr)
+    assert "  [OK] cpu: " in p.stdout, p.stdout
+    assert "  [PROBLEM] scheduler: ServerGroupAntiAffinityFilter: 1 -> 0; fake-2: " in p.stdout, \
+        p.stdout
+    assert "host fake-2: REFUSED: No valid host was found. ServerGroupAntiAffinityFilter" \
+        in p.stdout, p.stdout
+    r = json.loads(doctor(lm, sid, "--json").stdout)
+    ok = {h["host"] for h in r["hosts"] if h["ok"]}
+    assert "fake-2" not in ok and "fake-jumbo" in ok, r
 
 
 def test_restart_mid_migration_is_recovered(lm):

@@ -131,10 +131,11 @@ static int compute_host_exists(struct nb_ctx *ctx, const char *host)
 
 /* Before 2.34: the conductor's dry run; 400 with the refusal when no host
  * passes. 0/-1. */
-static int sync_prechecks(struct nb_ctx *ctx, const char *uuid, const char *host, const char *bm)
+static int sync_prechecks(struct nb_ctx *ctx, const char *uuid, const char *host, const char *bm,
+                          bool force)
 {
     _cleanup_json_ json_t *r = nb_conductor_check_live_migration(
-        ctx, uuid, host, bm, (int)nb_conf_int("DEFAULT", "rpc_response_timeout", 60) * 1000);
+        ctx, uuid, host, bm, force, (int)nb_conf_int("DEFAULT", "rpc_response_timeout", 60) * 1000);
     if (!r)
         return nb_srv_error_as(ctx, 503, "The compute conductor is not available.");
     if (nb_json_str(r, "error"))
@@ -203,7 +204,7 @@ int nb_srv_live_migrate(struct nb_ctx *ctx, json_t *inst, json_t *args)
         return -1;
     if (nb_srv_check_host(ctx, inst) < 0)
         return -1;
-    if (!nb_ctx_mv_ge(ctx, 2, 34) && sync_prechecks(ctx, uuid, host, bm) < 0)
+    if (!nb_ctx_mv_ge(ctx, 2, 34) && sync_prechecks(ctx, uuid, host, bm, force) < 0)
         return -1;
     char mig[NB_UUID_LEN];
     if (record(ctx, inst, host, mig) < 0)
@@ -239,7 +240,7 @@ static int h_migration_check(struct nb_ctx *ctx, struct nb_req *req, struct nb_r
     if (host && *host && compute_host_exists(ctx, host) < 0)
         return -1;
     json_t *r = nb_conductor_check_live_migration(
-        ctx, nb_json_str(inst, "uuid"), host && *host ? host : NULL, bms,
+        ctx, nb_json_str(inst, "uuid"), host && *host ? host : NULL, bms, false,
         (int)nb_conf_int("DEFAULT", "rpc_response_timeout", 60) * 2000);
     if (!r)
         return nb_srv_error_as(ctx, 503, "The compute conductor is not available.");

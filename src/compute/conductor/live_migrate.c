@@ -436,6 +436,58 @@ void cond_live_migrate_instance(struct conductor *c, struct nb_ctx *ctx, json_t 
     json_decref(row);
 }
 
+/* The scheduler's dry run over every candidate (nothing claimed), as a
+ * live migration to a scheduled or requested host would face it: the
+ * instance's request spec with the source ignored. New ref, or NULL when
+ * no scheduler answered (error on ctx). */
+static json_t *scheduler_dry_run(struct lm_task *t, struct nb_ctx *ctx)
+{
+    _cleanup_json_ json_t *ignore = json_pack("[s]", t->source ? t->source : "");
+    struct nb_request_spec rs;
+    spec_for(t, &rs, ignore, NULL);
+    json_t *r = nb_scheduler_dry_run(ctx, t->uuid, &rs, t->c->call_timeout_ms);
+    nb_request_spec_free(&rs);
+    return r;
+}
+
+/* Adds the "scheduler" check to host's verdict v from the dry run sched
+ * (NULL: no scheduler answered, why): a host the filters stop cannot be
+ * the destination unless forced (os-migrateLive force before 2.68). */
+static void add_scheduler_check(json_t *v, const char *host, const json_t *sched, const char *why)
+{
+    const json_t *hv = json_object_get(json_object_get(sched, "hosts"), host);
+    char evidence[2048], msg[2400] = "";
+    bool ok = false, skipped = false;
+    if (!sched) {
+        skipped = true;
+        snprintf(evidence, sizeof(evidence), "the scheduler did not answer: %s", why);
+    } else if (nb_json_str(sched, "error")) {
+        snprintf(evidence, sizeof(evidence), "%s", nb_json_str(sched, "details"));
+        snprintf(msg, sizeof(msg), "%s", nb_json_str(sched, "error"));
+    } else if (!hv) {
+        snprintf(evidence, sizeof(evidence), "not among placement's allocation candidates for %s",
+                 nb_json_str(sched, "resources") ? nb_json_str(sched, "resources") : "the flavor");
+        snprintf(msg, sizeof(msg), "No valid host was found. Host %s lacks the free resources.",
+                 host);
+    } else {
+        ok = json_is_true(json_object_get(hv, "ok"));
+        snprintf(evidence, sizeof(evidence), "%s", nb_json_str(hv, "reason"));
+        if (!ok)
+            snprintf(msg, sizeof(msg), "No valid host was found. %s", nb_json_str(hv, "reason"));
+    }
+    if (!json_is_array(json_object_get(v, "checks")))
+        json_object_set_new(v, "checks", json_array());
+    json_array_append_new(json_object_get(v, "checks"),
+                          json_pack("{s:s, s:b, s:b, s:b, s:s, s:s?}", "check", "scheduler", "ok",
+                                    ok, "warning", 0, "skipped", skipped, "evidence", evidence,
+                                    "message", msg[0] ? msg : NULL));
+    if (ok || skipped)
+        return;
+    if (json_is_true(json_object_get(v, "ok")) || !nb_json_str(v, "message"))
+        json_object_set_new(v, "message", json_string(msg));
+    json_object_set_new(v, "ok", json_false());
+}
+
 json_t *cond_check_live_migration(struct conductor *c, struct nb_ctx *ctx, json_t *args)
 {
     const char *uuid = nb_json_str(args, "uuid");
@@ -462,12 +514,18 @@ json_t *cond_check_live_migration(struct conductor *c, struct nb_ctx *ctx, json_
     _cleanup_json_ json_t *lines = json_array();
     json_t *out = json_array();
     double t0 = nb_time_mono();
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    bool forced = json_is_true(json_object_get(args, "force"));
+    _cleanup_json_ json_t *sched = forced ? NULL : scheduler_dry_run(&t, &sub);
     size_t i;
     json_t *h;
     json_array_foreach (hosts, i, h) {
         json_t *v = try_host(&t, json_string_value(h), NULL, lines);
         json_object_del(v, "agent");
         json_object_del(v, "dest_node");
+        if (!forced)
+            add_scheduler_check(v, json_string_value(h), sched, nb_ctx_message(&sub));
         json_array_append_new(out, v);
     }
     NB_INFO(LOG_LM, ctx, uuid, "Live-migration prechecks of %zu host(s) took %.0f ms",

@@ -118,11 +118,12 @@ int nb_conductor_live_migration_force_complete(struct nb_ctx *ctx, const char *u
 }
 
 json_t *nb_conductor_check_live_migration(struct nb_ctx *ctx, const char *uuid, const char *host,
-                                          const char *block_migration, int timeout_ms)
+                                          const char *block_migration, bool force, int timeout_ms)
 {
     return nb_bus_call(ctx, NB_CONDUCTOR_TOPIC, NB_CONDUCTOR_CHECK_LIVE_MIGRATION,
-                       json_pack("{s:s, s:s?, s:s}", "uuid", uuid, "host", host, "block_migration",
-                                 block_migration ? block_migration : "auto"),
+                       json_pack("{s:s, s:s?, s:s, s:b}", "uuid", uuid, "host", host,
+                                 "block_migration", block_migration ? block_migration : "auto",
+                                 "force", force),
                        timeout_ms);
 }
 

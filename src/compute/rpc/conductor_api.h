@@ -181,13 +181,14 @@ int nb_conductor_live_migration_abort(struct nb_ctx *ctx, const char *uuid,
 int nb_conductor_live_migration_force_complete(struct nb_ctx *ctx, const char *uuid,
                                                const char *migration_uuid);
 
-/* check_live_migration (call) {"uuid", "host", "block_migration"}: every
- * precheck of a live migration of uuid against host (NULL: every candidate
- * host), nothing moved (nubo doctor migration). Reply {"instance",
+/* check_live_migration (call) {"uuid", "host", "block_migration", "force"}:
+ * every precheck of a live migration of uuid against host (NULL: every
+ * candidate host) and, unless forced, the scheduler's filters (a dry run:
+ * nothing claimed), nothing moved (nubo doctor migration). Reply {"instance",
  * "source", "hosts": [{"host", "ok", "checks": [{"check", "ok", "warning",
  * "evidence", "message"}…]}…]} | {"error"}; NULL on timeout. */
 json_t *nb_conductor_check_live_migration(struct nb_ctx *ctx, const char *uuid, const char *host,
-                                          const char *block_migration, int timeout_ms);
+                                          const char *block_migration, bool force, int timeout_ms);
 
 /* ---- agent -> conductor: outcomes (casts) ---- */
 

@@ -27,6 +27,16 @@ struct nb_request_spec;
 json_t *nb_scheduler_select_destinations(struct nb_ctx *ctx, const char *instance_uuid,
                                          const struct nb_request_spec *spec, int timeout_ms);
 
+/* select_destinations with "dry_run": true: nothing is claimed; the reply
+ * judges every placement candidate on its own:
+ * {"dry_run": true, "resources": "VCPU=1, …", "details": "…",
+ *  "hosts": {"<host>": {"ok": bool, "reason": "<the filter line that
+ *  stopped it>" or "passed every filter"}}}, or the {"error", "details"}
+ * reply when placement has no candidate. A host absent from "hosts" is
+ * not a placement candidate for the resources. */
+json_t *nb_scheduler_dry_run(struct nb_ctx *ctx, const char *instance_uuid,
+                             const struct nb_request_spec *spec, int timeout_ms);
+
 /* ping (call) {} -> {"ok": true}: whether a scheduler answers within
  * timeout_ms (a failure is left on ctx). */
 bool nb_scheduler_ping(struct nb_ctx *ctx, int timeout_ms);

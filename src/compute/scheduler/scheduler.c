@@ -682,6 +682,20 @@ static size_t host_list(struct host_cache *c, json_t *cands, struct nb_host_stat
     return n;
 }
 
+/* The request filters spec needs (retry, availability zone) into pre[2];
+ * returns their number. */
+static size_t request_filters(const struct nb_sched_spec *spec,
+                              const struct nb_sched_filter *pre[2])
+{
+    size_t npre = 0;
+    if (json_array_size(spec->retry_hosts) || json_array_size(spec->unreachable_hosts))
+        pre[npre++] = &nb_filter_retry;
+    if (spec->availability_zone && *spec->availability_zone &&
+        nb_conf_bool("scheduler", "query_placement_for_availability_zone", true))
+        pre[npre++] = &nb_filter_az_prefilter;
+    return npre;
+}
+
 /* Narrows hosts to those the request allows: the forced host (filters
  * skipped), else the requested host, the request filters and the enabled
  * filters, each logged. Returns the count left. */
@@ -698,12 +712,7 @@ static size_t filter_hosts(struct scheduler *s, struct nb_ctx *ctx, const char *
     if (json_array_size(rs->ignore_hosts))
         n = ignore_hosts(hosts, n, rs->ignore_hosts, lines);
     const struct nb_sched_filter *pre[2];
-    size_t npre = 0;
-    if (json_array_size(spec->retry_hosts) || json_array_size(spec->unreachable_hosts))
-        pre[npre++] = &nb_filter_retry;
-    if (spec->availability_zone && *spec->availability_zone &&
-        nb_conf_bool("scheduler", "query_placement_for_availability_zone", true))
-        pre[npre++] = &nb_filter_az_prefilter;
+    size_t npre = request_filters(spec, pre);
     size_t before = json_array_size(lines);
     n = nb_sched_run_filters(hosts, n, pre, npre, spec, lines);
     n = nb_sched_run_filters(hosts, n, s->filters, s->nfilters, spec, lines);
@@ -765,9 +774,35 @@ static json_t *claim_best(struct nb_ctx *ctx, const char *uuid, const struct nb_
     return no_host(ctx, uuid, NO_HOST_FILTERS, lines);
 }
 
+/* A dry run's answer (nothing claimed): per candidate host whether the
+ * request filters and the enabled filters let it through, with the first
+ * filter that stopped it, each host judged on its own; hosts that are not
+ * placement candidates are absent (the caller names them so). New ref. */
+static json_t *dry_run_verdicts(struct scheduler *s, const struct nb_sched_spec *spec,
+                                struct nb_host_state **hosts, size_t n, const char *restext,
+                                json_t *lines)
+{
+    const struct nb_sched_filter *pre[2];
+    size_t npre = request_filters(spec, pre);
+    json_t *verdicts = json_object();
+    for (size_t i = 0; i < n; i++) {
+        struct nb_host_state *one[1] = {hosts[i]};
+        _cleanup_json_ json_t *l = json_array();
+        size_t left = nb_sched_run_filters(one, 1, pre, npre, spec, l);
+        left = nb_sched_run_filters(one, left, s->filters, s->nfilters, spec, l);
+        const char *last = json_string_value(json_array_get(l, json_array_size(l) - 1));
+        json_object_set_new(verdicts, hosts[i]->host,
+                            left ? json_pack("{s:b, s:s}", "ok", 1, "reason", "passed every filter")
+                                 : json_pack("{s:b, s:s}", "ok", 0, "reason", last ? last : "?"));
+    }
+    _cleanup_free_ char *details = join_lines(lines);
+    return json_pack("{s:b, s:s, s:o, s:s}", "dry_run", 1, "resources", restext, "hosts", verdicts,
+                     "details", details);
+}
+
 /* select_destinations of instance uuid with request spec rs. */
 static json_t *select_for(struct scheduler *s, struct nb_ctx *ctx, const char *uuid,
-                          const struct nb_request_spec *rs)
+                          const struct nb_request_spec *rs, bool dry_run)
 {
     json_t *flavor = flavor_body(rs->flavor);
     if (!uuid || !json_object_size(flavor))
@@ -808,10 +843,10 @@ static json_t *select_for(struct scheduler *s, struct nb_ctx *ctx, const char *u
     build_spec(&spec, uuid, rs, flavor, &props);
     _cleanup_json_ json_t *ghosts = grouped ? group_hosts(s, ctx, c, group, uuid) : json_object();
     spec.group_hosts = ghosts;
-    n = filter_hosts(s, ctx, uuid, rs, &spec, hosts, n, lines);
-
     json_t *reply;
-    if (n == 0) {
+    if (dry_run) {
+        reply = dry_run_verdicts(s, &spec, hosts, n, restext, lines);
+    } else if ((n = filter_hosts(s, ctx, uuid, rs, &spec, hosts, n, lines)) == 0) {
         reply = no_host(ctx, uuid, NO_HOST_FILTERS, lines);
     } else {
         nb_sched_weigh(hosts, n, s->weighers, s->multipliers, s->nweighers);
@@ -833,7 +868,8 @@ static json_t *select_destinations(struct scheduler *s, struct nb_ctx *ctx, json
 {
     struct nb_request_spec rs;
     nb_request_spec_from_json(&rs, json_object_get(args, "spec"));
-    json_t *reply = select_for(s, ctx, nb_json_str(args, "instance_uuid"), &rs);
+    json_t *reply = select_for(s, ctx, nb_json_str(args, "instance_uuid"), &rs,
+                               json_is_true(json_object_get(args, "dry_run")));
     nb_request_spec_free(&rs);
     return reply;
 }
