@@ -12,7 +12,10 @@
 #include "bus/backend.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/metrics.h"
+#include "common/util.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const struct nb_bus_backend *backend = &nb_bus_inproc_backend;
@@ -42,15 +45,35 @@ int nb_bus_listen(const char *topic, nb_bus_handler_fn fn, void *opaque, int nth
     return backend->listen(topic, fn, opaque, nthreads);
 }
 
+/* A topic's first segment ("compute" of "compute.host1"): host names would
+ * multiply the series by the size of the cloud. */
+static void topic_kind(const char *topic, char *out, size_t n)
+{
+    snprintf(out, n, "%s", topic ? topic : "");
+    out[strcspn(out, ".")] = '\0';
+}
+
 int nb_bus_cast(const struct nb_ctx *ctx, const char *topic, const char *method, json_t *args)
 {
-    return backend->cast(ctx, topic, method, args);
+    int rc = backend->cast(ctx, topic, method, args);
+    char kind[64];
+    topic_kind(topic, kind, sizeof(kind));
+    nb_metrics_add(NB_M_BUS_CASTS, 1,
+                   (const char *const[]){kind, method, rc == 0 ? "ok" : "error"});
+    return rc;
 }
 
 json_t *nb_bus_call(struct nb_ctx *ctx, const char *topic, const char *method, json_t *args,
                     int timeout_ms)
 {
-    return backend->call(ctx, topic, method, args, timeout_ms);
+    double t0 = nb_time_mono();
+    json_t *r = backend->call(ctx, topic, method, args, timeout_ms);
+    char kind[64];
+    topic_kind(topic, kind, sizeof(kind));
+    const char *outcome = r ? "ok" : ctx && nb_ctx_status(ctx) == 504 ? "timeout" : "error";
+    nb_metrics_observe(NB_M_BUS_CALL_SECONDS, nb_time_mono() - t0,
+                       (const char *const[]){kind, method, outcome});
+    return r;
 }
 
 const char *nb_bus_transport(void)

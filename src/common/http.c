@@ -9,6 +9,7 @@
 #include "common/http.h"
 #include "common/config.h"
 #include "common/healthcheck.h"
+#include "common/metrics.h"
 #include "common/http_guard.h"
 #include "common/http_int.h"
 #include "common/json.h"
@@ -206,6 +207,7 @@ static const struct route *match(struct nb_req *req, const char *method, bool *m
     if (best) {
         *method_mismatch = false;
         req->route_opaque = best->opaque;
+        req->route = best->pattern;
         for (int k = 0; k < nsegs && req->nparams < 8; k++) {
             if (best->segs[k][0] != '{')
                 continue;
@@ -542,9 +544,22 @@ static void log_access(struct nb_ctx *ctx, const struct nb_http_service *svc, co
                        status, len, nb_time_mono() - t0);
 }
 
+/* The request's series of nubo_http_request_duration_seconds: the route's
+ * pattern, never the path, so IDs do not multiply the series. */
+static void observe(const struct nb_req *req, int status, double t0)
+{
+    char code[16];
+    snprintf(code, sizeof(code), "%d", status);
+    const char *svc = req->service && req->service->prefix ? req->service->prefix : "/";
+    const char *labels[] = {svc[0] == '/' && svc[1] ? svc + 1 : "-", req->method,
+                            req->route ? req->route : "(no route)", code};
+    nb_metrics_observe(NB_M_HTTP_REQUEST_SECONDS, nb_time_mono() - t0, labels);
+}
+
 static void log_request(struct MHD_Connection *conn, struct conn_state *st, struct nb_ctx *ctx,
                         struct nb_req *req, int status, size_t len, double t0)
 {
+    observe(req, status, t0);
     char peer[64];
     log_access(ctx, req->service, nb_http_guard_peer(conn, peer, sizeof(peer)), req->method,
                st->uri ? st->uri : req->path, st->version, status, (long long)len, t0);
@@ -1007,9 +1022,27 @@ int nb_http_healthcheck(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
     return 0;
 }
 
+/* GET /metrics: Prometheus's text format (common/metrics.h), no token, as
+ * /healthcheck; [metrics] enabled = false answers 404. */
+static int http_metrics(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    (void)req;
+    if (!nb_conf_bool("metrics", "enabled", true))
+        return nb_error(ctx, 404, NULL, "The resource could not be found.");
+    size_t len = 0;
+    char *text = nb_metrics_render(&len);
+    if (!text)
+        return nb_error(ctx, 500, NULL, "Out of memory while rendering the metrics.");
+    resp->raw = text;
+    resp->raw_len = len;
+    resp->content_type = "text/plain; version=0.0.4; charset=utf-8";
+    return 0;
+}
+
 void nb_http_init_routes(void)
 {
     nb_http_route("GET", "/healthcheck", nb_http_healthcheck, NB_ROUTE_NO_AUTH);
+    nb_http_route("GET", "/metrics", http_metrics, NB_ROUTE_NO_AUTH);
 }
 
 int nb_http_start(const char *host, int port, int nthreads)

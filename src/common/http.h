@@ -62,6 +62,7 @@ struct nb_req {
     bool trailing_slash;                   /* the URL ended in '/' (not part of path) */
     const struct nb_http_service *service; /* whose prefix path has, or NULL */
     void *route_opaque;                    /* the matched route's opaque pointer */
+    const char *route;                     /* the matched route's pattern, or NULL */
     void *conn;                            /* opaque MHD connection, for header/query lookups */
     const char *body;                      /* raw body (NUL-terminated), may be "" */
     size_t body_len;

@@ -11,6 +11,8 @@
 #include "db/db.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/metrics.h"
+#include "common/util.h"
 #include "db/migrations.h"
 
 #include <assert.h>
@@ -33,6 +35,7 @@ struct nb_db {
     pthread_mutex_t lock;
     pthread_t tx_owner;
     int tx_depth; /* 0: none; 1: the BEGIN; n > 1: savepoints sp_2 .. sp_n */
+    double tx_t0; /* when the outermost transaction began (nb_time_mono) */
     struct cached cache[CACHE_SIZE];
 };
 
@@ -328,8 +331,10 @@ int nb_db_begin(struct nb_db *db, struct nb_ctx *ctx)
         db_unlock(db);
         return nb_error(ctx, 500, NULL, "Database error.");
     }
-    if (!db->tx_depth++)
+    if (!db->tx_depth++) {
         db->tx_owner = pthread_self();
+        db->tx_t0 = nb_time_mono();
+    }
     return 0;
 }
 
@@ -350,6 +355,8 @@ int nb_db_commit(struct nb_db *db, struct nb_ctx *ctx)
         rc = tx_exec(db, ctx, "COMMIT");
         if (rc < 0)
             sqlite3_exec(db->conn, "ROLLBACK", NULL, NULL, NULL);
+        nb_metrics_observe(NB_M_DB_TRANSACTION_SECONDS, nb_time_mono() - db->tx_t0,
+                           (const char *const[]){rc == 0 ? "commit" : "failed_commit"});
     }
     db->tx_depth--;
     db_unlock(db);
@@ -372,6 +379,9 @@ void nb_db_rollback(struct nb_db *db)
     if (db->tx_depth > 1)
         snprintf(sql, sizeof(sql), "ROLLBACK TO sp_%d; RELEASE sp_%d", db->tx_depth, db->tx_depth);
     sqlite3_exec(db->conn, sql, NULL, NULL, NULL);
+    if (db->tx_depth == 1)
+        nb_metrics_observe(NB_M_DB_TRANSACTION_SECONDS, nb_time_mono() - db->tx_t0,
+                           (const char *const[]){"rollback"});
     db->tx_depth--;
     db_unlock(db);
 }

@@ -25,6 +25,7 @@ static const struct nb_policy_entry table[] = {
 
     /* ---- identity (keystone/common/policies; the handlers decide "admin or self") */
     {"GET", "/healthcheck", NB_POLICY_PUBLIC, "(public)"},
+    {"GET", "/metrics", NB_POLICY_PUBLIC, "(public)"},
     {"GET", "/identity", NB_POLICY_PUBLIC, "(public)"},
     {"GET", "/identity/", NB_POLICY_PUBLIC, "(public)"},
     {"GET", "/identity/v3", NB_POLICY_PUBLIC, "(public)"},

@@ -21,6 +21,7 @@
 #include "common/config.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/util.h"
 #include "compute/agent/internal.h"
 #include "compute/rpc/compute_api.h"
@@ -344,6 +345,7 @@ static void unregister(struct lm_run *r)
     for (struct lm_run **p = &runs; *p; p = &(*p)->next)
         if (*p == r) {
             *p = r->next;
+            nb_metrics_add(NB_M_LIVE_MIGRATIONS_ACTIVE, -1, NULL);
             break;
         }
     pthread_cond_broadcast(&lm_cond);
@@ -462,6 +464,7 @@ json_t *nb_lm_start(void *opaque, struct nb_ctx *ctx, const char *method, json_t
     if (!stopping) {
         r->next = runs;
         runs = r;
+        nb_metrics_add(NB_M_LIVE_MIGRATIONS_ACTIVE, 1, NULL);
     }
     pthread_mutex_unlock(&lm_lock);
     if (stopping) {

@@ -7,6 +7,7 @@
  * leaves (nb_migration_update's expected_status), so a report that arrives
  * late changes nothing; the phase events are recorded only by the update
  * that moved the status. */
+#include "common/metrics.h"
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
@@ -317,13 +318,19 @@ void cond_live_migration_result(struct conductor *c, struct nb_ctx *ctx, json_t 
         return;
     }
     bool shared = json_is_true(json_object_get(args, "shared_storage"));
-    if (json_is_true(json_object_get(args, "ok")))
+    bool ok = json_is_true(json_object_get(args, "ok"));
+    bool cancelled = json_is_true(json_object_get(args, "cancelled"));
+    nb_metrics_add(NB_M_LIVE_MIGRATIONS, 1,
+                   (const char *const[]){ok          ? "completed"
+                                         : cancelled ? "cancelled"
+                                                     : "error"});
+    if (ok)
         cond_lm_finish(c, ctx, mig, shared);
     else
         cond_lm_rollback(c, ctx, mig,
                          nb_json_str(args, "phase") ? str(args, "phase") : "live_migration",
                          nb_json_str(args, "message") ? str(args, "message") : "unknown error",
-                         json_is_true(json_object_get(args, "cancelled")), shared);
+                         cancelled, shared);
 }
 
 /* Forwards abort / force-complete of a migration in progress to its

@@ -98,6 +98,10 @@ const struct nb_sched_filter *nb_sched_filter_find(const char *name);
 size_t nb_sched_run_filters(struct nb_host_state **hosts, size_t n,
                             const struct nb_sched_filter *const *filters, size_t nfilters,
                             const struct nb_sched_spec *spec, json_t *lines);
+/* The same, for a dry run: not counted in the rejection metrics. */
+size_t nb_sched_judge_filters(struct nb_host_state **hosts, size_t n,
+                              const struct nb_sched_filter *const *filters, size_t nfilters,
+                              const struct nb_sched_spec *spec, json_t *lines);
 
 /* A weigher: a raw value per host (higher wins before the multiplier);
  * values below minval are clamped to it, then all are normalised to [0, 1]

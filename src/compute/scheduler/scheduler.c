@@ -18,6 +18,7 @@
 #include "common/config.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/metrics.h"
 #include "common/util.h"
 #include "compute/objects/request_spec.h"
 #include "compute/rpc/scheduler_api.h"
@@ -788,8 +789,8 @@ static json_t *dry_run_verdicts(struct scheduler *s, const struct nb_sched_spec 
     for (size_t i = 0; i < n; i++) {
         struct nb_host_state *one[1] = {hosts[i]};
         _cleanup_json_ json_t *l = json_array();
-        size_t left = nb_sched_run_filters(one, 1, pre, npre, spec, l);
-        left = nb_sched_run_filters(one, left, s->filters, s->nfilters, spec, l);
+        size_t left = nb_sched_judge_filters(one, 1, pre, npre, spec, l);
+        left = nb_sched_judge_filters(one, left, s->filters, s->nfilters, spec, l);
         const char *last = json_string_value(json_array_get(l, json_array_size(l) - 1));
         json_object_set_new(verdicts, hosts[i]->host,
                             left ? json_pack("{s:b, s:s}", "ok", 1, "reason", "passed every filter")
@@ -868,8 +869,12 @@ static json_t *select_destinations(struct scheduler *s, struct nb_ctx *ctx, json
 {
     struct nb_request_spec rs;
     nb_request_spec_from_json(&rs, json_object_get(args, "spec"));
-    json_t *reply = select_for(s, ctx, nb_json_str(args, "instance_uuid"), &rs,
-                               json_is_true(json_object_get(args, "dry_run")));
+    bool dry_run = json_is_true(json_object_get(args, "dry_run"));
+    json_t *reply = select_for(s, ctx, nb_json_str(args, "instance_uuid"), &rs, dry_run);
+    if (!dry_run)
+        nb_metrics_add(
+            NB_M_SCHEDULER_DECISIONS, 1,
+            (const char *const[]){nb_json_str(reply, "host") ? "selected" : "no_valid_host"});
     nb_request_spec_free(&rs);
     return reply;
 }

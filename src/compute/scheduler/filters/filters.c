@@ -5,6 +5,7 @@
  * them in order, writing the explanation an operator reads in the fault
  * details: "<Filter>: <in> -> <out>; <host>: <why>; …". */
 #include "compute/scheduler/host_state.h"
+#include "common/metrics.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,9 +41,9 @@ static void append_reason(char **line, const char *host, const char *why)
     *line = n;
 }
 
-size_t nb_sched_run_filters(struct nb_host_state **hosts, size_t n,
-                            const struct nb_sched_filter *const *filters, size_t nfilters,
-                            const struct nb_sched_spec *spec, json_t *lines)
+static size_t run_filters(struct nb_host_state **hosts, size_t n,
+                          const struct nb_sched_filter *const *filters, size_t nfilters,
+                          const struct nb_sched_spec *spec, json_t *lines, bool count)
 {
     for (size_t f = 0; f < nfilters && n > 0; f++) {
         char *reasons = strdup("");
@@ -60,7 +61,24 @@ size_t nb_sched_run_filters(struct nb_host_state **hosts, size_t n,
         json_array_append_new(lines, json_string(line));
         free(line);
         free(reasons);
+        if (count && kept < n)
+            nb_metrics_add(NB_M_SCHEDULER_REJECTIONS, (double)(n - kept),
+                           (const char *const[]){filters[f]->name});
         n = kept;
     }
     return n;
+}
+
+size_t nb_sched_run_filters(struct nb_host_state **hosts, size_t n,
+                            const struct nb_sched_filter *const *filters, size_t nfilters,
+                            const struct nb_sched_spec *spec, json_t *lines)
+{
+    return run_filters(hosts, n, filters, nfilters, spec, lines, true);
+}
+
+size_t nb_sched_judge_filters(struct nb_host_state **hosts, size_t n,
+                              const struct nb_sched_filter *const *filters, size_t nfilters,
+                              const struct nb_sched_spec *spec, json_t *lines)
+{
+    return run_filters(hosts, n, filters, nfilters, spec, lines, false);
 }
