@@ -124,6 +124,58 @@ done
 exec "$@"
 EOF2
 chmod 755 "$R/usr/bin/sudo"
+# root's login shell (dropbear runs commands with it, "SHELL -c CMD"):
+# busybox sh with iputils' -w for ping and ping6, a deadline for the
+# whole run. busybox's ping waits -W (10 s) for an answer after the last
+# of -c packets whatever -w says, so Tempest's "ping -c1 -w1" of an
+# address that must not answer (the security group tests) took 10 s
+# instead of 1; -w's value goes to -W too unless -W is given. Functions,
+# as busybox sh runs its own applets ahead of anything on PATH.
+cat >"$R/bin/root-sh" <<'EOF2'
+#!/bin/busybox sh
+# root's shell: busybox sh whose ping/ping6 keep -w (tests/images/build.sh)
+deadline_ping() {
+    local p=$1 a prev= w= W=
+    shift
+    for a in "$@"; do
+        case $prev in -w) w=$a ;; esac
+        case $a in -w?*) w=${a#-w} ;; -W*) W=1 ;; esac
+        prev=$a
+    done
+    if [ -n "$w" ] && [ -z "$W" ]; then
+        /bin/busybox "$p" -W "$w" "$@"
+    else
+        /bin/busybox "$p" "$@"
+    fi
+}
+ping() { deadline_ping ping "$@"; }
+ping6() { deadline_ping ping6 "$@"; }
+if [ "${1:-}" = -c ] && [ $# -ge 2 ]; then
+    root_sh_cmd=$2
+    shift 2
+    eval "$root_sh_cmd"
+    exit
+fi
+exec /bin/busybox sh "$@"
+EOF2
+chmod 755 "$R/bin/root-sh"
+# blkid: busybox has none; Tempest finds the config drive with
+# "blkid -L config-2 -o device", which findfs answers
+cat >"$R/usr/bin/blkid" <<'EOF2'
+#!/bin/sh
+# only "blkid -L LABEL | -U UUID [-o device]": the device, as findfs finds it
+while [ $# -gt 0 ]; do
+    case $1 in
+    -L) exec /bin/busybox findfs "LABEL=$2" ;;
+    -U) exec /bin/busybox findfs "UUID=$2" ;;
+    -o) shift 2 ;;
+    *) shift ;;
+    esac
+done
+echo "blkid: only -L LABEL and -U UUID" >&2
+exit 2
+EOF2
+chmod 755 "$R/usr/bin/blkid"
 
 # ---------------------------------------------------------------- dropbear
 # The SSH server (key authentication only, see guest-init.sh) with the
@@ -138,9 +190,9 @@ done
 for f in /lib/x86_64-linux-gnu/libnss_files.so.2; do   # getpwnam; tiny
     [ -e "$f" ] && cp -L "$f" "$R$f"
 done
-echo 'root:x:0:0:root:/root:/bin/sh' >"$R/etc/passwd"
+echo 'root:x:0:0:root:/root:/bin/root-sh' >"$R/etc/passwd"
 echo 'root:x:0:' >"$R/etc/group"
-printf '/bin/sh\n' >"$R/etc/shells"
+printf '/bin/sh\n/bin/root-sh\n' >"$R/etc/shells"
 printf 'passwd: files\ngroup: files\nshadow: files\nhosts: files dns\n' >"$R/etc/nsswitch.conf"
 
 # --------------------------------------------------------- kernel modules
