@@ -16,7 +16,11 @@ First the instances path is the directory every host sees ("NFS"): a live
 migration with shared storage (with a migration network whose MTU
 differs: precheck 8's warning), a destination whose libvirtd is stopped or
 not listening (precheck 6), an abort and a force-complete of migrations
-slowed by a bandwidth limit. Then the agents restart with per-host instances paths ("local
+slowed by a bandwidth limit, then [libvirt] live_migration_completion_timeout
+reached with live_migration_timeout_action force_complete (the guest paused,
+the move ends) and abort (the move fails, the guest stays), and a migration
+over TLS (the hosts' libvirtd listen on 16514 too: live_migration_scheme
+tls, live_migration_with_native_tls). Then the agents restart with per-host instances paths ("local
 disks"), host1 giving its guests a custom CPU model: a destination whose
 QEMU lacks it is refused (precheck 4), and a block migration
 (--block-migration) moves the disk; a volume-backed server moves without one
@@ -62,10 +66,14 @@ LOCAL = BASE + "/local/instances"
 CPU_MODEL = "Westmere"  # usable under TCG; host2 is made to lack it
 RABBITMQCTL = "/usr/sbin/rabbitmqctl"
 MV = "2.80"
+# HOSTS_TLS for hosts.sh: running_lab(tls=True) gives the hosts' libvirtd a
+# TLS listener (16514) and certificates for libvirt and QEMU
+_TLS = {"on": False}
 
 
 def hosts(*args, check=True, timeout=120):
-    env = dict(os.environ, HOSTS_NAME=NAME, HOSTS_NET=NET, HOSTS_BASE=BASE)
+    env = dict(os.environ, HOSTS_NAME=NAME, HOSTS_NET=NET, HOSTS_BASE=BASE,
+               HOSTS_TLS="1" if _TLS["on"] else "0")
     p = subprocess.run(["bash", HOSTS_SH] + [str(a) for a in args], capture_output=True,
                        text=True, timeout=timeout, env=env)
     if check and p.returncode != 0:
@@ -278,12 +286,14 @@ class Heartbeat:
 
 
 @contextlib.contextmanager
-def running_lab(instances_path=SHARED, **per_host):
+def running_lab(instances_path=SHARED, tls=False, **per_host):
     """Two hosts, the control plane on its own RabbitMQ vhost and user, one
     agent per host with instances_path, the test image uploaded
-    (lab.image); everything removed afterwards. Also used by
-    bench/bench_migration.py."""
+    (lab.image); everything removed afterwards. tls: the hosts' libvirtd
+    also listen for TLS, with certificates (hosts.sh HOSTS_TLS=1). Also
+    used by bench/bench_migration.py."""
     hosts("down", check=False)
+    _TLS["on"] = tls
     hosts("up", "2")
     vhost = "nubo-e2e-lm-%s" % uuid.uuid4().hex[:8]
     password = uuid.uuid4().hex
@@ -316,6 +326,7 @@ def running_lab(instances_path=SHARED, **per_host):
         if serve:
             serve.stop()
         hosts("down", check=False)
+        _TLS["on"] = False
         subprocess.run([RABBITMQCTL, "-q", "delete_vhost", vhost], capture_output=True, timeout=60)
         subprocess.run([RABBITMQCTL, "-q", "delete_user", vhost], capture_output=True, timeout=60)
         if not os.environ.get("NUBO_E2E_KEEP"):
@@ -324,8 +335,9 @@ def running_lab(instances_path=SHARED, **per_host):
 
 @pytest.fixture(scope="module")
 def lab():
-    # host2 (the source of the abort and the force-complete) may use post-copy
-    with running_lab(host2=["libvirt.live_migration_permit_post_copy=true"]) as lab:
+    # host2 (the source of the abort and the force-complete) may use post-copy;
+    # the hosts' libvirtd listen for TLS too (test_live_migration_over_tls)
+    with running_lab(tls=True, host2=["libvirt.live_migration_permit_post_copy=true"]) as lab:
         yield lab
 
 
@@ -541,6 +553,126 @@ def test_force_complete_pauses_the_guest_and_the_move_ends(lab):
                "requested)" in log, log[-3000:]
         how = "pause, post-copy unavailable"
     print("force-complete (%s): downtime %.3f s after HB %s" % (how, gap, after))
+    # the guest stays, on host1, for the completion timeout and TLS tests
+
+
+# ---- [libvirt] live_migration_completion_timeout (seconds per GiB of RAM,
+# at least 2, plus copied disk) and live_migration_timeout_action, on the
+# shared instances path: 1 s/GiB is 2 s for the 128 MiB test guest ----
+
+
+def timeout_agents(lab):
+    """host1 completes a migration that does not end in time (no post-copy
+    there: the guest is paused), host2 aborts it."""
+    lab.agents(SHARED, host1=["libvirt.live_migration_completion_timeout=1",
+                              "libvirt.live_migration_timeout_action=force_complete"],
+               host2=["libvirt.live_migration_completion_timeout=1"])  # abort: the default
+
+
+def agent_log_since(host, offset):
+    with open(os.path.join(BASE, host, "agent-log", "nubo-compute.log")) as f:
+        f.seek(offset)
+        return f.read()
+
+
+def agent_log_size(host):
+    return os.path.getsize(os.path.join(BASE, host, "agent-log", "nubo-compute.log"))
+
+
+def test_completion_timeout_force_complete_pauses_the_guest_and_the_move_ends(lab):
+    sid = lab.shared
+    assert lab.server(sid)["OS-EXT-SRV-ATTR:host"] == "host1"
+    timeout_agents(lab)
+    path = console_path(SHARED, sid)
+    # 32 MiB/s: some 4 s to send the guest, past the 2 s timeout
+    lab.virsh("host1", "migrate-setspeed", sid, "32")
+    log0 = agent_log_size("host1")
+    hb = Heartbeat([path])
+    t = lab.migrate(sid, "host2")
+    beats, (gap, after) = hb.finish()
+    m = lab.last_migration(sid)
+    assert m["status"] == "completed" and m["dest_compute"] == "host2", m
+    s = lab.server(sid)
+    assert (s["status"], s["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", "host2"), s
+    assert s["OS-EXT-STS:power_state"] == 1 and not s["OS-EXT-STS:task_state"], s
+    assert sid in lab.domains("host2") and sid not in lab.domains("host1")
+    assert "running" in lab.virsh("host2", "domstate", sid)  # paused on the source only
+    assert beats and beats[-1][1][0] > time.time() - 5  # the guest runs on
+    rps = lab.providers()
+    assert lab.allocations(sid) == {rps["host2"]} and lab.allocations(m["uuid"]) == set()
+    log = agent_log_since("host1", log0)
+    assert "completion timeout 2 s, then force_complete" in log, log[-3000:]
+    assert "Live migration not completed after 2 sec" in log, log[-3000:]
+    assert "Pausing the instance to complete its live migration " \
+           "(live_migration_completion_timeout of 2 s reached" in log, log[-3000:]
+    ev = {e["event"]: e for e in lab.lm_events(sid)}["compute_live_migration"]
+    assert ev["result"] == "Success", ev
+    assert re.match(r"the guest was paused after \d+ s to complete the migration "
+                    r"\(live_migration_completion_timeout of 2 s reached, "
+                    r"live_migration_timeout_action = force_complete\)$", ev["details"] or ""), ev
+    assert t > 2, t
+    print("completion timeout, force_complete: paused at 2 s, completed in %.1f s (CLI "
+          "included), largest heartbeat gap %.2f s after HB %s" % (t, gap, after))
+
+
+def test_completion_timeout_abort_leaves_the_guest_on_the_source(lab):
+    sid = lab.shared
+    # 1 MiB/s: minutes; the 2 s timeout aborts it
+    lab.virsh("host2", "migrate-setspeed", sid, "1")
+    try:
+        text, took = refused_move(lab, sid, "host1", "host2")
+    finally:
+        lab.virsh("host2", "migrate-setspeed", sid, "0")
+    s = lab.server(sid)
+    assert s["OS-EXT-STS:power_state"] == 1, s
+    assert "running" in lab.virsh("host2", "domstate", sid)
+    want = "not completed after 2 sec ([libvirt] live_migration_completion_timeout = 1 s per " \
+           "GiB, 2.0 GiB to copy), aborted as live_migration_timeout_action = abort"
+    assert "failed in live_migration" in text and want in text, text
+    ev = {e["event"]: e for e in lab.lm_events(sid)}["compute_live_migration"]
+    assert ev["result"] == "Error" and want in (ev["details"] or ""), ev
+    assert 2 < took < 60, took
+    print("completion timeout, abort: migration error after %.1f s (CLI included): %s"
+          % (took, text.splitlines()[0]))
+
+
+def test_live_migration_over_tls(lab):
+    """live_migration_scheme = tls (libvirt's peer-to-peer connection on
+    16514) and live_migration_with_native_tls (QEMU's migration stream in
+    TLS): caught in the act, the source's QEMU has TLS credentials in its
+    migration parameters and the destination's libvirtd a TLS client."""
+    sid = lab.shared
+    assert lab.server(sid)["OS-EXT-SRV-ATTR:host"] == "host2"
+    tls = ["libvirt.live_migration_scheme=tls", "libvirt.live_migration_with_native_tls=true"]
+    lab.agents(SHARED, host1=tls, host2=tls)
+    log0 = agent_log_size("host2")
+    lab.virsh("host2", "migrate-setspeed", sid, "24")  # a few seconds to look at it
+    st, data = lab.api("POST", "/servers/%s/action" % sid,
+                       {"os-migrateLive": {"host": "host1", "block_migration": "auto"}})
+    assert st == 202, data
+    wait_for("migration running", lambda: [
+        m for m in lab.get("/servers/%s/migrations" % sid)["migrations"]
+        if m["status"] == "running" and m["memory_processed_bytes"]], 60, 0.2)
+    params = json.loads(lab.virsh("host2", "qemu-monitor-command", sid,
+                                  '{"execute": "query-migrate-parameters"}'))["return"]
+    conns = hosts("exec", "host1", "ss", "-tnH", "state", "established",
+                  "( sport = :16514 )").stdout
+    wait_for("migration completed", lambda: lab.last_migration(sid)["status"] == "completed",
+             120, 0.5)
+    wait_for("task cleared", lambda: not lab.server(sid)["OS-EXT-STS:task_state"], 30, 0.5)
+    s = lab.server(sid)
+    assert (s["status"], s["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", "host1"), s
+    assert s["OS-EXT-STS:power_state"] == 1, s
+    assert "running" in lab.virsh("host1", "domstate", sid)
+    assert params.get("tls-creds"), params  # "" without TLS
+    assert params.get("tls-hostname") == NET + ".1", params
+    assert NET + ".2:" in conns, conns  # host2's libvirtd, connected to host1's TLS port
+    m = re.search(r"Starting live migration to host1 \(qemu\+tls://%s/system, data to %s, "
+                  r"flags 0x([0-9a-f]+)" % (re.escape(NET + ".1"), re.escape(NET + ".1")),
+                  agent_log_since("host2", log0))
+    assert m and int(m.group(1), 16) & 0x10000, m  # VIR_MIGRATE_TLS
+    print("live migration over TLS: tls-creds %s, peer-to-peer on 16514: %s"
+          % (params["tls-creds"], conns.split()[-1] if conns.split() else "?"))
     lab.cloud.cli("server", "delete", "--wait", sid, parse=False)
 
 

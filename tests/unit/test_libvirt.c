@@ -740,6 +740,69 @@ static void test_downtime_steps(void **state)
     nb_conf_set("libvirt", "live_migration_downtime_delay", "75");
 }
 
+/* Nova's _live_migration_data_gb and completion timeout: RAM at least 2
+ * GiB; a block migration adds each writable local disk's file size, at
+ * least 2 GiB; the timeout is seconds per GiB, truncated, 0 = none; the
+ * action fires past it, never in post-copy. */
+static void test_completion_timeout(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/nubo-unit-lmgb-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char big[64], small[64], ro[64], vol[64];
+    snprintf(big, sizeof(big), "%s/disk", dir);
+    snprintf(small, sizeof(small), "%s/disk.eph0", dir);
+    snprintf(ro, sizeof(ro), "%s/disk.config", dir);
+    snprintf(vol, sizeof(vol), "%s/gone", dir);
+    FILE *f = fopen(big, "w");
+    assert_int_equal(ftruncate(fileno(f), 3LL << 30 | 1LL << 29), 0); /* 3.5 GiB, sparse */
+    fclose(f);
+    f = fopen(small, "w");
+    fputs("x", f);
+    fclose(f);
+    json_t *disks =
+        json_pack("[{s:s, s:b, s:b}, {s:s, s:b, s:b}, {s:s, s:b, s:b}, {s:s, s:b, "
+                  "s:b}, {s:s, s:b, s:b}]",
+                  "path", big, "local", 1, "readonly", 0, "path", small, "local", 1, "readonly", 0,
+                  "path", ro, "local", 1, "readonly", 1, "path", "/nfs/volume-1", "local", 0,
+                  "readonly", 0, "path", vol, "local", 1, "readonly", 0);
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    /* not a block migration: the RAM alone, at least 2 GiB */
+    assert_true(lv_migration_data_gb(&ctx, UUID, 512, disks, false) == 2.0);
+    assert_true(lv_migration_data_gb(&ctx, UUID, 3072, disks, false) == 3.0);
+    assert_true(lv_migration_data_gb(&ctx, UUID, 3072, NULL, true) == 3.0);
+    /* block: 2 (RAM) + 3.5 + 2 (1 byte, at least 2); the read-only config
+     * drive, the volume and the file that is not there count nothing */
+    assert_true(lv_migration_data_gb(&ctx, UUID, 128, disks, true) == 7.5);
+    json_decref(disks);
+    unlink(big);
+    unlink(small);
+    rmdir(dir);
+
+    nb_conf_reset();
+    assert_int_equal(lv_completion_timeout_s(2), 1600); /* Nova's default 800 s/GiB */
+    nb_conf_set("libvirt", "live_migration_completion_timeout", "3");
+    assert_int_equal(lv_completion_timeout_s(7.5), 22); /* int(22.5) */
+    nb_conf_set("libvirt", "live_migration_completion_timeout", "0");
+    assert_int_equal(lv_completion_timeout_s(7.5), 0);
+    nb_conf_set("libvirt", "live_migration_completion_timeout", "-5");
+    assert_int_equal(lv_completion_timeout_s(7.5), 0);
+    assert_false(lv_timeout_due(0, 1e6, false)); /* 0: no timeout */
+    assert_false(lv_timeout_due(4, 4.0, false)); /* elapsed must exceed it */
+    assert_true(lv_timeout_due(4, 4.5, false));
+    assert_false(lv_timeout_due(4, 4.5, true)); /* post-copy runs to its end */
+
+    assert_int_equal(lv_timeout_action(), LV_TIMEOUT_ABORT); /* the default */
+    nb_conf_set("libvirt", "live_migration_timeout_action", "force_complete");
+    assert_int_equal(lv_timeout_action(), LV_TIMEOUT_FORCE_COMPLETE);
+    nb_conf_set("libvirt", "live_migration_timeout_action", "abort");
+    assert_int_equal(lv_timeout_action(), LV_TIMEOUT_ABORT);
+    nb_conf_set("libvirt", "live_migration_timeout_action", "pause");
+    assert_int_equal(lv_timeout_action(), -1);
+    nb_conf_reset();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -756,6 +819,7 @@ int main(void)
         cmocka_unit_test(test_conf_keys),
         cmocka_unit_test(test_migration_uri),
         cmocka_unit_test(test_downtime_steps),
+        cmocka_unit_test(test_completion_timeout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -409,6 +409,7 @@ static void *lm_main(void *arg)
         int rc = r->a->drv->ops->live_migrate(r->a->drv, &dctx, r->a->host, r->instance, &r->m);
         if (rc == 0) {
             out.ok = true;
+            out.message = r->m.note[0] ? r->m.note : NULL;
             NB_INFO(LOG_AGENT, &r->ctx, r->uuid,
                     "Migrating instance to %s finished successfully (%.2f s).", r->dest_host,
                     nb_time_mono() - t0);

@@ -46,10 +46,12 @@ json_t *cond_live_migration_status(struct conductor *c, struct nb_ctx *ctx, json
 void cond_live_migration_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 void cond_live_migration_abort(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 void cond_live_migration_force_complete(struct conductor *c, struct nb_ctx *ctx, json_t *args);
-/* Finishes migration mig (row) whose guest runs on its destination, or
- * rolls it back (phase, message: the cause; cancelled: an abort). Used by
- * the result handler and by recovery. */
-void cond_lm_finish(struct conductor *c, struct nb_ctx *ctx, const json_t *mig, bool shared);
+/* Finishes migration mig (row) whose guest runs on its destination (note:
+ * what made it converge, for the event's details, or NULL), or rolls it
+ * back (phase, message: the cause; cancelled: an abort). Used by the result
+ * handler and by recovery. */
+void cond_lm_finish(struct conductor *c, struct nb_ctx *ctx, const json_t *mig, bool shared,
+                    const char *note);
 void cond_lm_rollback(struct conductor *c, struct nb_ctx *ctx, const json_t *mig, const char *phase,
                       const char *message, bool cancelled, bool shared);
 

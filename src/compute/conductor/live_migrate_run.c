@@ -177,7 +177,8 @@ static void switch_host(struct conductor *c, struct nb_ctx *ctx, const json_t *m
                                      : "not in task migrating on the source");
 }
 
-void cond_lm_finish(struct conductor *c, struct nb_ctx *ctx, const json_t *mig, bool shared)
+void cond_lm_finish(struct conductor *c, struct nb_ctx *ctx, const json_t *mig, bool shared,
+                    const char *note)
 {
     const char *uuid = str(mig, "instance_uuid"), *m = str(mig, "uuid");
     const char *dest = str(mig, "dest_compute"), *source = str(mig, "source_compute");
@@ -185,7 +186,7 @@ void cond_lm_finish(struct conductor *c, struct nb_ctx *ctx, const json_t *mig, 
     struct nb_ctx sub;
     nb_ctx_child(&sub, ctx);
     nb_migration_update(c->db, &sub, m, &pm);
-    cond_event_finish(c, ctx, uuid, EV_LM_RUN, true, NULL);
+    cond_event_finish(c, ctx, uuid, EV_LM_RUN, true, note);
     int tmo = c->call_timeout_ms;
     char msg[1400] = "", srcmsg[1400] = "";
     cond_event_start(c, ctx, uuid, EV_LM_POST_DEST, dest);
@@ -325,7 +326,7 @@ void cond_live_migration_result(struct conductor *c, struct nb_ctx *ctx, json_t 
                                          : cancelled ? "cancelled"
                                                      : "error"});
     if (ok)
-        cond_lm_finish(c, ctx, mig, shared);
+        cond_lm_finish(c, ctx, mig, shared, nb_json_str(args, "message"));
     else
         cond_lm_rollback(c, ctx, mig,
                          nb_json_str(args, "phase") ? str(args, "phase") : "live_migration",
@@ -416,7 +417,7 @@ void cond_lm_recover(struct conductor *c, struct nb_ctx *ctx, const char *migrat
         NB_WARN(LOG_LM, ctx, uuid,
                 "Live migration %s (%s) interrupted (%s): the guest runs on %s, finishing it",
                 migration_uuid, status, why, dest);
-        cond_lm_finish(c, ctx, mig, true);
+        cond_lm_finish(c, ctx, mig, true, NULL);
     } else {
         const char *source = nb_json_str(mig, "source_compute");
         if (source) /* in case its agent still runs the job */

@@ -256,7 +256,8 @@ struct nb_live_migration_outcome {
     bool ok;             /* the guest runs on the destination */
     bool cancelled;      /* stopped by an abort request; the guest stays on the source */
     const char *phase;   /* on failure: "queued", "pre_live_migration" or "live_migration" */
-    const char *message; /* on failure: the cause (NULL sent as null) */
+    const char *message; /* on failure: the cause; on success: what made the migration
+                            converge (post-copy, pause), else NULL (sent as null) */
     bool shared_storage; /* as the migration ran: what the cleanup may remove */
 };
 /* live_migration_result {"uuid", "migration_uuid", "host", "ok",

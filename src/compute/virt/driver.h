@@ -70,6 +70,8 @@ struct nb_live_migration {
     atomic_int force_complete_requested; /* set by the agent: post-copy or pause */
     /* out */
     bool cancelled; /* live_migrate returned -1 because it was aborted */
+    char note[256]; /* what the driver did to make it converge (post-copy, pause, and why),
+                       for the instance action event; "" nothing */
 };
 
 struct nb_virt_ops {

@@ -455,6 +455,14 @@ struct nb_virt_driver *nb_virt_libvirt_open(const char *host)
         nb_error(&ctx, 500, NULL, "[libvirt] images_type must be qcow2 or raw, not '%s'", it);
         goto fail;
     }
+    if (lv_timeout_action() < 0) {
+        /* Nova's option has choices: the service does not start on another */
+        nb_error(&ctx, 500, NULL,
+                 "[libvirt] live_migration_timeout_action must be abort or force_complete, not "
+                 "'%s'",
+                 nb_conf_str("libvirt", "live_migration_timeout_action", ""));
+        goto fail;
+    }
     nb_strlcpy(lv->images_type, it, sizeof(lv->images_type));
     char base[LV_PATH_MAX + 8];
     snprintf(base, sizeof(base), "%s/_base", lv->instances_path);

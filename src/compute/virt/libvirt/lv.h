@@ -221,6 +221,22 @@ struct lv_downtime {
     int n;
 };
 void lv_downtime_steps(double data_gb, struct lv_downtime *d);
+/* The GiB a live migration copies, as Nova's _live_migration_data_gb: the
+ * flavor's RAM (at least 2) plus, for a block migration, the file size of
+ * every writable local disk in disks (lv_migration_disks; at least 2 each;
+ * a file that cannot be stat'ed is logged and counts 0). */
+double lv_migration_data_gb(struct nb_ctx *ctx, const char *uuid, long long memory_mb,
+                            const json_t *disks, bool block);
+/* [libvirt] live_migration_completion_timeout (seconds per GiB) for a
+ * guest of data_gb, truncated to whole seconds as Nova; 0 = no timeout. */
+long long lv_completion_timeout_s(double data_gb);
+/* Nova's should_trigger_timeout_action: a timeout is set, the migration
+ * is not in post-copy, and more than timeout_s seconds went by. */
+bool lv_timeout_due(long long timeout_s, double elapsed, bool post_copy);
+/* [libvirt] live_migration_timeout_action: LV_TIMEOUT_ABORT (the
+ * default), LV_TIMEOUT_FORCE_COMPLETE, -1 for any other value. */
+enum { LV_TIMEOUT_ABORT, LV_TIMEOUT_FORCE_COMPLETE };
+int lv_timeout_action(void);
 
 /* virt_type.c */
 /* Resolves [libvirt] virt_type (kvm|qemu|auto) into lv->virt_type and

@@ -19,9 +19,11 @@
  * thread polls the job stats twice a second: progress to the agent, the
  * downtime steps (live_migration_downtime / _steps / _delay, scaled by the
  * guest's size, as Nova), the completion timeout
- * (live_migration_completion_timeout per GiB) and its action (abort, or
- * force_complete: post-copy when permitted, else pause), and the agent's
- * abort and force-complete requests. */
+ * (live_migration_completion_timeout per GiB of RAM and copied disk, as
+ * Nova: at least 2 GiB each) and its action (abort: the migration fails,
+ * the error naming the timeout; or force_complete: post-copy when
+ * permitted, else pause), and the agent's abort and force-complete
+ * requests. What made a migration converge is told in m->note. */
 #include "common/cleanup.h"
 #include "common/config.h"
 #include "common/json.h"
@@ -29,10 +31,12 @@
 #include "common/util.h"
 #include "compute/virt/libvirt/lv.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 /* What the migrating thread shares with the monitor. */
@@ -106,19 +110,47 @@ void lv_downtime_steps(double data_gb, struct lv_downtime *d)
     }
 }
 
-/* The guest's size in GiB for the timeouts: RAM (at least 2, as Nova)
- * plus the disks copied by a block migration. */
-static double data_gb(const json_t *inst, const json_t *disks, bool block)
+double lv_migration_data_gb(struct nb_ctx *ctx, const char *uuid, long long memory_mb,
+                            const json_t *disks, bool block)
 {
-    double ram = (double)nb_json_int(json_object_get(inst, "flavor"), "memory_mb", 512) / 1024.0;
-    double gb = ram < 2 ? 2 : ram;
+    double gb = (double)memory_mb / 1024.0;
+    if (gb < 2)
+        gb = 2;
     size_t i;
     json_t *d;
-    json_array_foreach (disks, i, d)
-        if (block && json_is_true(json_object_get(d, "local")) &&
-            !json_is_true(json_object_get(d, "readonly")))
-            gb += (double)nb_json_int(d, "virtual_size", 0) / (1024.0 * 1024 * 1024);
+    json_array_foreach (disks, i, d) {
+        if (!block || !json_is_true(json_object_get(d, "local")) ||
+            json_is_true(json_object_get(d, "readonly")))
+            continue;
+        const char *path = nb_json_str(d, "path");
+        struct stat st;
+        if (!path || stat(path, &st) < 0) {
+            NB_WARN(LV_LOG, ctx, uuid, "Unable to stat %s: %s", path ? path : "?", strerror(errno));
+            continue;
+        }
+        double dg = (double)st.st_size / (1024.0 * 1024 * 1024);
+        gb += dg < 2 ? 2 : dg;
+    }
     return gb;
+}
+
+long long lv_completion_timeout_s(double data_gb)
+{
+    long long per_gb = nb_conf_int("libvirt", "live_migration_completion_timeout", 800);
+    return per_gb > 0 ? (long long)((double)per_gb * data_gb) : 0;
+}
+
+bool lv_timeout_due(long long timeout_s, double elapsed, bool post_copy)
+{
+    return timeout_s > 0 && !post_copy && elapsed > (double)timeout_s;
+}
+
+int lv_timeout_action(void)
+{
+    const char *a = nb_conf_str("libvirt", "live_migration_timeout_action", "abort");
+    return !strcmp(a, "abort")            ? LV_TIMEOUT_ABORT
+           : !strcmp(a, "force_complete") ? LV_TIMEOUT_FORCE_COMPLETE
+                                          : -1;
 }
 
 static unsigned long long param_ull(virTypedParameterPtr p, int n, const char *name)
@@ -152,25 +184,31 @@ struct watch {
     struct nb_ctx *ctx;
     const char *uuid;
     struct nb_live_migration *m;
-    bool post_copy_ok;  /* POSTCOPY flag set */
-    bool post_copy;     /* switched */
-    bool paused;        /* force-complete without post-copy paused the guest */
-    bool aborted;       /* abort requested (by the agent or the timeout) */
-    bool timeout_fired; /* completion timeout action taken */
-    long long downtime; /* current max downtime, -1 none set */
+    bool post_copy_ok;    /* POSTCOPY flag set */
+    bool post_copy;       /* switched */
+    bool paused;          /* force-complete without post-copy paused the guest */
+    bool aborted;         /* abort requested by the agent */
+    bool timeout_fired;   /* completion timeout reached, its action taken */
+    bool timeout_aborted; /* ... and that action was the abort */
+    int timeout_action;   /* LV_TIMEOUT_* */
+    long long downtime;   /* current max downtime, -1 none set */
     struct lv_downtime steps;
-    double t0, timeout_s;
+    long long timeout_s; /* live_migration_completion_timeout for this guest, 0 off */
+    double t0, gb;
 };
 
 /* Post-copy when permitted, else pause the guest (Nova's
- * live_migration_force_complete). */
-static void force_complete(struct watch *w, virDomainPtr dom, const char *why)
+ * live_migration_force_complete); what was done goes into m->note for
+ * the instance action event. */
+static void force_complete(struct watch *w, virDomainPtr dom, double elapsed, const char *why)
 {
     if (w->post_copy || w->paused)
         return;
     if (w->post_copy_ok && virDomainMigrateStartPostCopy(dom, 0) == 0) {
         w->post_copy = true;
         NB_INFO(LV_LOG, w->ctx, w->uuid, "Switching to post-copy migration mode (%s)", why);
+        snprintf(w->m->note, sizeof(w->m->note), "switched to post-copy after %.0f s (%s)", elapsed,
+                 why);
         return;
     }
     if (w->post_copy_ok)
@@ -180,10 +218,36 @@ static void force_complete(struct watch *w, virDomainPtr dom, const char *why)
         w->paused = true;
         NB_INFO(LV_LOG, w->ctx, w->uuid, "Pausing the instance to complete its live migration (%s)",
                 why);
+        snprintf(w->m->note, sizeof(w->m->note),
+                 "the guest was paused after %.0f s to complete the migration (%s)", elapsed, why);
     } else {
         NB_WARN(LV_LOG, w->ctx, w->uuid, "Failed to pause instance during live-migration %s",
                 virGetLastErrorMessage());
     }
+}
+
+/* live_migration_completion_timeout reached: its action, once (Nova
+ * repeats it every poll; a second abort or pause changes nothing). */
+static void on_timeout(struct watch *w, virDomainPtr dom, double elapsed)
+{
+    w->timeout_fired = true;
+    NB_WARN(LV_LOG, w->ctx, w->uuid, "Live migration not completed after %lld sec", w->timeout_s);
+    if (w->timeout_action == LV_TIMEOUT_FORCE_COMPLETE) {
+        char why[160];
+        snprintf(why, sizeof(why),
+                 "live_migration_completion_timeout of %lld s reached, "
+                 "live_migration_timeout_action = force_complete",
+                 w->timeout_s);
+        force_complete(w, dom, elapsed, why);
+        return;
+    }
+    if (w->aborted)
+        return;
+    w->timeout_aborted = true;
+    NB_INFO(LV_LOG, w->ctx, w->uuid,
+            "Aborting the live migration (live_migration_timeout_action = abort)");
+    if (virDomainAbortJob(dom) < 0)
+        NB_WARN(LV_LOG, w->ctx, w->uuid, "Failed to abort migration %s", virGetLastErrorMessage());
 }
 
 /* One poll of a running migration. */
@@ -194,7 +258,7 @@ static void watch_poll(struct watch *w, virDomainPtr dom, int n)
     if (type != VIR_DOMAIN_JOB_UNBOUNDED)
         return; /* not started yet, or finishing */
     double elapsed = nb_time_mono() - w->t0;
-    if (atomic_load(&w->m->abort_requested) && !w->aborted) {
+    if (atomic_load(&w->m->abort_requested) && !w->aborted && !w->timeout_aborted) {
         w->aborted = true;
         NB_INFO(LV_LOG, w->ctx, w->uuid, "Aborting the live migration (requested)");
         if (virDomainAbortJob(dom) < 0)
@@ -202,21 +266,9 @@ static void watch_poll(struct watch *w, virDomainPtr dom, int n)
                     virGetLastErrorMessage());
     }
     if (atomic_exchange(&w->m->force_complete_requested, 0))
-        force_complete(w, dom, "force complete requested");
-    if (w->timeout_s > 0 && elapsed > w->timeout_s && !w->timeout_fired && !w->post_copy) {
-        w->timeout_fired = true;
-        NB_WARN(LV_LOG, w->ctx, w->uuid, "Live migration not completed after %.0f sec",
-                w->timeout_s);
-        if (!strcmp(nb_conf_str("libvirt", "live_migration_timeout_action", "abort"),
-                    "force_complete")) {
-            force_complete(w, dom, "live_migration_completion_timeout");
-        } else {
-            w->aborted = true;
-            if (virDomainAbortJob(dom) < 0)
-                NB_WARN(LV_LOG, w->ctx, w->uuid, "Failed to abort migration %s",
-                        virGetLastErrorMessage());
-        }
-    }
+        force_complete(w, dom, elapsed, "force complete requested");
+    if (!w->timeout_fired && lv_timeout_due(w->timeout_s, elapsed, w->post_copy))
+        on_timeout(w, dom, elapsed);
     long long want = -1, at = 0;
     for (int i = 0; i < w->steps.n; i++)
         if (elapsed >= (double)w->steps.at_s[i]) {
@@ -342,6 +394,39 @@ static int run_watched(struct run *r, struct watch *w, virDomainPtr dom)
     return 0;
 }
 
+/* The end of a migration that ran: 0 when the guest runs on the
+ * destination; else the guest, resumed if force-complete paused it, stays
+ * on the source and the error says why: cancelled (m->cancelled, 409) for
+ * an abort request, failed (500) for anything else, the completion
+ * timeout's abort named with its figures. */
+static int migration_result(struct lv *lv, struct watch *w, struct run *r, virDomainPtr dom)
+{
+    struct nb_live_migration *m = w->m;
+    const char *dest = m->dest_host ? m->dest_host : "?";
+    if (r->rc == 0) {
+        log_completed(lv, w->ctx, w->uuid, m, nb_time_mono() - w->t0);
+        return 0;
+    }
+    unpause(w, dom);
+    if (w->aborted) {
+        m->cancelled = true;
+        NB_WARN(LV_LOG, w->ctx, w->uuid, "Migration operation was cancelled");
+        return nb_error(w->ctx, 409, NULL, "Live migration of instance %s to %s was cancelled: %s",
+                        w->uuid, m->dest_host ? m->dest_host : m->dest_uri, r->err);
+    }
+    NB_ERROR(LV_LOG, w->ctx, w->uuid, "Migration operation has aborted");
+    if (w->timeout_aborted)
+        return nb_error(w->ctx, 500, NULL,
+                        "Live migration of instance %s to %s (%s) not completed after %lld sec "
+                        "([libvirt] live_migration_completion_timeout = %lld s per GiB, %.1f GiB "
+                        "to copy), aborted as live_migration_timeout_action = abort: %s",
+                        w->uuid, dest, m->dest_uri, w->timeout_s,
+                        (long long)nb_conf_int("libvirt", "live_migration_completion_timeout", 800),
+                        w->gb, r->err);
+    return nb_error(w->ctx, 500, NULL, "Live migration of instance %s to %s (%s) failed: %s",
+                    w->uuid, dest, m->dest_uri, r->err);
+}
+
 int lv_live_migrate(struct lv *lv, struct nb_ctx *ctx, json_t *inst, struct nb_live_migration *m)
 {
     const char *uuid = nb_json_str(inst, "uuid");
@@ -363,18 +448,25 @@ int lv_live_migrate(struct lv *lv, struct nb_ctx *ctx, json_t *inst, struct nb_l
     }
     _cleanup_json_ json_t *disks = lv_migration_disks(lv, ctx, inst);
     nb_ctx_clear_error(ctx);
-    double gb = data_gb(inst, disks, m->block_migration);
-    lv_downtime_steps(gb, &w.steps);
-    w.timeout_s = (double)nb_conf_int("libvirt", "live_migration_completion_timeout", 800) * gb;
+    w.gb = lv_migration_data_gb(ctx, uuid,
+                                nb_json_int(json_object_get(inst, "flavor"), "memory_mb", 512),
+                                disks, m->block_migration);
+    lv_downtime_steps(w.gb, &w.steps);
+    w.timeout_s = lv_completion_timeout_s(w.gb);
+    w.timeout_action = lv_timeout_action();
+    m->note[0] = '\0';
     pthread_mutex_init(&r.lock, NULL);
     pthread_cond_init(&r.cond, NULL);
-    NB_INFO(LV_LOG, ctx, uuid, "Starting live migration to %s (%s, data to %s, flags 0x%x%s%s)",
+    NB_INFO(LV_LOG, ctx, uuid,
+            "Starting live migration to %s (%s, data to %s, flags 0x%x%s%s; %.1f GiB to copy, "
+            "completion timeout %lld s, then %s)",
             m->dest_host ? m->dest_host : "?", m->dest_uri, m->dest_addr ? m->dest_addr : "-",
             r.flags, m->block_migration ? ", block migration" : "",
-            shared ? ", shared storage" : "");
+            shared ? ", shared storage" : "", w.gb, w.timeout_s,
+            w.timeout_action == LV_TIMEOUT_FORCE_COMPLETE ? "force_complete" : "abort");
     w.t0 = nb_time_mono();
     int rc = run_watched(&r, &w, dom);
-    if (rc == 0 && r.rc < 0 && w.post_copy_ok && !w.aborted &&
+    if (rc == 0 && r.rc < 0 && w.post_copy_ok && !w.aborted && !w.timeout_aborted &&
         strstr(r.err, "Postcopy is not supported")) {
         /* QEMU cannot do post-copy here (no userfaultfd for its user):
          * nothing was sent yet, so the move goes on without it */
@@ -392,25 +484,8 @@ int lv_live_migrate(struct lv *lv, struct nb_ctx *ctx, json_t *inst, struct nb_l
         r.err[0] = '\0';
         rc = run_watched(&r, &w, dom);
     }
-    if (rc == 0) {
-        double wall = nb_time_mono() - w.t0;
-        if (r.rc == 0) {
-            log_completed(lv, ctx, uuid, m, wall);
-        } else if (w.aborted && !w.timeout_fired) {
-            unpause(&w, dom);
-            m->cancelled = true;
-            NB_WARN(LV_LOG, ctx, uuid, "Migration operation was cancelled");
-            rc = nb_error(ctx, 409, NULL, "Live migration of instance %s to %s was cancelled: %s",
-                          uuid, m->dest_host ? m->dest_host : m->dest_uri, r.err);
-        } else {
-            unpause(&w, dom);
-            NB_ERROR(LV_LOG, ctx, uuid, "Migration operation has aborted");
-            rc = nb_error(ctx, 500, NULL, "Live migration of instance %s to %s (%s) failed%s: %s",
-                          uuid, m->dest_host ? m->dest_host : "?", m->dest_uri,
-                          w.timeout_fired ? " (live_migration_completion_timeout reached)" : "",
-                          r.err);
-        }
-    }
+    if (rc == 0)
+        rc = migration_result(lv, &w, &r, dom);
     pthread_cond_destroy(&r.cond);
     pthread_mutex_destroy(&r.lock);
     virTypedParamsFree(r.params, r.nparams);
