@@ -3,6 +3,8 @@
 # libvirt driver's libraries, libvirtd and QEMU, RabbitMQ and librabbitmq-c
 # for the AMQP bus, and what tests/images/build.sh makes the test guest from.
 # Idempotent; apt is only called when something is missing.
+# NUBO_WITH_MARIADB=1 adds the MariaDB server (tests/db/mariadb.sh starts a
+# throwaway one without systemd); the client and libmariadb are always there.
 set -euo pipefail
 pkgs=(
   build-essential meson ninja-build pkg-config clang clang-format git
@@ -14,7 +16,12 @@ pkgs=(
   linux-image-cloud-amd64 busybox-static syslinux syslinux-common mtools dosfstools cpio xz-utils
   python3 python3-pytest python3-pytest-xdist python3-openstackclient python3-osc-placement python3-openstacksdk
   tempest python3-stestr python3-subunit python3-junitxml
+  libmariadb-dev mariadb-client
 )
+if [ "${NUBO_WITH_MARIADB:-0}" = 1 ]; then
+  # Debian starts the packaged server where systemd runs; the tests use their own
+  pkgs+=(mariadb-server)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
