@@ -3,6 +3,8 @@
 # libvirt driver's libraries, libvirtd and QEMU, RabbitMQ and librabbitmq-c
 # for the AMQP bus, and what tests/images/build.sh makes the test guest from.
 # Idempotent; apt is only called when something is missing.
+# NUBO_WITH_MARIADB=1 adds the MariaDB server, client and library
+# (tests/db/mariadb.sh starts a throwaway server without systemd).
 set -euo pipefail
 pkgs=(
   build-essential meson ninja-build pkg-config clang clang-format git
@@ -15,6 +17,10 @@ pkgs=(
   python3 python3-pytest python3-pytest-xdist python3-openstackclient python3-osc-placement python3-openstacksdk
   tempest python3-stestr python3-subunit python3-junitxml
 )
+if [ "${NUBO_WITH_MARIADB:-0}" = 1 ]; then
+  # Debian starts the packaged server where systemd runs; the tests use their own
+  pkgs+=(mariadb-server mariadb-client libmariadb-dev)
+fi
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -21,7 +21,9 @@ int nb_cmd_host(int argc, char **argv);
 int nb_cmd_policy(int argc, char **argv);
 
 /* The SQLite file of the loaded configuration's [database] connection
- * (sqlite:///path), else <state_path>/nubo.sqlite, into buf. Returns buf. */
+ * (sqlite:///path or /path), else <state_path>/nubo.sqlite, into buf.
+ * Returns buf, or NULL after a message on stderr (a bad URL, or a MariaDB
+ * one: db/url.h). */
 const char *nb_cmd_db_path(char *buf, size_t n);
 
 /* How nb_run_roles starts a process. */

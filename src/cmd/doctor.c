@@ -139,7 +139,8 @@ static int load(const struct options *o)
 static struct nb_db *open_db(void)
 {
     char path[1100];
-    nb_cmd_db_path(path, sizeof(path));
+    if (!nb_cmd_db_path(path, sizeof(path)))
+        return NULL;
     if (access(path, R_OK | W_OK) < 0) {
         fprintf(stderr, "nubo doctor: cannot open database %s: %m\n", path);
         return NULL;

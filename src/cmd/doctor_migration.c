@@ -229,7 +229,8 @@ int nb_cmd_doctor_migration(int argc, char **argv)
             return NB_DR_EXIT_USAGE;
         }
     char path[1100];
-    nb_cmd_db_path(path, sizeof(path));
+    if (!nb_cmd_db_path(path, sizeof(path)))
+        return NB_DR_EXIT_CANNOT;
     struct nb_db *db = access(path, R_OK | W_OK) == 0 ? nb_db_open(path) : NULL;
     if (!db) {
         fprintf(stderr, "nubo doctor migration: cannot open database %s\n", path);

@@ -532,8 +532,9 @@ int nb_cmd_host(int argc, char **argv)
         fprintf(stderr, "nubo host drain: cannot write the log under %s; logging to stderr\n",
                 logdir);
     char path[1100];
-    nb_cmd_db_path(path, sizeof(path));
-    struct nb_db *db = access(path, R_OK | W_OK) == 0 ? nb_db_open(path) : NULL;
+    struct nb_db *db = nb_cmd_db_path(path, sizeof(path)) && access(path, R_OK | W_OK) == 0
+                           ? nb_db_open(path)
+                           : NULL;
     if (!db) {
         fprintf(stderr, "nubo host drain: cannot open database %s\n", path);
         nb_log_close();

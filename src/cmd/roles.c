@@ -62,17 +62,6 @@ static bool role_enabled(const char *role)
     return on;
 }
 
-/* Path of the SQLite database from [database] connection (sqlite:///path). */
-static const char *db_path(char *buf, size_t n)
-{
-    const char *conn = nb_conf_str("database", "connection", NULL);
-    if (conn && nb_startswith(conn, "sqlite:///"))
-        nb_strlcpy(buf, conn + strlen("sqlite://"), n);
-    else
-        snprintf(buf, n, "%s/nubo.sqlite", nb_conf_str("DEFAULT", "state_path", "/var/lib/nubo"));
-    return buf;
-}
-
 /* True when a configured role works on the database: every role but
  * compute. */
 static bool needs_database(void)
@@ -188,10 +177,10 @@ static int make_state_path(const char *state)
 /* Opens and migrates the database into env->db. 0, or -1 after a message. */
 static int open_database(struct nb_env *env)
 {
-    char path[1024];
-    if (make_state_path(env->state_path) < 0)
+    char path[1100];
+    if (make_state_path(env->state_path) < 0 || !nb_cmd_db_path(path, sizeof(path)))
         return -1;
-    if (!(env->db = nb_db_open(db_path(path, sizeof(path))))) {
+    if (!(env->db = nb_db_open(path))) {
         fprintf(stderr, "nubo: cannot open database %s\n", path);
         return -1;
     }

@@ -5,6 +5,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "db/db.h"
+#include "db/url.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -74,12 +75,29 @@ int nb_cmd_compute(int argc, char **argv)
 
 const char *nb_cmd_db_path(char *buf, size_t n)
 {
-    const char *conn = nb_conf_str("database", "connection", NULL);
-    if (conn && nb_startswith(conn, "sqlite:///"))
-        nb_strlcpy(buf, conn + strlen("sqlite://"), n);
-    else
-        snprintf(buf, n, "%s/nubo.sqlite", nb_conf_str("DEFAULT", "state_path", "/var/lib/nubo"));
-    return buf;
+    struct nb_db_url u;
+    char err[256];
+    if (nb_db_url_parse(nb_conf_str("database", "connection", NULL),
+                        nb_conf_str("DEFAULT", "state_path", "/var/lib/nubo"), &u, err,
+                        sizeof(err)) < 0) {
+        fprintf(stderr, "nubo: [database] connection: %s\n", err);
+        return NULL;
+    }
+    if (u.kind == NB_DB_MARIADB) {
+        fprintf(stderr,
+                "nubo: [database] connection selects MariaDB (database %s on %s); this build "
+                "has no MariaDB backend yet (docs/architecture.md, Database)\n",
+                u.database,
+                u.unix_socket[0] ? u.unix_socket
+                : u.host[0]      ? u.host
+                                 : "localhost");
+        return NULL;
+    }
+    if (strlen(u.path) >= n) {
+        fprintf(stderr, "nubo: [database] connection: path too long\n");
+        return NULL;
+    }
+    return strcpy(buf, u.path);
 }
 
 int nb_cmd_db(int argc, char **argv)
@@ -91,7 +109,8 @@ int nb_cmd_db(int argc, char **argv)
     if (nb_cmd_load_config(argc - 1, argv + 1, NULL) < 0)
         return 2;
     char path[1100];
-    nb_cmd_db_path(path, sizeof(path));
+    if (!nb_cmd_db_path(path, sizeof(path)))
+        return 1;
     struct nb_db *db = nb_db_open(path);
     if (!db) {
         fprintf(stderr, "nubo db: cannot open %s\n", path);

@@ -261,7 +261,10 @@ static void service_row(struct status *s, const json_t *row)
 static json_t *service_rows(struct status *s)
 {
     char path[1100];
-    nb_cmd_db_path(path, sizeof(path));
+    if (!nb_cmd_db_path(path, sizeof(path))) {
+        s->unknown = true;
+        return NULL;
+    }
     if (access(path, R_OK) < 0) {
         fprintf(stderr,
                 "nubo status: cannot read the database %s: %m (run nubo status where the "
