@@ -1,5 +1,6 @@
 /* main.c - the nubo binary: dispatches to a subcommand. */
 #include "cmd/cmd.h"
+#include "cmd/trace.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -23,7 +24,9 @@ static void usage(void)
           "  host drain <host> [--live] [--concurrency N] [--dry-run] --config FILE\n"
           "                               disable a host and move its servers off; see\n"
           "                               host --help\n"
-          "  policy list [--json]         who may call each API route\n",
+          "  policy list [--json]         who may call each API route\n"
+          "  trace <request-id> [--log [HOST=]PATH ...] [--json] --config FILE\n"
+          "                               one request's timeline across roles and hosts\n",
           stderr);
 }
 
@@ -48,6 +51,8 @@ int main(int argc, char **argv)
         return nb_cmd_doctor(argc - 2, argv + 2);
     if (!strcmp(cmd, "host"))
         return nb_cmd_host(argc - 2, argv + 2);
+    if (!strcmp(cmd, "trace"))
+        return nb_cmd_trace(argc - 2, argv + 2);
     if (!strcmp(cmd, "policy"))
         return nb_cmd_policy(argc - 2, argv + 2);
     if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h") || !strcmp(cmd, "help")) {

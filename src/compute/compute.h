@@ -77,6 +77,13 @@ json_t *nb_service_list(struct nb_db *db, struct nb_ctx *ctx);
 int nb_compute_volume_mapped(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid,
                              const char *volume_id, const char *attachment_id);
 
+/* The events of the instance actions request_id started, oldest first:
+ * [{"action", "instance_uuid", "action_message", "event", "start_time",
+ * "finish_time", "result", "host", "traceback", "details"}, ...] (what
+ * `nubo trace` shows of the request's steps on every host). New reference,
+ * or NULL after a database error recorded on ctx. */
+json_t *nb_request_events(struct nb_db *db, struct nb_ctx *ctx, const char *request_id);
+
 /* The instance as the compute agent, the config drive and the metadata
  * service see it: {"uuid", "name", "hostname", "project_id", "user_id",
  * "image_ref", "user_data" (base64 as stored), "key_name", "key_data",

@@ -3,7 +3,7 @@
  * one owner per table, src/db/owners.tsv): the default flavors an
  * all-in-one is seeded with, the service rows `nubo status` reports, and
  * whether an instance still maps a volume attachment (Cinder asks before
- * it deletes one). Each function runs on
+ * it deletes one), and the action events of a request (`nubo trace`). Each function runs on
  * the caller's connection to the shared database, so it works in any
  * process that has one open, with or without the compute API. */
 #include "common/util.h"
@@ -40,4 +40,15 @@ int nb_compute_volume_mapped(struct nb_db *db, struct nb_ctx *ctx, const char *i
                             "volume_id = ? AND attachment_id = ? AND deleted = 0",
                             "sss", instance_uuid, volume_id, attachment_id);
     return n < 0 ? -1 : n > 0;
+}
+
+json_t *nb_request_events(struct nb_db *db, struct nb_ctx *ctx, const char *request_id)
+{
+    return nb_db_rows(db, ctx,
+                      "SELECT a.action, a.instance_uuid, a.message AS action_message, e.event, "
+                      "e.start_time, e.finish_time, e.result, e.host, e.traceback, e.details "
+                      "FROM instance_actions a JOIN instance_actions_events e ON e.action_id = "
+                      "a.id WHERE a.request_id = ? AND a.deleted = 0 AND e.deleted = 0 ORDER BY "
+                      "e.start_time, e.id",
+                      "s", request_id);
 }
