@@ -345,16 +345,15 @@ static void print_text(const struct trace *tr)
 }
 
 struct options {
-    const char *rid, *config;
-    const char *logs[32], *sets[64];
-    int nlogs, nsets;
+    const char *rid;
+    const char *logs[32];
+    int nlogs;
     bool json, no_local;
 };
 
 /* 0 parsed, 1 help, -1 usage error (message printed). */
 static int parse(int argc, char **argv, struct options *o)
 {
-    o->config = "/etc/nubo/nubo.conf";
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
         bool has_value = i + 1 < argc;
@@ -366,10 +365,8 @@ static int parse(int argc, char **argv, struct options *o)
             o->no_local = true;
         else if (!strcmp(a, "--log") && has_value && o->nlogs < 32)
             o->logs[o->nlogs++] = argv[++i];
-        else if (!strcmp(a, "--config") && has_value)
-            o->config = argv[++i];
-        else if (!strcmp(a, "--set") && has_value && o->nsets < 64)
-            o->sets[o->nsets++] = argv[++i];
+        else if ((!strcmp(a, "--config") || !strcmp(a, "--set")) && has_value)
+            i++; /* nb_cmd_load_config's */
         else if (a[0] == '-' || o->rid) {
             fprintf(stderr, "nubo trace: unexpected argument '%s'\n", a);
             return -1;
@@ -380,18 +377,6 @@ static int parse(int argc, char **argv, struct options *o)
         fprintf(stderr, "nubo trace: which request? (give its ID, req-<uuid>)\n");
         return -1;
     }
-    return 0;
-}
-
-static int load(const struct options *o)
-{
-    if (nb_conf_load(o->config) < 0)
-        return -1;
-    for (int i = 0; i < o->nsets; i++)
-        if (nb_conf_set_arg(o->sets[i]) < 0) {
-            fprintf(stderr, "nubo trace: --set wants SECTION.KEY=VALUE, not '%s'\n", o->sets[i]);
-            return -1;
-        }
     return 0;
 }
 
@@ -426,7 +411,7 @@ int nb_cmd_trace(int argc, char **argv)
         fputs(usage_text, p > 0 ? stdout : stderr);
         return p > 0 ? 0 : 2;
     }
-    if (load(&o) < 0)
+    if (nb_cmd_load_config(argc, argv, NULL) < 0)
         return 2;
     int rc = read_events(&tr) < 0 ? 3 : 0;
     read_logs(&tr, &o);
