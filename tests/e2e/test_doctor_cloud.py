@@ -1,0 +1,135 @@
+"""`nubo doctor cloud` (and `nubo doctor` alone) against an all-in-one with
+the FAKE driver: each inconsistency made behind nubo's back with the
+sqlite3 CLI, then named by its check with its evidence, and a clean cloud
+reporting no PROBLEM. Exit status 0 clean, 1 problems; --json for
+monitoring."""
+import json
+import subprocess
+import uuid
+
+import pytest
+
+from conftest import NUBO_BIN, Cloud, free_port
+from test_doctor import Api, conf, image_server, sqlite3
+
+
+@pytest.fixture(scope="module")
+def dc(tmp_path_factory):
+    c = Cloud(tmp_path_factory.mktemp("doctor-cloud"), free_port())
+    c.start()
+    yield c
+    rc = c.stop()
+    assert rc == 0, "nubo exited with %s on SIGTERM: %s" % (rc, c.tail())
+
+
+@pytest.fixture(scope="module")
+def api(dc):
+    return Api(dc)
+
+
+def cloud(c, *args):
+    p = subprocess.run([NUBO_BIN, "doctor"] + list(args) + ["--config", conf(c)],
+                       capture_output=True, text=True, timeout=120)
+    assert "AddressSanitizer" not in p.stderr and "runtime error" not in p.stderr, p.stderr
+    return p
+
+
+def findings(c, check):
+    p = cloud(c, "cloud", "--json")
+    doc = json.loads(p.stdout)
+    return p.returncode, [f for f in doc["findings"] if f["check"] == check]
+
+
+def problems(c, check):
+    rc, fs = findings(c, check)
+    return rc, [f for f in fs if f["verdict"] == "PROBLEM"]
+
+
+def test_clean_cloud(dc, api):
+    image_server(dc, api)
+    p = cloud(dc)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "[PROBLEM]" not in p.stdout, p.stdout
+    for check in ("orphan allocation", "missing allocation", "stuck migration", "stuck task",
+                  "service down", "port binding", "disk format"):
+        assert "[OK] %s:" % check in p.stdout, p.stdout
+    assert "[SKIP] clock skew:" in p.stdout
+    assert "[SKIP] libvirt domain: [compute] driver is fake" in p.stdout
+    assert p.stdout.rstrip().endswith("summary: cloud: 0 problem(s), 0 warning(s)")
+    doc = json.loads(cloud(dc, "cloud", "--json").stdout)
+    assert doc["problems"] == 0
+
+
+def test_missing_allocation(dc, api):
+    s = image_server(dc, api)
+    sqlite3(dc, "DELETE FROM allocations WHERE consumer_id = '%s'" % s["id"])
+    rc, fs = problems(dc, "missing allocation")
+    assert rc == 1
+    mine = [f for f in fs if f["subject"] == s["id"]]
+    assert len(mine) == 1, fs
+    assert "VCPU=1" in mine[0]["evidence"] and "MEMORY_MB=" in mine[0]["evidence"], mine
+    assert mine[0]["fix"]["action"] == "heal" and mine[0]["fix"]["resources"]["VCPU"] == 1
+    api.call("DELETE", "/compute/v2.1/servers/%s" % s["id"], want=204)
+
+
+def test_orphan_allocation(dc, api):
+    s = image_server(dc, api)
+    rp = dc.sql("SELECT resource_provider_id AS rp FROM allocations WHERE consumer_id = '%s'"
+                % s["id"])[0]["rp"]
+    ghost = str(uuid.uuid4())
+    sqlite3(dc, "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class, "
+                "used) VALUES (%d, '%s', 'VCPU', 2)" % (rp, ghost))
+    try:
+        rc, fs = problems(dc, "orphan allocation")
+        assert rc == 1
+        mine = [f for f in fs if f["subject"] == ghost]
+        assert len(mine) == 1 and "VCPU=2" in mine[0]["evidence"], fs
+        assert "no live server or migration" in mine[0]["evidence"]
+    finally:
+        sqlite3(dc, "DELETE FROM allocations WHERE consumer_id = '%s'" % ghost)
+
+
+def test_stuck_migration_and_task(dc, api):
+    s = image_server(dc, api)
+    mig = str(uuid.uuid4())
+    sqlite3(dc, "INSERT INTO migrations (uuid, instance_uuid, status, migration_type, "
+                "source_compute, created_at, updated_at) VALUES ('%s', '%s', 'running', "
+                "'live-migration', 'h1', '2020-01-01T00:00:00.000000', "
+                "'2020-01-01T00:00:00.000000')" % (mig, s["id"]))
+    sqlite3(dc, "UPDATE instances SET task_state = 'migrating', updated_at = "
+                "'2020-01-01T00:00:00.000000' WHERE uuid = '%s'" % s["id"])
+    try:
+        rc, fs = problems(dc, "stuck migration")
+        assert rc == 1
+        mine = [f for f in fs if f["subject"] == mig]
+        assert len(mine) == 1 and "has been running for" in mine[0]["evidence"], fs
+        assert mine[0]["fix"] == {"action": "migration_error", "migration": mig,
+                                  "status": "running"}
+        _, ts = problems(dc, "stuck task")
+        assert [f for f in ts if f["subject"] == s["id"] and "migrating" in f["evidence"]], ts
+    finally:
+        sqlite3(dc, "UPDATE migrations SET status = 'error' WHERE uuid = '%s'" % mig)
+        sqlite3(dc, "UPDATE instances SET task_state = NULL WHERE uuid = '%s'" % s["id"])
+
+
+def test_service_down_and_port_binding(dc, api):
+    s = image_server(dc, api)
+    port = dc.sql("SELECT id FROM ports WHERE device_id = '%s'" % s["id"])[0]["id"]
+    sqlite3(dc, "UPDATE ports SET binding_host_id = 'gone-host' WHERE id = '%s'" % port)
+    sqlite3(dc, "INSERT INTO services (uuid, host, binary, topic, last_seen_up, created_at) "
+                "VALUES ('%s', 'old-host', 'nova-compute', 'compute', "
+                "'2020-01-01T00:00:00.000000', '2020-01-01T00:00:00.000000')" % uuid.uuid4())
+    try:
+        rc, fs = problems(dc, "port binding")
+        assert rc == 1
+        assert [f for f in fs if f["subject"] == port and "gone-host" in f["evidence"]], fs
+        _, ss = problems(dc, "service down")
+        assert [f for f in ss if f["subject"] == "nova-compute@old-host"], ss
+    finally:
+        sqlite3(dc, "DELETE FROM services WHERE host = 'old-host'")
+    api.call("DELETE", "/compute/v2.1/servers/%s" % s["id"], want=204)
+
+
+def test_no_argument_is_cloud(dc):
+    p = cloud(dc)
+    assert "summary: cloud:" in p.stdout, p.stdout + p.stderr
