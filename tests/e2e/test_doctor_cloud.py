@@ -3,8 +3,11 @@ the FAKE driver: each inconsistency made behind nubo's back with the
 sqlite3 CLI, then named by its check with its evidence, and a clean cloud
 reporting no PROBLEM. Exit status 0 clean, 1 problems; --json for
 monitoring."""
+import glob
 import json
+import os
 import subprocess
+import time
 import uuid
 
 import pytest
@@ -133,3 +136,33 @@ def test_service_down_and_port_binding(dc, api):
 def test_no_argument_is_cloud(dc):
     p = cloud(dc)
     assert "summary: cloud:" in p.stdout, p.stdout + p.stderr
+
+
+def test_conductor_audit_logs_findings(tmp_path):
+    """[conductor] audit_interval: the same checks in the conductor, each
+    finding a WARNING with its evidence."""
+    c = Cloud(tmp_path / "audit", free_port(), ["--set", "conductor.audit_interval=1"])
+    c.start()
+    try:
+        ghost = str(uuid.uuid4())
+        rp = c.sql("SELECT id FROM resource_providers ORDER BY id LIMIT 1")[0]["id"]
+        sqlite3(c, "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class, "
+                   "used) VALUES (%d, '%s', 'MEMORY_MB', 64)" % (rp, ghost))
+        deadline = time.time() + 15
+        logged = []
+        while time.time() < deadline and not logged:
+            time.sleep(0.5)
+            logged = [ln for ln in all_logs(c).splitlines()
+                      if "WARNING" in ln and "Cloud audit: [PROBLEM] orphan allocation " + ghost
+                      in ln]
+        assert logged and "MEMORY_MB=64" in logged[0], all_logs(c)[-3000:]
+    finally:
+        assert c.stop() == 0, c.tail()
+
+
+def all_logs(c):
+    text = ""
+    for path in glob.glob(os.path.join(c.state_dir, "log", "*.log")):
+        with open(path, errors="replace") as f:
+            text += f.read()
+    return text
