@@ -21,8 +21,9 @@ static const char usage_text[] =
     "                          [--config FILE] [--set SECTION.KEY=VALUE ...]\n"
     "       nubo doctor migration <server-id|name> [--to HOST] [--json] ...\n"
     "                          (live-migration prechecks; see doctor migration --help)\n"
-    "       nubo doctor [cloud] [--json] [--config FILE] [--set SECTION.KEY=VALUE ...]\n"
+    "       nubo doctor [cloud] [--json] [--fix] [--config FILE] [--set S.K=V ...]\n"
     "                          (the whole cloud; see below)\n"
+    "       nubo doctor rollback <fix-id> [--config FILE]\n"
     "\n"
     "Diagnoses one server the way the \"Image is not in qcow2 format\" runbook does.\n"
     "Run it as root on a controller or compute host: it reads the database of\n"
@@ -50,8 +51,11 @@ static const char usage_text[] =
     "domains; SKIP elsewhere or with the fake driver) and disk format (every\n"
     "volume mapping). --json prints {\"findings\": [{\"check\", \"verdict\",\n"
     "\"subject\", \"evidence\", \"fix\"?}], \"problems\", \"warnings\"}. Exit 0\n"
-    "when nothing is a PROBLEM, else 1; a finding's \"fix\" says what a repair\n"
-    "would change (repairs are not applied yet).\n"
+    "when nothing is a PROBLEM, else 1 (2 after --fix repaired everything).\n"
+    "--fix repairs what is safe: deletes an orphan's allocations, heals a missing\n"
+    "allocation from the flavor on the host's provider, sets a stuck migration to\n"
+    "error; each repair is kept with what it replaced in table doctor_cloud_fixes\n"
+    "and printed as [FIX] ... fix N; `nubo doctor rollback N` puts it back.\n"
     "\n"
     "  --fix            correct each mapping whose connection_info.data.format\n"
     "                   differs from its file: the old connection_info is printed\n"
@@ -78,6 +82,7 @@ struct options {
     bool fix;
     bool cloud;
     bool json;
+    const char *rollback;
     int timeout;
     char *sets[64];
     int nsets;
@@ -131,10 +136,11 @@ static int parse(int argc, char **argv, struct options *o)
         int rest = argc + 1 - optind;
         if (rest < 1 || (rest == 1 && !strcmp(av[optind], "cloud"))) {
             o->cloud = true;
-            if (o->fix) {
-                fprintf(stderr, "nubo doctor: cloud: --fix is not supported yet\n");
-                rc = -1;
-            }
+        } else if (!strcmp(av[optind], "rollback")) {
+            if (rest != 2)
+                fprintf(stderr, "nubo doctor: rollback wants one fix id\n");
+            rc = rest == 2 ? 0 : -1;
+            o->rollback = av[optind + 1];
         } else if (strcmp(av[optind], "server")) {
             fprintf(stderr,
                     "nubo doctor: cannot diagnose '%s'; only 'cloud', 'server' or "
@@ -268,7 +274,9 @@ int nb_cmd_doctor(int argc, char **argv)
         return NB_DR_EXIT_CANNOT;
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    int rc = o.cloud ? nb_dr_cloud(db, &host, o.json) : run(db, &o, &host);
+    int rc = o.cloud      ? nb_dr_cloud(db, &host, o.json, o.fix)
+             : o.rollback ? nb_dr_cloud_rollback(db, o.rollback)
+                          : run(db, &o, &host);
     curl_global_cleanup();
     nb_db_close(db);
     nb_log_close();

@@ -160,8 +160,16 @@ int nb_dr_check_volume_formats(struct nb_db *db, struct nb_ctx *ctx, struct nb_d
 
 /* `nubo doctor cloud [--json]` (doctor_cloud.c): every finding of the cloud
  * audit (compute/audit.h) plus this host's libvirt domains and every volume
- * mapping's format, printed; the exit status as nb_dr_exit_status. */
-int nb_dr_cloud(struct nb_db *db, const struct nb_dr_host *h, bool as_json);
+ * mapping's format, printed; with fix the repairs, then the checks again;
+ * the exit status as nb_dr_exit_status. */
+int nb_dr_cloud(struct nb_db *db, const struct nb_dr_host *h, bool as_json, bool fix);
+
+/* doctor_cloud_fix.c: repairs every PROBLEM of findings that has a "fix",
+ * each recorded in doctor_cloud_fixes with its undo and printed as a [FIX]
+ * line. 0 when every repair applied. */
+int nb_dr_cloud_fix(struct nb_db *db, struct nb_ctx *ctx, const json_t *findings);
+/* `nubo doctor rollback <fix-id>`: undoes one applied repair. Exit status. */
+int nb_dr_cloud_rollback(struct nb_db *db, const char *ref);
 
 /* `nubo doctor migration <server> [--to HOST] [--json]`
  * (doctor_migration.c): the live-migration prechecks through the API. Exit

@@ -128,22 +128,27 @@ static void check_formats(struct nb_db *db, struct nb_ctx *ctx, json_t *servers,
                      "%d volume mapping(s) declare their file's format", nvol);
 }
 
-int nb_dr_cloud(struct nb_db *db, const struct nb_dr_host *h, bool as_json)
+/* Every finding of the cloud and this host. New array, or NULL (printed). */
+static json_t *collect(struct nb_db *db, struct nb_ctx *ctx, const struct nb_dr_host *h)
 {
-    struct nb_ctx ctx;
-    nb_ctx_init_system(&ctx, NULL);
-    nb_placement_use_db(db);
     struct nb_audit_opts o;
     nb_audit_opts_from_conf(&o);
-    _cleanup_json_ json_t *out = nb_audit_cloud(db, &ctx, &o);
-    _cleanup_json_ json_t *servers = out ? nb_audit_servers(db, &ctx) : NULL;
+    json_t *out = nb_audit_cloud(db, ctx, &o);
+    _cleanup_json_ json_t *servers = out ? nb_audit_servers(db, ctx) : NULL;
     if (!servers) {
         fprintf(stderr, "nubo doctor: cannot check the cloud: %s (details in nubo-db.log)\n",
-                nb_ctx_message(&ctx));
-        return NB_DR_EXIT_CANNOT;
+                nb_ctx_message(ctx));
+        json_decref(out);
+        return NULL;
     }
     check_domains(servers, h, out);
-    check_formats(db, &ctx, servers, out);
+    check_formats(db, ctx, servers, out);
+    return out;
+}
+
+/* Prints the findings (lines, or JSON); the number of PROBLEMs. */
+static int report(json_t *out, bool as_json)
+{
     struct nb_dr_report r = {.out = as_json ? fopen("/dev/null", "w") : stdout};
     size_t i;
     json_t *f;
@@ -156,7 +161,8 @@ int nb_dr_cloud(struct nb_db *db, const struct nb_dr_host *h, bool as_json)
         nb_dr_check(&r, vd, nb_json_str(f, "check"), "%s", nb_json_str(f, "evidence"));
     }
     if (as_json) {
-        fclose(r.out);
+        if (r.out)
+            fclose(r.out);
         _cleanup_json_ json_t *doc = json_pack("{s:O, s:i, s:i}", "findings", out, "problems",
                                                r.problems, "warnings", r.warnings);
         json_dumpf(doc, stdout, JSON_INDENT(2));
@@ -164,5 +170,24 @@ int nb_dr_cloud(struct nb_db *db, const struct nb_dr_host *h, bool as_json)
     } else {
         printf("summary: cloud: %d problem(s), %d warning(s)\n", r.problems, r.warnings);
     }
-    return nb_dr_exit_status(r.problems, false, false);
+    return r.problems;
+}
+
+int nb_dr_cloud(struct nb_db *db, const struct nb_dr_host *h, bool as_json, bool fix)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    nb_placement_use_db(db);
+    _cleanup_json_ json_t *out = collect(db, &ctx, h);
+    if (!out)
+        return NB_DR_EXIT_CANNOT;
+    int found = report(out, as_json && !fix);
+    if (!found || !fix)
+        return nb_dr_exit_status(found, false, false);
+    nb_dr_cloud_fix(db, &ctx, out);
+    printf("after the fix:\n");
+    _cleanup_json_ json_t *after = collect(db, &ctx, h);
+    if (!after)
+        return NB_DR_EXIT_PROBLEM;
+    return nb_dr_exit_status(found, true, report(after, false) == 0);
 }

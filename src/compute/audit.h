@@ -9,7 +9,7 @@
  *    "evidence": "...", "fix": {...}}
  * with verdict one of OK, WARN, PROBLEM, SKIP (an OK or SKIP line per check
  * that found nothing to report, so a report shows what was looked at). A
- * finding's "fix" says what a repair would do (not applied yet). */
+ * finding's "fix" says what nb_audit_fix would repair. */
 #ifndef NB_COMPUTE_AUDIT_H
 #define NB_COMPUTE_AUDIT_H
 
@@ -47,6 +47,17 @@ json_t *nb_audit_servers(struct nb_db *db, struct nb_ctx *ctx);
 /* Appends a finding to findings (evidence printf-style). */
 void nb_audit_add(json_t *findings, const char *verdict, const char *check, const char *subject,
                   json_t *fix, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* Applies a finding's "fix" (what is safe: delete the allocations of a
+ * consumer that is gone, heal a live server's allocation from its flavor on
+ * its host's provider, set a stuck migration to error), through the
+ * owner's call (audit_fix.c). 0 with *undo a new object for nb_audit_undo;
+ * -1 with the reason on ctx, nothing changed. */
+int nb_audit_fix(struct nb_db *db, struct nb_ctx *ctx, const json_t *fix, json_t **undo);
+
+/* Puts back what nb_audit_fix changed, only while the state is what the
+ * fix left. 0, or -1 with the reason on ctx. */
+int nb_audit_undo(struct nb_db *db, struct nb_ctx *ctx, const json_t *undo);
 
 /* Whether a migration in status still moves (Nova's in-flight statuses:
  * accepted, queued, preparing, running, post-migrating of a live migration;

@@ -1080,3 +1080,9 @@ void nb_placement_use_db(struct nb_db *db)
 {
     plc_set_db(db);
 }
+
+long long nb_placement_consumer_generation(struct nb_ctx *ctx, const char *consumer_uuid)
+{
+    return nb_db_int(plc_db(), ctx, -1, "SELECT generation FROM consumers WHERE uuid = ?", "s",
+                     consumer_uuid);
+}

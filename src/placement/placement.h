@@ -80,6 +80,11 @@ json_t *nb_placement_list_consumers(struct nb_ctx *ctx);
  * or NULL after an error recorded on ctx. */
 json_t *nb_placement_audit_allocations(struct nb_ctx *ctx);
 
+/* The consumer's generation (what a claim on an existing consumer must
+ * name, as heal_allocations does), or -1 when placement has no such
+ * consumer. */
+long long nb_placement_consumer_generation(struct nb_ctx *ctx, const char *consumer_uuid);
+
 /* For tools that open the database themselves (nubo doctor): the in-process
  * calls above use db, without placement's routes or start-up sync. */
 struct nb_db;

@@ -48,6 +48,19 @@ def problems(c, check):
     return rc, [f for f in fs if f["verdict"] == "PROBLEM"]
 
 
+def allocations(c, consumer):
+    return {r["resource_class"]: r["used"] for r in c.sql(
+        "SELECT resource_class, used FROM allocations WHERE consumer_id = '%s'" % consumer)}
+
+
+def fix_of(out, check, subject):
+    """The fix id of the [FIX] line of check on subject."""
+    for ln in out.splitlines():
+        if ln.startswith("[FIX] %s %s:" % (check, subject)) and " done; fix " in ln:
+            return ln.split(" done; fix ")[1].split()[0]
+    raise AssertionError("no [FIX] %s %s in %s" % (check, subject, out))
+
+
 def test_clean_cloud(dc, api):
     image_server(dc, api)
     p = cloud(dc)
@@ -72,6 +85,22 @@ def test_missing_allocation(dc, api):
     assert len(mine) == 1, fs
     assert "VCPU=1" in mine[0]["evidence"] and "MEMORY_MB=" in mine[0]["evidence"], mine
     assert mine[0]["fix"]["action"] == "heal" and mine[0]["fix"]["resources"]["VCPU"] == 1
+    # --fix heals it through placement's claim, kept in doctor_cloud_fixes
+    p = cloud(dc, "cloud", "--fix")
+    assert p.returncode == 2, p.stdout + p.stderr
+    fix_id = fix_of(p.stdout, "missing allocation", s["id"])
+    held = allocations(dc, s["id"])
+    assert held["VCPU"] == 1 and held["MEMORY_MB"] == mine[0]["fix"]["resources"]["MEMORY_MB"]
+    assert cloud(dc).returncode == 0
+    # rollback takes the healed allocation away again
+    p = cloud(dc, "rollback", fix_id)
+    assert p.returncode == 0 and "undone" in p.stdout, p.stdout + p.stderr
+    assert allocations(dc, s["id"]) == {}
+    assert dc.sql("SELECT outcome FROM doctor_cloud_fixes WHERE id = %s" % fix_id)[0][
+        "outcome"] == "rolled_back"
+    p = cloud(dc, "rollback", fix_id)
+    assert p.returncode == 1 and "rolled_back, not applied" in p.stderr
+    assert cloud(dc, "cloud", "--fix").returncode == 2
     api.call("DELETE", "/compute/v2.1/servers/%s" % s["id"], want=204)
 
 
@@ -88,6 +117,13 @@ def test_orphan_allocation(dc, api):
         mine = [f for f in fs if f["subject"] == ghost]
         assert len(mine) == 1 and "VCPU=2" in mine[0]["evidence"], fs
         assert "no live server or migration" in mine[0]["evidence"]
+        p = cloud(dc, "cloud", "--fix")
+        assert p.returncode == 2, p.stdout + p.stderr
+        fix_id = fix_of(p.stdout, "orphan allocation", ghost)
+        assert allocations(dc, ghost) == {}
+        # the rollback claims it back (placement's claim, so a consumer again)
+        assert cloud(dc, "rollback", fix_id).returncode == 0
+        assert allocations(dc, ghost) == {"VCPU": 2}
     finally:
         sqlite3(dc, "DELETE FROM allocations WHERE consumer_id = '%s'" % ghost)
 
@@ -110,6 +146,14 @@ def test_stuck_migration_and_task(dc, api):
                                   "status": "running"}
         _, ts = problems(dc, "stuck task")
         assert [f for f in ts if f["subject"] == s["id"] and "migrating" in f["evidence"]], ts
+        p = cloud(dc, "cloud", "--fix")
+        assert p.returncode == 1, p.stdout  # the stuck task has no safe repair
+        fix_id = fix_of(p.stdout, "stuck migration", mig)
+        assert dc.sql("SELECT status FROM migrations WHERE uuid = '%s'" % mig)[0][
+            "status"] == "error"
+        assert cloud(dc, "rollback", fix_id).returncode == 0
+        assert dc.sql("SELECT status FROM migrations WHERE uuid = '%s'" % mig)[0][
+            "status"] == "running"
     finally:
         sqlite3(dc, "UPDATE migrations SET status = 'error' WHERE uuid = '%s'" % mig)
         sqlite3(dc, "UPDATE instances SET task_state = NULL WHERE uuid = '%s'" % s["id"])
@@ -145,6 +189,9 @@ def test_conductor_audit_logs_findings(tmp_path):
     c.start()
     try:
         ghost = str(uuid.uuid4())
+        deadline = time.time() + 15  # the fake hosts register their providers
+        while not c.sql("SELECT id FROM resource_providers") and time.time() < deadline:
+            time.sleep(0.1)
         rp = c.sql("SELECT id FROM resource_providers ORDER BY id LIMIT 1")[0]["id"]
         sqlite3(c, "INSERT INTO allocations (resource_provider_id, consumer_id, resource_class, "
                    "used) VALUES (%d, '%s', 'MEMORY_MB', 64)" % (rp, ghost))
