@@ -2,7 +2,8 @@
 the FAKE driver: each inconsistency made behind nubo's back with the
 sqlite3 CLI, then named by its check with its evidence, and a clean cloud
 reporting no PROBLEM. Exit status 0 clean, 1 problems; --json for
-monitoring."""
+monitoring. The libvirt domain check runs against the system libvirt with a
+defined, never started domain (no guest), skipped without libvirt."""
 import glob
 import json
 import os
@@ -213,3 +214,31 @@ def all_logs(c):
         with open(path, errors="replace") as f:
             text += f.read()
     return text
+
+
+def test_libvirt_domains(dc, api, tmp_path):
+    """With [compute] driver = libvirt on the server's host: an ACTIVE server
+    without its domain, and a domain named by a UUID without a server (a
+    defined, never started domain: no guest needed)."""
+    if subprocess.run(["virsh", "-c", "qemu:///system", "version"],
+                      capture_output=True).returncode != 0:
+        pytest.skip("no libvirt here")
+    s = image_server(dc, api)
+    host = s["OS-EXT-SRV-ATTR:host"]
+    ghost = str(uuid.uuid4())
+    xml = tmp_path / "dom.xml"
+    xml.write_text("<domain type='qemu'><name>%s</name><uuid>%s</uuid><memory>65536</memory>"
+                   "<os><type arch='x86_64'>hvm</type></os></domain>" % (ghost, ghost))
+    subprocess.run(["virsh", "-c", "qemu:///system", "define", str(xml)], check=True,
+                   capture_output=True)
+    try:
+        p = cloud(dc, "cloud", "--json", "--set", "compute.driver=libvirt",
+                  "--set", "DEFAULT.host=%s" % host)
+        fs = [f for f in json.loads(p.stdout)["findings"] if f["check"] == "libvirt domain"]
+        assert p.returncode == 1
+        assert [f for f in fs if f["subject"] == s["id"] and "has no domain" in f["evidence"]], fs
+        assert [f for f in fs if f["subject"] == ghost
+                and "belongs to no live server" in f["evidence"]], fs
+    finally:
+        subprocess.run(["virsh", "-c", "qemu:///system", "undefine", ghost], capture_output=True)
+    api.call("DELETE", "/compute/v2.1/servers/%s" % s["id"], want=204)
