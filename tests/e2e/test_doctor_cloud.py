@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from conftest import NUBO_BIN, Cloud, free_port
-from test_doctor import Api, conf, image_server, sqlite3
+from test_doctor import CORRUPT, Api, conf, image_server, sqlite3, volume_server
 
 
 @pytest.fixture(scope="module")
@@ -242,3 +242,19 @@ def test_libvirt_domains(dc, api, tmp_path):
     finally:
         subprocess.run(["virsh", "-c", "qemu:///system", "undefine", ghost], capture_output=True)
     api.call("DELETE", "/compute/v2.1/servers/%s" % s["id"], want=204)
+
+
+def test_disk_format(dc, api):
+    """A mapping that says qcow2 for a raw file, through doctor server's check."""
+    s, vid = volume_server(dc, api)
+    sqlite3(dc, CORRUPT.format(fmt="qcow2", vm=s["id"]))
+    try:
+        rc, fs = problems(dc, "disk format")
+        assert rc == 1
+        mine = [f for f in fs if f["subject"] == s["id"]]
+        assert len(mine) == 1, fs
+        assert "connection_info.data.format=qcow2" in mine[0]["evidence"]
+        assert "is raw" in mine[0]["evidence"] and vid in mine[0]["evidence"]
+    finally:
+        sqlite3(dc, CORRUPT.format(fmt="raw", vm=s["id"]))
+    assert not [f for f in problems(dc, "disk format")[1] if f["subject"] == s["id"]]
