@@ -21,6 +21,9 @@ static const char usage_text[] =
     "                          [--config FILE] [--set SECTION.KEY=VALUE ...]\n"
     "       nubo doctor migration <server-id|name> [--to HOST] [--json] ...\n"
     "                          (live-migration prechecks; see doctor migration --help)\n"
+    "       nubo doctor [cloud] [--json] [--fix] [--config FILE] [--set S.K=V ...]\n"
+    "                          (the whole cloud; see below)\n"
+    "       nubo doctor rollback <fix-id> [--config FILE]\n"
     "\n"
     "Diagnoses one server the way the \"Image is not in qcow2 format\" runbook does.\n"
     "Run it as root on a controller or compute host: it reads the database of\n"
@@ -34,6 +37,25 @@ static const char usage_text[] =
     "per port: its record, metadata (an egress rule of its security groups lets\n"
     "the guest reach 169.254.169.254:80), and on the server's host: host state,\n"
     "tap, dhcp, security groups, dhcp rules (its nft filter lets DHCP through).\n"
+    "\n"
+    "`nubo doctor cloud` (or `nubo doctor` alone) checks the whole cloud from the\n"
+    "database: orphan allocation (a placement consumer that is no live server or\n"
+    "migration, as `nova-manage placement audit`), missing allocation (a live\n"
+    "server with a host, not shelved-offloaded, holding none, as `nova-manage\n"
+    "placement heal_allocations`), stuck migration (non-final status for longer\n"
+    "than [conductor] audit_migration_stuck, default 3600 s), stuck task\n"
+    "(task_state older than [conductor] audit_task_stuck, 3600 s), service down\n"
+    "(no heartbeat within [DEFAULT] service_down_time), clock skew (SKIP: no\n"
+    "host clock is recorded), port binding (a compute port bound to a host\n"
+    "without nova-compute), libvirt domain (servers on this host against its\n"
+    "domains; SKIP elsewhere or with the fake driver) and disk format (every\n"
+    "volume mapping). --json prints {\"findings\": [{\"check\", \"verdict\",\n"
+    "\"subject\", \"evidence\", \"fix\"?}], \"problems\", \"warnings\"}. Exit 0\n"
+    "when nothing is a PROBLEM, else 1 (2 after --fix repaired everything).\n"
+    "--fix repairs what is safe: deletes an orphan's allocations, heals a missing\n"
+    "allocation from the flavor on the host's provider, sets a stuck migration to\n"
+    "error; each repair is kept with what it replaced in table doctor_cloud_fixes\n"
+    "and printed as [FIX] ... fix N; `nubo doctor rollback N` puts it back.\n"
     "\n"
     "  --fix            correct each mapping whose connection_info.data.format\n"
     "                   differs from its file: the old connection_info is printed\n"
@@ -58,6 +80,9 @@ struct options {
     const char *server;
     const char *config;
     bool fix;
+    bool cloud;
+    bool json;
+    const char *rollback;
     int timeout;
     char *sets[64];
     int nsets;
@@ -67,9 +92,13 @@ struct options {
 static int parse(int argc, char **argv, struct options *o)
 {
     static const struct option opts[] = {
-        {"fix", no_argument, NULL, 'f'},          {"timeout", required_argument, NULL, 't'},
-        {"config", required_argument, NULL, 'c'}, {"set", required_argument, NULL, 's'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+        {"fix", no_argument, NULL, 'f'},
+        {"timeout", required_argument, NULL, 't'},
+        {"config", required_argument, NULL, 'c'},
+        {"set", required_argument, NULL, 's'},
+        {"help", no_argument, NULL, 'h'},
+        {"json", no_argument, NULL, 'j'},
+        {NULL, 0, NULL, 0},
     };
     o->config = "/etc/nubo/nubo.conf";
     o->timeout = 120;
@@ -85,6 +114,7 @@ static int parse(int argc, char **argv, struct options *o)
     while (rc == 0 && (c = getopt_long(argc + 1, av, "h", opts, NULL)) != -1) {
         switch (c) {
         case 'f': o->fix = true; break;
+        case 'j': o->json = true; break;
         case 'c': o->config = optarg; break;
         case 'h': rc = 1; break;
         case 't':
@@ -104,11 +134,18 @@ static int parse(int argc, char **argv, struct options *o)
     }
     if (rc == 0) {
         int rest = argc + 1 - optind;
-        if (rest < 1 || strcmp(av[optind], "server")) {
+        if (rest < 1 || (rest == 1 && !strcmp(av[optind], "cloud"))) {
+            o->cloud = true;
+        } else if (!strcmp(av[optind], "rollback")) {
+            if (rest != 2)
+                fprintf(stderr, "nubo doctor: rollback wants one fix id\n");
+            rc = rest == 2 ? 0 : -1;
+            o->rollback = av[optind + 1];
+        } else if (strcmp(av[optind], "server")) {
             fprintf(stderr,
-                    rest < 1 ? "nubo doctor: what to diagnose? (server)\n"
-                             : "nubo doctor: cannot diagnose '%s'; only 'server' or 'migration'\n",
-                    rest < 1 ? "" : av[optind]);
+                    "nubo doctor: cannot diagnose '%s'; only 'cloud', 'server' or "
+                    "'migration'\n",
+                    av[optind]);
             rc = -1;
         } else if (rest != 2 || !*av[optind + 1]) {
             fprintf(stderr, "nubo doctor: give exactly one server id or name\n");
@@ -238,7 +275,9 @@ int nb_cmd_doctor(int argc, char **argv)
         return NB_DR_EXIT_CANNOT;
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    int rc = run(db, &o, &host);
+    int rc = o.cloud      ? nb_dr_cloud(db, &host, o.json, o.fix)
+             : o.rollback ? nb_dr_cloud_rollback(db, o.rollback)
+                          : run(db, &o, &host);
     curl_global_cleanup();
     nb_db_close(db);
     nb_log_close();

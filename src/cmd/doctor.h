@@ -153,6 +153,24 @@ enum nb_dr_verdict nb_dr_net_metadata(const json_t *groups, bool config_drive, c
 enum nb_dr_verdict nb_dr_nft_dhcp(const char *bridge_list, const char *inet_list, const char *tap,
                                   char *why, size_t n);
 
+/* The volume-file and disk-format checks of every volume mapping in bdms
+ * (nb_bdm_rows of r->uuid; NULL: none) into r. The number of mappings. */
+int nb_dr_check_volume_formats(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report *r,
+                               const json_t *bdms);
+
+/* `nubo doctor cloud [--json]` (doctor_cloud.c): every finding of the cloud
+ * audit (compute/audit.h) plus this host's libvirt domains and every volume
+ * mapping's format, printed; with fix the repairs, then the checks again;
+ * the exit status as nb_dr_exit_status. */
+int nb_dr_cloud(struct nb_db *db, const struct nb_dr_host *h, bool as_json, bool fix);
+
+/* doctor_cloud_fix.c: repairs every PROBLEM of findings that has a "fix",
+ * each recorded in doctor_cloud_fixes with its undo and printed as a [FIX]
+ * line. 0 when every repair applied. */
+int nb_dr_cloud_fix(struct nb_db *db, struct nb_ctx *ctx, const json_t *findings);
+/* `nubo doctor rollback <fix-id>`: undoes one applied repair. Exit status. */
+int nb_dr_cloud_rollback(struct nb_db *db, const char *ref);
+
 /* `nubo doctor migration <server> [--to HOST] [--json]`
  * (doctor_migration.c): the live-migration prechecks through the API. Exit
  * status as above (0: some host can take the server, 1: none). */

@@ -473,3 +473,19 @@ int nb_dr_diagnose(struct nb_db *db, struct nb_ctx *ctx, const struct nb_dr_host
         nb_dr_check(r, NB_DR_SKIP, "volumes", "the server has no volume mappings");
     return 0;
 }
+
+int nb_dr_check_volume_formats(struct nb_db *db, struct nb_ctx *ctx, struct nb_dr_report *r,
+                               const json_t *bdms)
+{
+    size_t i;
+    json_t *b;
+    int nvol = 0;
+    json_array_foreach (bdms, i, b) {
+        const char *vid = nb_json_str(b, "volume_id");
+        if (!nb_bdm_is_volume(b) || !vid)
+            continue;
+        nvol++;
+        check_volume_file(db, ctx, r, b, vid);
+    }
+    return nvol;
+}

@@ -51,3 +51,11 @@ json_t *nb_network_doctor_ports(struct nb_db *db, struct nb_ctx *ctx, const char
         }
     return ports;
 }
+
+json_t *nb_network_bound_ports(struct nb_db *db, struct nb_ctx *ctx)
+{
+    return nb_db_rows(db, ctx,
+                      "SELECT id, device_id, device_owner, binding_host_id, status FROM ports "
+                      "WHERE binding_host_id != '' ORDER BY binding_host_id, id",
+                      "");
+}

@@ -145,6 +145,10 @@ json_t *nb_network_interface_attachments(struct nb_ctx *ctx, const char *instanc
  * recorded on ctx. */
 struct nb_db;
 json_t *nb_network_doctor_ports(struct nb_db *db, struct nb_ctx *ctx, const char *instance_uuid);
+/* Every port bound to a host (binding:host_id set), for the cloud audit
+ * (`nubo doctor cloud`): a new array of {"id", "device_id", "device_owner",
+ * "binding_host_id", "status"}, or NULL after a database error on ctx. */
+json_t *nb_network_bound_ports(struct nb_db *db, struct nb_ctx *ctx);
 
 /* --- the metadata path through security groups (sg_metadata.c) ---------- */
 

@@ -1035,3 +1035,54 @@ void plc_routes_reshaper(void)
 {
     nb_http_route("POST", "/placement/reshaper", reshape, 0);
 }
+
+json_t *nb_placement_audit_allocations(struct nb_ctx *ctx)
+{
+    _cleanup_json_ json_t *rows =
+        nb_db_rows(plc_db(), ctx,
+                   "SELECT a.consumer_id, rp.uuid AS rp_uuid, rp.name AS rp_name, "
+                   "a.resource_class AS rc, a.used, c.project_id, c.user_id, c.generation "
+                   "FROM allocations a JOIN resource_providers rp ON rp.id = "
+                   "a.resource_provider_id "
+                   "LEFT JOIN consumers c ON c.uuid = a.consumer_id "
+                   "ORDER BY a.consumer_id, rp.uuid, a.resource_class",
+                   "");
+    if (!rows)
+        return NULL;
+    json_t *out = json_object();
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        const char *cid = nb_json_str(r, "consumer_id"), *rp = nb_json_str(r, "rp_uuid");
+        json_t *c = json_object_get(out, cid);
+        if (!c) {
+            c = json_pack("{s:s?, s:s?, s:I, s:{}, s:{}}", "project_id",
+                          nb_json_str(r, "project_id"), "user_id", nb_json_str(r, "user_id"),
+                          "generation", (json_int_t)nb_json_int(r, "generation", 0), "allocations",
+                          "providers");
+            json_object_set_new(out, cid, c);
+        }
+        json_t *allocs = json_object_get(c, "allocations");
+        json_t *on = json_object_get(allocs, rp);
+        if (!on) {
+            on = json_object();
+            json_object_set_new(allocs, rp, on);
+            json_object_set_new(json_object_get(c, "providers"), rp,
+                                json_string(nb_json_str(r, "rp_name")));
+        }
+        json_object_set_new(on, nb_json_str(r, "rc"),
+                            json_integer((json_int_t)nb_json_int(r, "used", 0)));
+    }
+    return out;
+}
+
+void nb_placement_use_db(struct nb_db *db)
+{
+    plc_set_db(db);
+}
+
+long long nb_placement_consumer_generation(struct nb_ctx *ctx, const char *consumer_uuid)
+{
+    return nb_db_int(plc_db(), ctx, -1, "SELECT generation FROM consumers WHERE uuid = ?", "s",
+                     consumer_uuid);
+}

@@ -73,6 +73,23 @@ int nb_placement_move_allocations(struct nb_ctx *ctx, const char *from, const ch
  * of them are instances that are gone. */
 json_t *nb_placement_list_consumers(struct nb_ctx *ctx);
 
+/* Every consumer's allocations, for the cloud audit (`nubo doctor cloud`,
+ * the conductor's audit), as `nova-manage placement audit` reads them: a new
+ * object {consumer_uuid: {"project_id", "user_id", "generation",
+ * "allocations": {rp_uuid: {rc: amount}}, "providers": {rp_uuid: name}}},
+ * or NULL after an error recorded on ctx. */
+json_t *nb_placement_audit_allocations(struct nb_ctx *ctx);
+
+/* The consumer's generation (what a claim on an existing consumer must
+ * name, as heal_allocations does), or -1 when placement has no such
+ * consumer. */
+long long nb_placement_consumer_generation(struct nb_ctx *ctx, const char *consumer_uuid);
+
+/* For tools that open the database themselves (nubo doctor): the in-process
+ * calls above use db, without placement's routes or start-up sync. */
+struct nb_db;
+void nb_placement_use_db(struct nb_db *db);
+
 /* Calls for the compute API, which keeps Nova's view of a host in step
  * with placement. Unlike the calls above they open no transaction (not
  * even a nested one, a savepoint): each runs its statements inside the

@@ -205,6 +205,11 @@ void cond_evacuation_cleaned(struct conductor *c, struct nb_ctx *ctx, json_t *ar
 
 /* recovery.c */
 void cond_recover_start(struct conductor *c);
+
+/* audit_periodic.c: the cloud audit every [conductor] audit_interval s
+ * (default 600, 0: never), findings logged as WARNINGs. */
+void cond_audit_start(struct conductor *c);
+int cond_audit_once(struct conductor *c);
 /* Closes the events a crash left open on the instance's actions (result
  * Error, "Interrupted: …"). Best-effort. */
 void cond_close_open_events(struct conductor *c, struct nb_ctx *ctx, const char *uuid);

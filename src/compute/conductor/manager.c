@@ -171,5 +171,6 @@ int nb_conductor_start(struct nb_env *env)
     NB_INFO(LOG_COND, NULL, NULL, "conductor started (max_attempts %d)", c->max_attempts);
     cond_recover_start(c);
     cond_resize_confirm_start(c);
+    cond_audit_start(c);
     return 0;
 }

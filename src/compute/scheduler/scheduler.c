@@ -385,6 +385,14 @@ static json_t *resources_for(json_t *flavor, bool is_bfv, json_t **required)
     return res;
 }
 
+json_t *nb_scheduler_flavor_resources(json_t *flavor, bool is_bfv)
+{
+    json_t *required = NULL;
+    json_t *res = resources_for(flavor_body(flavor), is_bfv, &required);
+    json_decref(required);
+    return res;
+}
+
 /* "VCPU=1, MEMORY_MB=512, DISK_GB=1" into buf. */
 static void resources_text(json_t *res, char *buf, size_t n)
 {

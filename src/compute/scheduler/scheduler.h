@@ -22,4 +22,12 @@
  * (-1, logged) when [filter_scheduler] names an unknown filter or weigher. */
 int nb_scheduler_start(struct nb_env *env);
 
+/* The placement resources of an instance's flavor JSON (flat, or Nova's
+ * {"cur": {"nova_object.data": ...}}), as the scheduler claims them (Nova's
+ * resources_from_flavor; no root disk when is_bfv). New ref. The cloud
+ * audit heals a missing allocation with it. */
+#include <jansson.h>
+#include <stdbool.h>
+json_t *nb_scheduler_flavor_resources(json_t *flavor, bool is_bfv);
+
 #endif
