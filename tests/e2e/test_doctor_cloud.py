@@ -204,6 +204,15 @@ def test_conductor_audit_logs_findings(tmp_path):
                       if "WARNING" in ln and "Cloud audit: [PROBLEM] orphan allocation " + ghost
                       in ln]
         assert logged and "MEMORY_MB=64" in logged[0], all_logs(c)[-3000:]
+        # the same finding as a gauge on /metrics
+        import http.client
+        conn = http.client.HTTPConnection("127.0.0.1", c.port, timeout=30)
+        conn.request("GET", "/metrics")
+        text = conn.getresponse().read().decode()
+        conn.close()
+        assert 'nubo_reconciler_findings{check="orphan allocation",verdict="PROBLEM"} 1\n' \
+            in text, text
+        assert 'nubo_reconciler_findings{check="stuck migration",verdict="PROBLEM"} 0\n' in text
     finally:
         assert c.stop() == 0, c.tail()
 
