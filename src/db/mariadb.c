@@ -260,10 +260,10 @@ static int fail(struct conn *c, struct nb_ctx *ctx, unsigned err, const char *sq
 {
     const char *msg = mysql_error(c->m);
     if (c->depth && nb_maria_retryable(err, msg))
-        NB_WARN("nubo.db", ctx, NULL,
-                "SQL failed (%u) inside a transaction, not retried (db.h cannot redo the "
-                "caller's transaction): %s: %s",
-                err, msg, sql);
+        NB_ERROR("nubo.db", ctx, NULL,
+                 "SQL failed (%u) inside a transaction, not retried (db.h cannot redo the "
+                 "caller's transaction): %s: %s",
+                 err, msg, sql);
     else
         NB_ERROR("nubo.db", ctx, NULL, "SQL failed (%u): %s: %s", err, msg, sql);
     if (nb_maria_constraint(err))

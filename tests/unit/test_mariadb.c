@@ -10,8 +10,10 @@
 #include "db/mariadb.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void test_interpolate(void **state)
 {
@@ -177,6 +179,51 @@ static void test_pool_threads(void **state)
     json_decref(rows);
 }
 
+/* Holds the lock on the row 'outer' for 2.5 s, in a transaction. */
+static void *locker(void *arg)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    if (nb_maria_begin(db, &ctx) < 0 ||
+        run(&ctx, NULL, "UPDATE t SET n = 1 WHERE \"key\" = 'outer'", "") != 1)
+        return (void *)1;
+    *(volatile int *)arg = 1;
+    struct timespec ts = {2, 500000000L};
+    nanosleep(&ts, NULL);
+    return nb_maria_commit(db, &ctx) < 0 ? (void *)2 : NULL;
+}
+
+#define WAIT_1S "SET STATEMENT innodb_lock_wait_timeout = 1 FOR "
+
+/* A lock wait timeout (1205): a single statement is retried until the
+ * holder commits; inside a transaction it is returned (500), not retried. */
+static void test_retry_lock_wait(void **state)
+{
+    (void)state;
+    if (!db)
+        skip();
+    volatile int held = 0;
+    pthread_t th;
+    pthread_create(&th, NULL, locker, (void *)&held);
+    while (!held)
+        sched_yield();
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(nb_maria_begin(db, &ctx), 0);
+    assert_int_equal(run(&ctx, NULL, WAIT_1S "UPDATE t SET n = 3 WHERE \"key\" = 'outer'", ""), -1);
+    assert_int_equal(nb_ctx_status(&ctx), 500);
+    nb_maria_rollback(db);
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(run(&ctx, NULL, WAIT_1S "UPDATE t SET n = 2 WHERE \"key\" = 'outer'", ""), 1);
+    void *rc;
+    pthread_join(th, &rc);
+    assert_null(rc);
+    json_t *rows = json_array();
+    assert_int_equal(run(&ctx, rows, "SELECT n FROM t WHERE \"key\" = 'outer'", ""), 0);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(rows, 0), "n")), 2);
+    json_decref(rows);
+}
+
 static int teardown_server(void **state)
 {
     (void)state;
@@ -194,7 +241,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_interpolate),  cmocka_unit_test(test_error_classes),
         cmocka_unit_test(test_statements),   cmocka_unit_test(test_transactions),
-        cmocka_unit_test(test_pool_threads),
+        cmocka_unit_test(test_pool_threads), cmocka_unit_test(test_retry_lock_wait),
     };
     return cmocka_run_group_tests(tests, setup_server, teardown_server);
 }
