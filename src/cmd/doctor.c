@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "db/db.h"
+#include "db/url.h"
 
 #include <curl/curl.h>
 #include <getopt.h>
@@ -141,7 +142,7 @@ static struct nb_db *open_db(void)
     char path[1100];
     if (!nb_cmd_db_path(path, sizeof(path)))
         return NULL;
-    if (access(path, R_OK | W_OK) < 0) {
+    if (!nb_db_url_is_mariadb(path) && access(path, R_OK | W_OK) < 0) {
         fprintf(stderr, "nubo doctor: cannot open database %s: %m\n", path);
         return NULL;
     }

@@ -24,6 +24,7 @@
 #include "common/util.h"
 #include "compute/objects/instance.h"
 #include "db/db.h"
+#include "db/url.h"
 
 #include <curl/curl.h>
 #include <getopt.h>
@@ -231,7 +232,8 @@ int nb_cmd_doctor_migration(int argc, char **argv)
     char path[1100];
     if (!nb_cmd_db_path(path, sizeof(path)))
         return NB_DR_EXIT_CANNOT;
-    struct nb_db *db = access(path, R_OK | W_OK) == 0 ? nb_db_open(path) : NULL;
+    struct nb_db *db =
+        nb_db_url_is_mariadb(path) || access(path, R_OK | W_OK) == 0 ? nb_db_open(path) : NULL;
     if (!db) {
         fprintf(stderr, "nubo doctor migration: cannot open database %s\n", path);
         return NB_DR_EXIT_CANNOT;

@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "db/db.h"
+#include "db/url.h"
 
 #include <curl/curl.h>
 #include <getopt.h>
@@ -532,7 +533,8 @@ int nb_cmd_host(int argc, char **argv)
         fprintf(stderr, "nubo host drain: cannot write the log under %s; logging to stderr\n",
                 logdir);
     char path[1100];
-    struct nb_db *db = nb_cmd_db_path(path, sizeof(path)) && access(path, R_OK | W_OK) == 0
+    struct nb_db *db = nb_cmd_db_path(path, sizeof(path)) &&
+                               (nb_db_url_is_mariadb(path) || access(path, R_OK | W_OK) == 0)
                            ? nb_db_open(path)
                            : NULL;
     if (!db) {

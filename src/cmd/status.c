@@ -25,6 +25,7 @@
 #include "common/util.h"
 #include "compute/compute.h"
 #include "db/db.h"
+#include "db/url.h"
 
 #include <curl/curl.h>
 #include <stdio.h>
@@ -265,7 +266,7 @@ static json_t *service_rows(struct status *s)
         s->unknown = true;
         return NULL;
     }
-    if (access(path, R_OK) < 0) {
+    if (!nb_db_url_is_mariadb(path) && access(path, R_OK) < 0) {
         fprintf(stderr,
                 "nubo status: cannot read the database %s: %m (run nubo status where the "
                 "database is)\n",

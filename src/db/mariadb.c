@@ -300,6 +300,33 @@ int nb_maria_run(struct nb_maria *db, struct nb_ctx *ctx, json_t *rows, int max_
     return ret;
 }
 
+int nb_maria_script(struct nb_maria *db, struct nb_ctx *ctx, const char *sql)
+{
+    struct conn *c = acquire(db);
+    if (!c)
+        return nb_error(ctx, 500, NULL, "Database error.");
+    int rc = 0;
+    mysql_set_server_option(c->m, MYSQL_OPTION_MULTI_STATEMENTS_ON);
+    int status = mysql_query(c->m, sql);
+    for (;;) {
+        if (status) {
+            NB_ERROR("nubo.db", ctx, NULL, "SQL script failed (%u): %s", mysql_errno(c->m),
+                     mysql_error(c->m));
+            rc = nb_error(ctx, 500, NULL, "Database error.");
+            break;
+        }
+        MYSQL_RES *res = mysql_store_result(c->m);
+        mysql_free_result(res);
+        if ((status = mysql_next_result(c->m)) < 0) /* -1: no more results */
+            break;
+    }
+    while (rc < 0 && mysql_next_result(c->m) == 0)
+        mysql_free_result(mysql_store_result(c->m));
+    mysql_set_server_option(c->m, MYSQL_OPTION_MULTI_STATEMENTS_OFF);
+    release(db, c);
+    return rc;
+}
+
 long long nb_maria_last_id(struct nb_maria *db)
 {
     (void)db;

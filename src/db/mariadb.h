@@ -44,6 +44,15 @@ int nb_maria_begin(struct nb_maria *db, struct nb_ctx *ctx);
 int nb_maria_commit(struct nb_maria *db, struct nb_ctx *ctx);
 void nb_maria_rollback(struct nb_maria *db);
 
+/* Runs a script of ;-separated statements (a migration); 0/-1. */
+int nb_maria_script(struct nb_maria *db, struct nb_ctx *ctx, const char *sql);
+
+/* db.h's nb_db_version / nb_db_sync with the MariaDB migrations
+ * (src/db/migrations/mariadb/NNN_*.sql, the same numbers as SQLite's),
+ * serialized between processes by GET_LOCK('nubo_migrations'). */
+int nb_maria_version(struct nb_maria *db);
+int nb_maria_sync(struct nb_maria *db);
+
 /* Classifies a server error (pure; unit-tested): */
 /* true for 1213, 1205, and 1047/1180 whose message names WSREP */
 bool nb_maria_retryable(unsigned err, const char *msg);

@@ -11,7 +11,9 @@
 #include "db/db.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "db/mariadb.h"
 #include "db/migrations.h"
+#include "db/url.h"
 
 #include <assert.h>
 #include <pthread.h>
@@ -29,6 +31,7 @@ struct cached {
 };
 
 struct nb_db {
+    struct nb_maria *maria; /* MariaDB (mariadb.h) instead of SQLite when set */
     sqlite3 *conn;
     pthread_mutex_t lock;
     pthread_t tx_owner;
@@ -45,8 +48,27 @@ static void db_unlock(struct nb_db *db)
     pthread_mutex_unlock(&db->lock);
 }
 
+/* A MariaDB URL (db/url.h) instead of a path: the MariaDB backend. */
+static struct nb_db *open_mariadb(const char *url)
+{
+    struct nb_db_url u;
+    char err[256];
+    if (nb_db_url_parse(url, NULL, &u, err, sizeof(err)) < 0) {
+        NB_ERROR("nubo.db", NULL, NULL, "[database] connection: %s", err);
+        return NULL;
+    }
+    struct nb_db *db = calloc(1, sizeof(*db));
+    if (db && !(db->maria = nb_maria_open(&u))) {
+        free(db);
+        db = NULL;
+    }
+    return db;
+}
+
 struct nb_db *nb_db_open(const char *path)
 {
+    if (nb_db_url_is_mariadb(path))
+        return open_mariadb(path);
     struct nb_db *db = calloc(1, sizeof(*db));
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
@@ -74,6 +96,11 @@ void nb_db_close(struct nb_db *db)
 {
     if (!db)
         return;
+    if (db->maria) {
+        nb_maria_close(db->maria);
+        free(db);
+        return;
+    }
     for (int i = 0; i < CACHE_SIZE; i++) {
         sqlite3_finalize(db->cache[i].st);
         free(db->cache[i].sql);
@@ -208,6 +235,8 @@ static int step_error(struct nb_db *db, struct nb_ctx *ctx, sqlite3_stmt *st, in
 static int run(struct nb_db *db, struct nb_ctx *ctx, json_t *rows, int max_rows, const char *sql,
                const char *types, va_list ap)
 {
+    if (db->maria)
+        return nb_maria_run(db->maria, ctx, rows, max_rows, sql, types, ap);
     db_lock(db);
     int ret = -1;
     sqlite3_stmt *st = prepare(db, ctx, sql);
@@ -299,6 +328,8 @@ long long nb_db_int(struct nb_db *db, struct nb_ctx *ctx, long long def, const c
 
 long long nb_db_last_id(struct nb_db *db)
 {
+    if (db->maria)
+        return nb_maria_last_id(db->maria);
     db_lock(db);
     long long id = sqlite3_last_insert_rowid(db->conn);
     db_unlock(db);
@@ -318,6 +349,8 @@ static int tx_exec(struct nb_db *db, struct nb_ctx *ctx, const char *sql)
 
 int nb_db_begin(struct nb_db *db, struct nb_ctx *ctx)
 {
+    if (db->maria)
+        return nb_maria_begin(db->maria, ctx);
     db_lock(db);
     /* holding the mutex, a transaction still open is this thread's own */
     assert(!db->tx_depth || pthread_equal(db->tx_owner, pthread_self()));
@@ -335,6 +368,8 @@ int nb_db_begin(struct nb_db *db, struct nb_ctx *ctx)
 
 int nb_db_commit(struct nb_db *db, struct nb_ctx *ctx)
 {
+    if (db->maria)
+        return nb_maria_commit(db->maria, ctx);
     assert(db->tx_depth > 0);
     char sql[96];
     int rc;
@@ -358,6 +393,10 @@ int nb_db_commit(struct nb_db *db, struct nb_ctx *ctx)
 
 void nb_db_rollback(struct nb_db *db)
 {
+    if (db->maria) {
+        nb_maria_rollback(db->maria);
+        return;
+    }
     /* Callers also roll back after a failed begin or commit, which already
      * ended (or never opened) the transaction: then this thread holds no
      * transaction and there is nothing to undo. The mutex is recursive, so
@@ -378,6 +417,8 @@ void nb_db_rollback(struct nb_db *db)
 
 int nb_db_version(struct nb_db *db)
 {
+    if (db->maria)
+        return nb_maria_version(db->maria);
     struct nb_ctx ctx;
     nb_ctx_init_system(&ctx, NULL);
     if (nb_db_exec(db, &ctx,
@@ -390,6 +431,8 @@ int nb_db_version(struct nb_db *db)
 
 int nb_db_sync(struct nb_db *db)
 {
+    if (db->maria)
+        return nb_maria_sync(db->maria);
     int cur = nb_db_version(db);
     if (cur < 0)
         return -1;

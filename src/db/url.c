@@ -152,6 +152,14 @@ static int parse_mariadb(const char *rest, struct nb_db_url *u, char *err, size_
     return 0;
 }
 
+bool nb_db_url_is_mariadb(const char *conn)
+{
+    for (size_t i = 0; conn && i < sizeof(mariadb_schemes) / sizeof(mariadb_schemes[0]); i++)
+        if (!strncmp(conn, mariadb_schemes[i], strlen(mariadb_schemes[i])))
+            return true;
+    return false;
+}
+
 int nb_db_url_parse(const char *conn, const char *state_path, struct nb_db_url *u, char *err,
                     size_t errlen)
 {
