@@ -1,4 +1,4 @@
-/* db.h - the one database interface (SQLite today, MariaDB later).
+/* db.h - the one database interface (SQLite; MariaDB in progress: mariadb.h).
  *
  * No module outside src/db/ includes sqlite3.h. Queries take SQL with `?`
  * placeholders and a type string naming each argument:
@@ -23,7 +23,8 @@
 
 struct nb_db;
 
-/* Opens (creating) the database at path (WAL mode, foreign keys on).
+/* Opens (creating) the database at path (WAL mode, foreign keys on), or,
+ * when path is a MariaDB URL (db/url.h), connects to that database.
  * Returns NULL on error. */
 struct nb_db *nb_db_open(const char *path);
 void nb_db_close(struct nb_db *db);
