@@ -26,9 +26,9 @@ int nb_flavor_seed(struct nb_db *db, struct nb_ctx *ctx, const char *flavorid, c
 json_t *nb_service_list(struct nb_db *db, struct nb_ctx *ctx)
 {
     return nb_db_rows(db, ctx,
-                      "SELECT host, binary, topic, report_count, disabled, disabled_reason, "
+                      "SELECT host, \"binary\", topic, report_count, disabled, disabled_reason, "
                       "forced_down, last_seen_up, version, created_at, updated_at FROM services "
-                      "WHERE deleted = 0 ORDER BY binary, host",
+                      "WHERE deleted = 0 ORDER BY \"binary\", host",
                       "");
 }
 

@@ -329,7 +329,7 @@ static int check_metadata(struct nb_ctx *ctx, const json_t *m)
 static bool compute_host_exists(struct nb_ctx *ctx, const char *host)
 {
     return nb_db_int(env->db, ctx, 0,
-                     "SELECT COUNT(*) FROM services WHERE host = ? AND binary = 'nova-compute' "
+                     "SELECT COUNT(*) FROM services WHERE host = ? AND \"binary\" = 'nova-compute' "
                      "AND deleted = 0",
                      "s", host) > 0;
 }

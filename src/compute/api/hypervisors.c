@@ -34,7 +34,7 @@ static struct nb_env *env;
 static json_t *host_service(struct nb_ctx *ctx, const char *host)
 {
     return nb_db_row(env->db, ctx,
-                     "SELECT * FROM services WHERE host = ? AND binary = 'nova-compute' AND "
+                     "SELECT * FROM services WHERE host = ? AND \"binary\" = 'nova-compute' AND "
                      "deleted = 0 ORDER BY id LIMIT 1",
                      "s", host);
 }
@@ -409,7 +409,7 @@ static int hv_statistics(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
         "COALESCE(SUM(disk_available_least), 0) AS disk_available_least "
         "FROM compute_nodes cn WHERE cn.deleted = 0 AND EXISTS (SELECT 1 FROM services s WHERE "
         "(s.host = cn.host OR s.id = cn.service_id) AND s.disabled = 0 AND "
-        "s.binary = 'nova-compute' AND s.deleted = 0)",
+        "s.\"binary\" = 'nova-compute' AND s.deleted = 0)",
         "");
     if (!row)
         return -1;

@@ -462,7 +462,7 @@ static int load_services(struct nb_ctx *ctx, struct page_data *d, json_t *hosts)
         return 0;
     json_t *res = rows_for_ids(ctx,
                                "SELECT host, disabled, forced_down, last_seen_up, updated_at, "
-                               "created_at FROM services WHERE deleted = 0 AND binary = "
+                               "created_at FROM services WHERE deleted = 0 AND \"binary\" = "
                                "'nova-compute' AND host",
                                "", hosts);
     if (!res)

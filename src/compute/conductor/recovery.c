@@ -279,7 +279,7 @@ static json_t *hosts_up_by_heartbeat(struct conductor *c, struct nb_ctx *ctx)
 {
     _cleanup_json_ json_t *rows =
         nb_db_rows(c->db, ctx,
-                   "SELECT host, last_seen_up, created_at FROM services WHERE binary = "
+                   "SELECT host, last_seen_up, created_at FROM services WHERE \"binary\" = "
                    "'nova-compute' AND deleted = 0 AND disabled = 0 AND forced_down = 0 "
                    "ORDER BY host",
                    "");
