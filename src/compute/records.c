@@ -15,11 +15,11 @@ int nb_flavor_seed(struct nb_db *db, struct nb_ctx *ctx, const char *flavorid, c
 {
     char now[32];
     nb_now_iso_us(now);
-    int n = nb_db_exec(db, ctx,
-                       "INSERT OR IGNORE INTO flavors (flavorid, name, memory_mb, vcpus, root_gb, "
-                       "created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                       "ssiiis", flavorid, name, (long long)memory_mb, (long long)vcpus,
-                       (long long)root_gb, now);
+    int n = nb_db_insert_ignore(db, ctx,
+                                "INTO flavors (flavorid, name, memory_mb, vcpus, root_gb, "
+                                "created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                                "ssiiis", flavorid, name, (long long)memory_mb, (long long)vcpus,
+                                (long long)root_gb, now);
     return n < 0 ? -1 : n > 0;
 }
 

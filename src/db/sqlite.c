@@ -473,3 +473,56 @@ int nb_db_sync(struct nb_db *db)
     }
     return applied;
 }
+
+/* Dialect fragments (db.h). */
+int nb_db_is_mariadb(const struct nb_db *db)
+{
+    return db && db->maria != NULL;
+}
+
+int nb_db_insert_ignore(struct nb_db *db, struct nb_ctx *ctx, const char *into, const char *types,
+                        ...)
+{
+    char sql[2048];
+    int len =
+        snprintf(sql, sizeof(sql), "%s %s", db->maria ? "INSERT IGNORE" : "INSERT OR IGNORE", into);
+    if (len < 0 || (size_t)len >= sizeof(sql))
+        return nb_error(ctx, 500, NULL, "SQL statement too long");
+    va_list ap;
+    va_start(ap, types);
+    int rc = run(db, ctx, NULL, 0, sql, types, ap);
+    va_end(ap);
+    return rc;
+}
+
+const char *nb_db_json_value(const struct nb_db *db)
+{
+    return nb_db_is_mariadb(db) ? "JSON_VALUE" : "json_extract";
+}
+
+const char *nb_db_json_each(const struct nb_db *db)
+{
+    return nb_db_is_mariadb(db)
+               ? "JSON_TABLE(?, '$[*]' COLUMNS (value VARCHAR(255) PATH '$')) AS json_each"
+               : "json_each(?)";
+}
+
+const char *nb_db_upsert(const struct nb_db *db, char *buf, size_t n, const char *insert,
+                         const char *keys, const char *cols, const char *extra)
+{
+    int maria = nb_db_is_mariadb(db);
+    size_t len = (size_t)snprintf(
+        buf, n, maria ? "%s ON DUPLICATE KEY UPDATE " : "%s ON CONFLICT (%s) DO UPDATE SET ",
+        insert, keys);
+    for (const char *c = cols; *c && len < n;) {
+        size_t w = strcspn(c, ",");
+        len += (size_t)snprintf(buf + len, n - len,
+                                maria ? "%s%.*s = VALUES(%.*s)" : "%s%.*s = excluded.%.*s",
+                                c == cols ? "" : ", ", (int)w, c, (int)w, c);
+        c += w;
+        c += strspn(c, ", ");
+    }
+    if (extra && len < n)
+        snprintf(buf + len, n - len, ", %s", extra);
+    return buf;
+}

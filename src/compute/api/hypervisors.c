@@ -23,6 +23,7 @@
 #include "common/util.h"
 #include "db/db.h"
 
+#include <limits.h>
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,7 +161,7 @@ static json_t *nodes_matching(struct nb_ctx *ctx, const char *pattern)
 {
     json_t *rows = nb_db_rows(env->db, ctx,
                               "SELECT * FROM compute_nodes WHERE deleted = 0 AND "
-                              "instr(hypervisor_hostname, ?) > 0 ORDER BY id",
+                              "hypervisor_hostname LIKE '%' || ? || '%' ORDER BY id",
                               "s", pattern);
     if (rows && json_array_size(rows) == 0) {
         json_decref(rows);
@@ -239,7 +240,7 @@ static int list_hypervisors(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
         nodes = nb_db_rows(env->db, ctx,
                            "SELECT * FROM compute_nodes WHERE deleted = 0 AND id > ? ORDER BY id "
                            "LIMIT ?",
-                           "ii", after, limit);
+                           "ii", after, limit < 0 ? LLONG_MAX : limit);
         if (!nodes)
             return -1;
     }

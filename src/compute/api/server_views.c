@@ -320,7 +320,7 @@ static void page_data_init(struct page_data *d)
 static int load_metadata(struct nb_ctx *ctx, struct page_data *d, json_t *uuids)
 {
     json_t *res = rows_for_ids(ctx,
-                               "SELECT instance_uuid, key, value FROM instance_metadata "
+                               "SELECT instance_uuid, \"key\", value FROM instance_metadata "
                                "WHERE deleted = 0 AND instance_uuid",
                                " ORDER BY id", uuids);
     if (!res)
