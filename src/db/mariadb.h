@@ -59,8 +59,10 @@ bool nb_maria_retryable(unsigned err, const char *msg);
 /* true for duplicate key, foreign key, NOT NULL and CHECK failures */
 bool nb_maria_constraint(unsigned err);
 /* sql with each `?` outside '...', "..." and `...` replaced by the next of
- * the n literals in lits (already escaped and quoted), as a new string;
- * NULL (and *found = the number of `?`) when that number is not n. */
+ * the n literals in lits (already escaped and quoted), as a new string; as
+ * in SQLite, `?NNN` is literal NNN (1-based, may repeat) and a bare `?`
+ * the one after the highest so far. NULL (and *found = the number of
+ * parameters the SQL needs, -1 for `?0`) when that number is not n. */
 char *nb_maria_interpolate(const char *sql, char *const *lits, int n, int *found);
 
 #endif

@@ -33,9 +33,30 @@ bool nb_maria_constraint(unsigned err)
     }
 }
 
-/* Sessions run with NO_BACKSLASH_ESCAPES (SQLite's literals): a quote
- * ends at the next same quote. Length of sql once the `?`s are replaced; counts them into *found.
- */
+/* The parameter a `?` at *pp stands for, 0-based, moving *pp past its digits:
+ * SQLite's rules, `?NNN` is parameter NNN and a bare `?` the one after the
+ * highest so far (*max, the count the SQL needs). */
+static int param(const char **pp, int *max)
+{
+    const char *p = *pp;
+    int idx;
+    if (p[1] >= '0' && p[1] <= '9') {
+        idx = 0;
+        while (p[1] >= '0' && p[1] <= '9' && idx < 100000)
+            idx = idx * 10 + (*++p - '0');
+        idx--;
+    } else {
+        idx = *max;
+    }
+    *pp = p;
+    if (idx + 1 > *max)
+        *max = idx + 1;
+    return idx;
+}
+
+/* Sessions run with NO_BACKSLASH_ESCAPES (SQLite's literals): a quote ends
+ * at the next same quote. Length of sql once the `?`s are replaced; the
+ * number of parameters it needs into *found (-1 for a `?0`). */
 static size_t measure(const char *sql, char *const *lits, int n, int *found)
 {
     size_t len = 0;
@@ -48,9 +69,13 @@ static size_t measure(const char *sql, char *const *lits, int n, int *found)
         } else if (*p == '\'' || *p == '"' || *p == '`') {
             quote = *p;
         } else if (*p == '?') {
-            if (*found < n)
-                len += strlen(lits[*found]);
-            (*found)++;
+            int idx = param(&p, found);
+            if (idx < 0) {
+                *found = -1;
+                return 0;
+            }
+            if (idx < n)
+                len += strlen(lits[idx]);
             continue;
         }
         len++;
@@ -67,7 +92,7 @@ char *nb_maria_interpolate(const char *sql, char *const *lits, int n, int *found
     if (!out)
         return NULL;
     char quote = 0;
-    int k = 0;
+    int max = 0;
     for (const char *p = sql; *p; p++) {
         if (quote) {
             if (*p == quote)
@@ -75,8 +100,9 @@ char *nb_maria_interpolate(const char *sql, char *const *lits, int n, int *found
         } else if (*p == '\'' || *p == '"' || *p == '`') {
             quote = *p;
         } else if (*p == '?') {
-            size_t l = strlen(lits[k]);
-            memcpy(o, lits[k++], l);
+            int idx = param(&p, &max);
+            size_t l = strlen(lits[idx]);
+            memcpy(o, lits[idx], l);
             o += l;
             continue;
         }

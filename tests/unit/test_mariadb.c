@@ -25,6 +25,17 @@ static void test_interpolate(void **state)
     free(q);
     assert_null(nb_maria_interpolate("SELECT ?, ?, ?", lits, 2, &found));
     assert_int_equal(found, 3);
+    q = nb_maria_interpolate("SELECT ?2, ?1 = ?1, ?", lits, 2, &found);
+    assert_null(q); /* the bare ? after ?2 is the third */
+    assert_int_equal(found, 3);
+    q = nb_maria_interpolate("SELECT ?2, ?1 = ?1, '?3' || ?2", lits, 2, &found);
+    assert_string_equal(q, "SELECT 7, 'a' = 'a', '?3' || 7");
+    free(q);
+    q = nb_maria_interpolate("SELECT ?1, ?", lits, 2, &found);
+    assert_string_equal(q, "SELECT 'a', 7");
+    free(q);
+    assert_null(nb_maria_interpolate("SELECT ?0", lits, 2, &found));
+    assert_int_equal(found, -1);
 }
 
 static void test_error_classes(void **state)
