@@ -17,6 +17,7 @@ import uuid
 
 import pytest
 
+import conftest
 from conftest import ADMIN_PASSWORD, NUBO_BIN, Cloud, free_port, unique
 
 CORRUPT = ("UPDATE block_device_mapping SET connection_info = JSON_SET(connection_info, "
@@ -55,7 +56,13 @@ def diagnose(c, server_id, *args):
 
 
 def sqlite3(c, sql):
-    """The runbook's way: the sqlite3 CLI on the state dir's database."""
+    """The runbook's way: the sqlite3 CLI on the state dir's database, or with
+    NUBO_TEST_DB=mariadb the mariadb client in its default mode (the runbook
+    SQL verbatim)."""
+    if c.mariadb:
+        return subprocess.run(["bash", conftest.MARIADB_SH, "client", "--batch", "-N", "--raw",
+                               c.mariadb, "-e", sql], check=True, capture_output=True,
+                              text=True).stdout.strip()
     return subprocess.run(["sqlite3", c.db_path, sql], check=True, capture_output=True,
                           text=True).stdout.strip()
 
