@@ -95,6 +95,12 @@ int nb_db_is_mariadb(const struct nb_db *db);
 int nb_db_insert_ignore(struct nb_db *db, struct nb_ctx *ctx, const char *into, const char *types,
                         ...);
 const char *nb_db_json_value(const struct nb_db *db);
+/* "" | " FOR UPDATE": for a read inside a transaction that a write of the
+ * same transaction depends on (a capacity check). SQLite's transactions
+ * (BEGIN IMMEDIATE) already run one at a time; MariaDB's read a snapshot
+ * unless the read locks, which then reads the latest committed rows and
+ * holds them until commit. Appended to the SELECT (and its subqueries). */
+const char *nb_db_for_update(const struct nb_db *db);
 const char *nb_db_json_each(const struct nb_db *db);
 const char *nb_db_upsert(const struct nb_db *db, char *buf, size_t n, const char *insert,
                          const char *keys, const char *cols, const char *extra);

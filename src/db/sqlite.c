@@ -500,6 +500,11 @@ const char *nb_db_json_value(const struct nb_db *db)
     return nb_db_is_mariadb(db) ? "JSON_VALUE" : "json_extract";
 }
 
+const char *nb_db_for_update(const struct nb_db *db)
+{
+    return nb_db_is_mariadb(db) ? " FOR UPDATE" : "";
+}
+
 const char *nb_db_json_each(const struct nb_db *db)
 {
     return nb_db_is_mariadb(db)

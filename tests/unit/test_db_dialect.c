@@ -1,8 +1,9 @@
 /* test_db_dialect.c - db.h's dialect helpers (nb_db_insert_ignore,
- * nb_db_upsert, nb_db_json_value, nb_db_json_each) and the portable forms the
- * call sites use ("key" quoted, LIKE … ESCAPE, LIKE '%' || ? || '%',
- * group_concat(x)) on SQLite, and on MariaDB too when NUBO_TEST_MARIADB_URL
- * names a scratch database (tests/db/mariadb.sh start; createdb nubo_unit). */
+ * nb_db_upsert, nb_db_json_value, nb_db_json_each, nb_db_for_update) and the
+ * portable forms the call sites use ("key" quoted, LIKE … ESCAPE,
+ * LIKE '%' || ? || '%', group_concat(x)) on SQLite, and on MariaDB too when
+ * NUBO_TEST_MARIADB_URL names a scratch database (tests/db/mariadb.sh
+ * start; createdb nubo_unit). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -71,6 +72,13 @@ static void check(struct nb_db *db)
     const char *ks = json_string_value(json_object_get(r, "ks"));
     assert_true(!strcmp(ks, "k,password_0") || !strcmp(ks, "password_0,k"));
     json_decref(r);
+    assert_int_equal(nb_db_begin(db, &ctx), 0);
+    snprintf(sql, sizeof(sql),
+             "SELECT a, (SELECT COUNT(*) FROM dialect_t d WHERE d.a = t.a%s) AS n FROM "
+             "dialect_t t WHERE a = ?%s",
+             nb_db_for_update(db), nb_db_for_update(db));
+    assert_int_equal(nb_db_int(db, &ctx, -1, sql, "i", 1LL), 1);
+    assert_int_equal(nb_db_commit(db, &ctx), 0);
     assert_false(nb_ctx_failed(&ctx));
     nb_db_exec(db, &ctx, "DROP TABLE dialect_t", "");
 }
