@@ -9,6 +9,7 @@ the port's security groups (what the database says, so no guest is needed).
 The real-guest runbook is in test_bfv.py; the data-plane checks of a real
 guest's port are in test_dataplane_metadata.py."""
 import glob
+import json
 import os
 import re
 import subprocess
@@ -60,9 +61,12 @@ def sqlite3(c, sql):
     NUBO_TEST_DB=mariadb the mariadb client in its default mode (the runbook
     SQL verbatim)."""
     if c.mariadb:
-        return subprocess.run(["bash", conftest.MARIADB_SH, "client", "--batch", "-N", "--raw",
-                               c.mariadb, "-e", sql], check=True, capture_output=True,
-                              text=True).stdout.strip()
+        out = subprocess.run(["bash", conftest.MARIADB_SH, "client", "--batch", "-N", "--raw",
+                              c.mariadb, "-e", sql], check=True, capture_output=True,
+                             text=True).stdout.strip()
+        # MariaDB's JSON_EXTRACT prints the JSON text ("raw" with its quotes,
+        # as Nova's runbook shows on MySQL), SQLite's the bare scalar
+        return json.loads(out) if len(out) > 1 and out[0] == out[-1] == '"' else out
     return subprocess.run(["sqlite3", c.db_path, sql], check=True, capture_output=True,
                           text=True).stdout.strip()
 
