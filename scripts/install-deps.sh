@@ -3,8 +3,8 @@
 # libvirt driver's libraries, libvirtd and QEMU, RabbitMQ and librabbitmq-c
 # for the AMQP bus, and what tests/images/build.sh makes the test guest from.
 # Idempotent; apt is only called when something is missing.
-# NUBO_WITH_MARIADB=1 adds the MariaDB server, client and library
-# (tests/db/mariadb.sh starts a throwaway server without systemd).
+# NUBO_WITH_MARIADB=1 adds the MariaDB server and client (tests/db/mariadb.sh
+# starts a throwaway server without systemd); libmariadb is always there.
 set -euo pipefail
 pkgs=(
   build-essential meson ninja-build pkg-config clang clang-format git
@@ -16,10 +16,11 @@ pkgs=(
   linux-image-cloud-amd64 busybox-static syslinux syslinux-common mtools dosfstools cpio xz-utils
   python3 python3-pytest python3-pytest-xdist python3-openstackclient python3-osc-placement python3-openstacksdk
   tempest python3-stestr python3-subunit python3-junitxml
+  libmariadb-dev
 )
 if [ "${NUBO_WITH_MARIADB:-0}" = 1 ]; then
   # Debian starts the packaged server where systemd runs; the tests use their own
-  pkgs+=(mariadb-server mariadb-client libmariadb-dev)
+  pkgs+=(mariadb-server mariadb-client)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

@@ -138,6 +138,26 @@ for b in build build-asan; do
   count_junit "$b/meson-logs/testlog.junit.xml"
 done
 
+# The MariaDB backend: its unit tests against a throwaway server and the
+# control-plane modules that pass on it so far (docs/architecture.md,
+# Database), with the normal build; the server is removed afterwards.
+stage "MariaDB (backend unit tests and e2e modules)"
+if NUBO_WITH_MARIADB=1 bash scripts/install-deps.sh && bash tests/db/mariadb.sh start; then
+  url=$(bash tests/db/mariadb.sh createdb nubo_unit nubo_unit unitpw)
+  for t in mariadb db_dialect; do
+    if NUBO_TEST_MARIADB_URL=$url "build/tests/unit/test_$t"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+  done
+  NUBO_TEST_DB=mariadb NUBO_BIN=$root/build/nubo /usr/bin/python3 -m pytest -q -p no:cacheprovider -n 2 \
+    --dist loadgroup -W ignore::DeprecationWarning \
+    tests/e2e/test_identity.py tests/e2e/test_status.py tests/e2e/test_trace.py tests/e2e/test_metrics.py \
+    --junitxml="$out/e2e-mariadb.xml" -o junit_family=xunit2
+  count_junit "$out/e2e-mariadb.xml"
+  bash tests/db/mariadb.sh teardown
+else
+  echo "MariaDB could not be installed or started"
+  failed=$((failed + 1))
+fi
+
 asan_dir="$out/asan"; mkdir -p "$asan_dir"
 for b in ${NUBO_E2E_BUILDS:-build-asan}; do
   stage "end-to-end tests ($b)"

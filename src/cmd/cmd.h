@@ -20,10 +20,11 @@ int nb_cmd_host(int argc, char **argv);
 /* `nubo policy list [--json]` (policy.c): the policy table. */
 int nb_cmd_policy(int argc, char **argv);
 
-/* The SQLite file of the loaded configuration's [database] connection
- * (sqlite:///path or /path), else <state_path>/nubo.sqlite, into buf.
- * Returns buf, or NULL after a message on stderr (a bad URL, or a MariaDB
- * one: db/url.h). */
+/* What nb_db_open takes for the loaded configuration's [database]
+ * connection, into buf: the SQLite file (sqlite:///path or /path, else
+ * <state_path>/nubo.sqlite) or the MariaDB URL as written (db/url.h;
+ * nb_db_url_is_mariadb tells them apart). Returns buf, or NULL after a
+ * message on stderr (a bad URL). */
 const char *nb_cmd_db_path(char *buf, size_t n);
 
 /* How nb_run_roles starts a process. */

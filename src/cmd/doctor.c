@@ -8,6 +8,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "db/db.h"
+#include "db/url.h"
 
 #include <curl/curl.h>
 #include <getopt.h>
@@ -175,16 +176,19 @@ static int load(const struct options *o)
  * missing file means a wrong configuration, not an empty cloud. */
 static struct nb_db *open_db(void)
 {
+    char shown[1100];
     char path[1100];
     if (!nb_cmd_db_path(path, sizeof(path)))
         return NULL;
-    if (access(path, R_OK | W_OK) < 0) {
-        fprintf(stderr, "nubo doctor: cannot open database %s: %m\n", path);
+    if (!nb_db_url_is_mariadb(path) && access(path, R_OK | W_OK) < 0) {
+        fprintf(stderr, "nubo doctor: cannot open database %s: %m\n",
+                nb_db_url_display(path, shown, sizeof(shown)));
         return NULL;
     }
     struct nb_db *db = nb_db_open(path);
     if (!db)
-        fprintf(stderr, "nubo doctor: cannot open database %s\n", path);
+        fprintf(stderr, "nubo doctor: cannot open database %s\n",
+                nb_db_url_display(path, shown, sizeof(shown)));
     return db;
 }
 

@@ -25,10 +25,11 @@ static void set_outcome(struct nb_db *db, long long id, const char *outcome, con
     char now[32];
     nb_now_iso_us(now);
     _cleanup_free_ char *u = undo ? json_dumps(undo, JSON_COMPACT | JSON_SORT_KEYS) : NULL;
-    nb_db_exec(db, &ctx,
-               "UPDATE doctor_cloud_fixes SET outcome = ?, undo = COALESCE(?, undo), message = ?, "
-               "updated_at = ? WHERE id = ?",
-               "ssssi", outcome, u, message, now, id);
+    nb_db_exec(
+        db, &ctx,
+        "UPDATE doctor_cloud_fixes SET outcome = ?, \"undo\" = COALESCE(?, \"undo\"), message = ?, "
+        "updated_at = ? WHERE id = ?",
+        "ssssi", outcome, u, message, now, id);
 }
 
 /* One finding's repair. 0 applied, -1 not (reason printed). */
@@ -39,11 +40,12 @@ static int fix_one(struct nb_db *db, struct nb_ctx *ctx, const json_t *f)
     const char *action = nb_json_str(fix, "action");
     char now[32];
     nb_now_iso_us(now);
-    if (nb_db_exec(db, ctx,
-                   "INSERT INTO doctor_cloud_fixes (check_name, subject, action, undo, evidence, "
-                   "request_id, created_at, outcome) VALUES (?, ?, ?, '{}', ?, ?, ?, 'applying')",
-                   "ssssss", check, subject, action, nb_json_str(f, "evidence"), ctx->request_id,
-                   now) < 0) {
+    if (nb_db_exec(
+            db, ctx,
+            "INSERT INTO doctor_cloud_fixes (check_name, subject, action, \"undo\", evidence, "
+            "request_id, created_at, outcome) VALUES (?, ?, ?, '{}', ?, ?, ?, 'applying')",
+            "ssssss", check, subject, action, nb_json_str(f, "evidence"), ctx->request_id,
+            now) < 0) {
         printf("[FIX] %s %s: not applied: cannot record it in doctor_cloud_fixes: %s\n", check,
                subject, nb_ctx_message(ctx));
         return -1;

@@ -24,6 +24,7 @@
 #include "common/util.h"
 #include "compute/objects/instance.h"
 #include "db/db.h"
+#include "db/url.h"
 
 #include <curl/curl.h>
 #include <getopt.h>
@@ -215,6 +216,7 @@ static int check(const struct nb_api_client *api, const char *uuid, const struct
 
 int nb_cmd_doctor_migration(int argc, char **argv)
 {
+    char shown[1100];
     struct options o = {0};
     int p = parse(argc, argv, &o);
     if (p != 0) {
@@ -231,9 +233,11 @@ int nb_cmd_doctor_migration(int argc, char **argv)
     char path[1100];
     if (!nb_cmd_db_path(path, sizeof(path)))
         return NB_DR_EXIT_CANNOT;
-    struct nb_db *db = access(path, R_OK | W_OK) == 0 ? nb_db_open(path) : NULL;
+    struct nb_db *db =
+        nb_db_url_is_mariadb(path) || access(path, R_OK | W_OK) == 0 ? nb_db_open(path) : NULL;
     if (!db) {
-        fprintf(stderr, "nubo doctor migration: cannot open database %s\n", path);
+        fprintf(stderr, "nubo doctor migration: cannot open database %s\n",
+                nb_db_url_display(path, shown, sizeof(shown)));
         return NB_DR_EXIT_CANNOT;
     }
     struct nb_ctx ctx;

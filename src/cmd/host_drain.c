@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "db/db.h"
+#include "db/url.h"
 
 #include <curl/curl.h>
 #include <getopt.h>
@@ -510,6 +511,7 @@ static int drain(struct drain *d)
 
 int nb_cmd_host(int argc, char **argv)
 {
+    char shown[1100];
     struct options o;
     int p = parse(argc, argv, &o);
     if (p != 0) {
@@ -532,11 +534,13 @@ int nb_cmd_host(int argc, char **argv)
         fprintf(stderr, "nubo host drain: cannot write the log under %s; logging to stderr\n",
                 logdir);
     char path[1100];
-    struct nb_db *db = nb_cmd_db_path(path, sizeof(path)) && access(path, R_OK | W_OK) == 0
+    struct nb_db *db = nb_cmd_db_path(path, sizeof(path)) &&
+                               (nb_db_url_is_mariadb(path) || access(path, R_OK | W_OK) == 0)
                            ? nb_db_open(path)
                            : NULL;
     if (!db) {
-        fprintf(stderr, "nubo host drain: cannot open database %s\n", path);
+        fprintf(stderr, "nubo host drain: cannot open database %s\n",
+                nb_db_url_display(path, shown, sizeof(shown)));
         nb_log_close();
         return EXIT_CANNOT;
     }

@@ -31,6 +31,7 @@
 #include "compute/metadata/metadata.h"
 #include "compute/scheduler/scheduler.h"
 #include "db/db.h"
+#include "db/url.h"
 #include "identity/identity.h"
 #include "image/image.h"
 #include "network/agent/netagent.h"
@@ -177,11 +178,13 @@ static int make_state_path(const char *state)
 /* Opens and migrates the database into env->db. 0, or -1 after a message. */
 static int open_database(struct nb_env *env)
 {
+    char shown[1100];
     char path[1100];
     if (make_state_path(env->state_path) < 0 || !nb_cmd_db_path(path, sizeof(path)))
         return -1;
     if (!(env->db = nb_db_open(path))) {
-        fprintf(stderr, "nubo: cannot open database %s\n", path);
+        fprintf(stderr, "nubo: cannot open database %s\n",
+                nb_db_url_display(path, shown, sizeof(shown)));
         return -1;
     }
     if (nb_db_sync(env->db) < 0) {

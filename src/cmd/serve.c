@@ -83,17 +83,10 @@ const char *nb_cmd_db_path(char *buf, size_t n)
         fprintf(stderr, "nubo: [database] connection: %s\n", err);
         return NULL;
     }
-    if (u.kind == NB_DB_MARIADB) {
-        fprintf(stderr,
-                "nubo: [database] connection selects MariaDB (database %s on %s); this build "
-                "has no MariaDB backend yet (docs/architecture.md, Database)\n",
-                u.database,
-                u.unix_socket[0] ? u.unix_socket
-                : u.host[0]      ? u.host
-                                 : "localhost");
-        return NULL;
-    }
-    if (strlen(u.path) >= n) {
+    const char *conn = nb_conf_str("database", "connection", NULL);
+    if (u.kind == NB_DB_MARIADB && strlen(conn) < n) /* nb_db_open takes the URL */
+        return strcpy(buf, conn);
+    if (u.kind == NB_DB_MARIADB || strlen(u.path) >= n) {
         fprintf(stderr, "nubo: [database] connection: path too long\n");
         return NULL;
     }
@@ -102,6 +95,7 @@ const char *nb_cmd_db_path(char *buf, size_t n)
 
 int nb_cmd_db(int argc, char **argv)
 {
+    char shown[1100];
     if (argc < 1 || (strcmp(argv[0], "sync") && strcmp(argv[0], "version"))) {
         fprintf(stderr, "usage: nubo db sync|version --config FILE\n");
         return 2;
@@ -113,7 +107,7 @@ int nb_cmd_db(int argc, char **argv)
         return 1;
     struct nb_db *db = nb_db_open(path);
     if (!db) {
-        fprintf(stderr, "nubo db: cannot open %s\n", path);
+        fprintf(stderr, "nubo db: cannot open %s\n", nb_db_url_display(path, shown, sizeof(shown)));
         return 1;
     }
     int rc = 0;

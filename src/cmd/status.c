@@ -25,6 +25,7 @@
 #include "common/util.h"
 #include "compute/compute.h"
 #include "db/db.h"
+#include "db/url.h"
 
 #include <curl/curl.h>
 #include <stdio.h>
@@ -265,7 +266,7 @@ static json_t *service_rows(struct status *s)
         s->unknown = true;
         return NULL;
     }
-    if (access(path, R_OK) < 0) {
+    if (!nb_db_url_is_mariadb(path) && access(path, R_OK) < 0) {
         fprintf(stderr,
                 "nubo status: cannot read the database %s: %m (run nubo status where the "
                 "database is)\n",
@@ -278,7 +279,9 @@ static json_t *service_rows(struct status *s)
     nb_ctx_init_system(&ctx, NULL);
     json_t *rows = db ? nb_service_list(db, &ctx) : NULL;
     if (!rows) {
-        fprintf(stderr, "nubo status: cannot read the services of %s: %s\n", path,
+        char shown[1100];
+        fprintf(stderr, "nubo status: cannot read the services of %s: %s\n",
+                nb_db_url_display(path, shown, sizeof(shown)),
                 nb_ctx_failed(&ctx) ? nb_ctx_message(&ctx) : "cannot open it");
         s->unknown = true;
     }

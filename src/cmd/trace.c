@@ -13,6 +13,7 @@
 #include "common/util.h"
 #include "compute/compute.h"
 #include "db/db.h"
+#include "db/url.h"
 
 #include <dirent.h>
 #include <jansson.h>
@@ -190,11 +191,13 @@ static void add_event(struct trace *tr, const json_t *e)
 
 static int read_events(struct trace *tr)
 {
+    char shown[1100];
     char path[1100];
     if (!nb_cmd_db_path(path, sizeof(path)))
         return -1;
-    if (access(path, R_OK) < 0) {
-        fprintf(stderr, "nubo trace: cannot read the database %s: %m\n", path);
+    if (!nb_db_url_is_mariadb(path) && access(path, R_OK) < 0) {
+        fprintf(stderr, "nubo trace: cannot read the database %s: %m\n",
+                nb_db_url_display(path, shown, sizeof(shown)));
         return -1;
     }
     struct nb_db *db = nb_db_open(path);
@@ -203,7 +206,8 @@ static int read_events(struct trace *tr)
     json_t *rows = db ? nb_request_events(db, &ctx, tr->rid) : NULL;
     nb_db_close(db);
     if (!rows) {
-        fprintf(stderr, "nubo trace: cannot read the events of %s from %s\n", tr->rid, path);
+        fprintf(stderr, "nubo trace: cannot read the events of %s from %s\n", tr->rid,
+                nb_db_url_display(path, shown, sizeof(shown)));
         return -1;
     }
     size_t i;

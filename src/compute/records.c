@@ -15,20 +15,20 @@ int nb_flavor_seed(struct nb_db *db, struct nb_ctx *ctx, const char *flavorid, c
 {
     char now[32];
     nb_now_iso_us(now);
-    int n = nb_db_exec(db, ctx,
-                       "INSERT OR IGNORE INTO flavors (flavorid, name, memory_mb, vcpus, root_gb, "
-                       "created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                       "ssiiis", flavorid, name, (long long)memory_mb, (long long)vcpus,
-                       (long long)root_gb, now);
+    int n = nb_db_insert_ignore(db, ctx,
+                                "INTO flavors (flavorid, name, memory_mb, vcpus, root_gb, "
+                                "created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                                "ssiiis", flavorid, name, (long long)memory_mb, (long long)vcpus,
+                                (long long)root_gb, now);
     return n < 0 ? -1 : n > 0;
 }
 
 json_t *nb_service_list(struct nb_db *db, struct nb_ctx *ctx)
 {
     return nb_db_rows(db, ctx,
-                      "SELECT host, binary, topic, report_count, disabled, disabled_reason, "
+                      "SELECT host, \"binary\", topic, report_count, disabled, disabled_reason, "
                       "forced_down, last_seen_up, version, created_at, updated_at FROM services "
-                      "WHERE deleted = 0 ORDER BY binary, host",
+                      "WHERE deleted = 0 ORDER BY \"binary\", host",
                       "");
 }
 

@@ -36,13 +36,13 @@ static int beat(struct nb_db *db, const char *host, const char *binary, const ch
     nb_now_iso_us(now);
     int n = nb_db_exec(db, &ctx,
                        "UPDATE services SET last_seen_up = ?, updated_at = ?, report_count = "
-                       "report_count + 1 WHERE host = ? AND binary = ? AND deleted = 0",
+                       "report_count + 1 WHERE host = ? AND \"binary\" = ? AND deleted = 0",
                        "ssss", now, now, host, binary);
     if (n == 0 && topic) {
         char uuid[NB_UUID_LEN];
         nb_uuid(uuid);
         n = nb_db_exec(db, &ctx,
-                       "INSERT INTO services (uuid, host, binary, topic, report_count, "
+                       "INSERT INTO services (uuid, host, \"binary\", topic, report_count, "
                        "last_seen_up, created_at, updated_at) VALUES (?, ?, ?, ?, 1, ?, ?, ?)",
                        "sssssss", uuid, host, binary, topic, now, now, now);
         if (n > 0)

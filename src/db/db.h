@@ -1,4 +1,4 @@
-/* db.h - the one database interface (SQLite today, MariaDB later).
+/* db.h - the one database interface (SQLite; MariaDB in progress: mariadb.h).
  *
  * No module outside src/db/ includes sqlite3.h. Queries take SQL with `?`
  * placeholders and a type string naming each argument:
@@ -20,10 +20,12 @@
 
 #include "common/ctx.h"
 #include <jansson.h>
+#include <stddef.h>
 
 struct nb_db;
 
-/* Opens (creating) the database at path (WAL mode, foreign keys on).
+/* Opens (creating) the database at path (WAL mode, foreign keys on), or,
+ * when path is a MariaDB URL (db/url.h), connects to that database.
  * Returns NULL on error. */
 struct nb_db *nb_db_open(const char *path);
 void nb_db_close(struct nb_db *db);
@@ -69,5 +71,38 @@ int nb_db_commit(struct nb_db *db, struct nb_ctx *ctx);
 /* Rolls back the innermost open transaction (or savepoint) of this thread;
  * a no-op when the thread has none (after a failed begin or commit). */
 void nb_db_rollback(struct nb_db *db);
+
+/* Dialect fragments, for the few constructs that have no one text on both
+ * engines (MariaDB sessions run with ANSI_QUOTES and PIPES_AS_CONCAT, so
+ * "key", "limit" and a || b are written once). Call sites format them in
+ * with %s; the text stays fixed per engine, so statement caching still works.
+ *   nb_db_json_value: the function giving a JSON path's scalar unquoted, for
+ *     comparisons and reads: "json_extract" | "JSON_VALUE" (MariaDB's
+ *     JSON_EXTRACT returns JSON text, "a" with its quotes)
+ *   nb_db_json_each: a table of one `value` column over a JSON array bound
+ *     as the one `?`: "json_each(?)" | JSON_TABLE(?, '$[*]' …) AS json_each
+ *     (values up to 255 characters on MariaDB: IDs, names)
+ * nb_db_upsert formats into buf (size n) insert (an INSERT … VALUES (…))
+ * followed by the engine's upsert clause: on a conflict on the unique key
+ * keys (a column list; SQLite needs it, MariaDB uses whichever unique key
+ * clashed) each column of cols (comma-separated) takes the inserted value,
+ * then extra (assignments such as "deleted = 0"; may be NULL). Returns buf. */
+int nb_db_is_mariadb(const struct nb_db *db);
+/* nb_db_exec of "INSERT OR IGNORE " (MariaDB: "INSERT IGNORE ") followed by
+ * into ("INTO t (…) VALUES (…)"): a row clashing with a unique key is
+ * skipped (0 rows changed). MariaDB's IGNORE also turns a foreign-key
+ * failure into a skipped row where SQLite returns 409: check parents first. */
+int nb_db_insert_ignore(struct nb_db *db, struct nb_ctx *ctx, const char *into, const char *types,
+                        ...);
+const char *nb_db_json_value(const struct nb_db *db);
+/* "" | " FOR UPDATE": for a read inside a transaction that a write of the
+ * same transaction depends on (a capacity check). SQLite's transactions
+ * (BEGIN IMMEDIATE) already run one at a time; MariaDB's read a snapshot
+ * unless the read locks, which then reads the latest committed rows and
+ * holds them until commit. Appended to the SELECT (and its subqueries). */
+const char *nb_db_for_update(const struct nb_db *db);
+const char *nb_db_json_each(const struct nb_db *db);
+const char *nb_db_upsert(const struct nb_db *db, char *buf, size_t n, const char *insert,
+                         const char *keys, const char *cols, const char *extra);
 
 #endif

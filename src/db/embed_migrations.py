@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Writes a C file holding every migrations/NNN_name.sql as a string, in
-order, so `nubo db sync` needs no files at run time. Usage: SRC_DIR OUT.c"""
+order, so `nubo db sync` needs no files at run time.
+Usage: SRC_DIR OUT.c [SYMBOL] (default nb_migrations; the MariaDB set is
+nb_migrations_mariadb)"""
 import os
 import re
 import sys
 
 src, out = sys.argv[1], sys.argv[2]
+symbol = sys.argv[3] if len(sys.argv) > 3 else "nb_migrations"
 items = []
 for name in sorted(os.listdir(src)):
     m = re.match(r"^(\d{3})_([a-z0-9_]+)\.sql$", name)
@@ -23,7 +26,7 @@ def c_string(text):
 
 body = ["/* Generated from src/db/migrations by embed_migrations.py. */",
         '#include "db/migrations.h"', "",
-        "const struct nb_migration nb_migrations[] = {"]
+        "const struct nb_migration %s[] = {" % symbol]
 for v, name, sql in items:
     body.append("  {%d, \"%s\",\n    %s}," % (v, name, c_string(sql)))
 body.append("  {0, 0, 0}\n};\n")

@@ -10,5 +10,7 @@ struct nb_migration {
 
 /* Ordered by version, terminated by {0, NULL, NULL}. */
 extern const struct nb_migration nb_migrations[];
+/* The same numbers in MariaDB's dialect (migrations/mariadb/). */
+extern const struct nb_migration nb_migrations_mariadb[];
 
 #endif

@@ -13,7 +13,9 @@
 #include "common/log.h"
 #include "common/metrics.h"
 #include "common/util.h"
+#include "db/mariadb.h"
 #include "db/migrations.h"
+#include "db/url.h"
 
 #include <assert.h>
 #include <pthread.h>
@@ -31,6 +33,7 @@ struct cached {
 };
 
 struct nb_db {
+    struct nb_maria *maria; /* MariaDB (mariadb.h) instead of SQLite when set */
     sqlite3 *conn;
     pthread_mutex_t lock;
     pthread_t tx_owner;
@@ -48,8 +51,27 @@ static void db_unlock(struct nb_db *db)
     pthread_mutex_unlock(&db->lock);
 }
 
+/* A MariaDB URL (db/url.h) instead of a path: the MariaDB backend. */
+static struct nb_db *open_mariadb(const char *url)
+{
+    struct nb_db_url u;
+    char err[256];
+    if (nb_db_url_parse(url, NULL, &u, err, sizeof(err)) < 0) {
+        NB_ERROR("nubo.db", NULL, NULL, "[database] connection: %s", err);
+        return NULL;
+    }
+    struct nb_db *db = calloc(1, sizeof(*db));
+    if (db && !(db->maria = nb_maria_open(&u))) {
+        free(db);
+        db = NULL;
+    }
+    return db;
+}
+
 struct nb_db *nb_db_open(const char *path)
 {
+    if (nb_db_url_is_mariadb(path))
+        return open_mariadb(path);
     struct nb_db *db = calloc(1, sizeof(*db));
     pthread_mutexattr_t attr;
     pthread_mutexattr_init(&attr);
@@ -77,6 +99,11 @@ void nb_db_close(struct nb_db *db)
 {
     if (!db)
         return;
+    if (db->maria) {
+        nb_maria_close(db->maria);
+        free(db);
+        return;
+    }
     for (int i = 0; i < CACHE_SIZE; i++) {
         sqlite3_finalize(db->cache[i].st);
         free(db->cache[i].sql);
@@ -211,6 +238,8 @@ static int step_error(struct nb_db *db, struct nb_ctx *ctx, sqlite3_stmt *st, in
 static int run(struct nb_db *db, struct nb_ctx *ctx, json_t *rows, int max_rows, const char *sql,
                const char *types, va_list ap)
 {
+    if (db->maria)
+        return nb_maria_run(db->maria, ctx, rows, max_rows, sql, types, ap);
     db_lock(db);
     int ret = -1;
     sqlite3_stmt *st = prepare(db, ctx, sql);
@@ -302,6 +331,8 @@ long long nb_db_int(struct nb_db *db, struct nb_ctx *ctx, long long def, const c
 
 long long nb_db_last_id(struct nb_db *db)
 {
+    if (db->maria)
+        return nb_maria_last_id(db->maria);
     db_lock(db);
     long long id = sqlite3_last_insert_rowid(db->conn);
     db_unlock(db);
@@ -321,6 +352,8 @@ static int tx_exec(struct nb_db *db, struct nb_ctx *ctx, const char *sql)
 
 int nb_db_begin(struct nb_db *db, struct nb_ctx *ctx)
 {
+    if (db->maria)
+        return nb_maria_begin(db->maria, ctx);
     db_lock(db);
     /* holding the mutex, a transaction still open is this thread's own */
     assert(!db->tx_depth || pthread_equal(db->tx_owner, pthread_self()));
@@ -340,6 +373,8 @@ int nb_db_begin(struct nb_db *db, struct nb_ctx *ctx)
 
 int nb_db_commit(struct nb_db *db, struct nb_ctx *ctx)
 {
+    if (db->maria)
+        return nb_maria_commit(db->maria, ctx);
     assert(db->tx_depth > 0);
     char sql[96];
     int rc;
@@ -365,6 +400,10 @@ int nb_db_commit(struct nb_db *db, struct nb_ctx *ctx)
 
 void nb_db_rollback(struct nb_db *db)
 {
+    if (db->maria) {
+        nb_maria_rollback(db->maria);
+        return;
+    }
     /* Callers also roll back after a failed begin or commit, which already
      * ended (or never opened) the transaction: then this thread holds no
      * transaction and there is nothing to undo. The mutex is recursive, so
@@ -388,6 +427,8 @@ void nb_db_rollback(struct nb_db *db)
 
 int nb_db_version(struct nb_db *db)
 {
+    if (db->maria)
+        return nb_maria_version(db->maria);
     struct nb_ctx ctx;
     nb_ctx_init_system(&ctx, NULL);
     if (nb_db_exec(db, &ctx,
@@ -400,6 +441,8 @@ int nb_db_version(struct nb_db *db)
 
 int nb_db_sync(struct nb_db *db)
 {
+    if (db->maria)
+        return nb_maria_sync(db->maria);
     int cur = nb_db_version(db);
     if (cur < 0)
         return -1;
@@ -439,4 +482,62 @@ int nb_db_sync(struct nb_db *db)
         applied++;
     }
     return applied;
+}
+
+/* Dialect fragments (db.h). */
+int nb_db_is_mariadb(const struct nb_db *db)
+{
+    return db && db->maria != NULL;
+}
+
+int nb_db_insert_ignore(struct nb_db *db, struct nb_ctx *ctx, const char *into, const char *types,
+                        ...)
+{
+    char sql[2048];
+    int len =
+        snprintf(sql, sizeof(sql), "%s %s", db->maria ? "INSERT IGNORE" : "INSERT OR IGNORE", into);
+    if (len < 0 || (size_t)len >= sizeof(sql))
+        return nb_error(ctx, 500, NULL, "SQL statement too long");
+    va_list ap;
+    va_start(ap, types);
+    int rc = run(db, ctx, NULL, 0, sql, types, ap);
+    va_end(ap);
+    return rc;
+}
+
+const char *nb_db_json_value(const struct nb_db *db)
+{
+    return nb_db_is_mariadb(db) ? "JSON_VALUE" : "json_extract";
+}
+
+const char *nb_db_for_update(const struct nb_db *db)
+{
+    return nb_db_is_mariadb(db) ? " FOR UPDATE" : "";
+}
+
+const char *nb_db_json_each(const struct nb_db *db)
+{
+    return nb_db_is_mariadb(db)
+               ? "JSON_TABLE(?, '$[*]' COLUMNS (value VARCHAR(255) PATH '$')) AS json_each"
+               : "json_each(?)";
+}
+
+const char *nb_db_upsert(const struct nb_db *db, char *buf, size_t n, const char *insert,
+                         const char *keys, const char *cols, const char *extra)
+{
+    int maria = nb_db_is_mariadb(db);
+    size_t len = (size_t)snprintf(
+        buf, n, maria ? "%s ON DUPLICATE KEY UPDATE " : "%s ON CONFLICT (%s) DO UPDATE SET ",
+        insert, keys);
+    for (const char *c = cols; *c && len < n;) {
+        size_t w = strcspn(c, ",");
+        len += (size_t)snprintf(buf + len, n - len,
+                                maria ? "%s%.*s = VALUES(%.*s)" : "%s%.*s = excluded.%.*s",
+                                c == cols ? "" : ", ", (int)w, c, (int)w, c);
+        c += w;
+        c += strspn(c, ", ");
+    }
+    if (extra && len < n)
+        snprintf(buf + len, n - len, ", %s", extra);
+    return buf;
 }

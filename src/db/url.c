@@ -152,6 +152,31 @@ static int parse_mariadb(const char *rest, struct nb_db_url *u, char *err, size_
     return 0;
 }
 
+bool nb_db_url_is_mariadb(const char *conn)
+{
+    for (size_t i = 0; conn && i < sizeof(mariadb_schemes) / sizeof(mariadb_schemes[0]); i++)
+        if (!strncmp(conn, mariadb_schemes[i], strlen(mariadb_schemes[i])))
+            return true;
+    return false;
+}
+
+const char *nb_db_url_display(const char *conn, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s", conn ? conn : "");
+    const char *auth = nb_db_url_is_mariadb(conn) ? strstr(conn, "://") : NULL;
+    if (!auth)
+        return buf;
+    auth += 3;
+    const char *end = auth + strcspn(auth, "/?");
+    const char *at = NULL; /* the last '@' before the path, as the parser splits */
+    for (const char *p = auth; p < end; p++)
+        at = *p == '@' ? p : at;
+    const char *colon = at ? memchr(auth, ':', (size_t)(at - auth)) : NULL;
+    if (colon)
+        snprintf(buf, n, "%.*s***%s", (int)(colon + 1 - conn), conn, at);
+    return buf;
+}
+
 int nb_db_url_parse(const char *conn, const char *state_path, struct nb_db_url *u, char *err,
                     size_t errlen)
 {

@@ -11,6 +11,7 @@
 #ifndef NB_DB_URL_H
 #define NB_DB_URL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 enum nb_db_kind { NB_DB_SQLITE = 0, NB_DB_MARIADB = 1 };
@@ -32,5 +33,12 @@ struct nb_db_url {
  * 0, or -1 with a message for the operator in err. */
 int nb_db_url_parse(const char *conn, const char *state_path, struct nb_db_url *u, char *err,
                     size_t errlen);
+
+/* True when conn starts with one of the MariaDB schemes above. */
+bool nb_db_url_is_mariadb(const char *conn);
+
+/* conn as messages and logs may show it: a MariaDB URL's password
+ * replaced by ***; anything else as it is. Into buf[n]; returns buf. */
+const char *nb_db_url_display(const char *conn, char *buf, size_t n);
 
 #endif

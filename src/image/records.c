@@ -180,8 +180,8 @@ static int write_children(struct nb_ctx *ctx, const char *id, const json_t *rec)
     }
     size_t i;
     json_array_foreach (json_object_get(rec, "tags"), i, v) {
-        if (nb_db_exec(db, ctx, "INSERT OR IGNORE INTO image_tags (image_id, value) VALUES (?, ?)",
-                       "ss", id, json_string_value(v)) < 0)
+        if (nb_db_insert_ignore(db, ctx, "INTO image_tags (image_id, value) VALUES (?, ?)", "ss",
+                                id, json_string_value(v)) < 0)
             return -1;
     }
     return 0;
@@ -374,10 +374,10 @@ int nb_image_create_snapshot(struct nb_ctx *ctx, const json_t *attrs, bool no_da
                         name ? name : "(no name)");
     if (nb_image_record_quota(ctx, rec) < 0 || nb_image_record_insert(ctx, rec) < 0)
         return -1;
-    if (member && nb_db_exec(nb_image_env->db, ctx,
-                             "INSERT OR IGNORE INTO image_members (image_id, member, status, "
-                             "created_at, updated_at) VALUES (?, ?, 'pending', ?, ?)",
-                             "ssss", id, member, now, now) < 0)
+    if (member && nb_db_insert_ignore(nb_image_env->db, ctx,
+                                      "INTO image_members (image_id, member, status, "
+                                      "created_at, updated_at) VALUES (?, ?, 'pending', ?, ?)",
+                                      "ssss", id, member, now, now) < 0)
         return -1;
     NB_INFO("nubo.image.api", ctx, NULL, "created snapshot image %s (%s, %s)", id, name,
             no_data ? "active, no data" : "queued");

@@ -15,6 +15,8 @@
 #include "network/ml2_int.h"
 #include "network/network_int.h"
 
+#include <stdio.h>
+
 int nb_network_bind_instance_host(struct nb_ctx *ctx, const char *instance_uuid, const char *host)
 {
     char now[32];
@@ -41,21 +43,27 @@ int nb_network_set_migrating_to(struct nb_ctx *ctx, const char *instance_uuid, c
 {
     char now[32];
     int n;
-    if (host)
-        n = nb_db_exec(nb_net_env->db, ctx,
-                       "UPDATE ports SET binding_profile = json_set(binding_profile, "
-                       "'$.migrating_to', ?), updated_at = ?, revision_number = revision_number "
-                       "+ 1 WHERE device_id = ? AND device_owner LIKE 'compute:%' AND "
-                       "binding_host_id != ? AND json_extract(binding_profile, '$.migrating_to') "
-                       "IS NOT ?",
-                       "sssss", host, nb_net_now(now), instance_uuid, host, host);
-    else
-        n = nb_db_exec(nb_net_env->db, ctx,
-                       "UPDATE ports SET binding_profile = json_remove(binding_profile, "
-                       "'$.migrating_to'), updated_at = ?, revision_number = revision_number + "
-                       "1 WHERE device_id = ? AND device_owner LIKE 'compute:%' AND "
-                       "json_type(binding_profile, '$.migrating_to') IS NOT NULL",
-                       "ss", nb_net_now(now), instance_uuid);
+    char sql[512];
+    const char *jv = nb_db_json_value(nb_net_env->db);
+    if (host) {
+        snprintf(sql, sizeof(sql),
+                 "UPDATE ports SET binding_profile = json_set(binding_profile, '$.migrating_to', "
+                 "?), updated_at = ?, revision_number = revision_number + 1 WHERE device_id = ? "
+                 "AND device_owner LIKE 'compute:%%' AND binding_host_id != ? AND "
+                 "(%s(binding_profile, '$.migrating_to') IS NULL OR %s(binding_profile, "
+                 "'$.migrating_to') != ?)",
+                 jv, jv);
+        n = nb_db_exec(nb_net_env->db, ctx, sql, "sssss", host, nb_net_now(now), instance_uuid,
+                       host, host);
+    } else {
+        snprintf(sql, sizeof(sql),
+                 "UPDATE ports SET binding_profile = json_remove(binding_profile, "
+                 "'$.migrating_to'), updated_at = ?, revision_number = revision_number + 1 WHERE "
+                 "device_id = ? AND device_owner LIKE 'compute:%%' AND %s(binding_profile, "
+                 "'$.migrating_to') IS NOT NULL",
+                 jv);
+        n = nb_db_exec(nb_net_env->db, ctx, sql, "ss", nb_net_now(now), instance_uuid);
+    }
     if (n > 0) {
         NB_INFO("nubo.network.instance", ctx, instance_uuid,
                 host ? "%d port(s) migrating to host %s" : "%d port(s) no longer migrating%s", n,

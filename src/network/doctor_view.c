@@ -13,8 +13,8 @@ static int describe(struct nb_db *db, struct nb_ctx *ctx, json_t *port)
 {
     const char *id = nb_json_str(port, "id"), *net = nb_json_str(port, "network_id");
     _cleanup_json_ json_t *ips = nb_db_row(
-        db, ctx, "SELECT group_concat(ip_address, ',') AS ips FROM ipallocations WHERE port_id = ?",
-        "s", id);
+        db, ctx, "SELECT group_concat(ip_address) AS ips FROM ipallocations WHERE port_id = ?", "s",
+        id);
     _cleanup_json_ json_t *netrow =
         nb_db_row(db, ctx, "SELECT name, mtu FROM networks WHERE id = ?", "s", net);
     json_t *dhcp = nb_db_rows(db, ctx,

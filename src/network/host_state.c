@@ -113,12 +113,12 @@ static json_t *port_entry(struct nb_ctx *ctx, const json_t *row)
  * and groups into the sets. */
 static json_t *ports_of(struct nb_ctx *ctx, const char *host, json_t *nets, json_t *groups)
 {
-    _cleanup_json_ json_t *rows = nb_db_rows(DB, ctx,
-                                             "SELECT * FROM ports WHERE (binding_host_id = ? OR "
-                                             "json_extract(binding_profile, '$.migrating_to') = "
-                                             "?) AND device_owner LIKE 'compute:%' ORDER BY "
-                                             "created_at, rowid",
-                                             "ss", host, host);
+    char sql[256];
+    snprintf(sql, sizeof(sql),
+             "SELECT * FROM ports WHERE (binding_host_id = ? OR %s(binding_profile, "
+             "'$.migrating_to') = ?) AND device_owner LIKE 'compute:%%' ORDER BY created_at, rowid",
+             nb_db_json_value(DB));
+    _cleanup_json_ json_t *rows = nb_db_rows(DB, ctx, sql, "ss", host, host);
     if (!rows)
         return NULL;
     json_t *out = json_array();
@@ -381,13 +381,15 @@ static json_t *dhcp_hosts(struct nb_ctx *ctx, const char *net, const char *dhcp_
  * or migrating there). */
 static json_t *vxlan_peers(struct nb_ctx *ctx, const char *net, const char *host)
 {
-    _cleanup_json_ json_t *rows = nb_db_rows(
-        DB, ctx,
-        "SELECT a.configurations FROM agents a WHERE a.agent_type = ? AND a.host != ? AND "
-        "a.host IN (SELECT binding_host_id FROM ports WHERE network_id = ? UNION SELECT "
-        "json_extract(binding_profile, '$.migrating_to') FROM ports WHERE network_id = ? AND "
-        "json_type(binding_profile, '$.migrating_to') = 'text') ORDER BY a.host",
-        "ssss", NB_AGENT_LINUXBRIDGE, host, net, net);
+    char sql[384];
+    snprintf(sql, sizeof(sql),
+             "SELECT a.configurations FROM agents a WHERE a.agent_type = ? AND a.host != ? AND "
+             "a.host IN (SELECT binding_host_id FROM ports WHERE network_id = ? UNION SELECT "
+             "%s(binding_profile, '$.migrating_to') FROM ports WHERE network_id = ?) ORDER BY "
+             "a.host",
+             nb_db_json_value(DB));
+    _cleanup_json_ json_t *rows =
+        nb_db_rows(DB, ctx, sql, "ssss", NB_AGENT_LINUXBRIDGE, host, net, net);
     json_t *out = json_array();
     size_t i;
     json_t *r;

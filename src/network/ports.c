@@ -594,10 +594,10 @@ static int bind_groups(struct nb_ctx *ctx, const char *port_id, const char *proj
     size_t i;
     json_t *g;
     json_array_foreach (groups, i, g)
-        if (nb_db_exec(nb_net_env->db, ctx,
-                       "INSERT OR IGNORE INTO securitygroupportbindings "
-                       "(port_id, security_group_id) VALUES (?, ?)",
-                       "ss", port_id, json_string_value(g)) < 0)
+        if (nb_db_insert_ignore(nb_net_env->db, ctx,
+                                "INTO securitygroupportbindings "
+                                "(port_id, security_group_id) VALUES (?, ?)",
+                                "ss", port_id, json_string_value(g)) < 0)
             return -1;
     return 0;
 }

@@ -242,12 +242,12 @@ static int quota_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
         if (!find_res(key) || read_limit(ctx, key, v, &n) < 0)
             continue;
         nb_uuid(id);
-        if (nb_db_exec(
-                db, ctx,
-                "INSERT INTO neutron_quotas (id, project_id, resource, \"limit\") VALUES (?, ?, ?, "
-                "?) "
-                "ON CONFLICT (project_id, resource) DO UPDATE SET \"limit\" = excluded.\"limit\"",
-                "sssi", id, project, key, n) < 0) {
+        char sql[256];
+        nb_db_upsert(db, sql, sizeof(sql),
+                     "INSERT INTO neutron_quotas (id, project_id, resource, \"limit\") VALUES "
+                     "(?, ?, ?, ?)",
+                     "project_id, resource", "\"limit\"", NULL);
+        if (nb_db_exec(db, ctx, sql, "sssi", id, project, key, n) < 0) {
             nb_db_rollback(db);
             return -1;
         }

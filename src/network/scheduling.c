@@ -77,10 +77,10 @@ static json_t *candidates(struct nb_ctx *ctx, const char *type)
     const char *load_sql =
         !strcmp(type, NB_AGENT_DHCP)
             ? "SELECT a.id, a.host, (SELECT COUNT(*) FROM networkdhcpagentbindings b WHERE "
-              "b.dhcp_agent_id = a.id) AS load FROM agents a WHERE a.agent_type = ? AND "
+              "b.dhcp_agent_id = a.id) AS \"load\" FROM agents a WHERE a.agent_type = ? AND "
               "a.admin_state_up = 1 AND a.heartbeat_timestamp >= ? ORDER BY a.host"
             : "SELECT a.id, a.host, (SELECT COUNT(*) FROM routerl3agentbindings b WHERE "
-              "b.l3_agent_id = a.id) AS load FROM agents a WHERE a.agent_type = ? AND "
+              "b.l3_agent_id = a.id) AS \"load\" FROM agents a WHERE a.agent_type = ? AND "
               "a.admin_state_up = 1 AND a.heartbeat_timestamp >= ? ORDER BY a.host";
     return nb_db_rows(DB, ctx, load_sql, "ss", type, nb_agent_alive_since(since));
 }

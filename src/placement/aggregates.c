@@ -204,10 +204,10 @@ static int provider_aggregate(struct nb_ctx *ctx, const char *rp_uuid, const cha
     json_t *r;
     json_array_foreach (rps, i, r) {
         long long id = nb_json_int(r, "id", 0);
-        int n = add ? nb_db_exec(plc_db(), ctx,
-                                 "INSERT OR IGNORE INTO resource_provider_aggregates "
-                                 "(resource_provider_id, aggregate_uuid) VALUES (?, ?)",
-                                 "is", id, agg)
+        int n = add ? nb_db_insert_ignore(plc_db(), ctx,
+                                          "INTO resource_provider_aggregates "
+                                          "(resource_provider_id, aggregate_uuid) VALUES (?, ?)",
+                                          "is", id, agg)
                     : nb_db_exec(plc_db(), ctx,
                                  "DELETE FROM resource_provider_aggregates WHERE "
                                  "resource_provider_id = ? AND aggregate_uuid = ?",

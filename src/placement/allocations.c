@@ -207,14 +207,18 @@ static int load_inventories(struct nb_ctx *ctx, struct write_state *st, json_t *
             json_array_append_new(rcs, json_string(st->e[i].rc));
         if (json_object_get(by_rp, st->e[i].rp_uuid))
             continue;
-        json_t *invs =
-            nb_db_rows(plc_db(), ctx,
-                       "SELECT i.resource_class, i.total, i.reserved, i.min_unit, i.max_unit, "
-                       "i.step_size, i.allocation_ratio, (SELECT COALESCE(SUM(a.used), 0) FROM "
-                       "allocations a WHERE a.resource_provider_id = i.resource_provider_id AND "
-                       "a.resource_class = i.resource_class) AS used FROM inventories i WHERE "
-                       "i.resource_provider_id = ?",
-                       "i", st->e[i].rp_id);
+        /* locking on MariaDB: a concurrent claim on the provider waits for
+         * this one's commit and then counts what it took */
+        const char *lock = nb_db_for_update(plc_db());
+        char sql[512];
+        snprintf(sql, sizeof(sql),
+                 "SELECT i.resource_class, i.total, i.reserved, i.min_unit, i.max_unit, "
+                 "i.step_size, i.allocation_ratio, (SELECT COALESCE(SUM(a.used), 0) FROM "
+                 "allocations a WHERE a.resource_provider_id = i.resource_provider_id AND "
+                 "a.resource_class = i.resource_class%s) AS used FROM inventories i WHERE "
+                 "i.resource_provider_id = ?%s",
+                 lock, lock);
+        json_t *invs = nb_db_rows(plc_db(), ctx, sql, "i", st->e[i].rp_id);
         if (!invs)
             return -1;
         json_object_set_new(by_rp, st->e[i].rp_uuid, invs);

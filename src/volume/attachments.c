@@ -138,10 +138,11 @@ static int attachments_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
     json_t *v = attachment_view(ctx, row, true);
     json_t *info = json_object_get(v, "connection_info");
     if (json_is_object(info)) {
-        _cleanup_json_ json_t *fmt = nb_db_row(nb_vol_env->db, ctx,
-                                               "SELECT value FROM volume_admin_metadata WHERE "
-                                               "volume_id = ? AND key = 'format' AND deleted = 0",
-                                               "s", nb_json_str(row, "volume_id"));
+        _cleanup_json_ json_t *fmt =
+            nb_db_row(nb_vol_env->db, ctx,
+                      "SELECT value FROM volume_admin_metadata WHERE "
+                      "volume_id = ? AND \"key\" = 'format' AND deleted = 0",
+                      "s", nb_json_str(row, "volume_id"));
         if (fmt && nb_json_str(fmt, "value"))
             json_object_set(info, "format", json_object_get(fmt, "value"));
     }

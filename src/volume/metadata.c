@@ -42,7 +42,7 @@ json_t *nb_vol_metadata_of(struct nb_ctx *ctx, const char *table, const char *co
                            const char *id)
 {
     _cleanup_free_ char *sql = nb_strdup_printf(
-        "SELECT key, value FROM %s WHERE %s = ? AND deleted = 0 ORDER BY id", table, column);
+        "SELECT \"key\", value FROM %s WHERE %s = ? AND deleted = 0 ORDER BY id", table, column);
     _cleanup_json_ json_t *rows = nb_db_rows(nb_vol_env->db, ctx, sql, "s", id);
     json_t *md = json_object();
     size_t i;
@@ -92,12 +92,12 @@ int nb_vol_metadata_write(struct nb_ctx *ctx, const char *table, const char *col
     nb_now_iso_us(now);
     _cleanup_free_ char *drop_all = nb_strdup_printf(
         "UPDATE %s SET deleted = 1, deleted_at = ? WHERE %s = ? AND deleted = 0", table, column);
-    _cleanup_free_ char *drop_key =
-        nb_strdup_printf("UPDATE %s SET deleted = 1, deleted_at = ? WHERE %s = ? AND key = ? AND "
-                         "deleted = 0",
-                         table, column);
+    _cleanup_free_ char *drop_key = nb_strdup_printf(
+        "UPDATE %s SET deleted = 1, deleted_at = ? WHERE %s = ? AND \"key\" = ? AND "
+        "deleted = 0",
+        table, column);
     _cleanup_free_ char *insert = nb_strdup_printf(
-        "INSERT INTO %s (%s, key, value, created_at, deleted) VALUES (?, ?, ?, ?, 0)", table,
+        "INSERT INTO %s (%s, \"key\", value, created_at, deleted) VALUES (?, ?, ?, ?, 0)", table,
         column);
     if (replace && nb_db_exec(db, ctx, drop_all, "ss", now, id) < 0)
         return -1;
@@ -197,10 +197,10 @@ int nb_vol_metadata_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
         return -1;
     char now[32];
     nb_now_iso_us(now);
-    _cleanup_free_ char *sql =
-        nb_strdup_printf("UPDATE %s SET deleted = 1, deleted_at = ? WHERE %s = ? AND key = ? AND "
-                         "deleted = 0",
-                         kind->table, kind->column);
+    _cleanup_free_ char *sql = nb_strdup_printf(
+        "UPDATE %s SET deleted = 1, deleted_at = ? WHERE %s = ? AND \"key\" = ? AND "
+        "deleted = 0",
+        kind->table, kind->column);
     int n = nb_db_exec(nb_vol_env->db, ctx, sql, "sss", now, id, key);
     if (n < 0)
         return -1;

@@ -43,11 +43,11 @@ static int beat(const char *host, const char *binary, const char *topic)
     struct nb_db *db = nb_vol_env->db;
     int n = nb_db_exec(db, &ctx,
                        "UPDATE volume_services SET updated_at = ?, report_count = report_count + "
-                       "1 WHERE host = ? AND binary = ? AND deleted = 0",
+                       "1 WHERE host = ? AND \"binary\" = ? AND deleted = 0",
                        "sss", now, host, binary);
     if (n == 0) {
         n = nb_db_exec(db, &ctx,
-                       "INSERT INTO volume_services (host, binary, topic, report_count, "
+                       "INSERT INTO volume_services (host, \"binary\", topic, report_count, "
                        "availability_zone, created_at, updated_at) VALUES (?, ?, ?, 1, ?, ?, ?)",
                        "ssssss", host, binary, topic, nb_vol_az(), now, now);
         if (n > 0)
@@ -145,9 +145,9 @@ static int services_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
     const char *host = nb_req_query(req, "host"), *binary = nb_req_query(req, "binary");
     _cleanup_json_ json_t *rows =
         nb_db_rows(nb_vol_env->db, ctx,
-                   "SELECT host, binary, disabled, disabled_reason, availability_zone, "
+                   "SELECT host, \"binary\", disabled, disabled_reason, availability_zone, "
                    "created_at, updated_at FROM volume_services WHERE deleted = 0 AND "
-                   "(? IS NULL OR host = ?) AND (? IS NULL OR binary = ?) ORDER BY id",
+                   "(? IS NULL OR host = ?) AND (? IS NULL OR \"binary\" = ?) ORDER BY id",
                    "ssss", host, host, binary, binary);
     if (!rows)
         return -1;

@@ -592,7 +592,7 @@ static void record_image(struct nb_ctx *ctx, const char *id, const json_t *img)
                                      : NULL;
         if (s)
             nb_db_exec(nb_vol_env->db, ctx,
-                       "INSERT INTO volume_glance_metadata (volume_id, key, value, created_at, "
+                       "INSERT INTO volume_glance_metadata (volume_id, \"key\", value, created_at, "
                        "deleted) VALUES (?, ?, ?, ?, 0)",
                        "ssss", id, keys[i], s, now);
     }
@@ -810,11 +810,11 @@ static int admin_metadata_upsert(struct nb_db *db, struct nb_ctx *ctx, const cha
     nb_now_iso_us(now);
     int n = nb_db_exec(db, ctx,
                        "UPDATE volume_admin_metadata SET value = ?, updated_at = ? WHERE "
-                       "volume_id = ? AND key = ? AND deleted = 0",
+                       "volume_id = ? AND \"key\" = ? AND deleted = 0",
                        "ssss", value, now, id, key);
     if (n == 0)
         n = nb_db_exec(db, ctx,
-                       "INSERT INTO volume_admin_metadata (volume_id, key, value, created_at, "
+                       "INSERT INTO volume_admin_metadata (volume_id, \"key\", value, created_at, "
                        "deleted) VALUES (?, ?, ?, ?, 0)",
                        "ssss", id, key, value, now);
     return n < 0 ? -1 : 0;
@@ -834,7 +834,7 @@ static int admin_format_clear(struct nb_db *db, struct nb_ctx *ctx, const char *
     nb_now_iso_us(now);
     return nb_db_exec(db, ctx,
                       "UPDATE volume_admin_metadata SET deleted = id, deleted_at = ? "
-                      "WHERE volume_id = ? AND key = 'format' AND deleted = 0",
+                      "WHERE volume_id = ? AND \"key\" = 'format' AND deleted = 0",
                       "ss", now, volume_id) < 0
                ? -1
                : 0;
@@ -870,7 +870,7 @@ char *nb_volume_format(struct nb_db *db, struct nb_ctx *ctx, const char *volume_
 {
     _cleanup_json_ json_t *row = nb_db_row(db, ctx,
                                            "SELECT value FROM volume_admin_metadata WHERE "
-                                           "volume_id = ? AND key = 'format' AND deleted = 0 "
+                                           "volume_id = ? AND \"key\" = 'format' AND deleted = 0 "
                                            "ORDER BY id DESC LIMIT 1",
                                            "s", volume_id);
     const char *v = nb_json_str(row, "value");

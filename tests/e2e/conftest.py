@@ -2,7 +2,13 @@
 `openstack` CLI (Debian's python3-openstackclient) and openstacksdk.
 
 NUBO_BIN selects the binary (default: build/nubo); the sanitizer run sets it
-to the ASan/UBSan build and NUBO_ASAN_LOG to collect reports."""
+to the ASan/UBSan build and NUBO_ASAN_LOG to collect reports.
+
+NUBO_TEST_DB=mariadb runs every all-in-one on MariaDB instead of SQLite: each
+Cloud gets a fresh database on the test server (`bash tests/db/mariadb.sh
+start` first; `createdb` per Cloud) through --set database.connection=, and
+Cloud.sql() goes through the mariadb client. Tests that run the sqlite3 CLI
+on db_path themselves do not follow."""
 import atexit
 import json
 import os
@@ -21,6 +27,20 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 NUBO_BIN = os.environ.get("NUBO_BIN", os.path.join(ROOT, "build", "nubo"))
 OPENSTACK = "/usr/bin/openstack"
 ADMIN_PASSWORD = "e2e-admin-secret"
+TEST_DB = os.environ.get("NUBO_TEST_DB", "sqlite")
+MARIADB_SH = os.path.join(ROOT, "tests", "db", "mariadb.sh")
+MARIADB_USER, MARIADB_PASSWORD = "nubo_e2e", "nubo-e2e"
+
+
+def fresh_mariadb():
+    """A new database on the MariaDB test server; (name, URL)."""
+    name = "nubo_e2e_" + uuid.uuid4().hex[:12]
+    p = subprocess.run(["bash", MARIADB_SH, "createdb", name, MARIADB_USER, MARIADB_PASSWORD],
+                       capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError("NUBO_TEST_DB=mariadb: createdb failed (is the server started with "
+                           "`bash tests/db/mariadb.sh start`?): " + p.stderr)
+    return name, p.stdout.strip()
 
 
 def free_port():
@@ -81,6 +101,10 @@ class Cloud:
         # told to (`--admin-password` is visible in ps)
         self.admin_password = ADMIN_PASSWORD
         self.proc = None
+        self.mariadb = None
+        if TEST_DB == "mariadb":
+            self.mariadb, url = fresh_mariadb()
+            self.extra_args += ["--set", "database.connection=" + url]
 
     # -- process control -------------------------------------------------
     def start(self, timeout=30):
@@ -131,9 +155,32 @@ class Cloud:
         return os.path.join(self.state_dir, "nubo.sqlite")
 
     def sql(self, query):
+        if self.mariadb:
+            return self.mariadb_sql(query)
         out = subprocess.run(["sqlite3", "-json", self.db_path, query], check=True,
                              capture_output=True, text=True).stdout
         return json.loads(out) if out.strip() else []
+
+    def mariadb_sql(self, query):
+        """Cloud.sql on MariaDB: rows as dicts (integers as int, NULL as None),
+        in the session mode nubo uses (double-quoted identifiers)."""
+        out = subprocess.run(
+            ["bash", MARIADB_SH, "client", "--batch", "--raw", self.mariadb,
+             "-e", "SET SESSION sql_mode = CONCAT(@@sql_mode, ',ANSI_QUOTES,PIPES_AS_CONCAT'); "
+             + query], check=True, capture_output=True, text=True).stdout
+        lines = out.split("\n")
+        if not lines[0]:
+            return []
+        cols = lines[0].split("\t")
+
+        def value(v):
+            if v == "NULL":
+                return None
+            try:
+                return int(v)
+            except ValueError:
+                return v
+        return [dict(zip(cols, map(value, line.split("\t")))) for line in lines[1:] if line]
 
     # -- clients -----------------------------------------------------------
     def env(self):

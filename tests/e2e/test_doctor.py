@@ -9,6 +9,7 @@ the port's security groups (what the database says, so no guest is needed).
 The real-guest runbook is in test_bfv.py; the data-plane checks of a real
 guest's port are in test_dataplane_metadata.py."""
 import glob
+import json
 import os
 import re
 import subprocess
@@ -17,6 +18,7 @@ import uuid
 
 import pytest
 
+import conftest
 from conftest import ADMIN_PASSWORD, NUBO_BIN, Cloud, free_port, unique
 
 CORRUPT = ("UPDATE block_device_mapping SET connection_info = JSON_SET(connection_info, "
@@ -55,7 +57,16 @@ def diagnose(c, server_id, *args):
 
 
 def sqlite3(c, sql):
-    """The runbook's way: the sqlite3 CLI on the state dir's database."""
+    """The runbook's way: the sqlite3 CLI on the state dir's database, or with
+    NUBO_TEST_DB=mariadb the mariadb client in its default mode (the runbook
+    SQL verbatim)."""
+    if c.mariadb:
+        out = subprocess.run(["bash", conftest.MARIADB_SH, "client", "--batch", "-N", "--raw",
+                              c.mariadb, "-e", sql], check=True, capture_output=True,
+                             text=True).stdout.strip()
+        # MariaDB's JSON_EXTRACT prints the JSON text ("raw" with its quotes,
+        # as Nova's runbook shows on MySQL), SQLite's the bare scalar
+        return json.loads(out) if len(out) > 1 and out[0] == out[-1] == '"' else out
     return subprocess.run(["sqlite3", c.db_path, sql], check=True, capture_output=True,
                           text=True).stdout.strip()
 

@@ -210,12 +210,12 @@ def test_volume_services_and_network_agents(cloud):
     cinder-volume parts nubo runs, up by their heartbeats (a row whose
     heartbeat stopped is down); `openstack network agent list` is empty:
     nubo runs no Neutron agent."""
-    cloud.sql("INSERT INTO volume_services (host, binary, availability_zone, created_at, "
+    cloud.sql("INSERT INTO volume_services (host, \"binary\", availability_zone, created_at, "
               "updated_at) VALUES ('gone@nfs', 'cinder-volume', 'nova', "
               "'2020-01-01T00:00:00.000000', '2020-01-01T00:00:00.000000')")
     rows = {(r["Binary"], r["Host"]): r for r in
             cloud.cli("volume", "service", "list", "-f", "json")}
-    host = cloud.sql("SELECT host FROM services WHERE binary = 'nova-conductor'")[0]["host"]
+    host = cloud.sql("SELECT host FROM services WHERE \"binary\" = 'nova-conductor'")[0]["host"]
     assert set(rows) == {("cinder-scheduler", host), ("cinder-volume", host + "@nfs"),
                          ("cinder-volume", "gone@nfs")}
     for key in (("cinder-scheduler", host), ("cinder-volume", host + "@nfs")):

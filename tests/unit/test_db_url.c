@@ -111,6 +111,20 @@ static void test_mariadb_bad(void **state)
     parse_bad("mysql://u:p@h/db?charset=latin1", "UTF-8 only");
 }
 
+static void test_display_hides_the_password(void **state)
+{
+    (void)state;
+    char b[256];
+    assert_string_equal(
+        nb_db_url_display("mysql+pymysql://nova:s3cr@t@db:3306/nova?charset=utf8", b, sizeof(b)),
+        "mysql+pymysql://nova:***@db:3306/nova?charset=utf8");
+    assert_string_equal(nb_db_url_display("mysql://nova@db/nova", b, sizeof(b)),
+                        "mysql://nova@db/nova");
+    assert_string_equal(nb_db_url_display("mysql://db/nova", b, sizeof(b)), "mysql://db/nova");
+    assert_string_equal(nb_db_url_display("/var/lib/nubo/nubo.sqlite", b, sizeof(b)),
+                        "/var/lib/nubo/nubo.sqlite");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -118,6 +132,7 @@ int main(void)
         cmocka_unit_test(test_mariadb_tcp),
         cmocka_unit_test(test_mariadb_escapes_and_params),
         cmocka_unit_test(test_mariadb_bad),
+        cmocka_unit_test(test_display_hides_the_password),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -49,7 +49,7 @@ static json_t *load_aggregate(struct nb_ctx *ctx, const char *id)
         aid);
     _cleanup_json_ json_t *meta =
         hosts ? nb_db_rows(env->db, ctx,
-                           "SELECT key, value FROM aggregate_metadata WHERE aggregate_id = ? "
+                           "SELECT \"key\", value FROM aggregate_metadata WHERE aggregate_id = ? "
                            "ORDER BY rowid",
                            "i", aid)
               : NULL;
@@ -192,17 +192,19 @@ static int write_metadata(struct nb_ctx *ctx, long long aid, const json_t *metad
 {
     const char *k;
     json_t *v;
+    char sql[256];
     json_object_foreach ((json_t *)metadata, k, v) {
-        int rc =
-            json_is_null(v)
-                ? nb_db_exec(env->db, ctx,
-                             "DELETE FROM aggregate_metadata WHERE aggregate_id = ? AND key = ?",
-                             "is", aid, k)
-                : nb_db_exec(env->db, ctx,
-                             "INSERT INTO aggregate_metadata (aggregate_id, key, value) "
-                             "VALUES (?, ?, ?) ON CONFLICT (aggregate_id, key) DO UPDATE "
-                             "SET value = excluded.value",
-                             "iss", aid, k, json_string_value(v));
+        int rc = json_is_null(v)
+                     ? nb_db_exec(
+                           env->db, ctx,
+                           "DELETE FROM aggregate_metadata WHERE aggregate_id = ? AND \"key\" = ?",
+                           "is", aid, k)
+                     : nb_db_exec(env->db, ctx,
+                                  nb_db_upsert(env->db, sql, sizeof(sql),
+                                               "INSERT INTO aggregate_metadata (aggregate_id, "
+                                               "\"key\", value) VALUES (?, ?, ?)",
+                                               "aggregate_id, \"key\"", "value", NULL),
+                                  "iss", aid, k, json_string_value(v));
         if (rc < 0)
             return -1;
     }
@@ -329,7 +331,7 @@ static int check_metadata(struct nb_ctx *ctx, const json_t *m)
 static bool compute_host_exists(struct nb_ctx *ctx, const char *host)
 {
     return nb_db_int(env->db, ctx, 0,
-                     "SELECT COUNT(*) FROM services WHERE host = ? AND binary = 'nova-compute' "
+                     "SELECT COUNT(*) FROM services WHERE host = ? AND \"binary\" = 'nova-compute' "
                      "AND deleted = 0",
                      "s", host) > 0;
 }
@@ -395,7 +397,7 @@ static int agg_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *re
     }
     long long aid = nb_db_last_id(env->db);
     if (zone && nb_db_exec(env->db, ctx,
-                           "INSERT INTO aggregate_metadata (aggregate_id, key, value) VALUES "
+                           "INSERT INTO aggregate_metadata (aggregate_id, \"key\", value) VALUES "
                            "(?, 'availability_zone', ?)",
                            "is", aid, zone) < 0) {
         nb_db_rollback(env->db);

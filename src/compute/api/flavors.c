@@ -34,8 +34,9 @@ static const char *const sort_keys[] = {"created_at", "description", "disabled",
 static json_t *load_specs(struct nb_ctx *ctx, long long fid)
 {
     _cleanup_json_ json_t *rows = nb_db_rows(
-        env->db, ctx, "SELECT key, value FROM flavor_extra_specs WHERE flavor_id = ? ORDER BY key",
-        "i", fid);
+        env->db, ctx,
+        "SELECT \"key\", value FROM flavor_extra_specs WHERE flavor_id = ? ORDER BY \"key\"", "i",
+        fid);
     if (!rows)
         return NULL;
     json_t *specs = json_object();
@@ -219,9 +220,11 @@ static int list_flavors(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
         "(?1 = 0 AND is_public = 0)) AND (?3 = 0 OR disabled = 0) "
         "AND (?4 < 0 OR memory_mb >= ?4) AND (?5 < 0 OR root_gb >= ?5) "
         "AND (?6 = 0 OR %s %s (SELECT %s FROM flavors WHERE id = ?6) OR "
-        "(%s IS (SELECT %s FROM flavors WHERE id = ?6) AND id %s ?6)) "
+        "((%s = (SELECT %s FROM flavors WHERE id = ?6) OR (%s IS NULL AND (SELECT %s FROM "
+        "flavors WHERE id = ?6) IS NULL)) AND id %s ?6)) "
         "ORDER BY %s %s, id %s LIMIT ?7",
-        sort_key, cmp, sort_key, sort_key, sort_key, cmp, sort_key, sort_dir, sort_dir);
+        sort_key, cmp, sort_key, sort_key, sort_key, sort_key, sort_key, cmp, sort_key, sort_dir,
+        sort_dir);
     _cleanup_json_ json_t *rows =
         nb_db_rows(env->db, ctx, sql, "isiiiii", (long long)is_public, ctx->project_id,
                    (long long)only_enabled, min_ram, min_disk, mid, limit);
@@ -751,11 +754,12 @@ static int save_specs(struct nb_ctx *ctx, long long fid, json_t *stored)
     json_t *v;
     if (nb_db_begin(env->db, ctx) < 0)
         return -1;
+    char sql[256];
+    nb_db_upsert(env->db, sql, sizeof(sql),
+                 "INSERT INTO flavor_extra_specs (flavor_id, \"key\", value) VALUES (?, ?, ?)",
+                 "flavor_id, \"key\"", "value", NULL);
     json_object_foreach (stored, k, v) {
-        if (nb_db_exec(env->db, ctx,
-                       "INSERT INTO flavor_extra_specs (flavor_id, key, value) VALUES (?, ?, ?) "
-                       "ON CONFLICT (flavor_id, key) DO UPDATE SET value = excluded.value",
-                       "iss", fid, k, json_string_value(v)) < 0) {
+        if (nb_db_exec(env->db, ctx, sql, "iss", fid, k, json_string_value(v)) < 0) {
             nb_db_rollback(env->db);
             return -1;
         }
@@ -844,8 +848,8 @@ static int specs_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *re
         return -1;
     const char *key = nb_req_param(req, "key");
     _cleanup_json_ json_t *row = nb_db_row(
-        env->db, ctx, "SELECT value FROM flavor_extra_specs WHERE flavor_id = ? AND key = ?", "is",
-        nb_json_int(f, "id", 0), key);
+        env->db, ctx, "SELECT value FROM flavor_extra_specs WHERE flavor_id = ? AND \"key\" = ?",
+        "is", nb_json_int(f, "id", 0), key);
     if (!row)
         return nb_ctx_failed(ctx)
                    ? -1
@@ -863,9 +867,9 @@ static int specs_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
     if (!f)
         return -1;
     const char *key = nb_req_param(req, "key");
-    int n =
-        nb_db_exec(env->db, ctx, "DELETE FROM flavor_extra_specs WHERE flavor_id = ? AND key = ?",
-                   "is", nb_json_int(f, "id", 0), key);
+    int n = nb_db_exec(env->db, ctx,
+                       "DELETE FROM flavor_extra_specs WHERE flavor_id = ? AND \"key\" = ?", "is",
+                       nb_json_int(f, "id", 0), key);
     if (n < 0)
         return -1;
     if (n == 0)

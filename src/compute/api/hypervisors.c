@@ -23,6 +23,7 @@
 #include "common/util.h"
 #include "db/db.h"
 
+#include <limits.h>
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,7 @@ static struct nb_env *env;
 static json_t *host_service(struct nb_ctx *ctx, const char *host)
 {
     return nb_db_row(env->db, ctx,
-                     "SELECT * FROM services WHERE host = ? AND binary = 'nova-compute' AND "
+                     "SELECT * FROM services WHERE host = ? AND \"binary\" = 'nova-compute' AND "
                      "deleted = 0 ORDER BY id LIMIT 1",
                      "s", host);
 }
@@ -160,7 +161,7 @@ static json_t *nodes_matching(struct nb_ctx *ctx, const char *pattern)
 {
     json_t *rows = nb_db_rows(env->db, ctx,
                               "SELECT * FROM compute_nodes WHERE deleted = 0 AND "
-                              "instr(hypervisor_hostname, ?) > 0 ORDER BY id",
+                              "hypervisor_hostname LIKE '%' || ? || '%' ORDER BY id",
                               "s", pattern);
     if (rows && json_array_size(rows) == 0) {
         json_decref(rows);
@@ -239,7 +240,7 @@ static int list_hypervisors(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
         nodes = nb_db_rows(env->db, ctx,
                            "SELECT * FROM compute_nodes WHERE deleted = 0 AND id > ? ORDER BY id "
                            "LIMIT ?",
-                           "ii", after, limit);
+                           "ii", after, limit < 0 ? LLONG_MAX : limit);
         if (!nodes)
             return -1;
     }
@@ -409,7 +410,7 @@ static int hv_statistics(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp 
         "COALESCE(SUM(disk_available_least), 0) AS disk_available_least "
         "FROM compute_nodes cn WHERE cn.deleted = 0 AND EXISTS (SELECT 1 FROM services s WHERE "
         "(s.host = cn.host OR s.id = cn.service_id) AND s.disabled = 0 AND "
-        "s.binary = 'nova-compute' AND s.deleted = 0)",
+        "s.\"binary\" = 'nova-compute' AND s.deleted = 0)",
         "");
     if (!row)
         return -1;

@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "db/db.h"
 
+#include <limits.h>
 #include <openssl/bio.h>
 #include <openssl/bn.h>
 #include <openssl/core_names.h>
@@ -546,7 +547,7 @@ static int keypairs_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
         nb_db_rows(env->db, ctx,
                    "SELECT * FROM key_pairs WHERE user_id = ? AND deleted = 0 AND "
                    "(? IS NULL OR name > ?) ORDER BY name LIMIT ?",
-                   "sssi", user, marker, marker, limit);
+                   "sssi", user, marker, marker, limit < 0 ? LLONG_MAX : limit);
     if (!rows)
         return -1;
     json_t *list = json_array();

@@ -903,15 +903,16 @@ static int insert_instance(struct nb_ctx *ctx, const struct create_req *c, const
     const char *k;
     json_t *v;
     json_object_foreach (json_object_get(s, "metadata"), k, v) {
-        if (nb_db_exec(db, ctx,
-                       "INSERT INTO instance_metadata (instance_uuid, key, value) VALUES (?, ?, ?)",
-                       "sss", uuid, k, json_string_value(v)) < 0)
+        if (nb_db_exec(
+                db, ctx,
+                "INSERT INTO instance_metadata (instance_uuid, \"key\", value) VALUES (?, ?, ?)",
+                "sss", uuid, k, json_string_value(v)) < 0)
             return -1;
     }
     size_t i;
     json_array_foreach (json_object_get(s, "tags"), i, v) {
-        if (nb_db_exec(db, ctx, "INSERT OR IGNORE INTO tags (resource_id, tag) VALUES (?, ?)", "ss",
-                       uuid, json_string_value(v)) < 0)
+        if (nb_db_insert_ignore(db, ctx, "INTO tags (resource_id, tag) VALUES (?, ?)", "ss", uuid,
+                                json_string_value(v)) < 0)
             return -1;
     }
     json_t *bdms = instance_bdms(c);

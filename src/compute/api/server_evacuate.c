@@ -73,7 +73,7 @@ static json_t *compute_service(struct nb_ctx *ctx, const char *host)
 {
     return nb_db_row(nb_srv_db(), ctx,
                      "SELECT host, forced_down, last_seen_up, created_at FROM services WHERE "
-                     "host = ? AND binary = 'nova-compute' AND deleted = 0",
+                     "host = ? AND \"binary\" = 'nova-compute' AND deleted = 0",
                      "s", host);
 }
 

@@ -137,10 +137,10 @@ int nb_server_group_add_member(struct nb_ctx *ctx, const char *group_uuid,
         return -1;
     if (quota >= 0 && used + 1 > quota)
         return nb_error(ctx, 403, NULL, "Quota exceeded, too many servers in group");
-    return nb_db_exec(env->db, ctx,
-                      "INSERT OR IGNORE INTO instance_group_member (group_id, instance_uuid) "
-                      "VALUES (?, ?)",
-                      "is", gid, instance_uuid) < 0
+    return nb_db_insert_ignore(env->db, ctx,
+                               "INTO instance_group_member (group_id, instance_uuid) "
+                               "VALUES (?, ?)",
+                               "is", gid, instance_uuid) < 0
                ? -1
                : 0;
 }

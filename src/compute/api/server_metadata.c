@@ -25,7 +25,7 @@ static json_t *load_metadata(struct nb_ctx *ctx, const char *uuid)
 {
     json_t *rows =
         nb_db_rows(nb_srv_db(), ctx,
-                   "SELECT key, value FROM instance_metadata WHERE instance_uuid = ? AND "
+                   "SELECT \"key\", value FROM instance_metadata WHERE instance_uuid = ? AND "
                    "deleted = 0 ORDER BY id",
                    "s", uuid);
     if (!rows)
@@ -107,7 +107,7 @@ static json_t *save_metadata(struct nb_ctx *ctx, const json_t *inst, json_t *md,
             if (!json_object_get(md, k) &&
                 nb_db_exec(db, ctx,
                            "UPDATE instance_metadata SET deleted = id WHERE instance_uuid = ? AND "
-                           "key = ? AND deleted = 0",
+                           "\"key\" = ? AND deleted = 0",
                            "ss", uuid, k) < 0)
                 goto fail;
         }
@@ -118,10 +118,10 @@ static json_t *save_metadata(struct nb_ctx *ctx, const json_t *inst, json_t *md,
             continue;
         int rc = old ? nb_db_exec(db, ctx,
                                   "UPDATE instance_metadata SET value = ? WHERE instance_uuid = ? "
-                                  "AND key = ? AND deleted = 0",
+                                  "AND \"key\" = ? AND deleted = 0",
                                   "sss", json_string_value(v), uuid, k)
                      : nb_db_exec(db, ctx,
-                                  "INSERT INTO instance_metadata (instance_uuid, key, value) "
+                                  "INSERT INTO instance_metadata (instance_uuid, \"key\", value) "
                                   "VALUES (?, ?, ?)",
                                   "sss", uuid, k, json_string_value(v));
         if (rc < 0)
@@ -245,10 +245,11 @@ static int h_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp
     }
     if (check_writable(ctx, inst, "delete metadata") < 0)
         goto out;
-    if (nb_db_exec(nb_srv_db(), ctx,
-                   "UPDATE instance_metadata SET deleted = id WHERE instance_uuid = ? AND key = ? "
-                   "AND deleted = 0",
-                   "ss", uuid, key) < 0)
+    if (nb_db_exec(
+            nb_srv_db(), ctx,
+            "UPDATE instance_metadata SET deleted = id WHERE instance_uuid = ? AND \"key\" = ? "
+            "AND deleted = 0",
+            "ss", uuid, key) < 0)
         goto out;
     rc = nb_resp_empty(resp, 204);
 out:
@@ -379,8 +380,8 @@ static int h_tags_update_all(struct nb_ctx *ctx, struct nb_req *req, struct nb_r
     if (nb_db_exec(db, ctx, "DELETE FROM tags WHERE resource_id = ?", "s", uuid) < 0)
         goto fail;
     json_array_foreach (tags, i, t) {
-        if (nb_db_exec(db, ctx, "INSERT OR IGNORE INTO tags (resource_id, tag) VALUES (?, ?)", "ss",
-                       uuid, json_string_value(t)) < 0)
+        if (nb_db_insert_ignore(db, ctx, "INTO tags (resource_id, tag) VALUES (?, ?)", "ss", uuid,
+                                json_string_value(t)) < 0)
             goto fail;
     }
     if (nb_db_commit(db, ctx) < 0 || !(result = load_tags(ctx, uuid)))
@@ -433,8 +434,8 @@ static int h_tag_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
         nb_error(ctx, 400, NULL, "The number of tags exceeded the per-server limit %d", MAX_TAGS);
         goto out;
     }
-    if (nb_db_exec(nb_srv_db(), ctx, "INSERT OR IGNORE INTO tags (resource_id, tag) VALUES (?, ?)",
-                   "ss", uuid, tag) < 0)
+    if (nb_db_insert_ignore(nb_srv_db(), ctx, "INTO tags (resource_id, tag) VALUES (?, ?)", "ss",
+                            uuid, tag) < 0)
         goto out;
     char *v21 = nb_res_api_url();
     char *loc = nb_strdup_printf("%s/servers/%s/tags/%s", v21, uuid, tag);

@@ -273,9 +273,10 @@ static int replace_metadata(struct nb_ctx *ctx, const char *uuid, const json_t *
     const char *k;
     json_t *v;
     json_object_foreach ((json_t *)md, k, v) {
-        if (nb_db_exec(db, ctx,
-                       "INSERT INTO instance_metadata (instance_uuid, key, value) VALUES (?, ?, ?)",
-                       "sss", uuid, k, json_string_value(v)) < 0)
+        if (nb_db_exec(
+                db, ctx,
+                "INSERT INTO instance_metadata (instance_uuid, \"key\", value) VALUES (?, ?, ?)",
+                "sss", uuid, k, json_string_value(v)) < 0)
             return -1;
     }
     return 0;

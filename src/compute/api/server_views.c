@@ -320,7 +320,7 @@ static void page_data_init(struct page_data *d)
 static int load_metadata(struct nb_ctx *ctx, struct page_data *d, json_t *uuids)
 {
     json_t *res = rows_for_ids(ctx,
-                               "SELECT instance_uuid, key, value FROM instance_metadata "
+                               "SELECT instance_uuid, \"key\", value FROM instance_metadata "
                                "WHERE deleted = 0 AND instance_uuid",
                                " ORDER BY id", uuids);
     if (!res)
@@ -462,7 +462,7 @@ static int load_services(struct nb_ctx *ctx, struct page_data *d, json_t *hosts)
         return 0;
     json_t *res = rows_for_ids(ctx,
                                "SELECT host, disabled, forced_down, last_seen_up, updated_at, "
-                               "created_at FROM services WHERE deleted = 0 AND binary = "
+                               "created_at FROM services WHERE deleted = 0 AND \"binary\" = "
                                "'nova-compute' AND host",
                                "", hosts);
     if (!res)

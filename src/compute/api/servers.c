@@ -962,10 +962,11 @@ out:
  * without a service row counts as down, as in Nova. */
 static bool compute_host_up(struct nb_ctx *ctx, const char *host)
 {
-    json_t *svc = nb_db_row(nb_srv_db(), ctx,
-                            "SELECT forced_down, last_seen_up, updated_at, created_at FROM "
-                            "services WHERE host = ? AND binary = 'nova-compute' AND deleted = 0",
-                            "s", host);
+    json_t *svc =
+        nb_db_row(nb_srv_db(), ctx,
+                  "SELECT forced_down, last_seen_up, updated_at, created_at FROM "
+                  "services WHERE host = ? AND \"binary\" = 'nova-compute' AND deleted = 0",
+                  "s", host);
     if (!svc)
         return false;
     bool up = false;

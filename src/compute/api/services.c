@@ -61,9 +61,9 @@ static int services_index(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
     _cleanup_json_ json_t *zones = nb_res_aggregate_zones(ctx);
     _cleanup_json_ json_t *rows =
         zones ? nb_db_rows(env->db, ctx,
-                           "SELECT * FROM services WHERE deleted = 0 AND binary NOT IN "
+                           "SELECT * FROM services WHERE deleted = 0 AND \"binary\" NOT IN "
                            "('nova-osapi_compute', 'nova-metadata') AND (? IS NULL OR host = ?) "
-                           "AND (? IS NULL OR binary = ?) ORDER BY id",
+                           "AND (? IS NULL OR \"binary\" = ?) ORDER BY id",
                            "ssss", host, host, binary, binary)
               : NULL;
     if (!rows)
@@ -140,9 +140,10 @@ static long long find_for_update(struct nb_ctx *ctx, const char *host, const cha
                         "Updating a %s service is not supported. Only nova-compute services can "
                         "be updated.",
                         binary);
-    long long id = nb_db_int(
-        env->db, ctx, 0, "SELECT id FROM services WHERE host = ? AND binary = ? AND deleted = 0",
-        "ss", host, binary);
+    long long id =
+        nb_db_int(env->db, ctx, 0,
+                  "SELECT id FROM services WHERE host = ? AND \"binary\" = ? AND deleted = 0", "ss",
+                  host, binary);
     if (id <= 0)
         return nb_ctx_failed(ctx)
                    ? -1

@@ -180,12 +180,13 @@ void cond_evacuate_done(struct conductor *c, struct nb_ctx *ctx, const char *uui
      * has is the one the destination runs */
     if (nb_db_exec(c->db, &sub,
                    "UPDATE instance_system_metadata SET deleted = id WHERE instance_uuid = ? AND "
-                   "key = 'evacuated_on_shared_storage' AND deleted = 0",
+                   "\"key\" = 'evacuated_on_shared_storage' AND deleted = 0",
                    "s", uuid) < 0 ||
-        nb_db_exec(c->db, &sub,
-                   "INSERT INTO instance_system_metadata (instance_uuid, key, value) VALUES (?, "
-                   "'evacuated_on_shared_storage', ?)",
-                   "ss", uuid, on_shared_storage ? "True" : "False") < 0)
+        nb_db_exec(
+            c->db, &sub,
+            "INSERT INTO instance_system_metadata (instance_uuid, \"key\", value) VALUES (?, "
+            "'evacuated_on_shared_storage', ?)",
+            "ss", uuid, on_shared_storage ? "True" : "False") < 0)
         NB_WARN(LOG_COND, ctx, uuid, "could not record the evacuation's storage: %s",
                 nb_ctx_message(&sub));
 }

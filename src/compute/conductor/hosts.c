@@ -28,9 +28,9 @@ json_t *cond_service_update(struct conductor *c, struct nb_ctx *ctx, json_t *arg
     nb_now_iso_us(now);
     if (nb_db_begin(c->db, ctx) < 0)
         goto fail;
-    json_t *row = nb_db_row(c->db, ctx,
-                            "SELECT id FROM services WHERE host = ? AND binary = ? AND deleted = 0",
-                            "ss", host, binary);
+    json_t *row = nb_db_row(
+        c->db, ctx, "SELECT id FROM services WHERE host = ? AND \"binary\" = ? AND deleted = 0",
+        "ss", host, binary);
     bool exists = row != NULL;
     json_decref(row);
     if (nb_ctx_failed(ctx)) {
@@ -41,13 +41,13 @@ json_t *cond_service_update(struct conductor *c, struct nb_ctx *ctx, json_t *arg
     if (exists) {
         rc = nb_db_exec(c->db, ctx,
                         "UPDATE services SET topic = ?, last_seen_up = ?, updated_at = ? "
-                        "WHERE host = ? AND binary = ? AND deleted = 0",
+                        "WHERE host = ? AND \"binary\" = ? AND deleted = 0",
                         "sssss", topic, now, now, host, binary);
     } else {
         char uuid[NB_UUID_LEN];
         nb_uuid(uuid);
         rc = nb_db_exec(c->db, ctx,
-                        "INSERT INTO services (uuid, host, binary, topic, report_count, "
+                        "INSERT INTO services (uuid, host, \"binary\", topic, report_count, "
                         "last_seen_up, created_at, updated_at) VALUES (?, ?, ?, ?, 0, ?, ?, ?)",
                         "sssssss", uuid, host, binary, topic, now, now, now);
         NB_INFO(LOG_COND, ctx, NULL, "Registered service %s on host %s", binary, host);
@@ -62,7 +62,7 @@ json_t *cond_service_update(struct conductor *c, struct nb_ctx *ctx, json_t *arg
         cond_lm_source_restarted(c, host); /* its agent runs no migration yet */
     json_t *svc = nb_db_row(c->db, ctx,
                             "SELECT id, uuid, disabled, disabled_reason FROM services WHERE "
-                            "host = ? AND binary = ? AND deleted = 0",
+                            "host = ? AND \"binary\" = ? AND deleted = 0",
                             "ss", host, binary);
     if (svc)
         return svc;
@@ -83,7 +83,7 @@ json_t *cond_compute_node_update(struct conductor *c, struct nb_ctx *ctx, json_t
     char now[32];
     nb_now_iso_us(now);
     long long service_id = nb_db_int(c->db, ctx, 0,
-                                     "SELECT id FROM services WHERE host = ? AND binary = "
+                                     "SELECT id FROM services WHERE host = ? AND \"binary\" = "
                                      "'nova-compute' AND deleted = 0",
                                      "s", host);
     _cleanup_json_ json_t *cpu_info = json_incref(json_object_get(a, "cpu_info"));
@@ -172,7 +172,7 @@ void cond_service_heartbeat(struct conductor *c, struct nb_ctx *ctx, json_t *arg
             continue;
         int n = nb_db_exec(c->db, ctx,
                            "UPDATE services SET last_seen_up = ?, updated_at = ?, report_count = "
-                           "report_count + 1 WHERE host = ? AND binary = ? AND deleted = 0",
+                           "report_count + 1 WHERE host = ? AND \"binary\" = ? AND deleted = 0",
                            "ssss", now, now, json_string_value(h), binary);
         if (n == 0)
             NB_WARN(LOG_COND, ctx, NULL,

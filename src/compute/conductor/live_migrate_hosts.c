@@ -54,11 +54,12 @@ static void service_facts(struct lm_task *t, const char *dest, json_t *facts)
 {
     struct nb_ctx sub;
     nb_ctx_child(&sub, t->ctx);
-    json_t *svc = nb_db_row(t->c->db, &sub,
-                            "SELECT disabled, disabled_reason, forced_down, last_seen_up, "
-                            "created_at FROM services WHERE host = ? AND binary = 'nova-compute' "
-                            "AND deleted = 0",
-                            "s", dest);
+    json_t *svc =
+        nb_db_row(t->c->db, &sub,
+                  "SELECT disabled, disabled_reason, forced_down, last_seen_up, "
+                  "created_at FROM services WHERE host = ? AND \"binary\" = 'nova-compute' "
+                  "AND deleted = 0",
+                  "s", dest);
     long long age = -1;
     if (svc) {
         const char *seen = nb_json_str(svc, "last_seen_up");

@@ -122,12 +122,13 @@ int cond_info_cache_write(struct conductor *c, struct nb_ctx *ctx, const char *u
 {
     char now[32];
     nb_now_iso_us(now);
+    char sql[512];
     return nb_db_exec(c->db, ctx,
-                      "INSERT INTO instance_info_caches (created_at, updated_at, deleted, "
-                      "network_info, instance_uuid) VALUES (?, ?, 0, ?, ?) "
-                      "ON CONFLICT (instance_uuid) DO UPDATE SET network_info = "
-                      "excluded.network_info, updated_at = excluded.updated_at, deleted = 0, "
-                      "deleted_at = NULL",
+                      nb_db_upsert(c->db, sql, sizeof(sql),
+                                   "INSERT INTO instance_info_caches (created_at, updated_at, "
+                                   "deleted, network_info, instance_uuid) VALUES (?, ?, 0, ?, ?)",
+                                   "instance_uuid", "network_info, updated_at",
+                                   "deleted = 0, deleted_at = NULL"),
                       "ssjs", now, now, (json_t *)network_info, uuid) < 0
                ? -1
                : 0;
@@ -159,13 +160,14 @@ void cond_release_leaked_ports(struct conductor *c, struct nb_ctx *ctx)
     /* the network service names the instances with ports, and of those
      * (one query for them all) the gone ones are released */
     _cleanup_json_ json_t *devices = nb_network_port_devices(ctx);
+    char sql[384];
+    snprintf(sql, sizeof(sql),
+             "SELECT DISTINCT uuid FROM instances WHERE uuid IN (SELECT value FROM %s) AND "
+             "(deleted != 0 OR (vm_state = ? AND host IS NULL)) AND id <= ?",
+             nb_db_json_each(c->db));
     _cleanup_json_ json_t *rows =
         !devices ? NULL
-                 : nb_db_rows(c->db, ctx,
-                              "SELECT DISTINCT uuid FROM instances WHERE uuid IN (SELECT value "
-                              "FROM json_each(?)) AND (deleted != 0 OR (vm_state = ? AND "
-                              "host IS NULL)) AND id <= ?",
-                              "jsi", devices, NB_VM_ERROR, c->last_id_at_start);
+                 : nb_db_rows(c->db, ctx, sql, "jsi", devices, NB_VM_ERROR, c->last_id_at_start);
     if (!rows) {
         NB_ERROR(LOG_COND, ctx, NULL, "could not look for leaked ports: %s", nb_ctx_message(ctx));
         nb_ctx_clear_error(ctx);

@@ -214,16 +214,16 @@ static void release_leaked_allocations(struct conductor *c, struct nb_ctx *ctx)
     /* placement names its consumers, and of those (one query for them all)
      * the instances that are gone or never got a host are released */
     _cleanup_json_ json_t *consumers = nb_placement_list_consumers(ctx);
+    char sql[512];
+    snprintf(sql, sizeof(sql),
+             "SELECT DISTINCT uuid FROM instances WHERE uuid IN (SELECT value FROM %s) AND "
+             "(deleted != 0 OR (vm_state = ? AND host IS NULL) OR (vm_state = ? AND task_state = "
+             "? AND host IS NULL AND id <= ?))",
+             nb_db_json_each(c->db));
     _cleanup_json_ json_t *rows =
-        !consumers
-            ? NULL
-            : nb_db_rows(c->db, ctx,
-                         "SELECT DISTINCT uuid FROM instances WHERE uuid IN (SELECT value FROM "
-                         "json_each(?)) AND (deleted != 0 OR (vm_state = ? AND host IS "
-                         "NULL) OR (vm_state = ? AND task_state = ? AND host "
-                         "IS NULL AND id <= ?))",
-                         "jsssi", consumers, NB_VM_ERROR, NB_VM_BUILDING, NB_TASK_SCHEDULING,
-                         c->last_id_at_start);
+        !consumers ? NULL
+                   : nb_db_rows(c->db, ctx, sql, "jsssi", consumers, NB_VM_ERROR, NB_VM_BUILDING,
+                                NB_TASK_SCHEDULING, c->last_id_at_start);
     nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     size_t i;
     json_t *r;
@@ -279,7 +279,7 @@ static json_t *hosts_up_by_heartbeat(struct conductor *c, struct nb_ctx *ctx)
 {
     _cleanup_json_ json_t *rows =
         nb_db_rows(c->db, ctx,
-                   "SELECT host, last_seen_up, created_at FROM services WHERE binary = "
+                   "SELECT host, last_seen_up, created_at FROM services WHERE \"binary\" = "
                    "'nova-compute' AND deleted = 0 AND disabled = 0 AND forced_down = 0 "
                    "ORDER BY host",
                    "");

@@ -22,7 +22,7 @@ char *nb_md_password_get(struct nb_db *db, struct nb_ctx *ctx, const char *uuid)
     _cleanup_json_ json_t *rows =
         nb_db_rows(db, ctx,
                    "SELECT value FROM instance_system_metadata WHERE instance_uuid = ? AND "
-                   "deleted = 0 AND key GLOB 'password_*' ORDER BY key",
+                   "deleted = 0 AND \"key\" LIKE 'password!_%' ESCAPE '!' ORDER BY \"key\"",
                    "s", uuid);
     if (!rows)
         return NULL;
@@ -49,12 +49,13 @@ int nb_md_password_set(struct nb_db *db, struct nb_ctx *ctx, const char *uuid, c
         _cleanup_free_ char *chunk = strndup(off < len ? pw + off : "", n);
         if (nb_db_exec(db, ctx,
                        "UPDATE instance_system_metadata SET deleted = id WHERE instance_uuid = ? "
-                       "AND key = ? AND deleted = 0",
+                       "AND \"key\" = ? AND deleted = 0",
                        "ss", uuid, key) < 0 ||
-            nb_db_exec(db, ctx,
-                       "INSERT INTO instance_system_metadata (instance_uuid, key, value) VALUES "
-                       "(?, ?, ?)",
-                       "sss", uuid, key, chunk) < 0) {
+            nb_db_exec(
+                db, ctx,
+                "INSERT INTO instance_system_metadata (instance_uuid, \"key\", value) VALUES "
+                "(?, ?, ?)",
+                "sss", uuid, key, chunk) < 0) {
             nb_db_rollback(db);
             return -1;
         }

@@ -116,7 +116,7 @@ static int add_row_extras(struct nb_db *db, struct nb_ctx *ctx, json_t *inst, co
     _cleanup_json_ json_t *rows =
         nb_db_rows(db, ctx,
                    "SELECT value FROM instance_system_metadata WHERE instance_uuid = ? AND "
-                   "deleted = 0 AND key GLOB 'password_*' ORDER BY key",
+                   "deleted = 0 AND \"key\" LIKE 'password!_%' ESCAPE '!' ORDER BY \"key\"",
                    "s", nb_json_str(row, "uuid"));
     if (!rows)
         return -1;

@@ -5,6 +5,7 @@
 #include "common/json.h"
 #include "db/db.h"
 
+#include <limits.h>
 #include <string.h>
 
 static bool known_type(const char *t)
@@ -139,7 +140,7 @@ json_t *nb_migration_list(struct nb_db *db, struct nb_ctx *ctx, const struct nb_
         f->status, f->status, f->instance_uuid, f->instance_uuid, f->migration_type,
         f->migration_type, f->user_id, f->user_id, f->project_id, f->project_id, f->changes_since,
         f->changes_since, f->changes_before, f->changes_before, marker, marker, (int)f->paged,
-        (int)f->paged, f->paged && f->limit >= 0 ? f->limit : -1LL);
+        (int)f->paged, f->paged && f->limit >= 0 ? f->limit : LLONG_MAX);
 }
 
 json_t *nb_migration_get_by_id_and_instance(struct nb_db *db, struct nb_ctx *ctx, long long id,

@@ -148,8 +148,9 @@ json_t *nb_instance_agent_view(struct nb_db *db, struct nb_ctx *ctx, const json_
     json_object_set_new(inst, "flavor", flavor ? flavor : json_object());
     json_t *meta = json_object();
     _cleanup_json_ json_t *mrows = nb_db_rows(
-        db, ctx, "SELECT key, value FROM instance_metadata WHERE instance_uuid = ? AND deleted = 0",
-        "s", uuid);
+        db, ctx,
+        "SELECT \"key\", value FROM instance_metadata WHERE instance_uuid = ? AND deleted = 0", "s",
+        uuid);
     size_t i;
     json_t *m;
     json_array_foreach (mrows, i, m) {

@@ -259,7 +259,7 @@ static struct host_cache *cache_build(struct scheduler *s, struct nb_ctx *ctx)
     _cleanup_json_ json_t *services =
         nb_db_rows(db, ctx,
                    "SELECT host, disabled, disabled_reason, forced_down, last_seen_up, created_at "
-                   "FROM services WHERE binary = 'nova-compute' AND deleted = 0",
+                   "FROM services WHERE \"binary\" = 'nova-compute' AND deleted = 0",
                    "");
     _cleanup_json_ json_t *counts = nb_db_rows(
         db, ctx,

@@ -1,0 +1,424 @@
+/* mariadb.c - db.h's contract on MariaDB: the pool, statements, results and
+ * transactions (mariadb.h). */
+#include "db/mariadb.h"
+#include "common/json.h"
+#include "common/log.h"
+#include "common/metrics.h"
+#include "common/util.h"
+
+#include <assert.h>
+#include <mysql.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define SQL_MODE                                                                                   \
+    "SET SESSION sql_mode = 'ANSI_QUOTES,PIPES_AS_CONCAT,NO_BACKSLASH_ESCAPES,"                    \
+    "STRICT_TRANS_TABLES,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_AUTO_VALUE_ON_ZERO', "         \
+    "time_zone = '+00:00'"
+#define RETRIES 5
+
+struct conn {
+    MYSQL *m;
+    bool busy;
+    pthread_t owner; /* with depth > 0 */
+    int depth;       /* 0: none; 1: the transaction; n > 1: savepoints sp_2 .. sp_n */
+    double t0;       /* when the outermost transaction began (nb_time_mono) */
+};
+
+struct nb_maria {
+    struct nb_db_url url;
+    pthread_mutex_t lock;
+    pthread_cond_t idle;
+    int n;
+    struct conn conns[NB_MARIA_POOL];
+};
+
+static _Thread_local long long last_id;
+
+static MYSQL *connect_one(const struct nb_db_url *u)
+{
+    MYSQL *m = mysql_init(NULL);
+    if (!m)
+        return NULL;
+    mysql_options(m, MYSQL_SET_CHARSET_NAME, "utf8mb4");
+    unsigned timeout = 10;
+    mysql_options(m, MYSQL_OPT_CONNECT_TIMEOUT, &timeout);
+    const char *host = u->unix_socket[0] ? "localhost" : u->host[0] ? u->host : "localhost";
+    if (!mysql_real_connect(m, host, u->user, u->password, u->database, (unsigned)u->port,
+                            u->unix_socket[0] ? u->unix_socket : NULL, CLIENT_FOUND_ROWS) ||
+        mysql_query(m, SQL_MODE)) {
+        NB_ERROR("nubo.db", NULL, NULL, "cannot connect to MariaDB database %s on %s: %s",
+                 u->database, u->unix_socket[0] ? u->unix_socket : host, mysql_error(m));
+        mysql_close(m);
+        return NULL;
+    }
+    return m;
+}
+
+struct nb_maria *nb_maria_open(const struct nb_db_url *u)
+{
+    struct nb_maria *db = calloc(1, sizeof(*db));
+    if (!db)
+        return NULL;
+    db->url = *u;
+    pthread_mutex_init(&db->lock, NULL);
+    pthread_cond_init(&db->idle, NULL);
+    /* one connection now, so a wrong URL fails at open */
+    if (!(db->conns[0].m = connect_one(u))) {
+        nb_maria_close(db);
+        return NULL;
+    }
+    db->n = 1;
+    return db;
+}
+
+void nb_maria_close(struct nb_maria *db)
+{
+    if (!db)
+        return;
+    for (int i = 0; i < db->n; i++)
+        mysql_close(db->conns[i].m);
+    pthread_cond_destroy(&db->idle);
+    pthread_mutex_destroy(&db->lock);
+    free(db);
+}
+
+/* This thread's pinned connection (lock held), or NULL. */
+static struct conn *pinned(struct nb_maria *db)
+{
+    for (int i = 0; i < db->n; i++)
+        if (db->conns[i].depth && pthread_equal(db->conns[i].owner, pthread_self()))
+            return &db->conns[i];
+    return NULL;
+}
+
+/* The thread's pinned connection, else an idle one marked busy (opening
+ * one while the pool has room, else waiting). NULL if connecting failed. */
+static struct conn *acquire(struct nb_maria *db)
+{
+    pthread_mutex_lock(&db->lock);
+    struct conn *c = pinned(db);
+    while (!c) {
+        for (int i = 0; i < db->n && !c; i++)
+            if (!db->conns[i].busy)
+                c = &db->conns[i];
+        if (c)
+            break;
+        if (db->n < NB_MARIA_POOL) {
+            MYSQL *m = connect_one(&db->url);
+            if (!m)
+                break;
+            c = &db->conns[db->n++];
+            c->m = m;
+            break;
+        }
+        pthread_cond_wait(&db->idle, &db->lock);
+    }
+    if (c)
+        c->busy = true;
+    pthread_mutex_unlock(&db->lock);
+    return c;
+}
+
+/* Gives c back unless a transaction pins it. */
+static void release(struct nb_maria *db, struct conn *c)
+{
+    pthread_mutex_lock(&db->lock);
+    if (!c->depth) {
+        c->busy = false;
+        pthread_cond_signal(&db->idle);
+    }
+    pthread_mutex_unlock(&db->lock);
+}
+
+/* The escaped, quoted literal of one argument (a new string). */
+static char *literal(MYSQL *m, char type, va_list *ap)
+{
+    char *out = NULL;
+    const char *s = NULL;
+    char *dumped = NULL;
+    switch (type) {
+    case 's': s = va_arg(*ap, const char *); break;
+    case 'i': return asprintf(&out, "%lld", va_arg(*ap, long long)) < 0 ? NULL : out;
+    case 'd': return asprintf(&out, "%.17g", va_arg(*ap, double)) < 0 ? NULL : out;
+    case 'b': return strdup(va_arg(*ap, int) ? "1" : "0");
+    case 'j': {
+        json_t *j = va_arg(*ap, json_t *);
+        s = dumped = j ? nb_json_dump(j) : NULL;
+        break;
+    }
+    default: assert(!"bad type character in db call");
+    }
+    if (!s)
+        return strdup("NULL");
+    size_t len = strlen(s);
+    out = malloc(len * 2 + 3);
+    if (out) {
+        out[0] = '\'';
+        unsigned long n = mysql_real_escape_string(m, out + 1, s, (unsigned long)len);
+        out[n + 1] = '\'';
+        out[n + 2] = '\0';
+    }
+    free(dumped);
+    return out;
+}
+
+/* sql with the arguments in; NULL after setting ctx. */
+static char *build(MYSQL *m, struct nb_ctx *ctx, const char *sql, const char *types, va_list ap)
+{
+    int n = types ? (int)strlen(types) : 0, found = 0;
+    char **lits = calloc((size_t)n + 1, sizeof(*lits));
+    va_list cp;
+    va_copy(cp, ap);
+    bool ok = lits != NULL;
+    for (int i = 0; ok && i < n; i++)
+        ok = (lits[i] = literal(m, types[i], &cp)) != NULL;
+    va_end(cp);
+    char *q = ok ? nb_maria_interpolate(sql, lits, n, &found) : NULL;
+    for (int i = 0; lits && i < n; i++)
+        free(lits[i]);
+    free(lits);
+    if (!q) {
+        NB_ERROR("nubo.db", ctx, NULL, "SQL has %d parameters but %d were given: %s", found, n,
+                 sql);
+        nb_error(ctx, 500, NULL, "Database error.");
+    }
+    return q;
+}
+
+static json_t *cell(const MYSQL_FIELD *f, const char *v, unsigned long len)
+{
+    if (!v)
+        return json_null();
+    switch (f->type) {
+    case MYSQL_TYPE_TINY:
+    case MYSQL_TYPE_SHORT:
+    case MYSQL_TYPE_INT24:
+    case MYSQL_TYPE_LONG:
+    case MYSQL_TYPE_LONGLONG:
+    case MYSQL_TYPE_YEAR: return json_integer(strtoll(v, NULL, 10));
+    case MYSQL_TYPE_DECIMAL:
+    case MYSQL_TYPE_NEWDECIMAL:
+        if (f->decimals == 0)
+            return json_integer(strtoll(v, NULL, 10));
+        return json_real(strtod(v, NULL));
+    case MYSQL_TYPE_FLOAT:
+    case MYSQL_TYPE_DOUBLE: return json_real(strtod(v, NULL));
+    default: {
+        json_t *s = json_stringn(v, len);
+        return s ? s : json_string("");
+    }
+    }
+}
+
+/* Appends the result's rows (up to max_rows, 0 = all) to rows. */
+static void fetch(MYSQL_RES *res, json_t *rows, int max_rows)
+{
+    unsigned nf = mysql_num_fields(res);
+    MYSQL_FIELD *fields = mysql_fetch_fields(res);
+    MYSQL_ROW r;
+    while ((r = mysql_fetch_row(res)) && (max_rows == 0 || (int)json_array_size(rows) < max_rows)) {
+        unsigned long *lens = mysql_fetch_lengths(res);
+        json_t *o = json_object();
+        for (unsigned i = 0; i < nf; i++)
+            json_object_set_new(o, fields[i].name, cell(&fields[i], r[i], lens[i]));
+        json_array_append_new(rows, o);
+    }
+}
+
+/* One try of q on c: changed rows, or -1 with *err set. */
+static int run_once(struct conn *c, json_t *rows, int max_rows, const char *q, size_t qlen,
+                    unsigned *err)
+{
+    if (mysql_real_query(c->m, q, (unsigned long)qlen)) {
+        *err = mysql_errno(c->m);
+        return -1;
+    }
+    MYSQL_RES *res = mysql_store_result(c->m);
+    if (res) {
+        if (rows)
+            fetch(res, rows, max_rows);
+        mysql_free_result(res);
+        return 0;
+    }
+    if (mysql_field_count(c->m)) {
+        *err = mysql_errno(c->m);
+        return -1;
+    }
+    last_id = (long long)mysql_insert_id(c->m);
+    return (int)mysql_affected_rows(c->m);
+}
+
+static void backoff(int attempt)
+{
+    long ms = 100L << attempt;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Logs the SQL text without the values (they may be secrets), as sqlite.c. */
+static int fail(struct conn *c, struct nb_ctx *ctx, unsigned err, const char *sql)
+{
+    const char *msg = mysql_error(c->m);
+    if (c->depth && nb_maria_retryable(err, msg))
+        NB_ERROR("nubo.db", ctx, NULL,
+                 "SQL failed (%u) inside a transaction, not retried (db.h cannot redo the "
+                 "caller's transaction): %s: %s",
+                 err, msg, sql);
+    else
+        NB_ERROR("nubo.db", ctx, NULL, "SQL failed (%u): %s: %s", err, msg, sql);
+    if (nb_maria_constraint(err))
+        return nb_error(ctx, 409, NULL, "Conflict: %s", msg);
+    return nb_error(ctx, 500, NULL, "Database error.");
+}
+
+int nb_maria_run(struct nb_maria *db, struct nb_ctx *ctx, json_t *rows, int max_rows,
+                 const char *sql, const char *types, va_list ap)
+{
+    struct conn *c = acquire(db);
+    if (!c)
+        return nb_error(ctx, 500, NULL, "Database error.");
+    char *q = build(c->m, ctx, sql, types, ap);
+    int ret = -1;
+    size_t base = rows ? json_array_size(rows) : 0;
+    for (int attempt = 0; q; attempt++) {
+        unsigned err = 0;
+        ret = run_once(c, rows, max_rows, q, strlen(q), &err);
+        if (ret >= 0)
+            break;
+        if (c->depth || attempt + 1 >= RETRIES || !nb_maria_retryable(err, mysql_error(c->m))) {
+            ret = fail(c, ctx, err, sql);
+            break;
+        }
+        NB_WARN("nubo.db", ctx, NULL, "SQL failed (%u), retrying (%d of %d): %s", err, attempt + 1,
+                RETRIES - 1, mysql_error(c->m));
+        while (rows && json_array_size(rows) > base)
+            json_array_remove(rows, json_array_size(rows) - 1);
+        backoff(attempt);
+    }
+    free(q);
+    release(db, c);
+    return ret;
+}
+
+int nb_maria_script(struct nb_maria *db, struct nb_ctx *ctx, const char *sql)
+{
+    struct conn *c = acquire(db);
+    if (!c)
+        return nb_error(ctx, 500, NULL, "Database error.");
+    int rc = 0;
+    mysql_set_server_option(c->m, MYSQL_OPTION_MULTI_STATEMENTS_ON);
+    int status = mysql_query(c->m, sql);
+    for (;;) {
+        if (status) {
+            NB_ERROR("nubo.db", ctx, NULL, "SQL script failed (%u): %s", mysql_errno(c->m),
+                     mysql_error(c->m));
+            rc = nb_error(ctx, 500, NULL, "Database error.");
+            break;
+        }
+        MYSQL_RES *res = mysql_store_result(c->m);
+        mysql_free_result(res);
+        if ((status = mysql_next_result(c->m)) < 0) /* -1: no more results */
+            break;
+    }
+    while (rc < 0 && mysql_next_result(c->m) == 0)
+        mysql_free_result(mysql_store_result(c->m));
+    mysql_set_server_option(c->m, MYSQL_OPTION_MULTI_STATEMENTS_OFF);
+    release(db, c);
+    return rc;
+}
+
+long long nb_maria_last_id(struct nb_maria *db)
+{
+    (void)db;
+    return last_id;
+}
+
+/* Runs a transaction-control statement on c; 0, or -1 after logging. */
+static int tx_exec(struct conn *c, struct nb_ctx *ctx, const char *sql)
+{
+    if (!mysql_query(c->m, sql))
+        return 0;
+    unsigned err = mysql_errno(c->m);
+    NB_ERROR("nubo.db", ctx, NULL, "%s failed (%u): %s%s", sql, err, mysql_error(c->m),
+             nb_maria_retryable(err, mysql_error(c->m)) ? " (transaction not retried)" : "");
+    return -1;
+}
+
+int nb_maria_begin(struct nb_maria *db, struct nb_ctx *ctx)
+{
+    struct conn *c = acquire(db);
+    if (!c)
+        return nb_error(ctx, 500, NULL, "Database error.");
+    char sql[48] = "START TRANSACTION";
+    if (c->depth)
+        snprintf(sql, sizeof(sql), "SAVEPOINT sp_%d", c->depth + 1);
+    if (tx_exec(c, ctx, sql) < 0) {
+        release(db, c);
+        return nb_error(ctx, 500, NULL, "Database error.");
+    }
+    pthread_mutex_lock(&db->lock);
+    if (!c->depth++) {
+        c->owner = pthread_self();
+        c->t0 = nb_time_mono();
+    }
+    pthread_mutex_unlock(&db->lock);
+    return 0;
+}
+
+/* Ends one level of c's transaction; releases c after the outermost. */
+static void pop(struct nb_maria *db, struct conn *c)
+{
+    pthread_mutex_lock(&db->lock);
+    c->depth--;
+    pthread_mutex_unlock(&db->lock);
+    release(db, c);
+}
+
+int nb_maria_commit(struct nb_maria *db, struct nb_ctx *ctx)
+{
+    pthread_mutex_lock(&db->lock);
+    struct conn *c = pinned(db);
+    pthread_mutex_unlock(&db->lock);
+    assert(c);
+    char sql[96];
+    int rc;
+    if (c->depth > 1) {
+        snprintf(sql, sizeof(sql), "RELEASE SAVEPOINT sp_%d", c->depth);
+        if ((rc = tx_exec(c, ctx, sql)) < 0) {
+            snprintf(sql, sizeof(sql), "ROLLBACK TO SAVEPOINT sp_%d", c->depth);
+            mysql_query(c->m, sql);
+        }
+    } else {
+        if ((rc = tx_exec(c, ctx, "COMMIT")) < 0)
+            mysql_query(c->m, "ROLLBACK");
+        nb_metrics_observe(NB_M_DB_TRANSACTION_SECONDS, nb_time_mono() - c->t0,
+                           (const char *const[]){rc == 0 ? "commit" : "failed_commit"});
+    }
+    pop(db, c);
+    return rc == 0 ? 0 : nb_error(ctx, 500, NULL, "Database error.");
+}
+
+void nb_maria_rollback(struct nb_maria *db)
+{
+    pthread_mutex_lock(&db->lock);
+    struct conn *c = pinned(db);
+    pthread_mutex_unlock(&db->lock);
+    if (!c)
+        return;
+    char sql[64] = "ROLLBACK";
+    if (c->depth > 1)
+        snprintf(sql, sizeof(sql), "ROLLBACK TO SAVEPOINT sp_%d", c->depth);
+    mysql_query(c->m, sql);
+    if (c->depth > 1) {
+        snprintf(sql, sizeof(sql), "RELEASE SAVEPOINT sp_%d", c->depth);
+        mysql_query(c->m, sql);
+    } else {
+        nb_metrics_observe(NB_M_DB_TRANSACTION_SECONDS, nb_time_mono() - c->t0,
+                           (const char *const[]){"rollback"});
+    }
+    pop(db, c);
+}

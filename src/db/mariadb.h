@@ -1,0 +1,68 @@
+/* mariadb.h - db.h's contract on MariaDB (inside src/db only; not wired into
+ * nb_db_open yet).
+ *
+ * A pool of connections (at most NB_MARIA_POOL). A statement outside a
+ * transaction borrows any idle connection for its duration; nb_maria_begin
+ * pins one to the calling thread until the outermost commit/rollback, and a
+ * begin inside it is SAVEPOINT sp_N, as in sqlite.c. Parameters are
+ * interpolated on the client as escaped literals (what PyMySQL, oslo.db's
+ * driver, does), so `?` and db.h's type string work unchanged. Sessions run
+ * with sql_mode ANSI_QUOTES,PIPES_AS_CONCAT,NO_BACKSLASH_ESCAPES,
+ * STRICT_TRANS_TABLES (SQLite's quoting), UTC, and
+ * CLIENT_FOUND_ROWS (rows matched, as sqlite3_changes counts).
+ *
+ * Retry: a statement outside a transaction that fails with a deadlock (1213),
+ * a lock wait timeout (1205) or a Galera/WSREP error (1047, 1180 whose message
+ * names WSREP) is retried with back-off (5 tries, 0.1 s doubling). Inside a
+ * transaction db.h cannot redo the caller's work: the error is returned and
+ * logged as not retried. */
+#ifndef NB_DB_MARIADB_H
+#define NB_DB_MARIADB_H
+
+#include "common/ctx.h"
+#include "db/url.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdbool.h>
+
+#define NB_MARIA_POOL 16
+
+struct nb_maria;
+
+struct nb_maria *nb_maria_open(const struct nb_db_url *u);
+void nb_maria_close(struct nb_maria *db);
+
+/* Runs sql; rows (if non-NULL) gets each row up to max_rows (0 = all).
+ * Returns the rows changed (matched), or -1 with ctx set (409 constraint). */
+int nb_maria_run(struct nb_maria *db, struct nb_ctx *ctx, json_t *rows, int max_rows,
+                 const char *sql, const char *types, va_list ap);
+/* The AUTO_INCREMENT id of this thread's last insert. */
+long long nb_maria_last_id(struct nb_maria *db);
+
+int nb_maria_begin(struct nb_maria *db, struct nb_ctx *ctx);
+int nb_maria_commit(struct nb_maria *db, struct nb_ctx *ctx);
+void nb_maria_rollback(struct nb_maria *db);
+
+/* Runs a script of ;-separated statements (a migration); 0/-1. */
+int nb_maria_script(struct nb_maria *db, struct nb_ctx *ctx, const char *sql);
+
+/* db.h's nb_db_version / nb_db_sync with the MariaDB migrations
+ * (src/db/migrations/mariadb/NNN_*.sql, the same numbers as SQLite's),
+ * serialized between processes by GET_LOCK('nubo_migrations'). */
+int nb_maria_version(struct nb_maria *db);
+int nb_maria_sync(struct nb_maria *db);
+
+/* Classifies a server error (pure; unit-tested): */
+/* true for 1213, 1205, and 1047/1180 whose message names WSREP */
+bool nb_maria_retryable(unsigned err, const char *msg);
+/* true for duplicate key, foreign key, NOT NULL and CHECK failures */
+bool nb_maria_constraint(unsigned err);
+/* sql with each `?` outside '...', "..." and `...` replaced by the next of
+ * the n literals in lits (already escaped and quoted), as a new string; as
+ * in SQLite, `?NNN` is literal NNN (1-based, may repeat) and a bare `?`
+ * the one after the highest so far. NULL (and *found = the number of
+ * parameters the SQL needs, -1 for `?0`) when that number is not n. */
+char *nb_maria_interpolate(const char *sql, char *const *lits, int n, int *found);
+
+#endif
