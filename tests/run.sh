@@ -110,11 +110,46 @@ else
   failed=$((failed + 1))
 fi
 
+# Nothing in git that only means something on the machine it was made on:
+# no symbolic links (a helper's worktree link once replaced the image
+# folder of every clone), no build output, no file over 1 MiB.
+stage "tracked files"
+git ls-files -s | awk '$1 == "120000" {print "symbolic link: " $4}' >"$out/tracked.log"
+git ls-files -z | xargs -0 -r stat -c '%s %n' 2>/dev/null |
+  awk '$1 > 1048576 {print "over 1 MiB: " $2}' >>"$out/tracked.log"
+git ls-files | grep -E '(^|/)(build[^/]*|tests/images/out)/|\.(o|a|so|qcow2|raw|img)$' |
+  sed 's/^/build output or image: /' >>"$out/tracked.log"
+if [ -s "$out/tracked.log" ]; then
+  cat "$out/tracked.log"; cat "$out/tracked.log" >>"$out/recap.txt"; failed=$((failed + 1))
+else
+  passed=$((passed + 1))
+fi
+
 # Tests with real guests boot tests/images/build.sh's image under the system
 # libvirtd; they find it through NUBO_TEST_IMAGE_DIR, and must not skip.
 export NUBO_REQUIRE_LIBVIRT=1
 stage "test guest image and libvirtd"
-if bash tests/images/build.sh "$root/tests/images/out" && bash scripts/libvirt-up.sh; then
+# Each is tried apart, so that one failing does not hide the other; a
+# failed image build is retried once from scratch (FORCE=1) and what it
+# printed, with what the machine has of kernels and disk, is kept for the
+# recap at the end (CI shows the end of the output).
+image_ok=0
+for try in 1 2; do
+  if FORCE=$((try - 1)) bash tests/images/build.sh "$root/tests/images/out" >"$out/image.log" 2>&1; then
+    image_ok=1; break
+  fi
+  echo "tests/images/build.sh failed (try $try):"; tail -20 "$out/image.log"
+  { echo "test image, try $try:"; tail -20 "$out/image.log"
+    echo "  /boot: $(ls /boot 2>&1 | tr '\n' ' ')"
+    echo "  /lib/modules: $(ls /lib/modules 2>&1 | tr '\n' ' ')"
+    echo "  disk: $(df -h "$root" /tmp 2>&1 | tail -n +2 | tr -s ' ' | tr '\n' ';')"; } >>"$out/recap.txt"
+  sleep 2
+done
+if bash scripts/libvirt-up.sh >"$out/libvirt-up.log" 2>&1; then libvirt_ok=1; else
+  libvirt_ok=0; cat "$out/libvirt-up.log"
+  { echo "libvirt-up:"; cat "$out/libvirt-up.log"; } >>"$out/recap.txt"
+fi
+if [ $image_ok = 1 ] && [ $libvirt_ok = 1 ]; then
   export NUBO_TEST_IMAGE_DIR=$root/tests/images/out
   passed=$((passed + 1))
 else
@@ -199,6 +234,7 @@ if [ -x tests/tempest/run.sh ] && [ -z "${NUBO_SKIP_TEMPEST:-}" ]; then
   count_junit "$out/tempest-guests/results.xml"
 fi
 
+if [ -s "$out/recap.txt" ]; then echo "== what failed before the tests"; cat "$out/recap.txt"; fi
 print_times
 echo
 echo "$passed passed, $failed failed"

@@ -48,6 +48,7 @@ if [ "${VALIDATION:-0}" = 1 ]; then
   # to boot under TCG)
   GUEST_CURL=1 bash "$here/../images/build.sh" "$WS/image" >"$WS/image.log" 2>&1 ||
     { cat "$WS/image.log"; exit 1; }
+  bash "$here/../../scripts/libvirt-up.sh" || exit 1
   qcow2=$WS/image/guest.qcow2
   # the scheduler's periodic power-state sync is left to libvirt's events
   NUBO_ADMIN_PASSWORD=$pw "$bin" aio --state-dir "$WS/state" --port "$port" \
