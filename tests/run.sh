@@ -113,12 +113,18 @@ fi
 # Nothing in git that only means something on the machine it was made on:
 # no symbolic links (a helper's worktree link once replaced the image
 # folder of every clone), no build output, no file over 1 MiB.
-stage "tracked files"
+stage "tracked files, migration twins"
 git ls-files -s | awk '$1 == "120000" {print "symbolic link: " $4}' >"$out/tracked.log"
 git ls-files -z | xargs -0 -r stat -c '%s %n' 2>/dev/null |
   awk '$1 > 1048576 {print "over 1 MiB: " $2}' >>"$out/tracked.log"
 git ls-files | grep -E '(^|/)(build[^/]*|tests/images/out)/|\.(o|a|so|qcow2|raw|img)$' |
   sed 's/^/build output or image: /' >>"$out/tracked.log"
+# every migration has its MariaDB twin with the same number
+for f in src/db/migrations/[0-9]*.sql; do
+  n=$(basename "$f"); n=${n%%_*}
+  compgen -G "src/db/migrations/mariadb/${n}_*.sql" >/dev/null ||
+    echo "migration without a MariaDB twin: $f (src/db/migrations/mariadb/${n}_*.sql)" >>"$out/tracked.log"
+done
 if [ -s "$out/tracked.log" ]; then
   cat "$out/tracked.log"; cat "$out/tracked.log" >>"$out/recap.txt"; failed=$((failed + 1))
 else
