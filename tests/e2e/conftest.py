@@ -245,17 +245,23 @@ def unique(prefix):
     return "%s-%s" % (prefix, uuid.uuid4().hex[:8])
 
 
+def running_cloud(tmp_path_factory, name, extra_args=()):
+    """A module's (or the session's) own all-in-one, for `yield from` in its
+    fixture: started, and at the end stopped by SIGTERM, which must exit 0."""
+    c = Cloud(tmp_path_factory.mktemp(name), free_port(), extra_args)
+    c.start()
+    yield c
+    rc = c.stop()
+    assert rc == 0, "nubo exited with %s on SIGTERM: %s" % (rc, c.tail())
+
+
 @pytest.fixture(scope="session")
 def cloud(tmp_path_factory):
     # the shared cloud boots many servers in the admin project, each with a
     # port on the seeded network: a /22 instead of devstack's /26
-    c = Cloud(tmp_path_factory.mktemp("aio"), free_port(),
-              ("--set", "network.seed_private_cidr=10.0.0.0/22"))
-    c.start()
-    c.cli("quota", "set", "--instances", "500", "--cores", "1000", "--ram", "1000000", "admin")
-    yield c
-    rc = c.stop()
-    assert rc == 0, "nubo exited with %s on SIGTERM: %s" % (rc, c.tail())
+    for c in running_cloud(tmp_path_factory, "aio", ("--set", "network.seed_private_cidr=10.0.0.0/22")):
+        c.cli("quota", "set", "--instances", "500", "--cores", "1000", "--ram", "1000000", "admin")
+        yield c
 
 
 @pytest.fixture

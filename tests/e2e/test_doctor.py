@@ -19,7 +19,7 @@ import uuid
 import pytest
 
 import conftest
-from conftest import ADMIN_PASSWORD, NUBO_BIN, Cloud, free_port, unique
+from conftest import ADMIN_PASSWORD, NUBO_BIN, free_port, running_cloud, unique
 
 CORRUPT = ("UPDATE block_device_mapping SET connection_info = JSON_SET(connection_info, "
            "'$.data.format', '{fmt}') WHERE instance_uuid = '{vm}' AND deleted = 0;")
@@ -29,11 +29,7 @@ SELECT_FORMAT = ("SELECT JSON_EXTRACT(connection_info, '$.data.format') AS f FRO
 
 @pytest.fixture(scope="module")
 def dc(tmp_path_factory):
-    c = Cloud(tmp_path_factory.mktemp("doctor"), free_port())
-    c.start()
-    yield c
-    rc = c.stop()
-    assert rc == 0, "nubo exited with %s on SIGTERM: %s" % (rc, c.tail())
+    yield from running_cloud(tmp_path_factory, "doctor")
 
 
 @pytest.fixture(scope="module")

@@ -13,17 +13,13 @@ import uuid
 
 import pytest
 
-from conftest import NUBO_BIN, Cloud, free_port
+from conftest import NUBO_BIN, Cloud, free_port, running_cloud
 from test_doctor import CORRUPT, Api, conf, image_server, sqlite3, volume_server
 
 
 @pytest.fixture(scope="module")
 def dc(tmp_path_factory):
-    c = Cloud(tmp_path_factory.mktemp("doctor-cloud"), free_port())
-    c.start()
-    yield c
-    rc = c.stop()
-    assert rc == 0, "nubo exited with %s on SIGTERM: %s" % (rc, c.tail())
+    yield from running_cloud(tmp_path_factory, "doctor-cloud")
 
 
 @pytest.fixture(scope="module")

@@ -23,7 +23,7 @@ import uuid
 
 import pytest
 
-from conftest import ADMIN_PASSWORD, NUBO_BIN, Cloud, free_port
+from conftest import ADMIN_PASSWORD, NUBO_BIN, running_cloud
 
 WRITE = ("POST", "PUT", "PATCH", "DELETE")
 PASSWORD = "policy-e2e-secret"
@@ -31,11 +31,7 @@ PASSWORD = "policy-e2e-secret"
 
 @pytest.fixture(scope="module")
 def cloud(tmp_path_factory):
-    c = Cloud(tmp_path_factory.mktemp("policy"), free_port())
-    c.start()
-    yield c
-    rc = c.stop()
-    assert rc == 0, "nubo exited with %s on SIGTERM: %s" % (rc, c.tail())
+    yield from running_cloud(tmp_path_factory, "policy")
 
 
 def login(cloud, user, password, project):
