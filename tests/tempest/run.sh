@@ -116,6 +116,10 @@ fi
 
 /usr/bin/tempest init --workspace-path "$WS.workspace.yaml" --name nubo "$WS/tempest" >/dev/null
 rm -f "$WS/tempest/etc/logging.conf"   # Debian's makes workers truncate one log
+# The guest tests are scheduled by test, not by class: grouped by class, one
+# worker had all six security group scenarios (4:56 against 2:15 on
+# 2026-12-03; 5:19 in all ungrouped against ~6:15).
+[ "${VALIDATION:-0}" = 1 ] && sed -i '/^group_regex/d' "$WS/tempest/.stestr.conf"
 sed -e "s|@WS@|$WS/tempest|g" -e "s|@URL@|http://127.0.0.1:$port|g" \
     -e "s|@ADMIN_PASSWORD@|$pw|g" -e "s|@IMAGE_REF@|$image|g" \
     -e "s|@IMAGE_REF_ALT@|$image_alt|g" -e "s|@FLAVOR_REF@|$flavor|g" \
