@@ -1,4 +1,4 @@
-/* db.h - the one database interface (SQLite; MariaDB in progress: mariadb.h).
+/* db.h - the one database interface (SQLite; MariaDB: mariadb.h).
  *
  * No module outside src/db/ includes sqlite3.h. Queries take SQL with `?`
  * placeholders and a type string naming each argument:
@@ -20,6 +20,7 @@
 
 #include "common/ctx.h"
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 struct nb_db;
@@ -71,6 +72,14 @@ int nb_db_commit(struct nb_db *db, struct nb_ctx *ctx);
 /* Rolls back the innermost open transaction (or savepoint) of this thread;
  * a no-op when the thread has none (after a failed begin or commit). */
 void nb_db_rollback(struct nb_db *db);
+/* Whether this thread's current or last transaction failed on a conflict
+ * with a concurrent one that redoing it from its begin may resolve: on
+ * MariaDB a deadlock (1213), lock wait timeout (1205) or Galera
+ * certification failure inside it (db.h reports those as a 500 and cannot
+ * redo the caller's work itself). Always false on SQLite, whose writers run
+ * one at a time. Reset by each outermost nb_db_begin. A caller that redoes
+ * clears ctx's error first (nb_ctx_clear_error). */
+bool nb_db_conflict(const struct nb_db *db);
 
 /* Dialect fragments, for the few constructs that have no one text on both
  * engines (MariaDB sessions run with ANSI_QUOTES and PIPES_AS_CONCAT, so

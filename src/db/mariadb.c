@@ -21,8 +21,9 @@
 #define RETRIES 5
 
 struct conn {
-    MYSQL *m;
+    MYSQL *m; /* NULL: lost (or never opened); reopened by the next acquire */
     bool busy;
+    bool aborted;    /* the server ended this transaction: all fails until rollback */
     pthread_t owner; /* with depth > 0 */
     int depth;       /* 0: none; 1: the transaction; n > 1: savepoints sp_2 .. sp_n */
     double t0;       /* when the outermost transaction began (nb_time_mono) */
@@ -37,6 +38,7 @@ struct nb_maria {
 };
 
 static _Thread_local long long last_id;
+static _Thread_local bool conflict; /* nb_maria_conflict() */
 
 static MYSQL *connect_one(const struct nb_db_url *u)
 {
@@ -80,7 +82,8 @@ void nb_maria_close(struct nb_maria *db)
     if (!db)
         return;
     for (int i = 0; i < db->n; i++)
-        mysql_close(db->conns[i].m);
+        if (db->conns[i].m)
+            mysql_close(db->conns[i].m);
     pthread_cond_destroy(&db->idle);
     pthread_mutex_destroy(&db->lock);
     free(db);
@@ -95,32 +98,46 @@ static struct conn *pinned(struct nb_maria *db)
     return NULL;
 }
 
-/* The thread's pinned connection, else an idle one marked busy (opening
- * one while the pool has room, else waiting). NULL if connecting failed. */
+/* The thread's pinned connection, else an idle one marked busy (a new
+ * slot while the pool has room, else waiting). A lost or new slot is
+ * (re)connected outside the lock. NULL if connecting failed. */
 static struct conn *acquire(struct nb_maria *db)
 {
     pthread_mutex_lock(&db->lock);
     struct conn *c = pinned(db);
     while (!c) {
         for (int i = 0; i < db->n && !c; i++)
+            if (!db->conns[i].busy && db->conns[i].m)
+                c = &db->conns[i];
+        for (int i = 0; i < db->n && !c; i++)
             if (!db->conns[i].busy)
                 c = &db->conns[i];
         if (c)
             break;
         if (db->n < NB_MARIA_POOL) {
-            MYSQL *m = connect_one(&db->url);
-            if (!m)
-                break;
             c = &db->conns[db->n++];
-            c->m = m;
+            c->m = NULL;
             break;
         }
         pthread_cond_wait(&db->idle, &db->lock);
     }
-    if (c)
-        c->busy = true;
+    c->busy = true;
     pthread_mutex_unlock(&db->lock);
+    if (!c->m && !c->depth && !(c->m = connect_one(&db->url))) {
+        pthread_mutex_lock(&db->lock);
+        c->busy = false; /* a slot to retry later */
+        pthread_cond_signal(&db->idle);
+        pthread_mutex_unlock(&db->lock);
+        return NULL;
+    }
     return c;
+}
+
+/* Closes c's lost connection; the next acquire of the slot reopens it. */
+static void drop(struct conn *c)
+{
+    mysql_close(c->m);
+    c->m = NULL;
 }
 
 /* Gives c back unless a transaction pins it. */
@@ -268,11 +285,26 @@ static int fail(struct conn *c, struct nb_ctx *ctx, unsigned err, const char *sq
                  "SQL failed (%u) inside a transaction, not retried (db.h cannot redo the "
                  "caller's transaction): %s: %s",
                  err, msg, sql);
+    else if (c->depth && nb_maria_conn_lost(err))
+        NB_ERROR("nubo.db", ctx, NULL,
+                 "SQL failed (%u) inside a transaction: connection lost, the transaction is "
+                 "gone: %s: %s",
+                 err, msg, sql);
     else
         NB_ERROR("nubo.db", ctx, NULL, "SQL failed (%u): %s: %s", err, msg, sql);
     if (nb_maria_constraint(err))
         return nb_error(ctx, 409, NULL, "Conflict: %s", msg);
     return nb_error(ctx, 500, NULL, "Database error.");
+}
+
+/* Marks what err did to c's transaction (inside one): a conflict the caller
+ * may redo; a deadlock, Galera abort or lost connection ended it. */
+static void tx_failed(struct conn *c, unsigned err, const char *msg)
+{
+    if (nb_maria_retryable(err, msg))
+        conflict = true;
+    if (err != 1205 && (nb_maria_retryable(err, msg) || nb_maria_conn_lost(err)))
+        c->aborted = true;
 }
 
 int nb_maria_run(struct nb_maria *db, struct nb_ctx *ctx, json_t *rows, int max_rows,
@@ -281,22 +313,45 @@ int nb_maria_run(struct nb_maria *db, struct nb_ctx *ctx, json_t *rows, int max_
     struct conn *c = acquire(db);
     if (!c)
         return nb_error(ctx, 500, NULL, "Database error.");
+    if (c->aborted || !c->m) {
+        NB_ERROR("nubo.db", ctx, NULL, "SQL not run: the server already ended this transaction: %s",
+                 sql);
+        release(db, c);
+        return nb_error(ctx, 500, NULL, "Database error.");
+    }
     char *q = build(c->m, ctx, sql, types, ap);
     int ret = -1;
+    bool reconnected = false;
     size_t base = rows ? json_array_size(rows) : 0;
     for (int attempt = 0; q; attempt++) {
         unsigned err = 0;
         ret = run_once(c, rows, max_rows, q, strlen(q), &err);
         if (ret >= 0)
             break;
-        if (c->depth || attempt + 1 >= RETRIES || !nb_maria_retryable(err, mysql_error(c->m))) {
+        while (rows && json_array_size(rows) > base)
+            json_array_remove(rows, json_array_size(rows) - 1);
+        const char *msg = mysql_error(c->m);
+        if (!c->depth && nb_maria_conn_lost(err) && !reconnected) {
+            NB_WARN("nubo.db", ctx, NULL,
+                    "SQL failed (%u): %s; connection lost, reconnecting and retrying once", err,
+                    msg);
+            drop(c);
+            reconnected = true;
+            if ((c->m = connect_one(&db->url)))
+                continue;
+            ret = nb_error(ctx, 500, NULL, "Database error.");
+            break;
+        }
+        if (c->depth || attempt + 1 >= RETRIES || !nb_maria_retryable(err, msg)) {
+            if (c->depth)
+                tx_failed(c, err, msg);
             ret = fail(c, ctx, err, sql);
+            if (nb_maria_conn_lost(err))
+                drop(c);
             break;
         }
         NB_WARN("nubo.db", ctx, NULL, "SQL failed (%u), retrying (%d of %d): %s", err, attempt + 1,
-                RETRIES - 1, mysql_error(c->m));
-        while (rows && json_array_size(rows) > base)
-            json_array_remove(rows, json_array_size(rows) - 1);
+                RETRIES - 1, msg);
         backoff(attempt);
     }
     free(q);
@@ -309,6 +364,10 @@ int nb_maria_script(struct nb_maria *db, struct nb_ctx *ctx, const char *sql)
     struct conn *c = acquire(db);
     if (!c)
         return nb_error(ctx, 500, NULL, "Database error.");
+    if (!c->m) { /* a transaction's lost connection */
+        release(db, c);
+        return nb_error(ctx, 500, NULL, "Database error.");
+    }
     int rc = 0;
     mysql_set_server_option(c->m, MYSQL_OPTION_MULTI_STATEMENTS_ON);
     int status = mysql_query(c->m, sql);
@@ -337,14 +396,21 @@ long long nb_maria_last_id(struct nb_maria *db)
     return last_id;
 }
 
-/* Runs a transaction-control statement on c; 0, or -1 after logging. */
+/* Runs a transaction-control statement on c; 0, or -1 after logging (and
+ * marking what the error did to c's transaction, dropping a lost connection). */
 static int tx_exec(struct conn *c, struct nb_ctx *ctx, const char *sql)
 {
     if (!mysql_query(c->m, sql))
         return 0;
     unsigned err = mysql_errno(c->m);
-    NB_ERROR("nubo.db", ctx, NULL, "%s failed (%u): %s%s", sql, err, mysql_error(c->m),
-             nb_maria_retryable(err, mysql_error(c->m)) ? " (transaction not retried)" : "");
+    const char *msg = mysql_error(c->m);
+    NB_ERROR("nubo.db", ctx, NULL, "%s failed (%u): %s%s", sql, err, msg,
+             nb_maria_retryable(err, msg) ? " (transaction not retried)"
+             : nb_maria_conn_lost(err)    ? " (connection lost)"
+                                          : "");
+    tx_failed(c, err, msg);
+    if (nb_maria_conn_lost(err))
+        drop(c);
     return -1;
 }
 
@@ -353,10 +419,34 @@ int nb_maria_begin(struct nb_maria *db, struct nb_ctx *ctx)
     struct conn *c = acquire(db);
     if (!c)
         return nb_error(ctx, 500, NULL, "Database error.");
-    char sql[48] = "START TRANSACTION";
-    if (c->depth)
+    if (!c->depth)
+        conflict = false;
+    int rc = -1;
+    if (c->aborted || !c->m) {
+        NB_ERROR("nubo.db", ctx, NULL,
+                 "SAVEPOINT not run: the server already ended this transaction");
+    } else if (c->depth) {
+        char sql[48];
         snprintf(sql, sizeof(sql), "SAVEPOINT sp_%d", c->depth + 1);
-    if (tx_exec(c, ctx, sql) < 0) {
+        rc = tx_exec(c, ctx, sql);
+        if (rc < 0 && !c->m) /* the transaction went with the connection */
+            c->aborted = true;
+    } else if (!mysql_query(c->m, "START TRANSACTION")) {
+        rc = 0;
+    } else if (nb_maria_conn_lost(mysql_errno(c->m))) {
+        /* nothing is lost yet: a connection the server closed since its last
+         * use (a restart, wait_timeout) is reopened and the begin tried once more */
+        NB_WARN("nubo.db", ctx, NULL,
+                "START TRANSACTION failed (%u): %s; connection lost, reconnecting",
+                mysql_errno(c->m), mysql_error(c->m));
+        drop(c);
+        if ((c->m = connect_one(&db->url)))
+            rc = tx_exec(c, ctx, "START TRANSACTION");
+    } else {
+        NB_ERROR("nubo.db", ctx, NULL, "START TRANSACTION failed (%u): %s", mysql_errno(c->m),
+                 mysql_error(c->m));
+    }
+    if (rc < 0) {
         release(db, c);
         return nb_error(ctx, 500, NULL, "Database error.");
     }
@@ -373,7 +463,8 @@ int nb_maria_begin(struct nb_maria *db, struct nb_ctx *ctx)
 static void pop(struct nb_maria *db, struct conn *c)
 {
     pthread_mutex_lock(&db->lock);
-    c->depth--;
+    if (!--c->depth)
+        c->aborted = false;
     pthread_mutex_unlock(&db->lock);
     release(db, c);
 }
@@ -385,19 +476,22 @@ int nb_maria_commit(struct nb_maria *db, struct nb_ctx *ctx)
     pthread_mutex_unlock(&db->lock);
     assert(c);
     char sql[96];
-    int rc;
-    if (c->depth > 1) {
+    int rc = -1;
+    if (c->aborted || !c->m) {
+        NB_ERROR("nubo.db", ctx, NULL, "%s not run: the server already ended this transaction",
+                 c->depth > 1 ? "RELEASE SAVEPOINT" : "COMMIT");
+    } else if (c->depth > 1) {
         snprintf(sql, sizeof(sql), "RELEASE SAVEPOINT sp_%d", c->depth);
-        if ((rc = tx_exec(c, ctx, sql)) < 0) {
+        if ((rc = tx_exec(c, ctx, sql)) < 0 && c->m && !c->aborted) {
             snprintf(sql, sizeof(sql), "ROLLBACK TO SAVEPOINT sp_%d", c->depth);
             mysql_query(c->m, sql);
         }
-    } else {
-        if ((rc = tx_exec(c, ctx, "COMMIT")) < 0)
-            mysql_query(c->m, "ROLLBACK");
+    } else if ((rc = tx_exec(c, ctx, "COMMIT")) < 0 && c->m) {
+        mysql_query(c->m, "ROLLBACK");
+    }
+    if (c->depth == 1)
         nb_metrics_observe(NB_M_DB_TRANSACTION_SECONDS, nb_time_mono() - c->t0,
                            (const char *const[]){rc == 0 ? "commit" : "failed_commit"});
-    }
     pop(db, c);
     return rc == 0 ? 0 : nb_error(ctx, 500, NULL, "Database error.");
 }
@@ -409,16 +503,26 @@ void nb_maria_rollback(struct nb_maria *db)
     pthread_mutex_unlock(&db->lock);
     if (!c)
         return;
-    char sql[64] = "ROLLBACK";
-    if (c->depth > 1)
-        snprintf(sql, sizeof(sql), "ROLLBACK TO SAVEPOINT sp_%d", c->depth);
-    mysql_query(c->m, sql);
-    if (c->depth > 1) {
-        snprintf(sql, sizeof(sql), "RELEASE SAVEPOINT sp_%d", c->depth);
-        mysql_query(c->m, sql);
-    } else {
+    char sql[64];
+    if (!c->m) {
+        /* lost with its connection: nothing to undo */
+    } else if (c->depth > 1) {
+        if (!c->aborted) { /* else its savepoints went with the transaction */
+            snprintf(sql, sizeof(sql), "ROLLBACK TO SAVEPOINT sp_%d", c->depth);
+            mysql_query(c->m, sql);
+            snprintf(sql, sizeof(sql), "RELEASE SAVEPOINT sp_%d", c->depth);
+            mysql_query(c->m, sql);
+        }
+    } else if (mysql_query(c->m, "ROLLBACK") && nb_maria_conn_lost(mysql_errno(c->m))) {
+        drop(c);
+    }
+    if (c->depth == 1)
         nb_metrics_observe(NB_M_DB_TRANSACTION_SECONDS, nb_time_mono() - c->t0,
                            (const char *const[]){"rollback"});
-    }
     pop(db, c);
+}
+
+bool nb_maria_conflict(void)
+{
+    return conflict;
 }

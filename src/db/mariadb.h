@@ -1,5 +1,5 @@
-/* mariadb.h - db.h's contract on MariaDB (inside src/db only; not wired into
- * nb_db_open yet).
+/* mariadb.h - db.h's contract on MariaDB (inside src/db only; db.h's
+ * functions forward here when nb_db_open was given a MariaDB URL).
  *
  * A pool of connections (at most NB_MARIA_POOL). A statement outside a
  * transaction borrows any idle connection for its duration; nb_maria_begin
@@ -15,7 +15,19 @@
  * a lock wait timeout (1205) or a Galera/WSREP error (1047, 1180 whose message
  * names WSREP) is retried with back-off (5 tries, 0.1 s doubling). Inside a
  * transaction db.h cannot redo the caller's work: the error is returned and
- * logged as not retried. */
+ * logged as not retried, and nb_maria_conflict() tells the caller, who may
+ * redo its whole transaction (placement's claims do).
+ *
+ * Lost connections (the server restarted or killed the session: 2006, 2013,
+ * 2055, 1927, 4031) are dropped from the pool and reopened on their next
+ * use. A statement outside a transaction, and a transaction's first
+ * START TRANSACTION, is retried once on a new connection; inside a
+ * transaction the statement fails (500) and so does every later statement
+ * and the commit of that transaction, until its rollback returns the
+ * connection (the server ended the transaction: nothing may run
+ * autocommitted in its place). The same holds after a deadlock or a Galera
+ * abort inside a transaction, which the server also rolled back. When no
+ * connection can be opened the caller gets the 500 at once. */
 #ifndef NB_DB_MARIADB_H
 #define NB_DB_MARIADB_H
 
@@ -43,6 +55,10 @@ long long nb_maria_last_id(struct nb_maria *db);
 int nb_maria_begin(struct nb_maria *db, struct nb_ctx *ctx);
 int nb_maria_commit(struct nb_maria *db, struct nb_ctx *ctx);
 void nb_maria_rollback(struct nb_maria *db);
+/* Whether this thread's current or last transaction failed on a conflict
+ * with another one (deadlock, lock wait timeout, Galera certification)
+ * that redoing it from its begin may resolve. Reset by an outermost begin. */
+bool nb_maria_conflict(void);
 
 /* Runs a script of ;-separated statements (a migration); 0/-1. */
 int nb_maria_script(struct nb_maria *db, struct nb_ctx *ctx, const char *sql);
@@ -56,6 +72,8 @@ int nb_maria_sync(struct nb_maria *db);
 /* Classifies a server error (pure; unit-tested): */
 /* true for 1213, 1205, and 1047/1180 whose message names WSREP */
 bool nb_maria_retryable(unsigned err, const char *msg);
+/* true for a lost connection: 2006, 2013, 2055, 1927 (killed), 4031 */
+bool nb_maria_conn_lost(unsigned err);
 /* true for duplicate key, foreign key, NOT NULL and CHECK failures */
 bool nb_maria_constraint(unsigned err);
 /* sql with each `?` outside '...', "..." and `...` replaced by the next of

@@ -14,6 +14,18 @@ bool nb_maria_retryable(unsigned err, const char *msg)
     return (err == 1047 || err == 1180) && msg && strstr(msg, "WSREP");
 }
 
+bool nb_maria_conn_lost(unsigned err)
+{
+    switch (err) {
+    case 1927: /* ER_CONNECTION_KILLED */
+    case 2006: /* CR_SERVER_GONE_ERROR */
+    case 2013: /* CR_SERVER_LOST */
+    case 2055: /* CR_SERVER_LOST_EXTENDED */
+    case 4031: /* ER_CLIENT_INTERACTION_TIMEOUT (idle past wait_timeout) */ return true;
+    default: return false;
+    }
+}
+
 bool nb_maria_constraint(unsigned err)
 {
     switch (err) {

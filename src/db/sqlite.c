@@ -425,6 +425,11 @@ void nb_db_rollback(struct nb_db *db)
     db_unlock(db);
 }
 
+bool nb_db_conflict(const struct nb_db *db)
+{
+    return db && db->maria && nb_maria_conflict();
+}
+
 int nb_db_version(struct nb_db *db)
 {
     if (db->maria)

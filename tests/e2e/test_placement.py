@@ -61,6 +61,36 @@ def test_concurrent_claims_one_wins(cloud):
     assert res == [204, 409]
 
 
+def test_concurrent_claims_rounds(cloud):
+    """Four claims of 2 VCPU at once onto 4, five times over: exactly two
+    win each round and the others get placement's 409, never a 500 (on
+    MariaDB the capacity checks deadlock and the loser's write is redone)."""
+    tok = cloud.token()
+    hdr = {"OpenStack-API-Version": "placement 1.39"}
+    for _ in range(5):
+        rp = str(uuid.uuid4())
+        st, _, _ = cloud.request("POST", "/placement/resource_providers",
+                                 {"name": unique("rp"), "uuid": rp}, token=tok, headers=hdr)
+        assert st == 200
+        st, _, _ = cloud.request("PUT", "/placement/resource_providers/%s/inventories" % rp,
+                                 {"resource_provider_generation": 0,
+                                  "inventories": {"VCPU": {"total": 4}}}, token=tok, headers=hdr)
+        assert st == 200
+
+        def claim(_):
+            return cloud.request("PUT", "/placement/allocations/%s" % uuid.uuid4(), {
+                "allocations": {rp: {"resources": {"VCPU": 2}}},
+                "project_id": str(uuid.uuid4()), "user_id": str(uuid.uuid4()),
+                "consumer_generation": None}, token=tok,
+                headers={"OpenStack-API-Version": "placement 1.28"})[0]
+        with concurrent.futures.ThreadPoolExecutor(4) as ex:
+            res = sorted(ex.map(claim, range(4)))
+        assert res == [204, 204, 409, 409]
+        st, _, body = cloud.request("GET", "/placement/resource_providers/%s/usages" % rp,
+                                    token=tok, headers=hdr)
+        assert st == 200 and body["usages"]["VCPU"] == 4
+
+
 def test_allocation_candidates(cloud):
     out = cloud.cli("--os-placement-api-version", "1.29", "allocation", "candidate", "list",
                     "--resource", "VCPU=1", "--resource", "MEMORY_MB=512", "-f", "json")

@@ -235,6 +235,189 @@ static void test_retry_lock_wait(void **state)
     json_decref(rows);
 }
 
+/* Kills every session of the test's user, the pool's connections (the
+ * last KILL's own among them; its errors do not matter); how many. */
+static int kill_all(void)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *rows = json_array();
+    if (run(&ctx, rows,
+            "SELECT ID AS id FROM information_schema.PROCESSLIST WHERE USER = "
+            "SUBSTRING_INDEX(CURRENT_USER(), '@', 1) ORDER BY ID = CONNECTION_ID()",
+            "") < 0) {
+        json_decref(rows);
+        return -1;
+    }
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        nb_ctx_init_system(&ctx, NULL);
+        run(&ctx, NULL, "KILL CONNECTION ?", "i",
+            (long long)json_integer_value(json_object_get(r, "id")));
+    }
+    int n = (int)json_array_size(rows);
+    json_decref(rows);
+    return n;
+}
+
+/* The server ended the pool's connections (a restart, wait_timeout): a
+ * statement outside a transaction and a begin reopen them and go on, on
+ * every connection of the pool. */
+static void test_reconnect(void **state)
+{
+    (void)state;
+    if (!db)
+        skip();
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_true(kill_all() > 1);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(run(&ctx, NULL, "UPDATE t SET n = n WHERE \"key\" = 'outer'", ""), 1);
+    assert_true(kill_all() > 0);
+    assert_int_equal(nb_maria_begin(db, &ctx), 0);
+    assert_int_equal(run(&ctx, NULL, "INSERT INTO t (\"key\") VALUES ('reconnected')", ""), 1);
+    assert_int_equal(nb_maria_commit(db, &ctx), 0);
+    assert_false(nb_ctx_failed(&ctx));
+    assert_true(kill_all() > 0);
+    pthread_t th[8];
+    for (long k = 0; k < 8; k++)
+        pthread_create(&th[k], NULL, worker, (void *)(k + 200));
+    for (int k = 0; k < 8; k++) {
+        void *rc;
+        pthread_join(th[k], &rc);
+        assert_null(rc);
+    }
+    json_t *rows = json_array();
+    assert_int_equal(run(&ctx, rows, "SELECT COUNT(*) AS c FROM t WHERE n >= 200", ""), 0);
+    assert_int_equal(json_integer_value(json_object_get(json_array_get(rows, 0), "c")), 8 * 10);
+    json_decref(rows);
+}
+
+static void *kill_one(void *arg)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    return run(&ctx, NULL, "KILL CONNECTION ?", "i", *(long long *)arg) < 0 ? (void *)1 : NULL;
+}
+
+static long long count_key(const char *key)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *rows = json_array();
+    run(&ctx, rows, "SELECT COUNT(*) AS c FROM t WHERE \"key\" = ?", "s", key);
+    long long c = json_integer_value(json_object_get(json_array_get(rows, 0), "c"));
+    json_decref(rows);
+    return c;
+}
+
+/* A connection lost inside a transaction: that statement, every later one
+ * (nothing runs autocommitted on a new connection) and the commit fail
+ * with a 500; nothing of the transaction is written; the next one works. */
+static void test_lost_in_transaction(void **state)
+{
+    (void)state;
+    if (!db)
+        skip();
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(nb_maria_begin(db, &ctx), 0);
+    assert_int_equal(run(&ctx, NULL, "INSERT INTO t (\"key\") VALUES ('lost-1')", ""), 1);
+    json_t *rows = json_array();
+    assert_int_equal(run(&ctx, rows, "SELECT CONNECTION_ID() AS id", ""), 0);
+    long long id = json_integer_value(json_object_get(json_array_get(rows, 0), "id"));
+    json_decref(rows);
+    pthread_t th;
+    void *rc;
+    pthread_create(&th, NULL, kill_one, &id);
+    pthread_join(th, &rc);
+    assert_null(rc);
+    assert_int_equal(run(&ctx, NULL, "INSERT INTO t (\"key\") VALUES ('lost-2')", ""), -1);
+    assert_int_equal(nb_ctx_status(&ctx), 500);
+    assert_false(nb_maria_conflict());
+    assert_int_equal(run(&ctx, NULL, "INSERT INTO t (\"key\") VALUES ('lost-3')", ""), -1);
+    assert_int_equal(nb_maria_begin(db, &ctx), -1); /* no savepoint either */
+    assert_int_equal(nb_maria_commit(db, &ctx), -1);
+    nb_maria_rollback(db); /* none open any more: a no-op */
+    assert_int_equal(count_key("lost-1") + count_key("lost-2") + count_key("lost-3"), 0);
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(nb_maria_begin(db, &ctx), 0);
+    assert_int_equal(run(&ctx, NULL, "INSERT INTO t (\"key\") VALUES ('after-lost')", ""), 1);
+    assert_int_equal(nb_maria_commit(db, &ctx), 0);
+    assert_int_equal(count_key("after-lost"), 1);
+}
+
+/* Two transactions lock 'dl-a' and 'dl-b' in opposite orders. */
+struct dl_arg {
+    const char *first, *second;
+    pthread_barrier_t *bar;
+    int rc, after;
+    bool conflict;
+};
+
+static void *deadlocker(void *arg)
+{
+    struct dl_arg *a = arg;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    if (nb_maria_begin(db, &ctx) < 0)
+        return (void *)1;
+    if (run(&ctx, NULL, "UPDATE t SET n = 7 WHERE \"key\" = ?", "s", a->first) != 1)
+        return (void *)2;
+    pthread_barrier_wait(a->bar);
+    a->rc = run(&ctx, NULL, "UPDATE t SET n = 8 WHERE \"key\" = ?", "s", a->second);
+    a->conflict = nb_maria_conflict();
+    if (a->rc < 0) {
+        /* the server rolled the transaction back: this must not autocommit */
+        a->after = run(&ctx, NULL, "UPDATE t SET n = 9 WHERE \"key\" = ?", "s", a->first);
+        nb_maria_rollback(db);
+        return NULL;
+    }
+    return nb_maria_commit(db, &ctx) < 0 ? (void *)3 : NULL;
+}
+
+/* A real deadlock (1213): the victim's statement fails with the conflict
+ * flagged for its caller to redo, and nothing after it runs. */
+static void test_deadlock(void **state)
+{
+    (void)state;
+    if (!db)
+        skip();
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(
+        run(&ctx, NULL, "INSERT INTO t (\"key\", n) VALUES ('dl-a', 0), ('dl-b', 0)", ""), 2);
+    pthread_barrier_t bar;
+    pthread_barrier_init(&bar, NULL, 2);
+    struct dl_arg a = {"dl-a", "dl-b", &bar, 0, 0, false};
+    struct dl_arg b = {"dl-b", "dl-a", &bar, 0, 0, false};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, deadlocker, &a);
+    pthread_create(&tb, NULL, deadlocker, &b);
+    void *ra, *rb;
+    pthread_join(ta, &ra);
+    pthread_join(tb, &rb);
+    pthread_barrier_destroy(&bar);
+    assert_null(ra);
+    assert_null(rb);
+    assert_true((a.rc < 0) != (b.rc < 0)); /* one victim */
+    struct dl_arg *v = a.rc < 0 ? &a : &b, *w = a.rc < 0 ? &b : &a;
+    assert_true(v->conflict);
+    assert_false(w->conflict);
+    assert_int_equal(v->after, -1);
+    json_t *rows = json_array();
+    assert_int_equal(run(&ctx, rows, "SELECT n FROM t WHERE \"key\" IN ('dl-a', 'dl-b')", ""), 0);
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) /* the winner's 7 and 8, none of the victim's 9 */
+        assert_true(json_integer_value(json_object_get(r, "n")) != 9);
+    json_decref(rows);
+    assert_int_equal(nb_maria_begin(db, &ctx), 0); /* an outermost begin resets the flag */
+    assert_false(nb_maria_conflict());
+    nb_maria_rollback(db);
+}
+
 static int teardown_server(void **state)
 {
     (void)state;
@@ -253,6 +436,8 @@ int main(void)
         cmocka_unit_test(test_interpolate),  cmocka_unit_test(test_error_classes),
         cmocka_unit_test(test_statements),   cmocka_unit_test(test_transactions),
         cmocka_unit_test(test_pool_threads), cmocka_unit_test(test_retry_lock_wait),
+        cmocka_unit_test(test_reconnect),    cmocka_unit_test(test_lost_in_transaction),
+        cmocka_unit_test(test_deadlock),
     };
     return cmocka_run_group_tests(tests, setup_server, teardown_server);
 }
