@@ -80,6 +80,25 @@ void nb_db_rollback(struct nb_db *db);
  * one at a time. Reset by each outermost nb_db_begin. A caller that redoes
  * clears ctx's error first (nb_ctx_clear_error). */
 bool nb_db_conflict(const struct nb_db *db);
+/* For a caller that redoes its own transaction (begin … commit, run when no
+ * transaction is open) when it lost a conflict: after try number tries
+ * (1-based) of it failed, whether to run it again. True when nb_db_conflict
+ * and tries < NB_DB_REDO_TRIES; then ctx's error has been cleared, the redo
+ * logged, and the thread has slept a jittered back-off (20 ms doubling). */
+#define NB_DB_REDO_TRIES 6
+bool nb_db_redo(struct nb_db *db, struct nb_ctx *ctx, int tries);
+/* Whether this thread's current or last transaction failed because the
+ * database could not be reached (MariaDB: a connection refused or lost, the
+ * server down or restarting). Always false on SQLite. Reset by each
+ * outermost nb_db_begin. */
+bool nb_db_unreachable(const struct nb_db *db);
+/* nb_db_redo, and also while nb_db_unreachable: then once a second, up to
+ * NB_DB_OUTAGE_TRIES tries (ctx's error cleared, the wait logged). For
+ * background work whose result must not be dropped during a database
+ * restart (a build's next step, a spawn's result); requests answer their
+ * 500 at once instead. */
+#define NB_DB_OUTAGE_TRIES 60
+bool nb_db_redo_or_wait(struct nb_db *db, struct nb_ctx *ctx, int tries);
 
 /* Dialect fragments, for the few constructs that have no one text on both
  * engines (MariaDB sessions run with ANSI_QUOTES and PIPES_AS_CONCAT, so

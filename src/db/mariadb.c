@@ -38,7 +38,8 @@ struct nb_maria {
 };
 
 static _Thread_local long long last_id;
-static _Thread_local bool conflict; /* nb_maria_conflict() */
+static _Thread_local bool conflict;    /* nb_maria_conflict() */
+static _Thread_local bool unreachable; /* nb_maria_unreachable() */
 
 static MYSQL *connect_one(const struct nb_db_url *u)
 {
@@ -128,6 +129,7 @@ static struct conn *acquire(struct nb_maria *db)
         c->busy = false; /* a slot to retry later */
         pthread_cond_signal(&db->idle);
         pthread_mutex_unlock(&db->lock);
+        unreachable = true;
         return NULL;
     }
     return c;
@@ -138,6 +140,7 @@ static void drop(struct conn *c)
 {
     mysql_close(c->m);
     c->m = NULL;
+    unreachable = true;
 }
 
 /* Gives c back unless a transaction pins it. */
@@ -337,8 +340,10 @@ int nb_maria_run(struct nb_maria *db, struct nb_ctx *ctx, json_t *rows, int max_
                     msg);
             drop(c);
             reconnected = true;
-            if ((c->m = connect_one(&db->url)))
+            if ((c->m = connect_one(&db->url))) {
+                unreachable = false;
                 continue;
+            }
             ret = nb_error(ctx, 500, NULL, "Database error.");
             break;
         }
@@ -416,11 +421,13 @@ static int tx_exec(struct conn *c, struct nb_ctx *ctx, const char *sql)
 
 int nb_maria_begin(struct nb_maria *db, struct nb_ctx *ctx)
 {
+    pthread_mutex_lock(&db->lock);
+    if (!pinned(db)) /* an outermost begin */
+        conflict = unreachable = false;
+    pthread_mutex_unlock(&db->lock);
     struct conn *c = acquire(db);
     if (!c)
         return nb_error(ctx, 500, NULL, "Database error.");
-    if (!c->depth)
-        conflict = false;
     int rc = -1;
     if (c->aborted || !c->m) {
         NB_ERROR("nubo.db", ctx, NULL,
@@ -440,8 +447,10 @@ int nb_maria_begin(struct nb_maria *db, struct nb_ctx *ctx)
                 "START TRANSACTION failed (%u): %s; connection lost, reconnecting",
                 mysql_errno(c->m), mysql_error(c->m));
         drop(c);
-        if ((c->m = connect_one(&db->url)))
+        if ((c->m = connect_one(&db->url))) {
+            unreachable = false;
             rc = tx_exec(c, ctx, "START TRANSACTION");
+        }
     } else {
         NB_ERROR("nubo.db", ctx, NULL, "START TRANSACTION failed (%u): %s", mysql_errno(c->m),
                  mysql_error(c->m));
@@ -525,4 +534,9 @@ void nb_maria_rollback(struct nb_maria *db)
 bool nb_maria_conflict(void)
 {
     return conflict;
+}
+
+bool nb_maria_unreachable(void)
+{
+    return unreachable;
 }

@@ -59,6 +59,9 @@ void nb_maria_rollback(struct nb_maria *db);
  * with another one (deadlock, lock wait timeout, Galera certification)
  * that redoing it from its begin may resolve. Reset by an outermost begin. */
 bool nb_maria_conflict(void);
+/* Whether it failed because no connection could be opened or one was lost
+ * (the server down or restarting). Reset by an outermost begin. */
+bool nb_maria_unreachable(void);
 
 /* Runs a script of ;-separated statements (a migration); 0/-1. */
 int nb_maria_script(struct nb_maria *db, struct nb_ctx *ctx, const char *sql);

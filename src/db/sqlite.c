@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define CACHE_SIZE 1024
 
@@ -428,6 +429,50 @@ void nb_db_rollback(struct nb_db *db)
 bool nb_db_conflict(const struct nb_db *db)
 {
     return db && db->maria && nb_maria_conflict();
+}
+
+bool nb_db_redo(struct nb_db *db, struct nb_ctx *ctx, int tries)
+{
+    if (!nb_db_conflict(db) || nb_ctx_status(ctx) != 500)
+        return false;
+    if (tries >= NB_DB_REDO_TRIES) {
+        NB_WARN("nubo.db", ctx, NULL, "transaction still conflicting after %d tries", tries);
+        return false;
+    }
+    NB_INFO("nubo.db", ctx, NULL,
+            "transaction conflicted with a concurrent one, redoing it (try %d of %d)", tries + 1,
+            NB_DB_REDO_TRIES);
+    nb_ctx_clear_error(ctx);
+    char jitter[3];
+    nb_random_hex(jitter, 1);
+    long ms = (10L << tries) + strtol(jitter, NULL, 16) % 20;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    return true;
+}
+
+bool nb_db_unreachable(const struct nb_db *db)
+{
+    return db && db->maria && nb_maria_unreachable();
+}
+
+bool nb_db_redo_or_wait(struct nb_db *db, struct nb_ctx *ctx, int tries)
+{
+    if (!nb_db_unreachable(db))
+        return nb_db_redo(db, ctx, tries);
+    if (tries >= NB_DB_OUTAGE_TRIES) {
+        NB_ERROR("nubo.db", ctx, NULL, "database still unreachable after %d tries, giving up",
+                 tries);
+        return false;
+    }
+    if (tries == 1 || tries % 10 == 0)
+        NB_WARN("nubo.db", ctx, NULL,
+                "database unreachable, trying again every second (try %d of %d)", tries + 1,
+                NB_DB_OUTAGE_TRIES);
+    nb_ctx_clear_error(ctx);
+    struct timespec ts = {1, 0};
+    nanosleep(&ts, NULL);
+    return true;
 }
 
 int nb_db_version(struct nb_db *db)

@@ -24,7 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* ^[0-9a-fA-F-]{36}$, placement's UUID_PATTERN for object keys. */
 static bool uuid_pattern(const char *s)
@@ -644,41 +643,26 @@ static int write_once(struct nb_ctx *ctx, struct plc_consumer_write *w, int n,
     return nb_db_commit(plc_db(), ctx);
 }
 
-/* Tries of a write whose transaction lost a deadlock or lock wait to a
- * concurrent write (MariaDB; nb_db_conflict), as placement's
- * replace_all retries on a generation conflict. */
-#define WRITE_TRIES 6
-
 /* plc_alloc_write_locked in its own transaction. On MariaDB two claims on
  * the same providers can deadlock in their capacity checks (each holds the
  * locks of its read and waits for the other's): the loser's transaction is
- * redone from its begin with back-off (20 ms doubling, jittered) and then
- * sees the winner's allocations; still conflicting after WRITE_TRIES, it is
+ * redone from its begin (nb_db_redo: up to NB_DB_REDO_TRIES, with back-off)
+ * and then sees the winner's allocations; still conflicting, it is
  * placement's 409 placement.concurrent_update. Never redone on SQLite. */
 static int write_and_commit(struct nb_ctx *ctx, struct plc_consumer_write *w, int n,
                             enum plc_write_mode mode)
 {
-    for (int attempt = 1;; attempt++) {
+    for (int tries = 1;; tries++) {
         if (write_once(ctx, w, n, mode) == 0)
             return 0;
         if (!nb_db_conflict(plc_db()) || nb_ctx_status(ctx) != 500)
             return -1;
-        nb_ctx_clear_error(ctx);
-        if (attempt >= WRITE_TRIES) {
-            NB_WARN("nubo.placement", ctx, w[0].uuid,
-                    "allocation write still conflicting after %d tries", attempt);
+        if (!nb_db_redo(plc_db(), ctx, tries)) {
+            nb_ctx_clear_error(ctx);
             return nb_error(ctx, 409, PLC_ERR_CONCURRENT,
                             "Another thread concurrently updated the data. Please retry your "
                             "update");
         }
-        NB_INFO("nubo.placement", ctx, w[0].uuid,
-                "allocation write conflicted with a concurrent one, redoing it (try %d of %d)",
-                attempt + 1, WRITE_TRIES);
-        char jitter[3];
-        nb_random_hex(jitter, 1);
-        long ms = (10L << attempt) + strtol(jitter, NULL, 16) % 20;
-        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
     }
 }
 

@@ -2,8 +2,8 @@
 otherwise): the database server restarts under it. Requests during the outage
 get an error status (500/503) at once, not a hang; afterwards the pool reopens
 its connections and the cloud works again (token, server list, a boot to
-ACTIVE); boots in flight during the restart end ACTIVE or ERROR with a fault,
-none stuck in a task state.
+ACTIVE); boots in flight during the restart (and refused during it) end ACTIVE or
+ERROR with a fault, none stuck in a task state.
 
 The module runs its own throwaway MariaDB server (tests/db/mariadb.sh with
 NUBO_MARIA_DIR=<the suite's>-faults and a free port), so that stopping it
@@ -13,6 +13,7 @@ import http.client
 import json
 import os
 import subprocess
+import threading
 import time
 
 import pytest
@@ -45,7 +46,9 @@ def mcloud(maria, tmp_path_factory):
     url = maria("createdb", "nubo_faults", MARIADB_USER, MARIADB_PASSWORD)
     c = Cloud(tmp_path_factory.mktemp("faults"), free_port(),
               ("--set", "quota.instances=200", "--set", "quota.cores=400",
-               "--set", "quota.ram=409600"))
+               "--set", "quota.ram=409600",
+               # spawns take time: boots are still spawning when the database goes
+               "--set", "fake.spawn_delay_ms=1500"))
     # Cloud() chose a database on the suite's server: this one's instead
     c.extra_args = [("database.connection=" + url) if a.startswith("database.connection=") else a
                     for a in c.extra_args]
@@ -114,25 +117,39 @@ def test_restart_under_cloud(maria, mcloud):
 
 
 def test_restart_during_boots(maria, mcloud):
+    """Four clients boot one server after another while MariaDB stops and
+    starts: boots in every stage of their way (API, conductor, scheduler,
+    compute) when the database goes."""
     c = mcloud
     tok = c.token()
     image = c.cli("image", "show", "cirros", "-f", "value", "-c", "id").strip()
+    stop = threading.Event()
+    statuses = []
 
-    def boot(i):
-        try:
-            return request(c, "POST", "/compute/v2.1/servers", {"server": {
-                "name": "inflight-%d" % i, "flavorRef": "1", "imageRef": image,
-                "networks": "none"}}, tok, timeout=60)[0]
-        except OSError as e:
-            return str(e)
+    def booter(k):
+        i = 0
+        while not stop.is_set():
+            try:
+                st = request(c, "POST", "/compute/v2.1/servers", {"server": {
+                    "name": "inflight-%d-%d" % (k, i), "flavorRef": "1", "imageRef": image,
+                    "networks": "none"}}, tok, timeout=60)[0]
+            except OSError as e:
+                st = str(e)
+            statuses.append(st)
+            i += 1
+            time.sleep(0.1)
     with concurrent.futures.ThreadPoolExecutor(4) as ex:
-        futs = [ex.submit(boot, i) for i in range(16)]
-        time.sleep(0.5)
+        futs = [ex.submit(booter, k) for k in range(4)]
+        time.sleep(1)
         maria("stop")
         time.sleep(1)
         maria("start")
-        statuses = [f.result() for f in futs]
+        time.sleep(1)
+        stop.set()
+        for f in futs:
+            f.result()
     assert set(statuses) <= {202, 500, 503}, statuses
+    assert 202 in statuses and (500 in statuses or 503 in statuses), statuses
     assert c.proc.poll() is None, "nubo died with the database: " + c.tail()
     # every server the API took ends ACTIVE or ERROR (with its fault), none in a task state
     deadline = time.time() + 120
@@ -148,6 +165,10 @@ def test_restart_during_boots(maria, mcloud):
             (x["name"], x["status"], x["OS-EXT-STS:task_state"]) for x in busy]
         time.sleep(0.5)
     assert len(servers) >= statuses.count(202)
+    print("boots: %d accepted, %d refused; servers: %d ACTIVE, %d ERROR" % (
+        statuses.count(202), len(statuses) - statuses.count(202),
+        sum(x["status"] == "ACTIVE" for x in servers),
+        sum(x["status"] == "ERROR" for x in servers)))
     for x in servers:
         if x["status"] == "ERROR":
             assert x.get("fault", {}).get("message"), "ERROR without a fault: %s" % x["name"]

@@ -147,9 +147,9 @@ static void build_aborted(struct conductor *c, struct nb_ctx *ctx, const char *u
  * step's event and starting the next one, in one transaction; with
  * network_info, the instance's info cache is written in it too. Returns 1
  * if it moved, 0 if the instance left the build meanwhile, -1 on error. */
-static int next_step(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *host,
-                     const char *from, const char *from_event, const char *to, const char *to_event,
-                     const json_t *network_info)
+static int next_step_once(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                          const char *host, const char *from, const char *from_event,
+                          const char *to, const char *to_event, const json_t *network_info)
 {
     if (nb_db_begin(c->db, ctx) < 0)
         return -1;
@@ -167,6 +167,23 @@ static int next_step(struct conductor *c, struct nb_ctx *ctx, const char *uuid, 
         return -1;
     }
     return nb_db_commit(c->db, ctx) < 0 ? -1 : n;
+}
+
+/* next_step_once, redone when its transaction lost a conflict with a
+ * concurrent one (MariaDB: concurrent builds' event rows deadlock) or the
+ * database was unreachable (a restart): a build must not stop in its task
+ * state for that. */
+static int next_step(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *host,
+                     const char *from, const char *from_event, const char *to, const char *to_event,
+                     const json_t *network_info)
+{
+    int n;
+    for (int tries = 1; (n = next_step_once(c, ctx, uuid, host, from, from_event, to, to_event,
+                                            network_info)) < 0 &&
+                        nb_db_redo_or_wait(c->db, ctx, tries);
+         tries++)
+        ;
+    return n;
 }
 
 /* Hands the instance to its host's agent. */
@@ -260,16 +277,13 @@ static int networking(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
     return -1;
 }
 
-/* The instance has a host: run the build steps and cast the spawn. */
-static void build_on_host(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                          struct nb_request_spec *rspec, json_t *sel)
+/* The transaction that gives the instance its host: scheduling ->
+ * networking, with the events. 1 moved, 0 deleted meanwhile, -1 error. */
+static int move_to_host(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *host,
+                        const char *node, json_t *sel, json_t *stored)
 {
-    const char *host = nb_json_str(sel, "host");
-    const char *node = nb_json_str(sel, "node") ? nb_json_str(sel, "node") : host;
-    rspec->num_attempts++;
-    _cleanup_json_ json_t *stored = nb_request_spec_to_json(rspec);
     if (nb_db_begin(c->db, ctx) < 0)
-        goto db_error;
+        return -1;
     int n =
         (int)nb_instance_transition(c->db, ctx, uuid,
                                     &(struct nb_instance_change){
@@ -281,23 +295,38 @@ static void build_on_host(struct conductor *c, struct nb_ctx *ctx, const char *u
                                         .request_spec = stored,
                                     },
                                     NULL);
-    if (n < 0) {
+    if (n <= 0) {
         nb_db_rollback(c->db);
-        goto db_error;
+        return n;
     }
+    cond_event_finish(c, ctx, uuid, EV_SCHEDULE, true, NULL);
+    cond_event_start(c, ctx, uuid, EV_BUILD, host);
+    cond_event_start(c, ctx, uuid, EV_NETWORKING, host);
+    return nb_db_commit(c->db, ctx) < 0 ? -1 : 1;
+}
+
+/* The instance has a host: run the build steps and cast the spawn. */
+static void build_on_host(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                          struct nb_request_spec *rspec, json_t *sel)
+{
+    const char *host = nb_json_str(sel, "host");
+    const char *node = nb_json_str(sel, "node") ? nb_json_str(sel, "node") : host;
+    rspec->num_attempts++;
+    _cleanup_json_ json_t *stored = nb_request_spec_to_json(rspec);
+    int n;
+    for (int tries = 1; (n = move_to_host(c, ctx, uuid, host, node, sel, stored)) < 0 &&
+                        nb_db_redo_or_wait(c->db, ctx, tries);
+         tries++)
+        ;
+    if (n < 0)
+        goto db_error;
     if (n == 0) {
-        nb_db_rollback(c->db);
         /* deleted while scheduling: give back the claim the scheduler made */
         cond_release_allocations(c, ctx, uuid, host);
         cond_event_finish(c, ctx, uuid, EV_SCHEDULE, false,
                           "The instance was deleted while it was being scheduled.");
         return;
     }
-    cond_event_finish(c, ctx, uuid, EV_SCHEDULE, true, NULL);
-    cond_event_start(c, ctx, uuid, EV_BUILD, host);
-    cond_event_start(c, ctx, uuid, EV_NETWORKING, host);
-    if (nb_db_commit(c->db, ctx) < 0)
-        goto db_error;
     NB_INFO(LOG_COND, ctx, uuid, "Scheduled on host %s (node %s), attempt %lld", host, node,
             rspec->num_attempts);
 
@@ -516,6 +545,25 @@ int cond_build_spawned(struct conductor *c, struct nb_ctx *ctx, const char *uuid
                                        NULL);
 }
 
+/* The spawn's result in one transaction: 1 ACTIVE, 0 the instance left
+ * the build (deleted), -1 database error. */
+static int spawned_once(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *host)
+{
+    if (nb_db_begin(c->db, ctx) < 0)
+        return -1;
+    int n = cond_build_spawned(c, ctx, uuid, NB_TASK_SPAWNING, host);
+    if (n == 1) {
+        cond_event_finish(c, ctx, uuid, EV_SPAWN, true, NULL);
+        cond_event_finish(c, ctx, uuid, EV_BUILD, true, NULL);
+        cond_action_finish(c, ctx, uuid, NULL);
+    }
+    if (n < 0) {
+        nb_db_rollback(c->db);
+        return -1;
+    }
+    return nb_db_commit(c->db, ctx) < 0 ? -1 : n;
+}
+
 void cond_build_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
 {
     const char *uuid = nb_json_str(args, "uuid");
@@ -527,18 +575,19 @@ void cond_build_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
         build_failed(c, ctx, uuid, host, msg ? msg : "The spawn failed.");
         return;
     }
-    if (nb_db_begin(c->db, ctx) < 0) {
+    int n;
+    for (int tries = 1;
+         (n = spawned_once(c, ctx, uuid, host)) < 0 && nb_db_redo_or_wait(c->db, ctx, tries);
+         tries++)
+        ;
+    if (n < 0) {
+        NB_ERROR(LOG_COND, ctx, uuid,
+                 "database error recording the spawn on %s: %s; the instance stays in spawning",
+                 host, nb_ctx_message(ctx));
         nb_ctx_clear_error(ctx);
         return;
     }
-    int n = cond_build_spawned(c, ctx, uuid, NB_TASK_SPAWNING, host);
-    if (n == 1) {
-        cond_event_finish(c, ctx, uuid, EV_SPAWN, true, NULL);
-        cond_event_finish(c, ctx, uuid, EV_BUILD, true, NULL);
-        cond_action_finish(c, ctx, uuid, NULL);
-    }
-    if (nb_db_commit(c->db, ctx) < 0 || n != 1) {
-        nb_ctx_clear_error(ctx);
+    if (n != 1) {
         build_aborted(c, ctx, uuid, EV_SPAWN);
         /* the guest may have been created after the delete destroyed
          * nothing: destroy it now (absent guest is not an error) */
