@@ -77,7 +77,8 @@ void nb_db_rollback(struct nb_db *db);
  * MariaDB a deadlock (1213), lock wait timeout (1205) or Galera
  * certification failure inside it (db.h reports those as a 500 and cannot
  * redo the caller's work itself). Always false on SQLite, whose writers run
- * one at a time. Reset by each outermost nb_db_begin. A caller that redoes
+ * one at a time. Reset by each outermost nb_db_begin and each statement
+ * outside a transaction. A caller that redoes
  * clears ctx's error first (nb_ctx_clear_error). */
 bool nb_db_conflict(const struct nb_db *db);
 /* For a caller that redoes its own transaction (begin … commit, run when no
@@ -87,10 +88,11 @@ bool nb_db_conflict(const struct nb_db *db);
  * logged, and the thread has slept a jittered back-off (20 ms doubling). */
 #define NB_DB_REDO_TRIES 6
 bool nb_db_redo(struct nb_db *db, struct nb_ctx *ctx, int tries);
-/* Whether this thread's current or last transaction failed because the
- * database could not be reached (MariaDB: a connection refused or lost, the
- * server down or restarting). Always false on SQLite. Reset by each
- * outermost nb_db_begin. */
+/* Whether this thread's current or last transaction (or statement outside
+ * one) failed because the database could not be reached (MariaDB: a
+ * connection refused or lost, the server down or restarting). Always false
+ * on SQLite. Reset by each outermost nb_db_begin and each statement outside
+ * a transaction. */
 bool nb_db_unreachable(const struct nb_db *db);
 /* nb_db_redo, and also while nb_db_unreachable: then once a second, up to
  * NB_DB_OUTAGE_TRIES tries (ctx's error cleared, the wait logged). For

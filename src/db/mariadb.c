@@ -310,9 +310,19 @@ static void tx_failed(struct conn *c, unsigned err, const char *msg)
         c->aborted = true;
 }
 
+/* An outermost statement or begin starts the thread's flags afresh. */
+static void reset_flags(struct nb_maria *db)
+{
+    pthread_mutex_lock(&db->lock);
+    if (!pinned(db))
+        conflict = unreachable = false;
+    pthread_mutex_unlock(&db->lock);
+}
+
 int nb_maria_run(struct nb_maria *db, struct nb_ctx *ctx, json_t *rows, int max_rows,
                  const char *sql, const char *types, va_list ap)
 {
+    reset_flags(db);
     struct conn *c = acquire(db);
     if (!c)
         return nb_error(ctx, 500, NULL, "Database error.");
@@ -421,10 +431,7 @@ static int tx_exec(struct conn *c, struct nb_ctx *ctx, const char *sql)
 
 int nb_maria_begin(struct nb_maria *db, struct nb_ctx *ctx)
 {
-    pthread_mutex_lock(&db->lock);
-    if (!pinned(db)) /* an outermost begin */
-        conflict = unreachable = false;
-    pthread_mutex_unlock(&db->lock);
+    reset_flags(db);
     struct conn *c = acquire(db);
     if (!c)
         return nb_error(ctx, 500, NULL, "Database error.");

@@ -55,12 +55,14 @@ long long nb_maria_last_id(struct nb_maria *db);
 int nb_maria_begin(struct nb_maria *db, struct nb_ctx *ctx);
 int nb_maria_commit(struct nb_maria *db, struct nb_ctx *ctx);
 void nb_maria_rollback(struct nb_maria *db);
-/* Whether this thread's current or last transaction failed on a conflict
+/* Whether this thread's current or last transaction (or statement outside
+ * one) failed on a conflict
  * with another one (deadlock, lock wait timeout, Galera certification)
- * that redoing it from its begin may resolve. Reset by an outermost begin. */
+ * that redoing it from its begin may resolve. */
 bool nb_maria_conflict(void);
 /* Whether it failed because no connection could be opened or one was lost
- * (the server down or restarting). Reset by an outermost begin. */
+ * (the server down or restarting). Both reset by an outermost begin and by
+ * a statement outside a transaction. */
 bool nb_maria_unreachable(void);
 
 /* Runs a script of ;-separated statements (a migration); 0/-1. */

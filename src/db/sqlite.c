@@ -458,7 +458,7 @@ bool nb_db_unreachable(const struct nb_db *db)
 
 bool nb_db_redo_or_wait(struct nb_db *db, struct nb_ctx *ctx, int tries)
 {
-    if (!nb_db_unreachable(db))
+    if (!nb_db_unreachable(db) || nb_ctx_status(ctx) != 500)
         return nb_db_redo(db, ctx, tries);
     if (tries >= NB_DB_OUTAGE_TRIES) {
         NB_ERROR("nubo.db", ctx, NULL, "database still unreachable after %d tries, giving up",

@@ -103,15 +103,19 @@ static char *failures_text(const struct nb_request_spec *spec)
 static void fail_build(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
                        const char *message, const char *details)
 {
-    int n = (int)nb_instance_transition(c->db, ctx, uuid,
-                                        &(struct nb_instance_change){
-                                            .expect_task = {NB_TASK_SCHEDULING},
-                                            .vm_state = NB_VM_ERROR,
-                                            .task_state = NB_NONE,
-                                            .host = NB_NONE,
-                                            .node = NB_NONE,
-                                        },
-                                        NULL);
+    int n;
+    for (int tries = 1; (n = (int)nb_instance_transition(c->db, ctx, uuid,
+                                                         &(struct nb_instance_change){
+                                                             .expect_task = {NB_TASK_SCHEDULING},
+                                         .vm_state = NB_VM_ERROR,
+                                         .task_state = NB_NONE,
+                                         .host = NB_NONE,
+                                         .node = NB_NONE,
+                                                         },
+                                                         NULL)) < 0 &&
+                        nb_db_redo_or_wait(c->db, ctx, tries);
+         tries++)
+        ;
     nb_ctx_clear_error(ctx); /* a failed update ends the build like a lost race */
     if (n <= 0) {
         cond_event_finish(c, ctx, uuid, EV_SCHEDULE, false,
@@ -216,15 +220,19 @@ static void build_abort_step(struct conductor *c, struct nb_ctx *ctx, const char
     cond_cleanup_volumes(c, ctx, uuid);
     cond_deallocate_networks(c, ctx, uuid);
     _cleanup_free_ char *message = nb_strdup_printf("Build of instance %s aborted: %s", uuid, why);
-    int n = (int)nb_instance_transition(c->db, ctx, uuid,
-                                        &(struct nb_instance_change){
-                                            .expect_task = {task},
-                                            .vm_state = NB_VM_ERROR,
-                                            .task_state = NB_NONE,
-                                            .host = NB_NONE,
-                                            .node = NB_NONE,
-                                        },
-                                        NULL);
+    int n;
+    for (int tries = 1; (n = (int)nb_instance_transition(c->db, ctx, uuid,
+                                                         &(struct nb_instance_change){
+                                                             .expect_task = {task},
+                                         .vm_state = NB_VM_ERROR,
+                                         .task_state = NB_NONE,
+                                         .host = NB_NONE,
+                                         .node = NB_NONE,
+                                                         },
+                                                         NULL)) < 0 &&
+                        nb_db_redo_or_wait(c->db, ctx, tries);
+         tries++)
+        ;
     nb_ctx_clear_error(ctx); /* a failed update stops the build like a lost race */
     if (n != 1) {
         build_aborted(c, ctx, uuid, event);
