@@ -232,10 +232,14 @@ def bench_list_detail_and_rss(binary, n=1000):
         [t.start() for t in ts]
         [t.join() for t in ts]
         rps = done[0] / (time.perf_counter() - t0)
+        rss_after = aio.rss_kib()
+        if os.environ.get("BENCH_PMAP"):
+            subprocess.run("pmap -x %d | sort -k3 -n | tail -25; grep -E 'Rss|Pss_' /proc/%d/smaps_rollup; ls /proc/%d/task | wc -l"
+                           % (aio.proc.pid, aio.proc.pid, aio.proc.pid), shell=True)
         print("list_detail: GET /servers/detail returning %d servers: median %.1f ms (sequential, 30 runs); "
               "%.1f req/s at concurrency 8 for 10 s" % (count, statistics.median(lat), rps))
-        print("rss: all-in-one resident memory: %.1f MiB at start, %.1f MiB with %d servers"
-              % (rss0 / 1024, rss / 1024, count))
+        print("rss: all-in-one resident memory: %.1f MiB at start, %.1f MiB with %d servers, "
+              "%.1f MiB after the list load" % (rss0 / 1024, rss / 1024, count, rss_after / 1024))
     finally:
         aio.stop()
 
