@@ -502,9 +502,7 @@ static char *resp_text(struct nb_resp *resp, size_t *len)
         return raw;
     }
     if (resp->body) {
-        char *s = json_dumps(resp->body, JSON_COMPACT | JSON_ENCODE_ANY);
-        *len = strlen(s);
-        return s;
+        return nb_json_dump_len(resp->body, len);
     }
     *len = 0;
     return strdup("");
