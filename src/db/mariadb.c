@@ -1,6 +1,7 @@
 /* mariadb.c - db.h's contract on MariaDB: the pool, statements, results and
  * transactions (mariadb.h). */
 #include "db/mariadb.h"
+#include "db/db.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/metrics.h"
@@ -37,6 +38,12 @@ struct nb_maria {
 };
 
 static _Thread_local long long last_id;
+static _Thread_local unsigned retryable_failures; /* db.h nb_db_retryable_failures */
+
+unsigned nb_db_retryable_failures(void)
+{
+    return retryable_failures;
+}
 
 static MYSQL *connect_one(const struct nb_db_url *u)
 {
@@ -263,6 +270,8 @@ static void backoff(int attempt)
 static int fail(struct conn *c, struct nb_ctx *ctx, unsigned err, const char *sql)
 {
     const char *msg = mysql_error(c->m);
+    if (nb_maria_retryable(err, msg))
+        retryable_failures++;
     if (c->depth && nb_maria_retryable(err, msg))
         NB_ERROR("nubo.db", ctx, NULL,
                  "SQL failed (%u) inside a transaction, not retried (db.h cannot redo the "
@@ -343,6 +352,8 @@ static int tx_exec(struct conn *c, struct nb_ctx *ctx, const char *sql)
     if (!mysql_query(c->m, sql))
         return 0;
     unsigned err = mysql_errno(c->m);
+    if (nb_maria_retryable(err, mysql_error(c->m)))
+        retryable_failures++;
     NB_ERROR("nubo.db", ctx, NULL, "%s failed (%u): %s%s", sql, err, mysql_error(c->m),
              nb_maria_retryable(err, mysql_error(c->m)) ? " (transaction not retried)" : "");
     return -1;
