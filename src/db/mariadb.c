@@ -19,6 +19,7 @@
     "SET SESSION sql_mode = 'ANSI_QUOTES,PIPES_AS_CONCAT,NO_BACKSLASH_ESCAPES,"                    \
     "STRICT_TRANS_TABLES,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_AUTO_VALUE_ON_ZERO', "         \
     "time_zone = '+00:00'"
+#define ISOLATION "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
 #define RETRIES 5
 
 struct conn {
@@ -26,6 +27,7 @@ struct conn {
     bool busy;
     pthread_t owner; /* with depth > 0 */
     int depth;       /* 0: none; 1: the transaction; n > 1: savepoints sp_2 .. sp_n */
+    bool doomed;     /* a deadlock rolled the transaction back: the rest of it fails */
     double t0;       /* when the outermost transaction began (nb_time_mono) */
 };
 
@@ -56,7 +58,7 @@ static MYSQL *connect_one(const struct nb_db_url *u)
     const char *host = u->unix_socket[0] ? "localhost" : u->host[0] ? u->host : "localhost";
     if (!mysql_real_connect(m, host, u->user, u->password, u->database, (unsigned)u->port,
                             u->unix_socket[0] ? u->unix_socket : NULL, CLIENT_FOUND_ROWS) ||
-        mysql_query(m, SQL_MODE)) {
+        mysql_query(m, SQL_MODE) || mysql_query(m, ISOLATION)) {
         NB_ERROR("nubo.db", NULL, NULL, "cannot connect to MariaDB database %s on %s: %s",
                  u->database, u->unix_socket[0] ? u->unix_socket : host, mysql_error(m));
         mysql_close(m);
@@ -272,6 +274,8 @@ static int fail(struct conn *c, struct nb_ctx *ctx, unsigned err, const char *sq
     const char *msg = mysql_error(c->m);
     if (nb_maria_retryable(err, msg))
         retryable_failures++;
+    if (c->depth && err == 1213)
+        c->doomed = true; /* InnoDB rolled the whole transaction back */
     if (c->depth && nb_maria_retryable(err, msg))
         NB_ERROR("nubo.db", ctx, NULL,
                  "SQL failed (%u) inside a transaction, not retried (db.h cannot redo the "
@@ -290,6 +294,13 @@ int nb_maria_run(struct nb_maria *db, struct nb_ctx *ctx, json_t *rows, int max_
     struct conn *c = acquire(db);
     if (!c)
         return nb_error(ctx, 500, NULL, "Database error.");
+    if (c->depth && c->doomed) {
+        retryable_failures++;
+        NB_ERROR("nubo.db", ctx, NULL,
+                 "SQL not run: a deadlock already rolled this transaction back: %s", sql);
+        release(db, c);
+        return nb_error(ctx, 500, NULL, "Database error.");
+    }
     char *q = build(c->m, ctx, sql, types, ap);
     int ret = -1;
     size_t base = rows ? json_array_size(rows) : 0;
@@ -367,6 +378,15 @@ int nb_maria_begin(struct nb_maria *db, struct nb_ctx *ctx)
     char sql[48] = "START TRANSACTION";
     if (c->depth)
         snprintf(sql, sizeof(sql), "SAVEPOINT sp_%d", c->depth + 1);
+    if (c->depth && c->doomed) {
+        retryable_failures++;
+        NB_ERROR("nubo.db", ctx, NULL,
+                 "%s not run: a deadlock already rolled this transaction "
+                 "back",
+                 sql);
+        release(db, c);
+        return nb_error(ctx, 500, NULL, "Database error.");
+    }
     if (tx_exec(c, ctx, sql) < 0) {
         release(db, c);
         return nb_error(ctx, 500, NULL, "Database error.");
@@ -397,6 +417,18 @@ int nb_maria_commit(struct nb_maria *db, struct nb_ctx *ctx)
     assert(c);
     char sql[96];
     int rc;
+    if (c->doomed) { /* the deadlock's rollback undid it all: this level fails */
+        if (c->depth == 1) {
+            mysql_query(c->m, "ROLLBACK");
+            c->doomed = false;
+            nb_metrics_observe(NB_M_DB_TRANSACTION_SECONDS, nb_time_mono() - c->t0,
+                               (const char *const[]){"failed_commit"});
+        }
+        NB_ERROR("nubo.db", ctx, NULL,
+                 "commit failed: a deadlock rolled this transaction back (not retried)");
+        pop(db, c);
+        return nb_error(ctx, 500, NULL, "Database error.");
+    }
     if (c->depth > 1) {
         snprintf(sql, sizeof(sql), "RELEASE SAVEPOINT sp_%d", c->depth);
         if ((rc = tx_exec(c, ctx, sql)) < 0) {
@@ -420,6 +452,16 @@ void nb_maria_rollback(struct nb_maria *db)
     pthread_mutex_unlock(&db->lock);
     if (!c)
         return;
+    if (c->doomed) { /* already rolled back by the deadlock */
+        if (c->depth == 1) {
+            mysql_query(c->m, "ROLLBACK");
+            c->doomed = false;
+            nb_metrics_observe(NB_M_DB_TRANSACTION_SECONDS, nb_time_mono() - c->t0,
+                               (const char *const[]){"rollback"});
+        }
+        pop(db, c);
+        return;
+    }
     char sql[64] = "ROLLBACK";
     if (c->depth > 1)
         snprintf(sql, sizeof(sql), "ROLLBACK TO SAVEPOINT sp_%d", c->depth);
