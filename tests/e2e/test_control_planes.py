@@ -187,6 +187,8 @@ def delete_all(s, sids):
     for sid in sids:
         call(s, "cp1", "DELETE", "/compute/v2.1/servers/%s" % sid, ok=(204, 404))
     wait_for("servers gone", lambda: all(gone(s, sid) for sid in sids), 30, 0.5)
+    for sid in sids:  # no allocation outlives its server
+        assert call(s, "cp1", "GET", "/placement/allocations/%s" % sid)["allocations"] == {}, sid
 
 
 def test_a_token_of_one_is_valid_at_the_other_and_each_holds_its_lease(planes):
