@@ -1,6 +1,7 @@
 /* mariadb.c - db.h's contract on MariaDB: the pool, statements, results and
  * transactions (mariadb.h). */
 #include "db/mariadb.h"
+#include "db/db.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/metrics.h"
@@ -18,6 +19,7 @@
     "SET SESSION sql_mode = 'ANSI_QUOTES,PIPES_AS_CONCAT,NO_BACKSLASH_ESCAPES,"                    \
     "STRICT_TRANS_TABLES,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_AUTO_VALUE_ON_ZERO', "         \
     "time_zone = '+00:00'"
+#define ISOLATION "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
 #define RETRIES 5
 
 struct conn {
@@ -25,6 +27,7 @@ struct conn {
     bool busy;
     pthread_t owner; /* with depth > 0 */
     int depth;       /* 0: none; 1: the transaction; n > 1: savepoints sp_2 .. sp_n */
+    bool doomed;     /* a deadlock rolled the transaction back: the rest of it fails */
     double t0;       /* when the outermost transaction began (nb_time_mono) */
 };
 
@@ -37,6 +40,12 @@ struct nb_maria {
 };
 
 static _Thread_local long long last_id;
+static _Thread_local unsigned retryable_failures; /* db.h nb_db_retryable_failures */
+
+unsigned nb_db_retryable_failures(void)
+{
+    return retryable_failures;
+}
 
 static MYSQL *connect_one(const struct nb_db_url *u)
 {
@@ -49,7 +58,7 @@ static MYSQL *connect_one(const struct nb_db_url *u)
     const char *host = u->unix_socket[0] ? "localhost" : u->host[0] ? u->host : "localhost";
     if (!mysql_real_connect(m, host, u->user, u->password, u->database, (unsigned)u->port,
                             u->unix_socket[0] ? u->unix_socket : NULL, CLIENT_FOUND_ROWS) ||
-        mysql_query(m, SQL_MODE)) {
+        mysql_query(m, SQL_MODE) || mysql_query(m, ISOLATION)) {
         NB_ERROR("nubo.db", NULL, NULL, "cannot connect to MariaDB database %s on %s: %s",
                  u->database, u->unix_socket[0] ? u->unix_socket : host, mysql_error(m));
         mysql_close(m);
@@ -263,6 +272,10 @@ static void backoff(int attempt)
 static int fail(struct conn *c, struct nb_ctx *ctx, unsigned err, const char *sql)
 {
     const char *msg = mysql_error(c->m);
+    if (nb_maria_retryable(err, msg))
+        retryable_failures++;
+    if (c->depth && err == 1213)
+        c->doomed = true; /* InnoDB rolled the whole transaction back */
     if (c->depth && nb_maria_retryable(err, msg))
         NB_ERROR("nubo.db", ctx, NULL,
                  "SQL failed (%u) inside a transaction, not retried (db.h cannot redo the "
@@ -281,6 +294,13 @@ int nb_maria_run(struct nb_maria *db, struct nb_ctx *ctx, json_t *rows, int max_
     struct conn *c = acquire(db);
     if (!c)
         return nb_error(ctx, 500, NULL, "Database error.");
+    if (c->depth && c->doomed) {
+        retryable_failures++;
+        NB_ERROR("nubo.db", ctx, NULL,
+                 "SQL not run: a deadlock already rolled this transaction back: %s", sql);
+        release(db, c);
+        return nb_error(ctx, 500, NULL, "Database error.");
+    }
     char *q = build(c->m, ctx, sql, types, ap);
     int ret = -1;
     size_t base = rows ? json_array_size(rows) : 0;
@@ -343,6 +363,8 @@ static int tx_exec(struct conn *c, struct nb_ctx *ctx, const char *sql)
     if (!mysql_query(c->m, sql))
         return 0;
     unsigned err = mysql_errno(c->m);
+    if (nb_maria_retryable(err, mysql_error(c->m)))
+        retryable_failures++;
     NB_ERROR("nubo.db", ctx, NULL, "%s failed (%u): %s%s", sql, err, mysql_error(c->m),
              nb_maria_retryable(err, mysql_error(c->m)) ? " (transaction not retried)" : "");
     return -1;
@@ -356,6 +378,15 @@ int nb_maria_begin(struct nb_maria *db, struct nb_ctx *ctx)
     char sql[48] = "START TRANSACTION";
     if (c->depth)
         snprintf(sql, sizeof(sql), "SAVEPOINT sp_%d", c->depth + 1);
+    if (c->depth && c->doomed) {
+        retryable_failures++;
+        NB_ERROR("nubo.db", ctx, NULL,
+                 "%s not run: a deadlock already rolled this transaction "
+                 "back",
+                 sql);
+        release(db, c);
+        return nb_error(ctx, 500, NULL, "Database error.");
+    }
     if (tx_exec(c, ctx, sql) < 0) {
         release(db, c);
         return nb_error(ctx, 500, NULL, "Database error.");
@@ -386,6 +417,18 @@ int nb_maria_commit(struct nb_maria *db, struct nb_ctx *ctx)
     assert(c);
     char sql[96];
     int rc;
+    if (c->doomed) { /* the deadlock's rollback undid it all: this level fails */
+        if (c->depth == 1) {
+            mysql_query(c->m, "ROLLBACK");
+            c->doomed = false;
+            nb_metrics_observe(NB_M_DB_TRANSACTION_SECONDS, nb_time_mono() - c->t0,
+                               (const char *const[]){"failed_commit"});
+        }
+        NB_ERROR("nubo.db", ctx, NULL,
+                 "commit failed: a deadlock rolled this transaction back (not retried)");
+        pop(db, c);
+        return nb_error(ctx, 500, NULL, "Database error.");
+    }
     if (c->depth > 1) {
         snprintf(sql, sizeof(sql), "RELEASE SAVEPOINT sp_%d", c->depth);
         if ((rc = tx_exec(c, ctx, sql)) < 0) {
@@ -409,6 +452,16 @@ void nb_maria_rollback(struct nb_maria *db)
     pthread_mutex_unlock(&db->lock);
     if (!c)
         return;
+    if (c->doomed) { /* already rolled back by the deadlock */
+        if (c->depth == 1) {
+            mysql_query(c->m, "ROLLBACK");
+            c->doomed = false;
+            nb_metrics_observe(NB_M_DB_TRANSACTION_SECONDS, nb_time_mono() - c->t0,
+                               (const char *const[]){"rollback"});
+        }
+        pop(db, c);
+        return;
+    }
     char sql[64] = "ROLLBACK";
     if (c->depth > 1)
         snprintf(sql, sizeof(sql), "ROLLBACK TO SAVEPOINT sp_%d", c->depth);

@@ -8,14 +8,19 @@
  * interpolated on the client as escaped literals (what PyMySQL, oslo.db's
  * driver, does), so `?` and db.h's type string work unchanged. Sessions run
  * with sql_mode ANSI_QUOTES,PIPES_AS_CONCAT,NO_BACKSLASH_ESCAPES,
- * STRICT_TRANS_TABLES (SQLite's quoting), UTC, and
+ * STRICT_TRANS_TABLES (SQLite's quoting), UTC, isolation READ COMMITTED
+ * (no gap locks on plain reads: concurrent builds appending to the same
+ * tables do not deadlock; capacity checks lock with nb_db_for_update), and
  * CLIENT_FOUND_ROWS (rows matched, as sqlite3_changes counts).
  *
  * Retry: a statement outside a transaction that fails with a deadlock (1213),
  * a lock wait timeout (1205) or a Galera/WSREP error (1047, 1180 whose message
  * names WSREP) is retried with back-off (5 tries, 0.1 s doubling). Inside a
  * transaction db.h cannot redo the caller's work: the error is returned and
- * logged as not retried. */
+ * logged as not retried; after a deadlock (which InnoDB ends by rolling the
+ * whole transaction back) every later statement, savepoint and commit of
+ * that transaction fails too, until its outermost commit or rollback, so no
+ * part of it is committed on its own. */
 #ifndef NB_DB_MARIADB_H
 #define NB_DB_MARIADB_H
 

@@ -235,6 +235,73 @@ static void test_retry_lock_wait(void **state)
     json_decref(rows);
 }
 
+/* One side of a deadlock: its first row, then the other side's. */
+struct side {
+    const char *first, *second;
+    volatile int *mine, *other;
+    int victim, later, commit;
+};
+
+static void *side_main(void *arg)
+{
+    struct side *s = arg;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    if (nb_maria_begin(db, &ctx) < 0 ||
+        run(&ctx, NULL, "UPDATE t SET n = n + 1 WHERE \"key\" = ?", "s", s->first) != 1)
+        return (void *)1;
+    *s->mine = 1;
+    while (!*s->other)
+        sched_yield();
+    s->victim = run(&ctx, NULL, "UPDATE t SET n = n + 1 WHERE \"key\" = ?", "s", s->second) < 0;
+    nb_ctx_init_system(&ctx, NULL);
+    if (s->victim) /* InnoDB rolled it all back: nothing more of it may commit */
+        s->later = run(&ctx, NULL, "UPDATE t SET n = 100 WHERE \"key\" = 'dc'", "");
+    s->commit = nb_maria_commit(db, &ctx);
+    return NULL;
+}
+
+/* A deadlock (1213) inside a transaction: the victim's later statements
+ * and its commit fail (none runs on its own after InnoDB's rollback); the
+ * other side commits. */
+static void test_deadlock_fails_the_rest_of_the_transaction(void **state)
+{
+    (void)state;
+    if (!db)
+        skip();
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_true(run(&ctx, NULL,
+                    "INSERT INTO t (\"key\", n) VALUES ('da', 0), ('db', 0), ('dc', 0) ON "
+                    "DUPLICATE KEY UPDATE n = 0",
+                    "") >= 0);
+    volatile int a_locked = 0, b_locked = 0;
+    struct side a = {"da", "db", &a_locked, &b_locked, 0, 0, 0};
+    struct side b = {"db", "da", &b_locked, &a_locked, 0, 0, 0};
+    pthread_t ta, tb;
+    pthread_create(&ta, NULL, side_main, &a);
+    pthread_create(&tb, NULL, side_main, &b);
+    void *ra, *rb;
+    pthread_join(ta, &ra);
+    pthread_join(tb, &rb);
+    assert_null(ra);
+    assert_null(rb);
+    assert_int_equal(a.victim + b.victim, 1);
+    struct side *victim = a.victim ? &a : &b, *winner = a.victim ? &b : &a;
+    assert_int_equal(victim->later, -1);
+    assert_int_equal(victim->commit, -1);
+    assert_int_equal(winner->commit, 0);
+    json_t *rows = json_array();
+    assert_int_equal(run(&ctx, rows,
+                         "SELECT \"key\", n FROM t WHERE \"key\" IN ('da', 'db', 'dc') ORDER BY 1",
+                         ""),
+                     0);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(rows, (size_t)i), "n")),
+                         i < 2 ? 1 : 0);
+    json_decref(rows);
+}
+
 static int teardown_server(void **state)
 {
     (void)state;
@@ -250,9 +317,13 @@ static int teardown_server(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_interpolate),  cmocka_unit_test(test_error_classes),
-        cmocka_unit_test(test_statements),   cmocka_unit_test(test_transactions),
-        cmocka_unit_test(test_pool_threads), cmocka_unit_test(test_retry_lock_wait),
+        cmocka_unit_test(test_interpolate),
+        cmocka_unit_test(test_error_classes),
+        cmocka_unit_test(test_statements),
+        cmocka_unit_test(test_transactions),
+        cmocka_unit_test(test_pool_threads),
+        cmocka_unit_test(test_retry_lock_wait),
+        cmocka_unit_test(test_deadlock_fails_the_rest_of_the_transaction),
     };
     return cmocka_run_group_tests(tests, setup_server, teardown_server);
 }

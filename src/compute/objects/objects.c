@@ -82,14 +82,22 @@ int nb_event_finish(struct nb_db *db, struct nb_ctx *ctx, const char *instance_u
 {
     char now[32];
     nb_now_iso_us(now);
-    int n = nb_db_exec(db, ctx,
-                       "UPDATE instance_actions_events SET finish_time = ?, result = ?, "
-                       "traceback = ?, details = ? WHERE id = (SELECT e.id FROM "
-                       "instance_actions_events e JOIN instance_actions a ON a.id = e.action_id "
-                       "WHERE a.instance_uuid = ? AND a.request_id = ? AND e.event = ? AND "
-                       "e.finish_time IS NULL ORDER BY e.id DESC LIMIT 1)",
-                       "sssssss", now, result, traceback, details, instance_uuid, ctx->request_id,
-                       event);
+    /* the event's row first, then an update by its id: on MariaDB one
+     * UPDATE … WHERE id = (SELECT … same table …) locks what its subquery
+     * scans, and concurrent builds then deadlock */
+    long long id = nb_db_int(db, ctx, 0,
+                             "SELECT e.id FROM instance_actions_events e JOIN instance_actions a "
+                             "ON a.id = e.action_id WHERE a.instance_uuid = ? AND a.request_id = "
+                             "? AND e.event = ? AND e.finish_time IS NULL ORDER BY e.id DESC "
+                             "LIMIT 1",
+                             "sss", instance_uuid, ctx->request_id, event);
+    if (nb_ctx_failed(ctx))
+        return -1;
+    int n = id <= 0 ? 0
+                    : nb_db_exec(db, ctx,
+                                 "UPDATE instance_actions_events SET finish_time = ?, result = ?, "
+                                 "traceback = ?, details = ? WHERE id = ? AND finish_time IS NULL",
+                                 "ssssi", now, result, traceback, details, id);
     if (n < 0)
         return -1;
     if (n == 0) /* finish of an event never started: record it whole */
