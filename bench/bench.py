@@ -15,6 +15,11 @@ real spawn takes, so boot_burst shows how many builds a host runs at once
 ([DEFAULT] max_concurrent_builds; --set passes any other option to the aio).
 --smoke runs boot_seq and boot_burst only (CI's check of the normal build;
 a boot that does not end ACTIVE fails the run).
+--callgrind runs the candidates benchmark's all-in-one under valgrind's
+callgrind, counting instructions only around its GET loop: instructions per
+answer, the same on a loaded machine as on a quiet one (the latencies then
+mean nothing). BENCH_PMAP=1 prints the all-in-one's largest mappings after
+the list_detail load (where the resident memory is).
 """
 import argparse
 import http.client
@@ -67,7 +72,7 @@ class Client:
 
 
 class Aio:
-    def __init__(self, binary, *extra, state_parent=None):
+    def __init__(self, binary, *extra, state_parent=None, prefix=()):
         # state_parent: create the state dir there, 0755 (QEMU, run by the
         # libvirt driver as another user, must reach the instance files)
         self.dir = tempfile.mkdtemp(prefix="nubo-bench-", dir=state_parent)
@@ -75,7 +80,7 @@ class Aio:
             os.chmod(self.dir, 0o755)
         self.port = free_port()
         self.proc = subprocess.Popen(
-            [binary, "aio", "--state-dir", self.dir, "--port", str(self.port),
+            list(prefix) + [binary, "aio", "--state-dir", self.dir, "--port", str(self.port),
              "--admin-password", PW] + list(extra),
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         end = time.time() + 120
@@ -118,6 +123,7 @@ BIG = ["--set", "fake.vcpus=256", "--set", "fake.memory_mb=262144", "--set", "fa
        "--set", "network.seed_private_cidr=10.0.0.0/16"]
 NETWORKS = "none"
 EXTRA = []  # --spawn-ms and --set
+CALLGRIND = False
 
 
 def boot(c, image, name, flavor="42"):
@@ -232,16 +238,32 @@ def bench_list_detail_and_rss(binary, n=1000):
         [t.start() for t in ts]
         [t.join() for t in ts]
         rps = done[0] / (time.perf_counter() - t0)
+        rss_after = aio.rss_kib()
+        if os.environ.get("BENCH_PMAP"):
+            subprocess.run("pmap -x %d | sort -k3 -n | tail -25; grep -E 'Rss|Pss_' /proc/%d/smaps_rollup; ls /proc/%d/task | wc -l"
+                           % (aio.proc.pid, aio.proc.pid, aio.proc.pid), shell=True)
         print("list_detail: GET /servers/detail returning %d servers: median %.1f ms (sequential, 30 runs); "
               "%.1f req/s at concurrency 8 for 10 s" % (count, statistics.median(lat), rps))
-        print("rss: all-in-one resident memory: %.1f MiB at start, %.1f MiB with %d servers"
-              % (rss0 / 1024, rss / 1024, count))
+        print("rss: all-in-one resident memory: %.1f MiB at start, %.1f MiB with %d servers, "
+              "%.1f MiB after the list load" % (rss0 / 1024, rss / 1024, count, rss_after / 1024))
     finally:
         aio.stop()
 
 
+def callgrind_ir(path):
+    """The instruction count (Ir) of a callgrind output file."""
+    ir = 0
+    with open(path) as f:
+        for line in f:
+            if line.startswith("totals:"):
+                ir = int(line.split()[1])
+    return ir
+
+
 def bench_candidates(binary, n=1000):
-    aio = Aio(binary)
+    cg = os.path.join(tempfile.gettempdir(), "nubo-bench-callgrind.%d" % os.getpid()) if CALLGRIND else None
+    prefix = ("valgrind", "--tool=callgrind", "--instr-atstart=no", "--callgrind-out-file=" + cg) if cg else ()
+    aio = Aio(binary, prefix=prefix)
     try:
         c = aio.client()
         hdr = {"OpenStack-API-Version": "placement 1.39"}
@@ -256,11 +278,15 @@ def bench_candidates(binary, n=1000):
                     "DISK_GB": {"total": 1000}}}, hdr)
             assert st == 200, st
         q = "/placement/allocation_candidates?resources=VCPU:1,MEMORY_MB:512,DISK_GB:1"
+        if cg:
+            subprocess.run(["callgrind_control", "-i", "on", str(aio.proc.pid)], check=True, capture_output=True)
         lat = []
         for _ in range(30):
             t0 = time.perf_counter()
             st, _, body = c.req("GET", q, None, hdr)
             lat.append((time.perf_counter() - t0) * 1000)
+        if cg:
+            subprocess.run(["callgrind_control", "-i", "off", str(aio.proc.pid)], check=True, capture_output=True)
         ql = q + "&limit=50"
         lat50 = []
         for _ in range(30):
@@ -272,6 +298,11 @@ def bench_candidates(binary, n=1000):
                                                 statistics.median(lat), statistics.median(lat50)))
     finally:
         aio.stop()
+    if cg:
+        ir = callgrind_ir(cg)
+        os.unlink(cg)
+        print("candidates (callgrind): %.1f M instructions per answer of all %d providers (30 answers)"
+              % (ir / 30 / 1e6, n + 3))
 
 
 def main():
@@ -280,11 +311,13 @@ def main():
     ap.add_argument("--only")
     ap.add_argument("--networks", choices=("none", "auto"), default="none")
     ap.add_argument("--smoke", action="store_true")
+    ap.add_argument("--callgrind", action="store_true")
     ap.add_argument("--spawn-ms", type=int, default=0)
     ap.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE")
     a = ap.parse_args()
-    global NETWORKS
+    global NETWORKS, CALLGRIND
     NETWORKS = a.networks
+    CALLGRIND = a.callgrind
     if a.spawn_ms:
         EXTRA.extend(["--set", "fake.spawn_delay_ms=%d" % a.spawn_ms])
     for kv in a.set:

@@ -185,12 +185,13 @@ done
 stage "MariaDB (backend unit tests and e2e modules)"
 if NUBO_WITH_MARIADB=1 bash scripts/install-deps.sh && bash tests/db/mariadb.sh start; then
   url=$(bash tests/db/mariadb.sh createdb nubo_unit nubo_unit unitpw)
-  for t in mariadb db_dialect; do
+  for t in mariadb db_dialect lease; do
     if NUBO_TEST_MARIADB_URL=$url "build/tests/unit/test_$t"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
   done
   NUBO_TEST_DB=mariadb NUBO_BIN=$root/build/nubo /usr/bin/python3 -m pytest -q -p no:cacheprovider -n 2 \
     --dist loadgroup -W ignore::DeprecationWarning \
     tests/e2e/test_identity.py tests/e2e/test_status.py tests/e2e/test_trace.py tests/e2e/test_metrics.py \
+    tests/e2e/test_control_planes.py \
     --junitxml="$out/e2e-mariadb.xml" -o junit_family=xunit2
   count_junit "$out/e2e-mariadb.xml"
   bash tests/db/mariadb.sh teardown

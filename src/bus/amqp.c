@@ -24,7 +24,10 @@
  *     connections publish with mandatory + publisher confirms: a cast or call
  *     to a topic no listener ever declared is returned by the broker, and
  *     fails with -1 / 503 like the in-process bus; once the queue exists,
- *     messages wait in it for a listener, as under oslo.
+ *     messages wait in it for a listener, as under oslo. A queue the broker
+ *     lost (restarted; queues are not durable) is declared again by a
+ *     sender that had seen it, so casts sent before its listener reconnects
+ *     wait for it instead of failing.
  *
  * Delivery is at most once, as oslo's: a message redelivered because the
  * consumer that had it died mid-handler is dropped with a warning rather than
@@ -148,11 +151,33 @@ static bool bytes_eq(amqp_bytes_t b, const char *s)
     return b.len == strlen(s) && memcmp(b.bytes, s, b.len) == 0;
 }
 
-/* ---- listeners ----------------------------------------------------------------------------- */
+/* ---- topics whose queue existed ------------------------------------------------------------ */
 
-/* Declares the exchange, the topic's queue and binding, and starts
- * consuming with prefetch 1. 0/-1 (reason set, link closed). */
-static int listener_setup(struct nb_amqp_link *l, const char *topic)
+/* The topics this process saw a queue for (its own listeners' and those its
+ * casts reached). A cast returned for one of them means the broker lost the
+ * queue (a restart: queues are not durable), not that no listener exists:
+ * the queue is declared again from the sending side and the message waits
+ * in it for the listener, which is reconnecting with its back-off. */
+#define MAX_KNOWN_TOPICS 256
+static char known_topics[MAX_KNOWN_TOPICS][128];
+static int nknown;
+static pthread_mutex_t known_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static bool topic_known(const char *topic, bool add)
+{
+    pthread_mutex_lock(&known_lock);
+    bool found = false;
+    for (int i = 0; i < nknown && !found; i++)
+        found = !strcmp(known_topics[i], topic);
+    if (!found && add && nknown < MAX_KNOWN_TOPICS && strlen(topic) < sizeof(known_topics[0]))
+        snprintf(known_topics[nknown++], sizeof(known_topics[0]), "%s", topic);
+    pthread_mutex_unlock(&known_lock);
+    return found;
+}
+
+/* The exchange, the topic's queue (as its listener declares it) and its
+ * binding. 0/-1 (reason set). */
+static int declare_topic_queue(struct nb_amqp_link *l, const char *topic)
 {
     amqp_bytes_t q = amqp_cstring_bytes(topic);
     amqp_exchange_declare(l->st, 1, amqp_cstring_bytes(exchange), amqp_cstring_bytes("topic"), 0, 0,
@@ -163,8 +188,19 @@ static int listener_setup(struct nb_amqp_link *l, const char *topic)
     if (!nb_amqp_link_ok(l, "queue.declare"))
         return -1;
     amqp_queue_bind(l->st, 1, q, amqp_cstring_bytes(exchange), q, amqp_empty_table);
-    if (!nb_amqp_link_ok(l, "queue.bind"))
+    return nb_amqp_link_ok(l, "queue.bind") ? 0 : -1;
+}
+
+/* ---- listeners ----------------------------------------------------------------------------- */
+
+/* Declares the exchange, the topic's queue and binding, and starts
+ * consuming with prefetch 1. 0/-1 (reason set, link closed). */
+static int listener_setup(struct nb_amqp_link *l, const char *topic)
+{
+    amqp_bytes_t q = amqp_cstring_bytes(topic);
+    if (declare_topic_queue(l, topic) < 0)
         return -1;
+    topic_known(topic, true);
     amqp_basic_qos(l->st, 1, 0, 1, 0);
     if (!nb_amqp_link_ok(l, "basic.qos"))
         return -1;
@@ -608,6 +644,29 @@ static json_t *request_body(const struct nb_ctx *ctx, const char *method, json_t
                      "context", context_json(ctx));
 }
 
+/* After send_request (rc): a message returned for a topic whose queue this
+ * process had seen is sent again once its queue is declared again (the
+ * broker lost it), to wait there for the reconnecting listener. Returns
+ * the final rc; a topic a message reached is remembered. */
+static int resend_if_queue_lost(const struct nb_ctx *ctx, struct plink *p, const char *topic,
+                                const char *method, json_t *body, struct waiter *w, int timeout_ms,
+                                int rc)
+{
+    if (rc == 0 && w->returned && topic_known(topic, false) && p->link.st &&
+        declare_topic_queue(&p->link, topic) == 0) {
+        NB_WARN("nubo.bus", ctx, NULL,
+                "the queue of topic %s was gone (broker restarted?): declared it again; "
+                "%s waits in it for its listener",
+                topic, method);
+        json_decref(w->reply);
+        *w = (struct waiter){.id = w->id, .want_reply = w->want_reply};
+        rc = send_request(p, topic, body, w, timeout_ms);
+    }
+    if (rc == 0 && !w->returned)
+        topic_known(topic, true);
+    return rc;
+}
+
 static int amqp_cast(const struct nb_ctx *ctx, const char *topic, const char *method, json_t *args)
 {
     json_t *body = request_body(ctx, method, args);
@@ -621,6 +680,7 @@ static int amqp_cast(const struct nb_ctx *ctx, const char *topic, const char *me
     nb_uuid(id);
     struct waiter w = {.id = id};
     int rc = send_request(p, topic, body, &w, timeout_ms);
+    rc = resend_if_queue_lost(ctx, p, topic, method, body, &w, timeout_ms, rc);
     pool_put(p);
     json_decref(body);
     if (rc == 0 && w.returned) {
@@ -667,6 +727,7 @@ static json_t *amqp_call(struct nb_ctx *ctx, const char *topic, const char *meth
     nb_uuid(id);
     struct waiter w = {.id = id, .want_reply = true};
     int rc = send_request(p, topic, body, &w, timeout_ms);
+    rc = resend_if_queue_lost(ctx, p, topic, method, body, &w, timeout_ms, rc);
     pool_put(p);
     json_decref(body);
     json_t *out = NULL;

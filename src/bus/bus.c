@@ -15,10 +15,13 @@
 #include "common/metrics.h"
 #include "common/util.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static const struct nb_bus_backend *backend = &nb_bus_inproc_backend;
+static atomic_bool stopping;
 
 int nb_bus_init(void)
 {
@@ -37,6 +40,7 @@ int nb_bus_init(void)
 
 void nb_bus_shutdown(void)
 {
+    atomic_store(&stopping, true);
     backend->shutdown();
 }
 
@@ -61,6 +65,50 @@ int nb_bus_cast(const struct nb_ctx *ctx, const char *topic, const char *method,
     nb_metrics_add(NB_M_BUS_CASTS, 1,
                    (const char *const[]){kind, method, rc == 0 ? "ok" : "error"});
     return rc;
+}
+
+/* Sleeps s seconds unless the bus stops first; false if it stopped. */
+static bool sleep_unless_stopping(int s)
+{
+    for (int i = 0; i < s * 10; i++) {
+        if (atomic_load(&stopping))
+            return false;
+        usleep(100 * 1000);
+    }
+    return !atomic_load(&stopping);
+}
+
+int nb_bus_cast_until_sent(const struct nb_ctx *ctx, const char *topic, const char *method,
+                           json_t *args, int max_s)
+{
+    if (backend == &nb_bus_inproc_backend)
+        return nb_bus_cast(ctx, topic, method, args);
+    double t0 = nb_time_mono();
+    int delay = 1;
+    for (int attempt = 1;; attempt++) {
+        if (nb_bus_cast(ctx, topic, method, json_incref(args)) == 0) {
+            if (attempt > 1)
+                NB_INFO("nubo.bus", ctx, NULL, "%s sent to topic %s after %d attempts (%.0f s)",
+                        method, topic, attempt, nb_time_mono() - t0);
+            json_decref(args);
+            return 0;
+        }
+        if (nb_time_mono() - t0 + delay > max_s) {
+            NB_ERROR("nubo.bus", ctx, NULL, "gave up sending %s to topic %s after %.0f s", method,
+                     topic, nb_time_mono() - t0);
+            break;
+        }
+        if (attempt == 1)
+            NB_WARN("nubo.bus", ctx, NULL,
+                    "%s to topic %s not sent: trying again for up to %d s (a result must reach "
+                    "its caller)",
+                    method, topic, max_s);
+        if (!sleep_unless_stopping(delay))
+            break;
+        delay = delay * 2 > 10 ? 10 : delay * 2;
+    }
+    json_decref(args);
+    return -1;
 }
 
 json_t *nb_bus_call(struct nb_ctx *ctx, const char *topic, const char *method, json_t *args,

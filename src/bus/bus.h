@@ -34,6 +34,14 @@ int nb_bus_listen(const char *topic, nb_bus_handler_fn fn, void *opaque, int nth
 
 /* One-way message; steals args. 0, or -1 if the topic has no listener. */
 int nb_bus_cast(const struct nb_ctx *ctx, const char *topic, const char *method, json_t *args);
+/* A cast that must arrive (a compute host's result of a build, an
+ * operation, an attach or a snapshot): on the AMQP bus, when it cannot be
+ * sent (broker down, restarting, its queue not declared again yet) it is
+ * sent again with back-off (1 s doubling to 10 s) for up to max_s seconds,
+ * or until the bus stops. Blocks the calling thread meanwhile; steals
+ * args. 0, or -1 (logged) when it gave up. */
+int nb_bus_cast_until_sent(const struct nb_ctx *ctx, const char *topic, const char *method,
+                           json_t *args, int max_s);
 /* Request/reply; steals args. Returns the reply (new ref; json null if the
  * handler returned NULL) or NULL on timeout / no listener (error on ctx). */
 json_t *nb_bus_call(struct nb_ctx *ctx, const char *topic, const char *method, json_t *args,

@@ -1,6 +1,7 @@
 /* roles.c - starts the configured roles in this process and stops them in
  * order on SIGTERM/SIGINT: HTTP first (in-flight requests finish), then the
  * compute agents' periodic work, then the bus (queued work drains), then the
+ * conductor's leases (given up for the other control planes), then the
  * database.
  *
  * The roles run together or apart, as OpenStack's services do: each
@@ -455,6 +456,7 @@ static void stop_roles(struct nb_ctx *ctx, struct nb_env *env, struct nb_virt_dr
     nb_volume_shutdown();
     nb_metadata_stop();
     nb_bus_shutdown();
+    nb_conductor_stop(); /* its leases, once no handler runs */
     nb_svc_shutdown();
     if (drv && drv->ops->close)
         drv->ops->close(drv);

@@ -18,6 +18,7 @@
 #include "common/util.h"
 
 #include <arpa/inet.h>
+#include <malloc.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -501,9 +502,7 @@ static char *resp_text(struct nb_resp *resp, size_t *len)
         return raw;
     }
     if (resp->body) {
-        char *s = json_dumps(resp->body, JSON_COMPACT | JSON_ENCODE_ANY);
-        *len = strlen(s);
-        return s;
+        return nb_json_dump_len(resp->body, len);
     }
     *len = 0;
     return strdup("");
@@ -531,7 +530,13 @@ struct conn_state {
     struct nb_resp resp;
     char path[2048];
     bool trailing_slash; /* the URL ended in '/' (stripped from path) */
+    bool big_answer;     /* its response body passed BIG_ANSWER: trim the heap after it */
 };
+
+/* A response this large (a detail list of a thousand servers) leaves its
+ * thread's malloc arena holding megabytes it no longer uses; they go back
+ * to the system when the request completes. */
+enum { BIG_ANSWER = 512 * 1024 };
 
 /* The logger and the access line's shape of a service: the requestlog line
  * or eventlet's wsgi line. */
@@ -733,6 +738,7 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
 {
     size_t len;
     struct MHD_Response *r;
+    bool file = resp->has_file;
     if (resp->oom) {
         nb_error(ctx, 500, NULL, "Out of memory while building the response.");
         nb_http_render_error(ctx, req->service, nb_req_header(req, "Accept"), resp);
@@ -770,6 +776,8 @@ static enum MHD_Result send_response(struct MHD_Connection *conn, struct conn_st
     MHD_destroy_response(r);
     log_request(conn, st, ctx, req, resp->status, len, t0);
     req_free(req, resp);
+    if (st && len >= BIG_ANSWER && !file)
+        st->big_answer = true;
     return ret;
 }
 
@@ -1002,9 +1010,12 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                        st->req.method, st->req.path, (unsigned long long)st->received, (int)toe);
             req_free(&st->req, &st->resp);
         }
+        bool trim = st->big_answer;
         free(st->uri);
         free(st->buf);
         free(st);
+        if (trim)
+            malloc_trim(0);
     }
     *con_cls = NULL;
 }

@@ -118,6 +118,12 @@ bool nb_db_redo_or_wait(struct nb_db *db, struct nb_ctx *ctx, int tries);
  * clashed) each column of cols (comma-separated) takes the inserted value,
  * then extra (assignments such as "deleted = 0"; may be NULL). Returns buf. */
 int nb_db_is_mariadb(const struct nb_db *db);
+/* How many statements or commits of the calling thread have failed with an
+ * error worth retrying the whole transaction for (MariaDB: deadlock 1213,
+ * lock wait timeout 1205, Galera/WSREP; never on SQLite), counted when the
+ * failure was returned to the caller. A caller that can redo its
+ * transaction compares the count before and after a failure. */
+unsigned nb_db_retryable_failures(void);
 /* nb_db_exec of "INSERT OR IGNORE " (MariaDB: "INSERT IGNORE ") followed by
  * into ("INTO t (…) VALUES (…)"): a row clashing with a unique key is
  * skipped (0 rows changed). MariaDB's IGNORE also turns a foreign-key

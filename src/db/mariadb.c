@@ -1,6 +1,7 @@
 /* mariadb.c - db.h's contract on MariaDB: the pool, statements, results and
  * transactions (mariadb.h). */
 #include "db/mariadb.h"
+#include "db/db.h"
 #include "common/json.h"
 #include "common/log.h"
 #include "common/metrics.h"
@@ -18,6 +19,10 @@
     "SET SESSION sql_mode = 'ANSI_QUOTES,PIPES_AS_CONCAT,NO_BACKSLASH_ESCAPES,"                    \
     "STRICT_TRANS_TABLES,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_AUTO_VALUE_ON_ZERO', "         \
     "time_zone = '+00:00'"
+/* READ COMMITTED, not InnoDB's REPEATABLE READ: a read that locks (FOR
+ * UPDATE) takes no gap locks, and two control planes' concurrent builds
+ * stopped deadlocking on each other's inserts */
+#define ISOLATION "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED"
 #define RETRIES 5
 
 struct conn {
@@ -38,7 +43,15 @@ struct nb_maria {
 };
 
 static _Thread_local long long last_id;
-static _Thread_local bool conflict;    /* nb_maria_conflict() */
+static _Thread_local bool conflict; /* nb_maria_conflict() */
+/* deadlocks, lock waits and Galera aborts met inside transactions, ever
+ * (db.h nb_db_retryable_failures: a caller compares it around its work) */
+static _Thread_local unsigned retryable_failures;
+
+unsigned nb_db_retryable_failures(void)
+{
+    return retryable_failures;
+}
 static _Thread_local bool unreachable; /* nb_maria_unreachable() */
 
 static MYSQL *connect_one(const struct nb_db_url *u)
@@ -52,7 +65,7 @@ static MYSQL *connect_one(const struct nb_db_url *u)
     const char *host = u->unix_socket[0] ? "localhost" : u->host[0] ? u->host : "localhost";
     if (!mysql_real_connect(m, host, u->user, u->password, u->database, (unsigned)u->port,
                             u->unix_socket[0] ? u->unix_socket : NULL, CLIENT_FOUND_ROWS) ||
-        mysql_query(m, SQL_MODE)) {
+        mysql_query(m, SQL_MODE) || mysql_query(m, ISOLATION)) {
         NB_ERROR("nubo.db", NULL, NULL, "cannot connect to MariaDB database %s on %s: %s",
                  u->database, u->unix_socket[0] ? u->unix_socket : host, mysql_error(m));
         mysql_close(m);
@@ -304,8 +317,10 @@ static int fail(struct conn *c, struct nb_ctx *ctx, unsigned err, const char *sq
  * may redo; a deadlock, Galera abort or lost connection ended it. */
 static void tx_failed(struct conn *c, unsigned err, const char *msg)
 {
-    if (nb_maria_retryable(err, msg))
+    if (nb_maria_retryable(err, msg)) {
         conflict = true;
+        retryable_failures++;
+    }
     if (err != 1205 && (nb_maria_retryable(err, msg) || nb_maria_conn_lost(err)))
         c->aborted = true;
 }

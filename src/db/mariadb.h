@@ -8,7 +8,9 @@
  * interpolated on the client as escaped literals (what PyMySQL, oslo.db's
  * driver, does), so `?` and db.h's type string work unchanged. Sessions run
  * with sql_mode ANSI_QUOTES,PIPES_AS_CONCAT,NO_BACKSLASH_ESCAPES,
- * STRICT_TRANS_TABLES (SQLite's quoting), UTC, and
+ * STRICT_TRANS_TABLES (SQLite's quoting), UTC, isolation READ COMMITTED
+ * (no gap locks on plain reads: concurrent builds appending to the same
+ * tables do not deadlock; capacity checks lock with nb_db_for_update), and
  * CLIENT_FOUND_ROWS (rows matched, as sqlite3_changes counts).
  *
  * Retry: a statement outside a transaction that fails with a deadlock (1213),

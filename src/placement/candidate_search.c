@@ -338,7 +338,7 @@ static int emit_combo(struct search *s, int root, const int *choice, json_t *see
         nprov += j == 0 || m[j].rp != m[j - 1].rp;
     if (!s->nested_aware && s->w.has_trees && nprov > 1)
         return 0;
-    int dup = combo_seen(m, nm, seen);
+    int dup = seen ? combo_seen(m, nm, seen) : 0;
     if (dup < 0)
         return nb_error(s->ctx, 500, PLC_ERR_DEFAULT, "out of memory");
     if (dup)
@@ -352,13 +352,15 @@ static int emit_combo(struct search *s, int root, const int *choice, json_t *see
             const char *uuid = s->w.rp[m[j].rp].uuid;
             json_t *a = json_object_get(allocs, uuid);
             if (!a) {
-                a = json_pack("{s:{}}", "resources");
+                a = json_object();
+                json_object_set_new(a, "resources", json_object());
                 json_object_set_new(allocs, uuid, a);
             }
             json_object_set_new(json_object_get(a, "resources"), m[j].rc,
                                 json_integer(m[j].amount));
         }
-        areq = json_pack("{s:o}", "allocations", allocs);
+        areq = json_object();
+        json_object_set_new(areq, "allocations", allocs);
         if (mv >= 34) {
             json_t *maps = json_object();
             for (int gi = 0; gi < rq->ngroups; gi++) {
@@ -406,7 +408,10 @@ static int merge_tree(struct search *s, int root)
 {
     int ng = s->rq->ngroups;
     int choice[64] = {0};
-    _cleanup_json_ json_t *seen = json_object();
+    /* One group with resources: its candidates are distinct (provider,
+     * class) assignments, so their combinations cannot repeat. */
+    bool may_repeat = ng != 1 || s->gs[0].nres == 0;
+    _cleanup_json_ json_t *seen = may_repeat ? json_object() : NULL;
     for (;;) {
         if (s->rq->limit && s->nresults >= s->rq->limit)
             return 0;
@@ -455,13 +460,15 @@ static json_t *summary_for(struct search *s, int p)
         const struct plc_inv *inv = &rp->inv[k];
         if (mv < 27 && !json_object_get(s->requested_rcs, inv->rc))
             continue;
+        json_t *r = json_object();
         json_object_set_new(
-            res, inv->rc,
-            json_pack("{s:I, s:I}", "capacity",
-                      (json_int_t)plc_capacity(inv->total, inv->reserved, inv->ratio), "used",
-                      (json_int_t)inv->used));
+            r, "capacity",
+            json_integer((json_int_t)plc_capacity(inv->total, inv->reserved, inv->ratio)));
+        json_object_set_new(r, "used", json_integer((json_int_t)inv->used));
+        json_object_set_new(res, inv->rc, r);
     }
-    json_t *sum = json_pack("{s:o}", "resources", res);
+    json_t *sum = json_object();
+    json_object_set_new(sum, "resources", res);
     if (mv >= 17) {
         json_t *traits = json_array();
         for (int k = 0; k < rp->ntraits; k++)

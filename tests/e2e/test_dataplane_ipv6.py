@@ -24,7 +24,7 @@ import pytest
 
 import dataplane as dp
 from conftest import unique
-from netagent_cleanup import radvd_pid
+from netagent_cleanup import dnsmasq_pid, radvd_pid
 from test_libvirt import wait_status
 
 _why = dp.dataplane_unavailable()
@@ -145,7 +145,8 @@ def check_dhcpv6_modes(c):
     for dhcpv6-stateful and dhcpv6-stateless what the agent renders is
     checked: radvd's M flag and non-autonomous prefix, resp. O flag and
     autonomous prefix, and dnsmasq's DHCPv6 ranges; a stateful port's
-    address comes from the pool, a stateless one's is EUI-64. (Called while
+    address comes from the pool, a stateless one's is EUI-64, and a DHCPv6
+    lease of the stateful port goes with the port. (Called while
     the SLAAC guests boot.)"""
     router = c.cli("router", "create", unique("v6-r2"), "-f", "json")
     made = []
@@ -187,6 +188,16 @@ def check_dhcpv6_modes(c):
         assert "--dhcp-range=set:subnet-%s,%s,static,64," % (sub["id"], cidr.split("/")[0]) \
             in cmd, cmd
     assert radvd_pid(c.state_dir, router["id"]) == pid  # reloaded, not restarted
+    # a DHCPv6 lease (keyed by IAID and DUID) of the stateful port, written
+    # as dnsmasq writes it (no DHCPv6 client in the guest): when the port
+    # goes, its dnsmasq is restarted without it
+    snet = made[0][0]["id"]
+    dpid = dp.wait_for("dnsmasq of dhcpv6-stateful", lambda: dnsmasq_pid(c.state_dir, snet))
+    leases = glob.glob(os.path.join(c.state_dir, "network-agent", "*", "dhcp", snet, "leases"))[0]
+    duid = "" if "duid " in open(leases).read() else "duid 00:01:00:01:2e:9a:6b:1c\n"
+    with open(leases, "a") as f:
+        f.write("%s4102444800 1041 %s * 00:03:00:01:%s\n"
+                % (duid, v6_of(stateful), stateful["mac_address"]))
     # a radvd killed by hand is back within the agent's resync
     os.kill(pid, 9)
     dp.wait_for("radvd restarted", lambda: radvd_pid(c.state_dir, router["id"]) not in (None, pid),
@@ -194,6 +205,8 @@ def check_dhcpv6_modes(c):
     for net, sub, port, cidr, mode in made:
         c.cli("router", "remove", "subnet", router["id"], sub["id"])
         c.cli("port", "delete", port["id"])
+    dp.wait_for("the stateful port's lease dropped", lambda: v6_of(stateful) not in open(
+        leases).read() and dnsmasq_pid(c.state_dir, snet) not in (None, dpid))
     dp.wait_for("radvd stopped", lambda: radvd_pid(c.state_dir, router["id"]) is None)
     c.cli("router", "delete", router["id"])
     for net, *_ in made:

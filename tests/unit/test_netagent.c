@@ -406,6 +406,65 @@ static void test_dhcp_render(void **st)
     json_decref(net);
 }
 
+/* Stale leases: an IPv4 lease goes when its (MAC, address) has no hosts
+ * line; an IPv6 lease (no MAC in it) when its address has none or its
+ * address moved to another MAC; the server's duid line, live leases and
+ * lines that are not leases stay. */
+static void test_dhcp_prune_leases(void **st)
+{
+    (void)st;
+    const char *old_hosts = "fa:16:3e:00:10:21,host-203-0-113-21.openstacklocal,203.0.113.21\n"
+                            "fa:16:3e:00:10:21,tag:dhcpv6,host-fd00-1--21.openstacklocal,"
+                            "[fd00:1::21]\n"
+                            "fa:16:3e:00:10:22,host-203-0-113-22.openstacklocal,203.0.113.22\n"
+                            "fa:16:3e:00:10:22,tag:dhcpv6,host-fd00-1--22.openstacklocal,"
+                            "[fd00:1::22]\n"
+                            "fa:16:3e:00:10:23,tag:dhcpv6,host-fd00-1--23.openstacklocal,"
+                            "[fd00:1::23]\n";
+    /* port 22 deleted, its v4 address given to a new MAC (24); port 23's
+     * v6 address moved to port 25; port 21 keeps its v4 address */
+    const char *hosts = "fa:16:3e:00:10:21,host-203-0-113-21.openstacklocal,203.0.113.21\n"
+                        "FA:16:3E:00:10:21,tag:dhcpv6,host-fd00-1--21.openstacklocal,"
+                        "[fd00:1:0::21]\n"
+                        "fa:16:3e:00:10:24,host-203-0-113-22.openstacklocal,203.0.113.22\n"
+                        "fa:16:3e:00:10:25,tag:dhcpv6,host-fd00-1--23.openstacklocal,"
+                        "[fd00:1::23]\n";
+    const char *leases =
+        "1764979200 fa:16:3e:00:10:21 203.0.113.21 host-203-0-113-21 01:fa:16:3e:00:10:21\n"
+        "1764979200 fa:16:3e:00:10:22 203.0.113.22 host-203-0-113-22 *\n"
+        "1764979200 fa:16:3e:00:10:21 203.0.113.99 * *\n"
+        "duid 00:01:00:01:2e:9a:6b:1c:fa:16:3e:00:10:02\n"
+        "1764979200 1041 fd00:1::21 host-fd00-1--21 00:03:00:01:fa:16:3e:00:10:21\n"
+        "1764979200 1042 fd00:1::22 * 00:04:aa:bb\n"
+        "1764979200 T1043 fd00:1::23 * 00:02:00:00:ab:11:01\n"
+        "1764979200 1044 fd00:1::77 * *\n"
+        "garbage\n";
+    int dropped = -1;
+    char *keep = na_dhcp_prune_leases(leases, old_hosts, hosts, &dropped);
+    assert_int_equal(dropped, 5);
+    assert_string_equal(
+        keep, "1764979200 fa:16:3e:00:10:21 203.0.113.21 host-203-0-113-21 01:fa:16:3e:00:10:21\n"
+              "duid 00:01:00:01:2e:9a:6b:1c:fa:16:3e:00:10:02\n"
+              "1764979200 1041 fd00:1::21 host-fd00-1--21 00:03:00:01:fa:16:3e:00:10:21\n"
+              "garbage\n");
+    free(keep);
+    /* without the previous hosts file a moved v6 address cannot be told:
+     * its lease stays */
+    keep = na_dhcp_prune_leases(leases, NULL, hosts, &dropped);
+    assert_int_equal(dropped, 4);
+    assert_non_null(strstr(keep, " fd00:1::23 "));
+    free(keep);
+    /* nothing stale: the same text */
+    keep = na_dhcp_prune_leases("duid 00:01\n1 1041 fd00:1::21 * *\n", hosts, hosts, &dropped);
+    assert_int_equal(dropped, 0);
+    assert_string_equal(keep, "duid 00:01\n1 1041 fd00:1::21 * *\n");
+    free(keep);
+    keep = na_dhcp_prune_leases("", NULL, "", &dropped);
+    assert_string_equal(keep, "");
+    assert_int_equal(dropped, 0);
+    free(keep);
+}
+
 /* The DHCP phase on this host: a client in a namespace of its own on the
  * bridge gets its address, router, MTU and routes from the agent's
  * dnsmasq; a killed dnsmasq comes back; the network leaving removes it
@@ -514,6 +573,33 @@ static void test_dhcp_host(void **st)
     sh("ip -n " CLNS " link set eth0 address fa:16:3e:00:10:30");
     sh(cmd);
 
+    /* a DHCPv6-stateful port whose lease (keyed by IAID and DUID; no
+     * DHCPv6 client here, so written as dnsmasq writes it) outlives the
+     * port: dnsmasq restarted without it */
+    json_array_append_new(hosts, json_pack("{s:s, s:s, s:s, s:s}", "port_id", "p11", "mac",
+                                           "fa:16:3e:00:10:31", "subnet_id", "s6a", "ip_address",
+                                           "fd00:1::31"));
+    assert_int_equal(na_dhcp_sync(a, &ctx, state), 0);
+    char lpath[300];
+    snprintf(lpath, sizeof(lpath), "%s/dhcp/" NET1 "/leases", sd);
+    char *lt = nb_read_file(lpath, NULL);
+    assert_non_null(lt);
+    FILE *lf = fopen(lpath, "a");
+    fprintf(lf, "%s4102444800 1041 fd00:1::31 * 00:03:00:01:fa:16:3e:00:10:31\n",
+            strstr(lt, "duid ") ? "" : "duid 00:01:00:01:2e:9a:6b:1c:fa:16:3e:00:10:02\n");
+    fclose(lf);
+    free(lt);
+    pid1 = nb_read_file(pidpath, NULL);
+    json_array_remove(hosts, json_array_size(hosts) - 1);
+    assert_int_equal(na_dhcp_sync(a, &ctx, state), 0);
+    pid2 = nb_read_file(pidpath, NULL);
+    assert_string_not_equal(pid1, pid2);
+    free(pid1);
+    free(pid2);
+    lt = nb_read_file(lpath, NULL);
+    assert_null(strstr(lt, "fd00:1::31"));
+    free(lt);
+
     /* the network leaves: dnsmasq, veth, namespace gone; the bridge too
      * (l2) */
     json_t *empty = json_pack("{s:[], s:[], s:[]}", "networks", "ports", "routers");
@@ -538,7 +624,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_run),         cmocka_unit_test(test_run_netns),
         cmocka_unit_test(test_ownership),   cmocka_unit_test(test_l2),
-        cmocka_unit_test(test_dhcp_render), cmocka_unit_test(test_dhcp_host),
+        cmocka_unit_test(test_dhcp_render), cmocka_unit_test(test_dhcp_prune_leases),
+        cmocka_unit_test(test_dhcp_host),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

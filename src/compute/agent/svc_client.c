@@ -610,9 +610,14 @@ static void hex_of(EVP_MD_CTX *md, char *hex, size_t cap)
 /* Copies the local image file fd into sink. 0/-1 with the error on ctx. */
 static int copy_local(struct nb_ctx *ctx, int fd, struct sink *s)
 {
-    static __thread char buf[1 << 20];
+    /* on the heap: a thread-local buffer would sit in every thread's
+     * static TLS, 1 MiB of resident memory per thread of the process */
+    enum { BUF = 1 << 20 };
+    _cleanup_free_ char *buf = malloc(BUF);
+    if (!buf)
+        return nb_error(ctx, 500, NULL, "out of memory copying the image data");
     for (;;) {
-        ssize_t n = read(fd, buf, sizeof(buf));
+        ssize_t n = read(fd, buf, BUF);
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0)

@@ -4,8 +4,9 @@
  * way `nubo doctor cloud` prints it, and counted in the gauges
  * nubo_reconciler_findings{check, verdict} (WARN and PROBLEM of every check
  * the audit ran, 0 when it found nothing). Read-only: repairs are the operator's
- * (`nubo doctor`). With several control planes every conductor audits; the
- * audit only reads, so that is safe. */
+ * (`nubo doctor`). With several control planes on one MariaDB only the
+ * holder of the conductor.periodic lease audits (leases.c): the findings
+ * are logged and counted once for the cloud. */
 #include "common/config.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -89,7 +90,8 @@ static void *audit_main(void *arg)
         if (interval <= 0)
             return NULL;
         sleep((unsigned)interval);
-        cond_audit_once(c);
+        if (cond_runs_periodic(c))
+            cond_audit_once(c);
     }
 }
 

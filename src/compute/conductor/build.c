@@ -394,6 +394,9 @@ static void schedule_and_build(struct conductor *c, struct nb_ctx *ctx, const ch
                  nb_ctx_failed(ctx) ? nb_ctx_message(ctx) : "The scheduler gave no answer.");
         nb_ctx_clear_error(ctx); /* handled: the build fails with this message */
         fail_build(c, ctx, uuid, msg, "select_destinations failed; see the conductor log");
+        /* no answer: a scheduler that died (another control plane) may
+         * have claimed before its reply was lost */
+        cond_release_allocations(c, ctx, uuid, NULL);
         return;
     }
     const char *error = nb_json_str(sel, "error");

@@ -21,5 +21,8 @@
  * in BUILD, deletes and power actions left half-done, leaked allocations).
  * 0/-1. */
 int nb_conductor_start(struct nb_env *env);
+/* After the bus has stopped (no handler runs): stops the lease thread and
+ * gives the leases up (leases.c; nothing on SQLite). */
+void nb_conductor_stop(void);
 
 #endif

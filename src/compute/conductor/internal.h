@@ -49,7 +49,49 @@ struct conductor {
     long long last_id_at_start; /* highest instances.id when the conductor
                                  * started: recovery leaves newer rows to the
                                  * workers handling their requests */
+    struct cond_leases *leases; /* leases.c; NULL when off (SQLite) */
 };
+
+/* Which instances a recovery pass (recovery.c) handles, by instances.id
+ * and by the control plane that last moved them (nubo_conductor, written
+ * on MariaDB only: leases.c). */
+struct cond_scope {
+    long long max_id; /* instances.id at most this */
+    const char *only; /* non-NULL: only those this (dead) control plane moved */
+    json_t *skip;     /* {holder: true}: not those of these live control planes */
+};
+
+/* recovery.c: one pass over the work s selects that a killed nubo (or a
+ * dead control plane) left half-done (the steps: recovery.c's header). */
+void cond_recover(struct conductor *c, const struct cond_scope *s);
+/* Whether s selects an instance row (its "nubo_conductor"), or the
+ * instance uuid (read when s names control planes at all). */
+bool cond_scope_row(const struct cond_scope *s, const json_t *row);
+bool cond_scope_instance(struct conductor *c, const struct cond_scope *s, const char *uuid);
+
+/* leases.c: the control planes sharing a MariaDB (docs/architecture.md,
+ * "Several control planes"). Start: this conductor's liveness lease
+ * conductor@<host>:<pid> taken (0/-1), its renewal thread started, and
+ * this process's instance transitions recorded under it. Off (0, nothing
+ * done) on SQLite, where there is only ever one control plane. */
+int cond_leases_start(struct conductor *c);
+/* Stops the renewal thread and gives the leases up (the liveness lease
+ * left expired, so another control plane takes over what is unfinished). */
+void cond_leases_stop(struct conductor *c);
+/* Whether this conductor runs the periodic work that must run once
+ * (audit, resize auto-confirm): it holds conductor.periodic, or leases
+ * are off. */
+bool cond_runs_periodic(struct conductor *c);
+/* The start-up pass's scope: dead control planes' leases taken over (their
+ * work included), live ones' work skipped. Fills s (s->skip a new ref);
+ * cond_leases_startup_done gives the taken leases up after the pass. */
+void cond_leases_startup_scope(struct conductor *c, struct cond_scope *s);
+void cond_leases_startup_done(struct conductor *c, struct cond_scope *s);
+/* Before a message's handler runs: the instances it names (args "uuid",
+ * "instance_uuid", "instance_uuids") recorded as this control plane's work
+ * (a message whose handler dies with its process is not delivered again:
+ * bus/amqp.c). Nothing when leases are off. */
+void cond_leases_own(struct conductor *c, const json_t *args);
 
 /* build.c */
 void cond_build_instance(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
@@ -130,7 +172,7 @@ int cond_info_cache_write(struct conductor *c, struct nb_ctx *ctx, const char *u
 void cond_deallocate_networks(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
 /* Start-up recovery: releases the ports still bound to instances that are
  * deleted or failed without a host. */
-void cond_release_leaked_ports(struct conductor *c, struct nb_ctx *ctx);
+void cond_release_leaked_ports(struct conductor *c, const struct cond_scope *s, struct nb_ctx *ctx);
 
 /* snapshot.c: createImage of an image-backed server */
 void cond_snapshot_instance(struct conductor *c, struct nb_ctx *ctx, json_t *args);
@@ -179,7 +221,7 @@ void cond_rebuild_failed(struct conductor *c, struct nb_ctx *ctx, const char *uu
 /* Start-up recovery: rebuilds and evacuations a restart interrupted end
  * in ERROR with a fault (an evacuation's claims rolled back, its migration
  * failed), as Nova's _init_instance does with rebuild task states. */
-void cond_recover_rebuilds(struct conductor *c, struct nb_ctx *ctx);
+void cond_recover_rebuilds(struct conductor *c, const struct cond_scope *s, struct nb_ctx *ctx);
 
 /* evacuate.c: the destination, the claims, the volumes, the source's
  * clean-up */

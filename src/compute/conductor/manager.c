@@ -143,7 +143,16 @@ static const struct nb_bus_service service = {"conductor", LOG_COND, methods};
 
 static json_t *handle(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
 {
+    cond_leases_own(opaque, args);
     return nb_bus_dispatch(&service, opaque, ctx, method, args);
+}
+
+static struct conductor *running; /* for nb_conductor_stop */
+
+void nb_conductor_stop(void)
+{
+    if (running)
+        cond_leases_stop(running);
 }
 
 int nb_conductor_start(struct nb_env *env)
@@ -162,12 +171,17 @@ int nb_conductor_start(struct nb_env *env)
     struct nb_ctx ctx;
     nb_ctx_init_system(&ctx, NULL);
     c->last_id_at_start = nb_db_int(c->db, &ctx, 0, "SELECT MAX(id) FROM instances", "");
-    if (nb_bus_listen(NB_CONDUCTOR_TOPIC, handle, c, (int)nb_conf_int("conductor", "workers", 8)) <
-        0) {
-        NB_ERROR(LOG_COND, NULL, NULL, "cannot listen on topic conductor");
+    if (cond_leases_start(c) < 0) {
         free(c);
         return -1;
     }
+    if (nb_bus_listen(NB_CONDUCTOR_TOPIC, handle, c, (int)nb_conf_int("conductor", "workers", 8)) <
+        0) {
+        NB_ERROR(LOG_COND, NULL, NULL, "cannot listen on topic conductor");
+        cond_leases_stop(c);
+        return -1;
+    }
+    running = c;
     NB_INFO(LOG_COND, NULL, NULL, "conductor started (max_attempts %d)", c->max_attempts);
     cond_recover_start(c);
     cond_resize_confirm_start(c);

@@ -155,19 +155,18 @@ void cond_deallocate_networks(struct conductor *c, struct nb_ctx *ctx, const cha
                 nb_ctx_message(&nctx));
 }
 
-void cond_release_leaked_ports(struct conductor *c, struct nb_ctx *ctx)
+void cond_release_leaked_ports(struct conductor *c, const struct cond_scope *s, struct nb_ctx *ctx)
 {
     /* the network service names the instances with ports, and of those
      * (one query for them all) the gone ones are released */
     _cleanup_json_ json_t *devices = nb_network_port_devices(ctx);
     char sql[384];
     snprintf(sql, sizeof(sql),
-             "SELECT DISTINCT uuid FROM instances WHERE uuid IN (SELECT value FROM %s) AND "
-             "(deleted != 0 OR (vm_state = ? AND host IS NULL)) AND id <= ?",
+             "SELECT DISTINCT uuid, nubo_conductor FROM instances WHERE uuid IN (SELECT value FROM "
+             "%s) AND (deleted != 0 OR (vm_state = ? AND host IS NULL)) AND id <= ?",
              nb_db_json_each(c->db));
     _cleanup_json_ json_t *rows =
-        !devices ? NULL
-                 : nb_db_rows(c->db, ctx, sql, "jsi", devices, NB_VM_ERROR, c->last_id_at_start);
+        !devices ? NULL : nb_db_rows(c->db, ctx, sql, "jsi", devices, NB_VM_ERROR, s->max_id);
     if (!rows) {
         NB_ERROR(LOG_COND, ctx, NULL, "could not look for leaked ports: %s", nb_ctx_message(ctx));
         nb_ctx_clear_error(ctx);
@@ -177,6 +176,8 @@ void cond_release_leaked_ports(struct conductor *c, struct nb_ctx *ctx)
     json_t *r;
     json_array_foreach (rows, i, r) {
         const char *uuid = nb_json_str(r, "uuid");
+        if (!cond_scope_row(s, r))
+            continue;
         NB_WARN(LOG_COND, ctx, uuid,
                 "Releasing the ports of an instance that is deleted or failed without a host "
                 "(left by an interrupted run)");

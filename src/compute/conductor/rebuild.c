@@ -221,14 +221,14 @@ static void action_ctx(struct conductor *c, struct nb_ctx *ctx, const char *uuid
         nb_strlcpy(ctx->project_id, nb_json_str(row, "project_id"), sizeof(ctx->project_id));
 }
 
-void cond_recover_rebuilds(struct conductor *c, struct nb_ctx *ctx)
+void cond_recover_rebuilds(struct conductor *c, const struct cond_scope *s, struct nb_ctx *ctx)
 {
     char now[32];
     nb_now_iso_us(now);
     _cleanup_json_ json_t *rows =
         nb_db_rows(c->db, ctx,
-                   "SELECT uuid, host, task_state FROM instances WHERE deleted = 0 AND task_state "
-                   "IN (?, ?, ?) AND "
+                   "SELECT uuid, host, task_state, nubo_conductor FROM instances WHERE deleted = 0 "
+                   "AND task_state IN (?, ?, ?) AND "
                    "updated_at < ? ORDER BY id",
                    "ssss", NB_TASK_REBUILDING, NB_TASK_REBUILD_BDM, NB_TASK_REBUILD_SPAWNING, now);
     nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
@@ -237,6 +237,8 @@ void cond_recover_rebuilds(struct conductor *c, struct nb_ctx *ctx)
     json_array_foreach (rows, i, r) {
         const char *uuid = nb_json_str(r, "uuid");
         const char *task = nb_json_str(r, "task_state");
+        if (!cond_scope_row(s, r))
+            continue;
         _cleanup_free_ char *mig = open_evacuation(c, ctx, uuid);
         struct nb_ctx actx; /* recorded under the request that started it */
         action_ctx(c, &actx, uuid);

@@ -174,20 +174,21 @@ static void reschedule_interrupted_build(struct conductor *c, struct nb_ctx *act
 /* Builds that were past scheduling when nubo died: the host's agent says
  * whether the guest runs (then ACTIVE) or not (then scheduled again); if
  * the agent does not answer, ERROR. */
-static void resume_interrupted_builds(struct conductor *c, struct nb_ctx *ctx, json_t *waited)
+static void resume_interrupted_builds(struct conductor *c, const struct cond_scope *s,
+                                      struct nb_ctx *ctx, json_t *waited)
 {
     _cleanup_json_ json_t *rows = nb_instance_list_in_state(
         c->db, ctx,
         &(struct nb_instance_filter){.vm = {NB_VM_BUILDING},
                                      .task = {NB_TASK_NETWORKING, NB_TASK_BDM, NB_TASK_SPAWNING},
-                                     .max_id = c->last_id_at_start});
+                                     .max_id = s->max_id});
     nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     size_t i;
     json_t *r;
     json_array_foreach (rows, i, r) {
         const char *uuid = nb_json_str(r, "uuid"), *host = nb_json_str(r, "host");
         const char *task = nb_json_str(r, "task_state");
-        if (!uuid || !task)
+        if (!uuid || !task || !cond_scope_row(s, r))
             continue;
         struct nb_ctx actx;
         ctx_for_action(c, &actx, uuid, "create");
@@ -209,26 +210,30 @@ static void resume_interrupted_builds(struct conductor *c, struct nb_ctx *ctx, j
 }
 
 /* Releases allocations whose instance is gone or never got a host. */
-static void release_leaked_allocations(struct conductor *c, struct nb_ctx *ctx)
+static void release_leaked_allocations(struct conductor *c, const struct cond_scope *s,
+                                       struct nb_ctx *ctx)
 {
     /* placement names its consumers, and of those (one query for them all)
      * the instances that are gone or never got a host are released */
     _cleanup_json_ json_t *consumers = nb_placement_list_consumers(ctx);
     char sql[512];
     snprintf(sql, sizeof(sql),
-             "SELECT DISTINCT uuid FROM instances WHERE uuid IN (SELECT value FROM %s) AND "
-             "(deleted != 0 OR (vm_state = ? AND host IS NULL) OR (vm_state = ? AND task_state = "
+             "SELECT DISTINCT uuid, nubo_conductor FROM instances WHERE uuid IN (SELECT value FROM "
+             "%s) AND (deleted != 0 OR (vm_state = ? AND host IS NULL) OR (vm_state = ? AND "
+             "task_state = "
              "? AND host IS NULL AND id <= ?))",
              nb_db_json_each(c->db));
-    _cleanup_json_ json_t *rows =
-        !consumers ? NULL
-                   : nb_db_rows(c->db, ctx, sql, "jsssi", consumers, NB_VM_ERROR, NB_VM_BUILDING,
-                                NB_TASK_SCHEDULING, c->last_id_at_start);
+    _cleanup_json_ json_t *rows = !consumers
+                                      ? NULL
+                                      : nb_db_rows(c->db, ctx, sql, "jsssi", consumers, NB_VM_ERROR,
+                                                   NB_VM_BUILDING, NB_TASK_SCHEDULING, s->max_id);
     nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     size_t i;
     json_t *r;
     json_array_foreach (rows, i, r) {
         const char *uuid = nb_json_str(r, "uuid");
+        if (!cond_scope_row(s, r))
+            continue;
         struct nb_ctx sub; /* one release failing does not stop the others */
         nb_ctx_child(&sub, ctx);
         if (nb_placement_delete_allocations(&sub, uuid) == 0)
@@ -352,24 +357,31 @@ static void wait_for_computes(struct conductor *c, struct nb_ctx *ctx, json_t *w
 
 /* Whether any build of before the start is to be scheduled again or was
  * past scheduling (then its host's agent is asked). */
-static bool has_builds_to_resume(struct conductor *c, struct nb_ctx *ctx)
+static bool has_builds_to_resume(struct conductor *c, const struct cond_scope *s,
+                                 struct nb_ctx *ctx)
 {
     struct nb_ctx sub;
     nb_ctx_child(&sub, ctx);
     _cleanup_json_ json_t *rows = nb_instance_list_in_state(
-        c->db, &sub,
-        &(struct nb_instance_filter){.vm = {NB_VM_BUILDING}, .max_id = c->last_id_at_start});
-    return json_array_size(rows) > 0;
+        c->db, &sub, &(struct nb_instance_filter){.vm = {NB_VM_BUILDING}, .max_id = s->max_id});
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r)
+        if (cond_scope_row(s, r))
+            return true;
+    return false;
 }
 
-static void resume_builds(struct conductor *c, struct nb_ctx *ctx)
+static void resume_builds(struct conductor *c, const struct cond_scope *s, struct nb_ctx *ctx)
 {
     _cleanup_json_ json_t *rows = nb_instance_list_in_state(
         c->db, ctx,
-        &(struct nb_instance_filter){.vm = {NB_VM_BUILDING},
-                                     .task = {NB_NONE, NB_TASK_SCHEDULING},
-                                     .max_id = c->last_id_at_start});
+        &(struct nb_instance_filter){
+            .vm = {NB_VM_BUILDING}, .task = {NB_NONE, NB_TASK_SCHEDULING}, .max_id = s->max_id});
     nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
+    for (size_t k = json_array_size(rows); k-- > 0;)
+        if (!cond_scope_row(s, json_array_get(rows, k)))
+            json_array_remove(rows, k);
     if (json_array_size(rows) && !wait_for(NULL, 30))
         NB_ERROR(LOG_COND, ctx, NULL, "the scheduler does not answer; scheduling anyway");
     size_t i;
@@ -395,7 +407,8 @@ static void resume_builds(struct conductor *c, struct nb_ctx *ctx)
 }
 
 /* Deletes and power actions left in a task state: run them again. */
-static void resume_actions(struct conductor *c, struct nb_ctx *ctx, json_t *waited)
+static void resume_actions(struct conductor *c, const struct cond_scope *s, struct nb_ctx *ctx,
+                           json_t *waited)
 {
     _cleanup_json_ json_t *rows = nb_instance_list_in_state(
         c->db, ctx,
@@ -404,14 +417,14 @@ static void resume_actions(struct conductor *c, struct nb_ctx *ctx, json_t *wait
                      NB_TASK_REBOOTING_HARD, NB_TASK_REBOOT_PENDING, NB_TASK_REBOOT_PENDING_HARD,
                      NB_TASK_REBOOT_STARTED, NB_TASK_REBOOT_STARTED_HARD, NB_TASK_PAUSING,
                      NB_TASK_UNPAUSING, NB_TASK_SUSPENDING, NB_TASK_RESUMING},
-            .max_id = c->last_id_at_start});
+            .max_id = s->max_id});
     nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     size_t i;
     json_t *r;
     json_array_foreach (rows, i, r) {
         const char *uuid = nb_json_str(r, "uuid"), *host = nb_json_str(r, "host");
         const char *task = nb_json_str(r, "task_state");
-        if (!uuid || !task)
+        if (!uuid || !task || !cond_scope_row(s, r))
             continue;
         if (host)
             agent_up(waited, host); /* else the delete/action falls back to local handling */
@@ -444,19 +457,22 @@ static void resume_actions(struct conductor *c, struct nb_ctx *ctx, json_t *wait
 
 /* A createImage interrupted by the restart: Nova's _init_instance clears
  * the image_* task state (the snapshot is not retried). */
-static void clear_interrupted_snapshots(struct conductor *c, struct nb_ctx *ctx)
+static void clear_interrupted_snapshots(struct conductor *c, const struct cond_scope *s,
+                                        struct nb_ctx *ctx)
 {
     _cleanup_json_ json_t *rows = nb_instance_list_in_state(
         c->db, ctx,
         &(struct nb_instance_filter){
             .task = {NB_TASK_IMAGE_SNAPSHOT, NB_TASK_IMAGE_SNAPSHOT_PENDING,
                      NB_TASK_IMAGE_PENDING_UPLOAD, NB_TASK_IMAGE_UPLOADING},
-            .max_id = c->last_id_at_start});
+            .max_id = s->max_id});
     nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
     size_t i;
     json_t *r;
     json_array_foreach (rows, i, r) {
         const char *uuid = nb_json_str(r, "uuid");
+        if (!cond_scope_row(s, r))
+            continue;
         struct nb_ctx actx;
         ctx_for_action(c, &actx, uuid, "createImage");
         cond_close_open_events(c, &actx, uuid);
@@ -475,7 +491,8 @@ static void clear_interrupted_snapshots(struct conductor *c, struct nb_ctx *ctx)
 }
 
 /* Step 5: live migrations a restart interrupted. */
-static void recover_live_migrations(struct conductor *c, struct nb_ctx *ctx)
+static void recover_live_migrations(struct conductor *c, const struct cond_scope *s,
+                                    struct nb_ctx *ctx)
 {
     _cleanup_json_ json_t *rows =
         nb_db_rows(c->db, ctx,
@@ -488,6 +505,8 @@ static void recover_live_migrations(struct conductor *c, struct nb_ctx *ctx)
     json_t *r;
     json_array_foreach (rows, i, r) {
         const char *uuid = nb_json_str(r, "instance_uuid");
+        if (!cond_scope_instance(c, s, uuid))
+            continue;
         struct nb_ctx actx;
         ctx_for_action(c, &actx, uuid, "live-migration");
         cond_close_open_events(c, &actx, uuid);
@@ -496,7 +515,8 @@ static void recover_live_migrations(struct conductor *c, struct nb_ctx *ctx)
 }
 
 /* Step 6: cold migrations and resizes a restart interrupted. */
-static void recover_resizes(struct conductor *c, struct nb_ctx *ctx, json_t *waited)
+static void recover_resizes(struct conductor *c, const struct cond_scope *s, struct nb_ctx *ctx,
+                            json_t *waited)
 {
     _cleanup_json_ json_t *rows = nb_db_rows(
         c->db, ctx,
@@ -512,6 +532,8 @@ static void recover_resizes(struct conductor *c, struct nb_ctx *ctx, json_t *wai
         const char *st = nb_json_str(mig, "status");
         const char *src = nb_json_str(mig, "source_compute");
         const char *dst = nb_json_str(mig, "dest_compute");
+        if (!cond_scope_instance(c, s, uuid))
+            continue;
         if ((src && !agent_up(waited, src)) || (dst && !agent_up(waited, dst))) {
             NB_WARN(LOG_COND, ctx, uuid,
                     "Migration %s (%s) interrupted by a restart: the agent of %s does not answer; "
@@ -530,25 +552,56 @@ static void recover_resizes(struct conductor *c, struct nb_ctx *ctx, json_t *wai
     }
 }
 
+bool cond_scope_row(const struct cond_scope *s, const json_t *row)
+{
+    const char *owner = row ? nb_json_str(row, "nubo_conductor") : NULL;
+    if (s->only)
+        return owner && !strcmp(owner, s->only);
+    return !(owner && s->skip && json_object_get(s->skip, owner));
+}
+
+bool cond_scope_instance(struct conductor *c, const struct cond_scope *s, const char *uuid)
+{
+    if (!s->only && !s->skip)
+        return true;
+    struct nb_ctx tmp;
+    nb_ctx_init_system(&tmp, NULL);
+    _cleanup_json_ json_t *row =
+        nb_db_row(c->db, &tmp, "SELECT nubo_conductor FROM instances WHERE uuid = ?", "s", uuid);
+    nb_ctx_clear_error(&tmp); /* unknown: handled as without an owner */
+    return cond_scope_row(s, row);
+}
+
+void cond_recover(struct conductor *c, const struct cond_scope *s)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    release_leaked_allocations(c, s, &ctx);
+    cond_release_leaked_ports(c, s, &ctx);
+    json_t *waited = json_object(); /* {host: agent answers?} */
+    if (has_builds_to_resume(c, s, &ctx))
+        wait_for_computes(c, &ctx, waited);
+    resume_builds(c, s, &ctx);
+    resume_interrupted_builds(c, s, &ctx, waited);
+    resume_actions(c, s, &ctx, waited);
+    clear_interrupted_snapshots(c, s, &ctx);
+    recover_live_migrations(c, s, &ctx);
+    recover_resizes(c, s, &ctx, waited);
+    cond_recover_rebuilds(c, s, &ctx);
+    json_decref(waited);
+    if (s->only)
+        NB_INFO(LOG_COND, &ctx, NULL, "recovery of the work of control plane %s done", s->only);
+    else
+        NB_INFO(LOG_COND, &ctx, NULL, "start-up recovery done");
+}
+
 static void *recovery_main(void *arg)
 {
     struct conductor *c = arg;
-    struct nb_ctx ctx;
-    nb_ctx_init_system(&ctx, NULL);
-    release_leaked_allocations(c, &ctx);
-    cond_release_leaked_ports(c, &ctx);
-    json_t *waited = json_object(); /* {host: agent answers?} */
-    if (has_builds_to_resume(c, &ctx))
-        wait_for_computes(c, &ctx, waited);
-    resume_builds(c, &ctx);
-    resume_interrupted_builds(c, &ctx, waited);
-    resume_actions(c, &ctx, waited);
-    clear_interrupted_snapshots(c, &ctx);
-    recover_live_migrations(c, &ctx);
-    recover_resizes(c, &ctx, waited);
-    cond_recover_rebuilds(c, &ctx);
-    json_decref(waited);
-    NB_INFO(LOG_COND, &ctx, NULL, "start-up recovery done");
+    struct cond_scope s;
+    cond_leases_startup_scope(c, &s);
+    cond_recover(c, &s);
+    cond_leases_startup_done(c, &s);
     return NULL;
 }
 

@@ -886,7 +886,8 @@ static void *confirm_main(void *arg)
         if (window <= 0)
             return NULL;
         sleep((unsigned)(window < 60 ? (window + 1) / 2 : 30));
-        confirm_unconfirmed(c, window);
+        if (cond_runs_periodic(c)) /* once per cloud (leases.c) */
+            confirm_unconfirmed(c, window);
     }
 }
 

@@ -42,6 +42,31 @@ static void expect_slots(const char *const *set, const char **slots, int n, int 
     }
 }
 
+static char worker[256];
+
+void nb_instance_set_worker(const char *id)
+{
+    nb_strlcpy(worker, id ? id : "", sizeof(worker));
+}
+
+/* Records this process's control plane on instance uuid (nb_instance_set_worker),
+ * in the caller's transaction. 0/-1. */
+static int record_worker(struct nb_db *db, struct nb_ctx *ctx, const char *uuid)
+{
+    if (!worker[0])
+        return 0;
+    return nb_db_exec(db, ctx,
+                      "UPDATE instances SET nubo_conductor = ? WHERE uuid = ? AND deleted = 0",
+                      "ss", worker, uuid) < 0
+               ? -1
+               : 0;
+}
+
+int nb_instance_record_worker(struct nb_db *db, struct nb_ctx *ctx, const char *uuid)
+{
+    return record_worker(db, ctx, uuid);
+}
+
 int nb_instance_create(struct nb_db *db, struct nb_ctx *ctx, const struct nb_instance_new *in)
 {
     char now[32];
@@ -68,7 +93,7 @@ int nb_instance_create(struct nb_db *db, struct nb_ctx *ctx, const struct nb_ins
                in->kernel_id, in->ramdisk_id, (int)in->auto_disk_config,
                (json_t *)in->trusted_certs) < 0
                ? -1
-               : 0;
+               : record_worker(db, ctx, in->uuid);
 }
 
 int nb_instance_state(struct nb_db *db, struct nb_ctx *ctx, const char *uuid,
@@ -164,6 +189,10 @@ enum nb_transition nb_instance_transition(struct nb_db *db, struct nb_ctx *ctx, 
         nb_db_rollback(db);
         return NB_TRANSITION_ERROR;
     }
+    if (n > 0 && record_worker(db, ctx, uuid) < 0) {
+        nb_db_rollback(db);
+        return NB_TRANSITION_ERROR;
+    }
     if (n == 0 && found && nb_instance_state(db, ctx, uuid, found) < 0) {
         nb_db_rollback(db);
         return NB_TRANSITION_ERROR;
@@ -231,16 +260,18 @@ json_t *nb_instance_list_in_state(struct nb_db *db, struct nb_ctx *ctx,
     expect_slots(f->vm, vm, NB_EXPECT_MAX, &any_vm, &none_vm);
     expect_slots(f->task, t, NB_FILTER_TASK_MAX, &any_task, &none_task);
     (void)none_vm;
-    return nb_db_rows(db, ctx,
-                      "SELECT uuid, host, vm_state, task_state FROM instances WHERE deleted = 0 "
-                      "AND (? OR vm_state IN " SLOTS8 ") AND (? OR task_state IN " SLOTS16
-                      " OR (? AND task_state IS NULL)) AND id <= ? ORDER BY id",
-                      "bssssssss"
-                      "bssssssssssssssssb"
-                      "i",
-                      any_vm, vm[0], vm[1], vm[2], vm[3], vm[4], vm[5], vm[6], vm[7], any_task,
-                      t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11],
-                      t[12], t[13], t[14], t[15], none_task, f->max_id);
+    return nb_db_rows(
+        db, ctx,
+        "SELECT uuid, host, vm_state, task_state, nubo_conductor FROM instances WHERE "
+        "deleted = 0 "
+        "AND (? OR vm_state IN " SLOTS8 ") AND (? OR task_state IN " SLOTS16
+        " OR (? AND task_state IS NULL)) AND id <= ? ORDER BY id",
+        "bssssssss"
+        "bssssssssssssssssb"
+        "i",
+        any_vm, vm[0], vm[1], vm[2], vm[3], vm[4], vm[5], vm[6], vm[7], any_task, t[0], t[1], t[2],
+        t[3], t[4], t[5], t[6], t[7], t[8], t[9], t[10], t[11], t[12], t[13], t[14], t[15],
+        none_task, f->max_id);
 }
 
 /* The rows hanging off a deleted instance, in the caller's transaction. */

@@ -75,6 +75,19 @@ enum nb_transition {
     NB_TRANSITION_MOVED = 1,  /* the row moved */
 };
 
+/* The control plane this process works for (its conductor's liveness
+ * lease, conductor/leases.c): from now on every create and every
+ * transition that moves a row records it in instances.nubo_conductor, so
+ * that recovery can tell whose work an instance in a task state is. NULL
+ * (the default; the all-in-one on SQLite) records nothing. Set before
+ * the roles' threads start. */
+void nb_instance_set_worker(const char *id);
+/* Records that worker on live instance uuid without changing its state
+ * (a conductor taking on a message about it: if it dies with the message,
+ * the message is not delivered again, and recovery must know whose the
+ * work was). Nothing without a worker. 0/-1. */
+int nb_instance_record_worker(struct nb_db *db, struct nb_ctx *ctx, const char *uuid);
+
 /* Moves instance uuid (not soft-deleted) as ch says if, and only if, it is
  * in the state ch expects; updated_at is set with it. Joins the caller's
  * transaction if one is open (see db.h). On NB_TRANSITION_LOST, found (if
@@ -182,7 +195,8 @@ struct nb_instance_filter {
 };
 
 /* The live instances f selects, by id: new array of {"uuid", "host",
- * "vm_state", "task_state"} (maybe empty), or NULL on error. */
+ * "vm_state", "task_state", "nubo_conductor"} (maybe empty), or NULL on
+ * error. */
 json_t *nb_instance_list_in_state(struct nb_db *db, struct nb_ctx *ctx,
                                   const struct nb_instance_filter *f);
 

@@ -82,18 +82,18 @@ int nb_event_finish(struct nb_db *db, struct nb_ctx *ctx, const char *instance_u
 {
     char now[32];
     nb_now_iso_us(now);
-    /* the row first, then the update by its key: an UPDATE … WHERE id =
-     * (SELECT …) locks every row its subquery reads on MariaDB, and
-     * concurrent builds then deadlock on each other's events */
-    long long id =
-        nb_db_int(db, ctx, 0,
-                  "SELECT e.id FROM instance_actions_events e JOIN instance_actions a ON "
-                  "a.id = e.action_id WHERE a.instance_uuid = ? AND a.request_id = ? "
-                  "AND e.event = ? AND e.finish_time IS NULL ORDER BY e.id DESC LIMIT 1",
-                  "sss", instance_uuid, ctx->request_id, event);
-    if (id < 0)
+    /* the event's row first, then an update by its id: on MariaDB one
+     * UPDATE … WHERE id = (SELECT … same table …) locks what its subquery
+     * scans, and concurrent builds then deadlock */
+    long long id = nb_db_int(db, ctx, 0,
+                             "SELECT e.id FROM instance_actions_events e JOIN instance_actions a "
+                             "ON a.id = e.action_id WHERE a.instance_uuid = ? AND a.request_id = "
+                             "? AND e.event = ? AND e.finish_time IS NULL ORDER BY e.id DESC "
+                             "LIMIT 1",
+                             "sss", instance_uuid, ctx->request_id, event);
+    if (nb_ctx_failed(ctx))
         return -1;
-    int n = id == 0 ? 0
+    int n = id <= 0 ? 0
                     : nb_db_exec(db, ctx,
                                  "UPDATE instance_actions_events SET finish_time = ?, result = ?, "
                                  "traceback = ?, details = ? WHERE id = ? AND finish_time IS NULL",

@@ -11,6 +11,17 @@ static int cast(struct nb_ctx *ctx, const char *method, json_t *args)
     return nb_bus_cast(ctx, NB_CONDUCTOR_TOPIC, method, args);
 }
 
+/* How long a compute host keeps trying to send a result the conductor
+ * must get (the instance waits in its task state for it): a broker down
+ * for minutes, as RabbitMQ is during an upgrade. */
+#define RESULT_SEND_S 600
+
+/* A result for the conductor: sent until it arrives (nb_bus_cast_until_sent). */
+static int report(struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    return nb_bus_cast_until_sent(ctx, NB_CONDUCTOR_TOPIC, method, args, RESULT_SEND_S);
+}
+
 int nb_conductor_build_instances(struct nb_ctx *ctx, json_t *instance_uuids,
                                  const char *admin_password)
 {
@@ -130,17 +141,17 @@ json_t *nb_conductor_check_live_migration(struct nb_ctx *ctx, const char *uuid, 
 int nb_conductor_build_result(struct nb_ctx *ctx, const char *uuid, const char *host, bool ok,
                               const char *message)
 {
-    return cast(ctx, NB_CONDUCTOR_BUILD_RESULT,
-                json_pack("{s:s, s:s, s:b, s:s?}", "uuid", uuid, "host", host, "ok", ok, "message",
-                          message));
+    return report(ctx, NB_CONDUCTOR_BUILD_RESULT,
+                  json_pack("{s:s, s:s, s:b, s:s?}", "uuid", uuid, "host", host, "ok", ok,
+                            "message", message));
 }
 
 int nb_conductor_op_result(struct nb_ctx *ctx, const struct nb_op_result *r)
 {
-    return cast(ctx, NB_CONDUCTOR_OP_RESULT,
-                json_pack("{s:s, s:s, s:s, s:b, s:s?, s:i, s:b}", "uuid", r->uuid, "host", r->host,
-                          "op", r->op, "ok", r->ok, "message", r->message, "power_state",
-                          r->power_state, "unsupported", r->unsupported));
+    return report(ctx, NB_CONDUCTOR_OP_RESULT,
+                  json_pack("{s:s, s:s, s:s, s:b, s:s?, s:i, s:b}", "uuid", r->uuid, "host",
+                            r->host, "op", r->op, "ok", r->ok, "message", r->message, "power_state",
+                            r->power_state, "unsupported", r->unsupported));
 }
 
 static json_t *volume_result(const char *uuid, const char *host, const char *bdm_uuid,
@@ -154,24 +165,24 @@ int nb_conductor_attach_result(struct nb_ctx *ctx, const char *uuid, const char 
                                const char *bdm_uuid, const char *volume_id, bool ok,
                                const char *message)
 {
-    return cast(ctx, NB_CONDUCTOR_ATTACH_RESULT,
-                volume_result(uuid, host, bdm_uuid, volume_id, ok, message));
+    return report(ctx, NB_CONDUCTOR_ATTACH_RESULT,
+                  volume_result(uuid, host, bdm_uuid, volume_id, ok, message));
 }
 
 int nb_conductor_detach_result(struct nb_ctx *ctx, const char *uuid, const char *host,
                                const char *bdm_uuid, const char *volume_id, bool ok,
                                const char *message)
 {
-    return cast(ctx, NB_CONDUCTOR_DETACH_RESULT,
-                volume_result(uuid, host, bdm_uuid, volume_id, ok, message));
+    return report(ctx, NB_CONDUCTOR_DETACH_RESULT,
+                  volume_result(uuid, host, bdm_uuid, volume_id, ok, message));
 }
 
 int nb_conductor_snapshot_result(struct nb_ctx *ctx, const char *uuid, const char *host,
                                  const char *image_id, bool ok, const char *message)
 {
-    return cast(ctx, NB_CONDUCTOR_SNAPSHOT_RESULT,
-                json_pack("{s:s, s:s, s:s, s:b, s:s?}", "uuid", uuid, "host", host, "image_id",
-                          image_id, "ok", ok, "message", message));
+    return report(ctx, NB_CONDUCTOR_SNAPSHOT_RESULT,
+                  json_pack("{s:s, s:s, s:s, s:b, s:s?}", "uuid", uuid, "host", host, "image_id",
+                            image_id, "ok", ok, "message", message));
 }
 
 int nb_conductor_power_sync(struct nb_ctx *ctx, const char *uuid, const char *host, int power_state,

@@ -33,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define LOG_MGR "nubo.scheduler.manager"
 #define LOG_FILTERS "nubo.scheduler.filters"
@@ -748,6 +749,29 @@ static void weights_text(struct nb_host_state **hosts, size_t n, char *weights, 
     json_array_append_new(lines, json_string(line));
 }
 
+#define CLAIM_TRIES 3
+
+/* nb_placement_claim, tried again (up to CLAIM_TRIES times in all, after
+ * 50 ms, then 100 ms) when its transaction failed on a deadlock, a lock
+ * wait timeout or a Galera conflict (db.h nb_db_retryable_failures):
+ * another scheduler claiming on the same providers at the same moment
+ * (several control planes on one MariaDB), not a refusal of this host. */
+static int claim_retrying(struct nb_ctx *claim, const char *uuid, const char *project,
+                          const char *user, const char *rp_uuid, json_t *res)
+{
+    for (int attempt = 1;; attempt++) {
+        unsigned before = nb_db_retryable_failures();
+        int rc = nb_placement_claim(claim, uuid, project, user, rp_uuid, res, -1);
+        if (rc == 0 || attempt >= CLAIM_TRIES || nb_db_retryable_failures() == before)
+            return rc;
+        NB_WARN(LOG_MGR, claim, uuid,
+                "Claim on provider %s hit a database conflict (%s); retrying (%d of %d)", rp_uuid,
+                nb_ctx_message(claim), attempt, CLAIM_TRIES - 1);
+        nb_ctx_clear_error(claim);
+        usleep((useconds_t)(50000 << (attempt - 1)));
+    }
+}
+
 /* Claims res in placement on the weighed hosts in order, the next one on a
  * refusal. The selection reply, or the no-host reply when every claim was
  * refused (each refusal in lines, on its own child context). New ref. */
@@ -761,8 +785,8 @@ static json_t *claim_best(struct nb_ctx *ctx, const char *uuid, const struct nb_
     for (size_t i = 0; i < n; i++) {
         struct nb_ctx claim; /* each host's refusal is its own */
         nb_ctx_child(&claim, ctx);
-        if (nb_placement_claim(&claim, uuid, project ? project : ctx->project_id,
-                               user ? user : ctx->user_id, hosts[i]->rp_uuid, res, -1) == 0) {
+        if (claim_retrying(&claim, uuid, project ? project : ctx->project_id,
+                           user ? user : ctx->user_id, hosts[i]->rp_uuid, res) == 0) {
             _cleanup_free_ char *details = join_lines(lines);
             double t_end = nb_time_mono();
             NB_INFO(LOG_MGR, ctx, uuid,

@@ -230,60 +230,25 @@ static char *argv_line(const json_t *argv)
     return b.s;
 }
 
-/* Whether the pair (mac, ip) has a line in the hosts file text. */
-static bool host_has(const char *hosts, const char *mac, const char *ip)
-{
-    char want[128];
-    for (const char *line = hosts; line && *line;
-         line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-        size_t n = strcspn(line, "\n");
-        if (n >= sizeof(want) || strncasecmp(line, mac, strlen(mac)) || line[strlen(mac)] != ',')
-            continue;
-        memcpy(want, line, n);
-        want[n] = '\0';
-        const char *last = strrchr(want, ',');
-        char addr[64];
-        snprintf(addr, sizeof(addr), "%s", last ? last + 1 : "");
-        if (addr[0] == '[') { /* [v6] */
-            memmove(addr, addr + 1, strlen(addr));
-            addr[strcspn(addr, "]")] = '\0';
-        }
-        if (!strcmp(addr, ip))
-            return true;
-    }
-    return false;
-}
-
-/* Drops from dir/leases the IPv4 leases the hosts file no longer allows
- * (a deleted port's address, maybe given to a new port: dnsmasq would not
- * offer it to another MAC until the lease ran out; Neutron runs
- * dhcp_release). Returns how many were (dry: would be) dropped, -1 on
- * error. dnsmasq reads the file only at start: stop it first. */
-static int drop_stale_leases(struct nb_ctx *ctx, const char *dir, const char *hosts, bool dry)
+/* Drops from dir/leases the leases the hosts file no longer allows
+ * (na_dhcp_prune_leases; old_hosts: the hosts file before this sync's
+ * rewrite, may be NULL). Returns how many were (dry: would be) dropped, -1
+ * on error. dnsmasq reads the file only at start: stop it first. */
+static int drop_stale_leases(struct nb_ctx *ctx, const char *dir, const char *old_hosts,
+                             const char *hosts, bool dry)
 {
     char path[PATH_MAX];
     snprintf(path, sizeof(path), "%s/leases", dir);
     char *text = nb_read_file(path, NULL);
     if (!text)
         return 0;
-    struct nb_sbuf keep = {0};
-    int dropped = 0;
-    char *save = NULL;
-    for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        char exp[32], mac[64], ip[64];
-        if (sscanf(line, "%31s %63s %63s", exp, mac, ip) == 3 && !strchr(ip, ':') &&
-            strcmp(exp, "duid") && !host_has(hosts, mac, ip)) {
-            dropped++;
-            continue;
-        }
-        nb_sbuf_str(&keep, line);
-        nb_sbuf_str(&keep, "\n");
-    }
+    int dropped;
+    char *keep = na_dhcp_prune_leases(text, old_hosts, hosts, &dropped);
     free(text);
     int rc = dropped;
-    if (dropped && !dry && nb_write_file(path, keep.s ? keep.s : "", keep.len, 0644) < 0)
+    if (dropped && !dry && nb_write_file(path, keep, strlen(keep), 0644) < 0)
         rc = nb_error(ctx, 500, NULL, "cannot write %s: %s", path, strerror(errno));
-    free(keep.s);
+    free(keep);
     return rc;
 }
 
@@ -296,6 +261,9 @@ static int ensure_dnsmasq(struct na *a, struct nb_ctx *ctx, const json_t *net, c
          *opts = na_dhcp_optsfile(net, routers, conf);
     json_t *argv = na_dhcp_argv(net, dir, conf);
     char *line = argv_line(argv);
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/host", dir);
+    char *old_host = nb_read_file(path, NULL);
     int w1 = write_if_changed(ctx, dir, "host", host),
         w2 = write_if_changed(ctx, dir, "addn_hosts", addn),
         w3 = write_if_changed(ctx, dir, "opts", opts);
@@ -305,16 +273,17 @@ static int ensure_dnsmasq(struct na *a, struct nb_ctx *ctx, const json_t *net, c
     free(line);
     int rc = w1 < 0 || w2 < 0 || w3 < 0 || wc < 0 ? -1 : 0;
     pid_t pid = dnsmasq_pid(dir);
-    if (rc == 0 && pid && w1 > 0 && drop_stale_leases(ctx, dir, host, true) > 0) {
+    if (rc == 0 && pid && w1 > 0 && drop_stale_leases(ctx, dir, old_host, host, true) > 0) {
         NB_INFO(LOG_DHCP, ctx, NULL,
                 "dnsmasq of network %s holds leases of removed ports; restarting it without them",
                 nb_json_str(net, "id"));
         dnsmasq_stop(ctx, dir);
         pid = 0;
     }
-    if (rc == 0 && !pid && drop_stale_leases(ctx, dir, host, false) < 0)
+    if (rc == 0 && !pid && drop_stale_leases(ctx, dir, old_host, host, false) < 0)
         rc = -1;
     free(host);
+    free(old_host);
     if (rc == 0 && pid && !na_runs_in(pid, ns)) {
         NB_WARN(LOG_DHCP, ctx, NULL,
                 "dnsmasq %d of network %s is not in namespace %s (deleted by hand?); "

@@ -31,5 +31,13 @@ json_t *na_dhcp_argv(const json_t *net, const char *dir, const struct na_dhcp_co
  * (some IPv4 subnet with DHCP whose metadata route goes to it). */
 bool na_dhcp_serves_metadata(const json_t *net, const json_t *routers,
                              const struct na_dhcp_conf *conf);
+/* The leases file text (dnsmasq's --dhcp-leasefile) without the leases
+ * the hosts file text hosts no longer allows: an IPv4 lease whose (MAC,
+ * address) has no line; an IPv6 lease (keyed by IAID and DUID, no MAC)
+ * whose address has no line, or was on a line of old_hosts (the previous
+ * hosts file, may be NULL) whose (MAC, address) hosts lacks. *dropped:
+ * how many leases went. New string. */
+char *na_dhcp_prune_leases(const char *leases, const char *old_hosts, const char *hosts,
+                           int *dropped);
 
 #endif

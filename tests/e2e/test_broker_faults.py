@@ -1,0 +1,153 @@
+"""The bus's broker restarted under load (issue 13, "Faults the cloud must
+survive").
+
+The module runs a RabbitMQ node of its own (its own node name, AMQP and
+distribution ports, data and log directories under the test's tmp dir),
+so restarting it disturbs no other test's broker. On it: a split cloud,
+`nubo serve` (api, conductor, scheduler, placement) and two `nubo compute`
+agents with the fake driver, whose spawns take 1.5 s. Boots are in flight
+(and deletes) when the broker is killed -9; it is started again 5 s later.
+Afterwards every server is ACTIVE, or ERROR with a fault naming the cause,
+none is left in a task state, every ACTIVE server has its allocation and
+no deleted one keeps one, and the cloud boots again."""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import free_port, unique
+from test_multiprocess import Split, wait_for
+from test_split_roles import create, lookup, rest, settled
+
+RMQ = "/usr/lib/rabbitmq/bin/rabbitmq-server"
+
+
+def amqp_answers(port):
+    """Whether something on 127.0.0.1:port answers the AMQP 0-9-1 header
+    with a method frame (connection.start)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), 1) as s:
+            s.settimeout(2)
+            s.sendall(b"AMQP\x00\x00\x09\x01")
+            return s.recv(1) == b"\x01"
+    except OSError:
+        return False
+
+
+class Broker:
+    """A RabbitMQ node of the test's own, started and stopped as a process."""
+
+    def __init__(self, base):
+        self.base = str(base)
+        self.port, self.dist = free_port(), free_port()
+        self.node = "nubo-e2e-%d@localhost" % self.port
+        for d in ("mnesia", "log"):
+            os.makedirs(os.path.join(self.base, d), exist_ok=True)
+        with open(os.path.join(self.base, "plugins"), "w") as f:
+            f.write("[].\n")
+        self.env = dict(os.environ, RABBITMQ_NODENAME=self.node,
+                        RABBITMQ_NODE_PORT=str(self.port), RABBITMQ_DIST_PORT=str(self.dist),
+                        RABBITMQ_MNESIA_BASE=os.path.join(self.base, "mnesia"),
+                        RABBITMQ_LOG_BASE=os.path.join(self.base, "log"),
+                        RABBITMQ_PID_FILE=os.path.join(self.base, "pid"),
+                        RABBITMQ_ENABLED_PLUGINS_FILE=os.path.join(self.base, "plugins"))
+        self.p = None
+
+    def start(self, timeout=60):
+        out = open(os.path.join(self.base, "out"), "ab")
+        self.p = subprocess.Popen([RMQ], env=self.env, stdout=out, stderr=subprocess.STDOUT,
+                                  stdin=subprocess.DEVNULL, start_new_session=True)
+        wait_for("RabbitMQ node %s answering on %d" % (self.node, self.port),
+                 lambda: self.p.poll() is None and amqp_answers(self.port), timeout, 0.2)
+        return self
+
+    def stop(self):
+        """The whole node killed -9 (beam and its helpers): every connection
+        drops at once, and the queues (not durable) are gone when it is back."""
+        if self.p and self.p.poll() is None:
+            os.killpg(self.p.pid, signal.SIGKILL)
+            self.p.wait(30)
+
+    @property
+    def url(self):
+        return "rabbit://guest:guest@127.0.0.1:%d/" % self.port
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory):
+    if not os.path.exists(RMQ):
+        pytest.skip("rabbitmq-server is not installed")
+    b = Broker(tmp_path_factory.mktemp("rabbit")).start()
+    yield b
+    b.stop()
+    shutil.rmtree(b.base, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def split(tmp_path_factory, broker):
+    s = Split(tmp_path_factory.mktemp("bfault"), broker.url,
+              ("--set", "fake.spawn_delay_ms=1500")).create().start_serve()
+    s.compute("bf-a")
+    s.compute("bf-b")
+    s.cloud.cli("quota", "set", "--instances", "50", "--cores", "50", "admin")
+    yield s
+    rcs = s.stop()
+    assert all(rc == 0 for rc in rcs), (rcs, s.serve.tail(), [p.tail() for p in s.computes.values()])
+
+
+def allocations(c, sid):
+    return rest(c, "GET", "/placement/allocations/%s" % sid)["allocations"]
+
+
+def test_broker_restarted_with_boots_and_deletes_in_flight(split, broker):
+    c = split.cloud
+    img, flavor, _ = lookup(c)
+    # servers to delete while the broker is gone
+    doomed = [create(c, unique("bf-del"), flavor=flavor, imageRef=img, networks="none")
+              for _ in range(4)]
+    for sid in doomed:
+        assert settled(c, sid)["status"] == "ACTIVE"
+    inflight = [create(c, unique("bf"), flavor=flavor, imageRef=img, networks="none")
+                for _ in range(12)]
+    for sid in doomed:
+        rest(c, "DELETE", "/compute/v2.1/servers/%s" % sid, ok=(204,))
+    time.sleep(0.5)  # the first builds are spawning on the agents now
+    t0 = time.time()
+    broker.stop()
+    down_at = time.time()
+    # the API stays up and answers while the bus is gone
+    rest(c, "GET", "/compute/v2.1/servers/%s" % inflight[0])
+    time.sleep(5)
+    broker.start()
+    print("broker down %.1f s (stop took %.1f s)" % (time.time() - down_at, down_at - t0))
+
+    settled_views = [settled(c, sid, timeout=120) for sid in inflight]
+    for v in settled_views:
+        if v["status"] == "ERROR":
+            assert v.get("fault", {}).get("message"), v
+        else:
+            assert allocations(c, v["id"]), v
+    active = [v for v in settled_views if v["status"] == "ACTIVE"]
+    print("after the restart: %d ACTIVE, %d ERROR (%s)" % (
+        len(active), len(settled_views) - len(active),
+        sorted({v.get("fault", {}).get("message", "")[:80] for v in settled_views
+                if v["status"] == "ERROR"})))
+    # the deletes accepted before the outage finish, and leave no allocation
+    wait_for("the deleted servers gone", lambda: all(
+        c.request("GET", "/compute/v2.1/servers/%s" % sid, token=c._token)[0] == 404
+        for sid in doomed), 120)
+    for sid in doomed:
+        assert allocations(c, sid) == {}, sid
+    # no duplicate: each name once
+    names = [s["name"] for s in rest(c, "GET", "/compute/v2.1/servers?all_tenants=1")["servers"]]
+    assert len(names) == len(set(names)), names
+    # and the cloud boots again over the restarted broker
+    sid = create(c, unique("bf-after"), flavor=flavor, imageRef=img, networks="none")
+    assert settled(c, sid, timeout=60)["status"] == "ACTIVE"
+    wait_for("both agents up", lambda: sorted(
+        s["host"] for s in rest(c, "GET", "/compute/v2.1/os-services?binary=nova-compute")[
+            "services"] if s["state"] == "up") == ["bf-a", "bf-b"], 60)
