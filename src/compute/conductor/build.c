@@ -98,24 +98,30 @@ static char *failures_text(const struct nb_request_spec *spec)
     return buf;
 }
 
+/* The instance from task state `task` to ERROR with no task, host or
+ * node, redone when its transaction lost a conflict or the database was
+ * unreachable (nb_db_redo_or_wait). The transition's count, or -1. */
+static int to_error(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *task)
+{
+    struct nb_instance_change ch = {.expect_task = {task},
+                                    .vm_state = NB_VM_ERROR,
+                                    .task_state = NB_NONE,
+                                    .host = NB_NONE,
+                                    .node = NB_NONE};
+    int n;
+    for (int tries = 1; (n = (int)nb_instance_transition(c->db, ctx, uuid, &ch, NULL)) < 0 &&
+                        nb_db_redo_or_wait(c->db, ctx, tries);
+         tries++)
+        ;
+    return n;
+}
+
 /* Ends the build in ERROR while it is still scheduling: fault, events,
  * action. A concurrent delete wins (nothing to do then). */
 static void fail_build(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
                        const char *message, const char *details)
 {
-    int n;
-    for (int tries = 1; (n = (int)nb_instance_transition(c->db, ctx, uuid,
-                                                         &(struct nb_instance_change){
-                                                             .expect_task = {NB_TASK_SCHEDULING},
-                                         .vm_state = NB_VM_ERROR,
-                                         .task_state = NB_NONE,
-                                         .host = NB_NONE,
-                                         .node = NB_NONE,
-                                                         },
-                                                         NULL)) < 0 &&
-                        nb_db_redo_or_wait(c->db, ctx, tries);
-         tries++)
-        ;
+    int n = to_error(c, ctx, uuid, NB_TASK_SCHEDULING);
     nb_ctx_clear_error(ctx); /* a failed update ends the build like a lost race */
     if (n <= 0) {
         cond_event_finish(c, ctx, uuid, EV_SCHEDULE, false,
@@ -220,19 +226,7 @@ static void build_abort_step(struct conductor *c, struct nb_ctx *ctx, const char
     cond_cleanup_volumes(c, ctx, uuid);
     cond_deallocate_networks(c, ctx, uuid);
     _cleanup_free_ char *message = nb_strdup_printf("Build of instance %s aborted: %s", uuid, why);
-    int n;
-    for (int tries = 1; (n = (int)nb_instance_transition(c->db, ctx, uuid,
-                                                         &(struct nb_instance_change){
-                                                             .expect_task = {task},
-                                         .vm_state = NB_VM_ERROR,
-                                         .task_state = NB_NONE,
-                                         .host = NB_NONE,
-                                         .node = NB_NONE,
-                                                         },
-                                                         NULL)) < 0 &&
-                        nb_db_redo_or_wait(c->db, ctx, tries);
-         tries++)
-        ;
+    int n = to_error(c, ctx, uuid, task);
     nb_ctx_clear_error(ctx); /* a failed update stops the build like a lost race */
     if (n != 1) {
         build_aborted(c, ctx, uuid, event);
