@@ -38,27 +38,39 @@ def test_allocation_show_and_delete(cloud):
     assert cloud.cli("resource", "provider", "allocation", "show", s["id"], "-f", "json") == []
 
 
-def test_concurrent_claims_one_wins(cloud):
+PLC_HDR = {"OpenStack-API-Version": "placement 1.39"}
+
+
+def vcpu_provider(cloud, tok, total):
+    """A new resource provider with `total` VCPU; its UUID."""
     rp = str(uuid.uuid4())
-    tok = cloud.token()
-    hdr = {"OpenStack-API-Version": "placement 1.39"}
     st, _, _ = cloud.request("POST", "/placement/resource_providers",
-                             {"name": unique("rp"), "uuid": rp}, token=tok, headers=hdr)
+                             {"name": unique("rp"), "uuid": rp}, token=tok, headers=PLC_HDR)
     assert st == 200
     st, _, _ = cloud.request("PUT", "/placement/resource_providers/%s/inventories" % rp,
                              {"resource_provider_generation": 0,
-                              "inventories": {"VCPU": {"total": 4}}}, token=tok, headers=hdr)
+                              "inventories": {"VCPU": {"total": total}}}, token=tok, headers=PLC_HDR)
     assert st == 200
+    return rp
 
+
+def claims_at_once(cloud, tok, rp, vcpus, n):
+    """n new consumers claiming `vcpus` VCPU of rp at the same time: the
+    statuses, sorted."""
     def claim(_):
-        c = str(uuid.uuid4())
-        return cloud.request("PUT", "/placement/allocations/%s" % c, {
-            "allocations": {rp: {"resources": {"VCPU": 3}}}, "project_id": str(uuid.uuid4()),
-            "user_id": str(uuid.uuid4()), "consumer_generation": None}, token=tok,
+        return cloud.request("PUT", "/placement/allocations/%s" % uuid.uuid4(), {
+            "allocations": {rp: {"resources": {"VCPU": vcpus}}},
+            "project_id": str(uuid.uuid4()), "user_id": str(uuid.uuid4()),
+            "consumer_generation": None}, token=tok,
             headers={"OpenStack-API-Version": "placement 1.28"})[0]
-    with concurrent.futures.ThreadPoolExecutor(2) as ex:
-        res = sorted(ex.map(claim, range(2)))
-    assert res == [204, 409]
+    with concurrent.futures.ThreadPoolExecutor(n) as ex:
+        return sorted(ex.map(claim, range(n)))
+
+
+def test_concurrent_claims_one_wins(cloud):
+    tok = cloud.token()
+    rp = vcpu_provider(cloud, tok, 4)
+    assert claims_at_once(cloud, tok, rp, 3, 2) == [204, 409]
 
 
 def test_concurrent_claims_rounds(cloud):
@@ -66,28 +78,11 @@ def test_concurrent_claims_rounds(cloud):
     win each round and the others get placement's 409, never a 500 (on
     MariaDB the capacity checks deadlock and the loser's write is redone)."""
     tok = cloud.token()
-    hdr = {"OpenStack-API-Version": "placement 1.39"}
     for _ in range(5):
-        rp = str(uuid.uuid4())
-        st, _, _ = cloud.request("POST", "/placement/resource_providers",
-                                 {"name": unique("rp"), "uuid": rp}, token=tok, headers=hdr)
-        assert st == 200
-        st, _, _ = cloud.request("PUT", "/placement/resource_providers/%s/inventories" % rp,
-                                 {"resource_provider_generation": 0,
-                                  "inventories": {"VCPU": {"total": 4}}}, token=tok, headers=hdr)
-        assert st == 200
-
-        def claim(_):
-            return cloud.request("PUT", "/placement/allocations/%s" % uuid.uuid4(), {
-                "allocations": {rp: {"resources": {"VCPU": 2}}},
-                "project_id": str(uuid.uuid4()), "user_id": str(uuid.uuid4()),
-                "consumer_generation": None}, token=tok,
-                headers={"OpenStack-API-Version": "placement 1.28"})[0]
-        with concurrent.futures.ThreadPoolExecutor(4) as ex:
-            res = sorted(ex.map(claim, range(4)))
-        assert res == [204, 204, 409, 409]
+        rp = vcpu_provider(cloud, tok, 4)
+        assert claims_at_once(cloud, tok, rp, 2, 4) == [204, 204, 409, 409]
         st, _, body = cloud.request("GET", "/placement/resource_providers/%s/usages" % rp,
-                                    token=tok, headers=hdr)
+                                    token=tok, headers=PLC_HDR)
         assert st == 200 and body["usages"]["VCPU"] == 4
 
 
