@@ -15,13 +15,16 @@
 #include "common/metrics.h"
 #include "common/util.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 static const struct nb_bus_backend *backend = &nb_bus_inproc_backend;
 static atomic_bool stopping;
+static atomic_int senders; /* nb_bus_cast_later threads still running */
 
 int nb_bus_init(void)
 {
@@ -41,6 +44,9 @@ int nb_bus_init(void)
 void nb_bus_shutdown(void)
 {
     atomic_store(&stopping, true);
+    /* the senders see stopping within 0.1 s and give up */
+    for (int i = 0; i < 50 && atomic_load(&senders) > 0; i++)
+        usleep(100 * 1000);
     backend->shutdown();
 }
 
@@ -109,6 +115,55 @@ int nb_bus_cast_until_sent(const struct nb_ctx *ctx, const char *topic, const ch
     }
     json_decref(args);
     return -1;
+}
+
+struct later {
+    struct nb_ctx ctx;
+    char topic[256], method[128];
+    json_t *args;
+    int max_s;
+};
+
+static void *later_main(void *arg)
+{
+    struct later *l = arg;
+    nb_bus_cast_until_sent(&l->ctx, l->topic, l->method, l->args, l->max_s);
+    free(l);
+    atomic_fetch_sub(&senders, 1);
+    return NULL;
+}
+
+int nb_bus_cast_later(const struct nb_ctx *ctx, const char *topic, const char *method,
+                      json_t *args, int max_s)
+{
+    struct later *l = calloc(1, sizeof(*l));
+    if (!l) {
+        json_decref(args);
+        return -1;
+    }
+    if (ctx)
+        l->ctx = *ctx;
+    else
+        nb_ctx_init_system(&l->ctx, NULL);
+    snprintf(l->topic, sizeof(l->topic), "%s", topic);
+    snprintf(l->method, sizeof(l->method), "%s", method);
+    l->args = args;
+    l->max_s = max_s;
+    atomic_fetch_add(&senders, 1);
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&t, &attr, later_main, l);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        atomic_fetch_sub(&senders, 1);
+        NB_ERROR("nubo.bus", ctx, NULL, "cannot start a sender of %s to topic %s", method, topic);
+        json_decref(l->args);
+        free(l);
+        return -1;
+    }
+    return 0;
 }
 
 json_t *nb_bus_call(struct nb_ctx *ctx, const char *topic, const char *method, json_t *args,

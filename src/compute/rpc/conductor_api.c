@@ -22,10 +22,27 @@ static int report(struct nb_ctx *ctx, const char *method, json_t *args)
     return nb_bus_cast_until_sent(ctx, NB_CONDUCTOR_TOPIC, method, args, RESULT_SEND_S);
 }
 
+/* A request its client was already answered for (its state is
+ * committed): cast, or, when it cannot be sent now (the broker down, no
+ * conductor listening), sent again from a thread of its own until it
+ * arrives, so no acknowledged request is lost to a broker outage. (If
+ * this process dies meanwhile, the conductor's start-up recovery finds
+ * the instance in its state: recovery.c.) */
+static int acknowledged(struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    if (cast(ctx, method, json_incref(args)) == 0) {
+        json_decref(args);
+        return 0;
+    }
+    NB_WARN(LOG_RPC, ctx, NULL, "%s not sent to the conductor: sent again until it arrives",
+            method);
+    return nb_bus_cast_later(ctx, NB_CONDUCTOR_TOPIC, method, args, RESULT_SEND_S);
+}
+
 int nb_conductor_build_instances(struct nb_ctx *ctx, json_t *instance_uuids,
                                  const char *admin_password)
 {
-    return cast(ctx, NB_CONDUCTOR_BUILD_INSTANCES,
+    return acknowledged(ctx, NB_CONDUCTOR_BUILD_INSTANCES,
                 json_pack("{s:O, s:s?}", "instance_uuids", instance_uuids, "admin_password",
                           admin_password));
 }
@@ -42,12 +59,12 @@ int nb_conductor_power_action(struct nb_ctx *ctx, const char *uuid, const char *
     json_t *args = json_pack("{s:s}", "uuid", uuid);
     if (reboot_type)
         json_object_set_new(args, "reboot_type", json_string(reboot_type));
-    return cast(ctx, method, args);
+    return acknowledged(ctx, method, args);
 }
 
 int nb_conductor_delete_instance(struct nb_ctx *ctx, const char *uuid)
 {
-    return cast(ctx, NB_CONDUCTOR_DELETE_INSTANCE, json_pack("{s:s}", "uuid", uuid));
+    return acknowledged(ctx, NB_CONDUCTOR_DELETE_INSTANCE, json_pack("{s:s}", "uuid", uuid));
 }
 
 static json_t *volume_args(const char *uuid, const char *bdm_uuid, const char *volume_id)
