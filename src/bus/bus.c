@@ -133,8 +133,8 @@ static void *later_main(void *arg)
     return NULL;
 }
 
-int nb_bus_cast_later(const struct nb_ctx *ctx, const char *topic, const char *method,
-                      json_t *args, int max_s)
+int nb_bus_cast_later(const struct nb_ctx *ctx, const char *topic, const char *method, json_t *args,
+                      int max_s)
 {
     struct later *l = calloc(1, sizeof(*l));
     if (!l) {

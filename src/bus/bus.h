@@ -47,8 +47,8 @@ int nb_bus_cast_until_sent(const struct nb_ctx *ctx, const char *topic, const ch
  * down): returns at once. nb_bus_shutdown waits for these senders, which
  * give up when the bus stops. Steals args. 0, or -1 if no thread could be
  * started (args dropped, logged). */
-int nb_bus_cast_later(const struct nb_ctx *ctx, const char *topic, const char *method,
-                      json_t *args, int max_s);
+int nb_bus_cast_later(const struct nb_ctx *ctx, const char *topic, const char *method, json_t *args,
+                      int max_s);
 /* Request/reply; steals args. Returns the reply (new ref; json null if the
  * handler returned NULL) or NULL on timeout / no listener (error on ctx). */
 json_t *nb_bus_call(struct nb_ctx *ctx, const char *topic, const char *method, json_t *args,

@@ -43,8 +43,8 @@ int nb_conductor_build_instances(struct nb_ctx *ctx, json_t *instance_uuids,
                                  const char *admin_password)
 {
     return acknowledged(ctx, NB_CONDUCTOR_BUILD_INSTANCES,
-                json_pack("{s:O, s:s?}", "instance_uuids", instance_uuids, "admin_password",
-                          admin_password));
+                        json_pack("{s:O, s:s?}", "instance_uuids", instance_uuids, "admin_password",
+                                  admin_password));
 }
 
 int nb_conductor_power_action(struct nb_ctx *ctx, const char *uuid, const char *op,
