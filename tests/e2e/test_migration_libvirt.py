@@ -479,6 +479,89 @@ def test_abort_of_a_running_migration(lab):
     lab.virsh("host2", "migrate-setspeed", sid, "0")
 
 
+def control_plane_log(lab):
+    """What `nubo serve` logged (its log files and its output)."""
+    text = ""
+    logdir = os.path.join(lab.cloud.state_dir, "log")
+    for name in sorted(os.listdir(logdir)) if os.path.isdir(logdir) else ():
+        with open(os.path.join(logdir, name), errors="replace") as f:
+            text += f.read()
+    return text + lab.serve.tail(10**7)
+
+
+def restart_control_plane(lab):
+    """kill -9 of `nubo serve`, then the same command on the same state and
+    port again; returns once it is ready."""
+    size = os.path.getsize(lab.serve.out_path)
+    lab.serve.stop(signal.SIGKILL)
+    lab.serve.start()
+
+    def ready():
+        if lab.serve.p.poll() is not None:
+            raise AssertionError("serve exited: %s" % lab.serve.tail())
+        with open(lab.serve.out_path, "rb") as f:
+            f.seek(size)
+            return b"nubo: ready" in f.read()
+    wait_for("nubo serve ready again", ready, 60, 0.1)
+
+
+def test_control_plane_restart_leaves_a_running_migration_to_finish(lab):
+    """Only the control plane restarts (kill -9 of `nubo serve`) while the
+    source's agent runs a live migration: start-up recovery asks the source,
+    which still runs it, and leaves it; the agent's own result (sent until
+    the conductor is back) finishes it. No abort, no rollback."""
+    sid = lab.shared
+    start = time.time()
+    log0 = agent_log_size("host2")
+    lab.virsh("host2", "migrate-setspeed", sid, "1")  # 1 MiB/s: minutes, until set free
+    try:
+        st, data = lab.api("POST", "/servers/%s/action" % sid,
+                           {"os-migrateLive": {"host": "host1", "block_migration": "auto"}})
+        assert st == 202, data
+        mig = wait_for("migration running", lambda: [
+            m for m in lab.get("/servers/%s/migrations" % sid)["migrations"]
+            if m["status"] == "running" and m["memory_processed_bytes"]], 60, 0.3)[0]
+        t0 = time.time()
+        restart_control_plane(lab)
+        restarted = time.time() - t0
+        line = "Live migration %s (running) interrupted (by a restart of nubo): still running " \
+               "on source host2 (phase running), left to finish" % mig["uuid"]
+        wait_for("recovery left it", lambda: line in control_plane_log(lab), 30, 0.2)
+        assert lab.last_migration(sid)["status"] == "running"
+        assert lab.server(sid)["OS-EXT-STS:task_state"] == "migrating"
+    finally:
+        lab.virsh("host2", "migrate-setspeed", sid, "0")
+    wait_for("migration completed", lambda: lab.last_migration(sid)["status"] == "completed",
+             60, 0.3)
+    wait_for("task cleared", lambda: not lab.server(sid)["OS-EXT-STS:task_state"], 30, 0.3)
+    done = time.time() - t0
+    s = lab.server(sid)
+    assert (s["status"], s["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", "host1"), s
+    assert s["OS-EXT-SRV-ATTR:hypervisor_hostname"] == "host1"
+    assert sid in lab.domains("host1") and sid not in lab.domains("host2")
+    assert "running" in lab.virsh("host1", "domstate", sid)
+    rps = lab.providers()
+    assert lab.allocations(sid) == {rps["host1"]}
+    assert lab.allocations(mig["uuid"]) == set()
+    log = control_plane_log(lab)
+    # the request ID of the migration's action names the recovery's line
+    rid = [a for a in lab.get("/servers/%s/os-instance-actions" % sid)["instanceActions"]
+           if a["action"] == "live-migration"][0]["request_id"]
+    assert [ln for ln in log.splitlines() if line in ln and rid in ln], (rid, line)
+    assert "abort of live migration %s" % mig["uuid"] not in log
+    alog = agent_log_since("host2", log0)
+    assert "Live migration %s still runs on host2, phase running" % mig["uuid"] in alog, alog
+    assert "Abort of live migration %s" % mig["uuid"] not in alog
+    assert lab.lm_events(sid) and {e["event"]: e for e in lab.lm_events(sid)}[
+        "compute_live_migration"]["result"] == "Success"
+    # back to host2 for the tests that follow
+    back = lab.migrate(sid, "host2")
+    assert lab.server(sid)["OS-EXT-SRV-ATTR:host"] == "host2"
+    print("control plane restarted mid-migration: ready again in %.1f s, migration completed "
+          "%.1f s after the kill; move back %.1f s; test %.1f s"
+          % (restarted, done, back, time.time() - start))
+
+
 def test_stopping_the_source_agent_aborts_its_running_migration(lab):
     """nova-compute of the source is stopped (SIGTERM) mid-migration: it
     aborts the migration before it exits, so the guest stays where it runs

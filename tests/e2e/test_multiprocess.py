@@ -417,6 +417,62 @@ def test_source_agent_restarted_mid_live_migration_is_rolled_back(split):
     c.cli("server", "delete", "--wait", s["id"])
 
 
+def test_serve_restarted_mid_live_migration_leaves_it_to_finish(split):
+    """`nubo serve` killed -9 while the source's `nubo compute` runs a
+    (slow) live migration, then started again: recovery asks the source,
+    which still runs it, and leaves it; the agent's result, sent until the
+    conductor is back, completes it on the destination."""
+    c = split.cloud
+    split.computes["hostA"].stop()
+    slow = Proc("compute-hostA-slow", ["compute", "--config", split.conf,
+                                       "--set", "DEFAULT.host=hostA", "--set", "fake.hosts=hostA",
+                                       "--set", "fake.live_migration_ms=6000",
+                                       "--set", "DEFAULT.log_dir=%s" %
+                                       split.computes["hostA"].logdir], c.state_dir)
+    slow.start()
+    try:  # whatever happens, hostA ends as the other tests expect it
+        slow.wait_ready(30)
+        wait_state(c, "hostA", "up", 30)
+        s = boot(c, unique("mp-lm-serve"), "hostA")
+        api(c, "/servers/%s" % s["id"])  # logs in
+        st, _, body = c.request("POST", "/compute/v2.1/servers/%s/action" % s["id"],
+                                token=c._token,
+                                headers={"OpenStack-API-Version": "compute 2.80"},
+                                body={"os-migrateLive": {"host": "hostB",
+                                                         "block_migration": "auto"}})
+        assert st == 202, body
+
+        def migration():
+            rows = c.sql("SELECT uuid, status FROM migrations WHERE instance_uuid = '%s'"
+                         % s["id"])
+            return rows[0] if rows else {}
+        wait_for("migration running", lambda: migration().get("status") == "running", 30)
+        size = os.path.getsize(split.serve.out_path)
+        split.serve.stop(signal.SIGKILL)
+        split.serve.start()
+
+        def ready():
+            with open(split.serve.out_path, "rb") as f:
+                f.seek(size)
+                return b"nubo: ready" in f.read()
+        wait_for("serve ready again", ready, 60, 0.1)
+        wait_for("migration completed", lambda: migration().get("status") == "completed", 60)
+        v = wait_status(c, s["id"], "ACTIVE")
+        assert v["OS-EXT-SRV-ATTR:host"] == "hostB" and not v["OS-EXT-STS:task_state"], v
+        with open(os.path.join(c.state_dir, "log", "nubo-conductor.log")) as f:
+            log = f.read()
+        m = migration()["uuid"]
+        assert "Live migration %s (running) interrupted (by a restart of nubo): still running " \
+               "on source hostA (phase running), left to finish" % m in log
+        alog = split.compute_log("hostA")
+        assert "Live migration %s still runs on hostA, phase running" % m in alog
+        assert "Abort of live migration %s" % m not in alog
+    finally:
+        slow.stop()
+        split.compute("hostA")
+    c.cli("server", "delete", "--wait", s["id"])
+
+
 def test_killed_compute_goes_down_boots_go_elsewhere_and_restart_syncs(split):
     c = split.cloud
     wait_state(c, "hostB", "up", 30)

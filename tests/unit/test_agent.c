@@ -4,7 +4,9 @@
  * get_console_output cuts the log as Nova's _tail_log does; the disk-format
  * check before a domain start (disk_format.c) finds missing files and
  * format mismatches, reconciles them through the conductor or, with
- * [compute] reconcile_disk_format = false, leaves them as declared. */
+ * [compute] reconcile_disk_format = false, leaves them as declared; a
+ * live migration the agent runs as its source is known to
+ * live_migration_running, with its phase, until its result is sent. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -40,6 +42,12 @@ static json_t *results;
 static json_t *reconciles;
 static bool reconcile_ok = true;
 
+/* live-migration statuses and results the agent sent; while hold_preparing,
+ * the fake conductor keeps the "preparing" status call waiting */
+static pthread_cond_t lm_cond = PTHREAD_COND_INITIALIZER;
+static json_t *lm_reports;
+static bool hold_preparing, preparing_seen;
+
 static json_t *conductor(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
 {
     (void)opaque;
@@ -48,6 +56,20 @@ static json_t *conductor(void *opaque, struct nb_ctx *ctx, const char *method, j
         pthread_mutex_lock(&results_lock);
         json_array_append(results, args);
         pthread_mutex_unlock(&results_lock);
+    }
+    if (!strcmp(method, "live_migration_status") || !strcmp(method, "live_migration_result")) {
+        pthread_mutex_lock(&results_lock);
+        json_t *r = json_deep_copy(args);
+        json_object_set_new(r, "method", json_string(method));
+        json_array_append_new(lm_reports, r);
+        if (nb_json_str(args, "status") && !strcmp(nb_json_str(args, "status"), "preparing")) {
+            preparing_seen = true;
+            pthread_cond_broadcast(&lm_cond);
+            while (hold_preparing)
+                pthread_cond_wait(&lm_cond, &results_lock);
+        }
+        pthread_mutex_unlock(&results_lock);
+        return json_pack("{s:b}", "ok", 1);
     }
     if (!strcmp(method, "reconcile_disk_format")) {
         pthread_mutex_lock(&results_lock);
@@ -86,6 +108,7 @@ static int setup(void **state)
     nb_conf_set("fake", "hosts", "h1");
     results = json_array();
     reconciles = json_array();
+    lm_reports = json_array();
     assert_int_equal(nb_bus_init(), 0);
     assert_int_equal(nb_bus_listen("conductor", conductor, NULL, 1), 0);
     agent.drv = nb_virt_fake_open();
@@ -109,6 +132,7 @@ static int teardown(void **state)
     pthread_mutex_destroy(&agent.ilocks_lock);
     json_decref(results);
     json_decref(reconciles);
+    json_decref(lm_reports);
     char cmd[128];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     return system(cmd) == 0 ? 0 : -1;
@@ -438,6 +462,89 @@ static void test_start_with_missing_volume(void **state)
     json_decref(b);
 }
 
+/* live_migration_running of migration mig: the reply, new ref. */
+static json_t *lm_running(const char *mig)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *args = json_pack("{s:s}", "migration_uuid", mig);
+    json_t *r = nb_agent_handle(&agent, &ctx, "live_migration_running", args);
+    json_decref(args);
+    assert_non_null(r);
+    return r;
+}
+
+/* The live_migration_result the agent sent, borrowed, or NULL after 5 s. */
+static json_t *lm_result(void)
+{
+    for (int i = 0; i < 500; i++) {
+        pthread_mutex_lock(&results_lock);
+        size_t k;
+        json_t *r, *found = NULL;
+        json_array_foreach (lm_reports, k, r)
+            if (!strcmp(nb_json_str(r, "method"), "live_migration_result"))
+                found = r;
+        pthread_mutex_unlock(&results_lock);
+        if (found)
+            return found;
+        usleep(10000);
+    }
+    return NULL;
+}
+
+/* A conductor that restarted asks the source whether it still runs a
+ * migration: yes while the run is in the registry (here held in its
+ * "preparing" report), with its phase; no for another migration, and no
+ * once the result (here: the destination has no agent) has been sent. */
+static void test_live_migration_running(void **state)
+{
+    (void)state;
+    const char *mig = "eeeeeeee-0000-0000-0000-000000000005";
+    pthread_mutex_lock(&results_lock);
+    hold_preparing = true;
+    preparing_seen = false;
+    pthread_mutex_unlock(&results_lock);
+    json_t *r = lm_running(mig);
+    assert_false(json_is_true(json_object_get(r, "running")));
+    json_decref(r);
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *args = json_pack("{s:{s:s}, s:s, s:s}", "instance", "uuid", UUID, "migration_uuid", mig,
+                             "dest_host", "h-none");
+    assert_null(nb_agent_handle(&agent, &ctx, "live_migration", args));
+    json_decref(args);
+    pthread_mutex_lock(&results_lock);
+    while (!preparing_seen)
+        pthread_cond_wait(&lm_cond, &results_lock);
+    pthread_mutex_unlock(&results_lock);
+    r = lm_running(mig);
+    assert_true(json_is_true(json_object_get(r, "running")));
+    assert_string_equal(nb_json_str(r, "phase"), "preparing");
+    json_decref(r);
+    r = lm_running("ffffffff-0000-0000-0000-000000000006");
+    assert_false(json_is_true(json_object_get(r, "running")));
+    json_decref(r);
+    pthread_mutex_lock(&results_lock);
+    hold_preparing = false;
+    pthread_cond_broadcast(&lm_cond);
+    pthread_mutex_unlock(&results_lock);
+    json_t *res = lm_result();
+    assert_non_null(res);
+    assert_string_equal(nb_json_str(res, "migration_uuid"), mig);
+    assert_false(json_is_true(json_object_get(res, "ok")));
+    assert_string_equal(nb_json_str(res, "phase"), "pre_live_migration");
+    assert_non_null(strstr(nb_json_str(res, "message"), "h-none"));
+    bool gone = false;
+    for (int i = 0; i < 500 && !gone; i++) { /* the run leaves once the result is sent */
+        r = lm_running(mig);
+        gone = !json_is_true(json_object_get(r, "running"));
+        json_decref(r);
+        if (!gone)
+            usleep(10000);
+    }
+    assert_true(gone);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -447,6 +554,7 @@ int main(void)
         cmocka_unit_test(test_disk_check_core),
         cmocka_unit_test(test_verify_disks),
         cmocka_unit_test(test_start_with_missing_volume),
+        cmocka_unit_test(test_live_migration_running),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -2,7 +2,8 @@
  * (conductor/migrate_checks.c): from hand-built facts about a source and a
  * destination to each check's verdict and Nova's message, including what
  * block_migration "auto" becomes and the checks that cannot run after an
- * earlier refusal. */
+ * earlier refusal; and what recovery does with a live migration a restart
+ * interrupted (conductor/live_migrate_run.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 #include <cmocka.h>
 
 #include "common/json.h"
+#include "compute/conductor/live_migrate.h"
 #include "compute/conductor/migrate_checks.h"
 
 #include <stdlib.h>
@@ -295,6 +297,33 @@ static void test_ports(void **state)
     json_decref(good);
 }
 
+/* The source still running a migration (only the conductor restarted)
+ * leaves it to its own result, in every status before the result was
+ * taken; otherwise prechecks are refused and later ones go by the
+ * destination; a post-migrating one (the result taken, the finish
+ * interrupted) always goes by the destination; an ended one is left. */
+static void test_recovery_step(void **state)
+{
+    (void)state;
+    static const char *const live[] = {"queued", "preparing", "running", "running (post-copy)"};
+    for (size_t i = 0; i < sizeof(live) / sizeof(*live); i++) {
+        assert_int_equal(cond_lm_recovery_step(live[i], 1), COND_LM_LEAVE);
+        assert_int_equal(cond_lm_recovery_step(live[i], 0), COND_LM_BY_DEST);
+        assert_int_equal(cond_lm_recovery_step(live[i], -1), COND_LM_BY_DEST);
+    }
+    /* accepted: the cast may have reached the source before its first report */
+    assert_int_equal(cond_lm_recovery_step("accepted", 1), COND_LM_LEAVE);
+    assert_int_equal(cond_lm_recovery_step("accepted", 0), COND_LM_REFUSE);
+    assert_int_equal(cond_lm_recovery_step("accepted", -1), COND_LM_REFUSE);
+    for (int runs = -1; runs <= 1; runs++) {
+        assert_int_equal(cond_lm_recovery_step("post-migrating", runs), COND_LM_BY_DEST);
+        assert_int_equal(cond_lm_recovery_step("completed", runs), COND_LM_NONE);
+        assert_int_equal(cond_lm_recovery_step("error", runs), COND_LM_NONE);
+        assert_int_equal(cond_lm_recovery_step("cancelled", runs), COND_LM_NONE);
+        assert_int_equal(cond_lm_recovery_step(NULL, runs), COND_LM_NONE);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -307,6 +336,7 @@ int main(void)
         cmocka_unit_test(test_network_warning_and_instance),
         cmocka_unit_test(test_destination_not_asked),
         cmocka_unit_test(test_ports),
+        cmocka_unit_test(test_recovery_step),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -40,6 +40,13 @@ static json_t *recorder(void *opaque, struct nb_ctx *ctx, const char *method, js
     pthread_mutex_unlock(&lock);
     if (!strcmp(method, "guest_info"))
         return json_pack("{s:b, s:i}", "found", 1, "power_state", 4);
+    if (!strcmp(method, "live_migration_running")) {
+        const char *m = nb_json_str(args, "migration_uuid");
+        if (m && !strcmp(m, "m-old")) /* an agent without the method */
+            return json_pack("{s:s}", "error", "unknown method");
+        return m && !strcmp(m, "m1") ? json_pack("{s:b, s:s}", "running", 1, "phase", "running")
+                                     : json_pack("{s:b, s:n}", "running", 0, "phase");
+    }
     if (!strcmp(method, "instances_on_host") || !strcmp(method, "evacuated_instances"))
         return json_pack("[{s:s}]", "uuid", "u1");
     return json_pack("{s:s}", "method", method);
@@ -394,6 +401,15 @@ static void test_live_migration_messages(void **state)
            "null, \"progress\": {\"memory_total\": 8, \"memory_processed\": 5, "
            "\"memory_remaining\": 3, \"disk_total\": 0, \"disk_processed\": 0, "
            "\"disk_remaining\": 0}}");
+    /* a status the conductor missed, sent again with progress: a cast */
+    st.status = "running";
+    st.as_cast = true;
+    assert_int_equal(nb_conductor_live_migration_status(&ctx, &st), 0);
+    expect("conductor", "live_migration_status",
+           "{\"uuid\": \"u1\", \"migration_uuid\": \"m1\", \"host\": \"h1\", \"status\": "
+           "\"running\", \"progress\": {\"memory_total\": 8, \"memory_processed\": 5, "
+           "\"memory_remaining\": 3, \"disk_total\": 0, \"disk_processed\": 0, "
+           "\"disk_remaining\": 0}}");
     const struct nb_live_migration_outcome o = {.uuid = "u1",
                                                 .migration_uuid = "m1",
                                                 .host = "h1",
@@ -438,6 +454,19 @@ static void test_live_migration_messages(void **state)
            "\"block_migration\": false, \"shared_storage\": true, \"disks\": null}");
     assert_int_equal(nb_compute_live_migration_abort(&ctx, "h1", "m1"), 0);
     expect("compute.h1", "live_migration_abort", "{\"migration_uuid\": \"m1\"}");
+    /* does the source still run it: yes with its phase, no, or no answer */
+    char phase[32] = "x";
+    assert_int_equal(nb_compute_live_migration_running(&ctx, "h1", "m1", 5000, phase, 32), 1);
+    assert_string_equal(phase, "running");
+    expect("compute.h1", "live_migration_running", "{\"migration_uuid\": \"m1\"}");
+    assert_int_equal(nb_compute_live_migration_running(&ctx, "h1", "m2", 5000, phase, 32), 0);
+    assert_string_equal(phase, "");
+    expect("compute.h1", "live_migration_running", "{\"migration_uuid\": \"m2\"}");
+    assert_int_equal(nb_compute_live_migration_running(&ctx, "h1", "m-old", 5000, phase, 32), -1);
+    expect("compute.h1", "live_migration_running", "{\"migration_uuid\": \"m-old\"}");
+    nb_ctx_clear_error(&ctx);
+    assert_int_equal(nb_compute_live_migration_running(&ctx, "h2", "m1", 500, phase, 32), -1);
+    nb_ctx_clear_error(&ctx);
     assert_int_equal(nb_compute_live_migration_force_complete(&ctx, "h1", "m1"), 0);
     expect("compute.h1", "live_migration_force_complete", "{\"migration_uuid\": \"m1\"}");
     json_decref(nb_compute_post_live_migration_at_destination(

@@ -96,6 +96,7 @@ json_t *nb_lm_pre(void *a, struct nb_ctx *ctx, const char *method, json_t *args)
 json_t *nb_lm_start(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
 json_t *nb_lm_abort(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
 json_t *nb_lm_force_complete(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
+json_t *nb_lm_running(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
 json_t *nb_lm_post_dest(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
 json_t *nb_lm_post_source(void *a, struct nb_ctx *ctx, const char *method, json_t *args);
 json_t *nb_lm_rollback_dest(void *a, struct nb_ctx *ctx, const char *method, json_t *args);

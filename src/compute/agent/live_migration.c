@@ -13,7 +13,12 @@
  * destination prepare (status "preparing"), runs the driver's live_migrate
  * with progress reports (status "running"), and reports the outcome; the
  * conductor does the rest. Running migrations are kept in a registry so
- * that abort and force-complete reach them from the bus's threads.
+ * that abort and force-complete reach them from the bus's threads, and so
+ * that a conductor that restarted can ask whether one still runs
+ * (live_migration_running) instead of ending it. A run leaves the registry
+ * only once its result is with the broker: the result is sent until it
+ * arrives (a conductor, or the broker, may be restarting), and a status
+ * or progress report that could not be sent only costs the report.
  *
  * The agent writes no state: everything goes back to the conductor. */
 #include "bus/bus.h"
@@ -43,7 +48,9 @@ struct lm_run {
     char *dest_uri, *dest_addr;
     json_t *instance, *disks, *dest_disks;
     bool shared_storage;
-    bool started; /* holds one of its host's slots */
+    bool started;       /* holds one of its host's slots */
+    const char *phase;  /* "queued", "preparing", "running", "reporting" (lm_lock) */
+    const char *unsent; /* the last status the conductor did not take, sent again */
     double last_report;
     struct nb_live_migration m;
     struct lm_run *next;
@@ -271,11 +278,18 @@ json_t *nb_lm_rollback_dest(void *opaque, struct nb_ctx *ctx, const char *method
 
 /* ---- the move (source side) ---- */
 
+/* A status (NULL: progress only) for the conductor. A status it did not
+ * take (no conductor: restarting) is not lost: it goes again, as a cast,
+ * with the next progress report. The run goes on either way. */
 static void report_status(struct lm_run *r, const char *status,
                           const struct nb_migration_progress *p)
 {
-    struct nb_live_migration_status s = {
-        .uuid = r->uuid, .migration_uuid = r->migration_uuid, .host = r->a->host, .status = status};
+    bool again = !status && r->unsent;
+    struct nb_live_migration_status s = {.uuid = r->uuid,
+                                         .migration_uuid = r->migration_uuid,
+                                         .host = r->a->host,
+                                         .status = again ? r->unsent : status,
+                                         .as_cast = again};
     if (p) {
         s.has_progress = true;
         s.memory_total = p->memory_total;
@@ -285,10 +299,18 @@ static void report_status(struct lm_run *r, const char *status,
         s.disk_processed = p->disk_processed;
         s.disk_remaining = p->disk_remaining;
     }
-    if (nb_conductor_live_migration_status(&r->ctx, &s) < 0)
+    if (nb_conductor_live_migration_status(&r->ctx, &s) < 0) {
         NB_WARN(LOG_AGENT, &r->ctx, r->uuid,
-                "could not report live migration %s (%s): no conductor", r->migration_uuid,
-                status ? status : "progress");
+                "could not report live migration %s (%s): no conductor; the migration goes on",
+                r->migration_uuid, s.status ? s.status : "progress");
+        if (status)
+            r->unsent = status;
+    } else if (status || again) {
+        if (again)
+            NB_INFO(LOG_AGENT, &r->ctx, r->uuid, "status %s of live migration %s sent again",
+                    r->unsent, r->migration_uuid);
+        r->unsent = NULL;
+    }
 }
 
 /* The driver's progress callback (the migrating thread): at most two
@@ -301,6 +323,13 @@ static void on_progress(void *opaque, const struct nb_migration_progress *p)
         return;
     r->last_report = now;
     report_status(r, p->post_copy ? "running (post-copy)" : NULL, p);
+}
+
+static void set_phase(struct lm_run *r, const char *phase)
+{
+    pthread_mutex_lock(&lm_lock);
+    r->phase = phase;
+    pthread_mutex_unlock(&lm_lock);
 }
 
 /* How many migrations of a's host hold a slot (lm_lock held). */
@@ -361,6 +390,7 @@ static void unregister(struct lm_run *r)
 /* pre_live_migration on the destination; 0, or -1 with the cause in msg. */
 static int prepare_dest(struct lm_run *r, char *msg, size_t n)
 {
+    set_phase(r, "preparing");
     report_status(r, "preparing", NULL);
     struct nb_ctx cctx;
     nb_ctx_child(&cctx, &r->ctx);
@@ -402,6 +432,7 @@ static void *lm_main(void *arg)
         out.phase = "pre_live_migration";
         out.message = "Live migration aborted by request before the guest moved";
     } else {
+        set_phase(r, "running");
         report_status(r, "running", NULL);
         struct nb_ctx dctx;
         nb_ctx_child(&dctx, &r->ctx);
@@ -423,6 +454,9 @@ static void *lm_main(void *arg)
         }
     }
     __atomic_store_n(&r->a->dirty, true, __ATOMIC_RELAXED);
+    /* still registered while the result is on its way: a conductor asking
+     * meanwhile learns that the run's own result will end the migration */
+    set_phase(r, "reporting");
     if (nb_conductor_live_migration_result(&r->ctx, &out) < 0)
         NB_ERROR(LOG_AGENT, &r->ctx, r->uuid,
                  "could not report the end of live migration %s: no conductor", r->migration_uuid);
@@ -460,6 +494,7 @@ json_t *nb_lm_start(void *opaque, struct nb_ctx *ctx, const char *method, json_t
     r->m.block_migration = json_is_true(json_object_get(args, "block_migration"));
     r->m.progress = on_progress;
     r->m.opaque = r;
+    r->phase = "queued";
     pthread_mutex_lock(&lm_lock);
     bool stopping = lm_stopping;
     if (!stopping) {
@@ -536,6 +571,27 @@ json_t *nb_lm_force_complete(void *opaque, struct nb_ctx *ctx, const char *metho
     (void)method;
     flag_run(opaque, ctx, args, false);
     return NULL;
+}
+
+/* live_migration_running (call, source side): whether this host still
+ * runs the migration, and its phase. */
+json_t *nb_lm_running(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)method;
+    struct agent *a = opaque;
+    const char *mig = nb_json_str(args, "migration_uuid");
+    const char *phase = NULL;
+    pthread_mutex_lock(&lm_lock);
+    for (struct lm_run *r = runs; r && mig && !phase; r = r->next)
+        if (r->a == a && !strcmp(r->migration_uuid, mig))
+            phase = r->phase;
+    json_t *reply = phase ? json_pack("{s:b, s:s}", "running", 1, "phase", phase)
+                          : json_pack("{s:b, s:n}", "running", 0, "phase");
+    pthread_mutex_unlock(&lm_lock);
+    NB_INFO(LOG_AGENT, ctx, NULL, "Live migration %s %s on %s%s%s", mig ? mig : "(none)",
+            phase ? "still runs" : "does not run", a->host, phase ? ", phase " : "",
+            phase ? phase : "");
+    return reply;
 }
 
 void nb_agent_lm_open(void)

@@ -513,6 +513,7 @@ static const struct nb_bus_method methods[] = {
     {NB_COMPUTE_LIVE_MIGRATION, NB_BUS_CAST, nb_lm_start},
     {NB_COMPUTE_LIVE_MIGRATION_ABORT, NB_BUS_CAST, nb_lm_abort},
     {NB_COMPUTE_LIVE_MIGRATION_FORCE_COMPLETE, NB_BUS_CAST, nb_lm_force_complete},
+    {NB_COMPUTE_LIVE_MIGRATION_RUNNING, NB_BUS_CALL, nb_lm_running},
     {NB_COMPUTE_POST_LIVE_MIGRATION_AT_DESTINATION, NB_BUS_CALL, nb_lm_post_dest},
     {NB_COMPUTE_POST_LIVE_MIGRATION_AT_SOURCE, NB_BUS_CALL, nb_lm_post_source},
     {NB_COMPUTE_ROLLBACK_LIVE_MIGRATION_AT_DESTINATION, NB_BUS_CALL, nb_lm_rollback_dest},

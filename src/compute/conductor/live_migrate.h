@@ -49,16 +49,31 @@ void cond_live_migration_force_complete(struct conductor *c, struct nb_ctx *ctx,
 /* Finishes migration mig (row) whose guest runs on its destination (note:
  * what made it converge, for the event's details, or NULL), or rolls it
  * back (phase, message: the cause; cancelled: an abort). Used by the result
- * handler and by recovery. */
+ * handler and by recovery. A finish first claims the record (a status in
+ * progress to post-migrating; mig post-migrating: an interrupted finish
+ * resumed) and does nothing when another took it. */
 void cond_lm_finish(struct conductor *c, struct nb_ctx *ctx, const json_t *mig, bool shared,
                     const char *note);
 void cond_lm_rollback(struct conductor *c, struct nb_ctx *ctx, const json_t *mig, const char *phase,
                       const char *message, bool cancelled, bool shared);
 
-/* A migration whose run was interrupted (why: by what): refused when it
- * was in its prechecks, finished when the destination's agent says the
- * guest runs there, else rolled back (after an abort sent to the source).
- * Serialised, and a migration that ended meanwhile is left alone. */
+/* What recovery does with a live migration in status (its record's),
+ * given whether the source's agent still runs it (1), does not (0) or did
+ * not answer (-1): nothing (it ended), leave it (its agent's result ends
+ * it), refuse it (interrupted in its prechecks), or ask the destination
+ * (the guest there: finished; else rolled back). A post-migrating one (its
+ * result was taken, its finish interrupted) goes by the destination
+ * whatever source_runs says. */
+enum cond_lm_recovery { COND_LM_NONE, COND_LM_LEAVE, COND_LM_REFUSE, COND_LM_BY_DEST };
+enum cond_lm_recovery cond_lm_recovery_step(const char *status, int source_runs);
+
+/* A migration whose run was interrupted (why: by what): the source's agent
+ * is asked first (up to 10 s); one it still runs is left (logged).
+ * Otherwise, with the instance's open events closed: refused when it was
+ * in its prechecks, finished when the destination's agent says the guest
+ * runs there, else rolled back (after an abort sent to the source).
+ * Serialised with the other recoveries and with the migration's result;
+ * a migration that ended meanwhile is left alone. */
 void cond_lm_recover(struct conductor *c, struct nb_ctx *ctx, const char *migration_uuid,
                      const char *why);
 /* host's compute agent registered (it started): the live migrations it was

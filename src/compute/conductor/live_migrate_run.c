@@ -6,7 +6,13 @@
  * Statuses only move forward: each update is guarded by the status it
  * leaves (nb_migration_update's expected_status), so a report that arrives
  * late changes nothing; the phase events are recorded only by the update
- * that moved the status. */
+ * that moved the status.
+ *
+ * A migration ends once: its end (the result handler, or recovery after a
+ * restart) runs for one migration at a time in this process (end_begin),
+ * re-reading the record first, and a finish claims the record by moving it
+ * to post-migrating from a status in progress, so a second finish (another
+ * control plane's) finds it taken. */
 #include "common/metrics.h"
 #include "common/cleanup.h"
 #include "common/config.h"
@@ -57,6 +63,57 @@ static bool advance(struct conductor *c, struct nb_ctx *ctx, const char *uuid, c
 static const char *const in_progress[] = {NB_MIGRATION_ACCEPTED,  NB_MIGRATION_QUEUED,
                                           NB_MIGRATION_PREPARING, NB_MIGRATION_RUNNING,
                                           "running (post-copy)",  NULL};
+
+/* The migrations whose end runs in this process (one end at a time per
+ * migration: the result and a recovery may arrive together). */
+#define MAX_ENDING 128
+static pthread_mutex_t ending_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ending_cond = PTHREAD_COND_INITIALIZER;
+static char ending[MAX_ENDING][NB_UUID_LEN];
+
+/* Waits until no other thread of this process ends migration m, then
+ * marks it as ended by this one (until end_done). */
+static void end_begin(const char *m)
+{
+    if (!*m)
+        return;
+    pthread_mutex_lock(&ending_lock);
+    for (;;) {
+        int busy = -1, free_slot = -1;
+        for (int i = 0; i < MAX_ENDING && busy < 0; i++) {
+            if (!strcmp(ending[i], m))
+                busy = i;
+            else if (!ending[i][0] && free_slot < 0)
+                free_slot = i;
+        }
+        if (busy < 0 && free_slot >= 0) {
+            nb_strlcpy(ending[free_slot], m, sizeof(ending[free_slot]));
+            break;
+        }
+        pthread_cond_wait(&ending_cond, &ending_lock);
+    }
+    pthread_mutex_unlock(&ending_lock);
+}
+
+static void end_done(const char *m)
+{
+    if (!*m)
+        return;
+    pthread_mutex_lock(&ending_lock);
+    for (int i = 0; i < MAX_ENDING; i++)
+        if (!strcmp(ending[i], m))
+            ending[i][0] = '\0';
+    pthread_cond_broadcast(&ending_cond);
+    pthread_mutex_unlock(&ending_lock);
+}
+
+static bool status_in(const char *status, const char *const *set)
+{
+    for (; status && *set; set++)
+        if (!strcmp(status, *set))
+            return true;
+    return false;
+}
 
 /* The instance's progress while it migrates, as Nova's libvirt driver
  * writes it: the share of the data (memory and disks) already sent. */
@@ -182,10 +239,15 @@ void cond_lm_finish(struct conductor *c, struct nb_ctx *ctx, const json_t *mig, 
 {
     const char *uuid = str(mig, "instance_uuid"), *m = str(mig, "uuid");
     const char *dest = str(mig, "dest_compute"), *source = str(mig, "source_compute");
-    struct nb_migration_change pm = {.status = NB_MIGRATION_POST_MIGRATING};
+    /* the claim: from a status in progress to post-migrating (a record
+     * already post-migrating is the recovery of an interrupted finish) */
+    if (strcmp(str(mig, "status"), NB_MIGRATION_POST_MIGRATING) &&
+        !advance(c, ctx, m, NB_MIGRATION_POST_MIGRATING, in_progress)) {
+        NB_WARN(LOG_LM, ctx, uuid, "live migration %s is no longer in progress: not finished again",
+                m);
+        return;
+    }
     struct nb_ctx sub;
-    nb_ctx_child(&sub, ctx);
-    nb_migration_update(c->db, &sub, m, &pm);
     cond_event_finish(c, ctx, uuid, EV_LM_RUN, true, note);
     int tmo = c->call_timeout_ms;
     char msg[1400] = "", srcmsg[1400] = "";
@@ -305,17 +367,16 @@ void cond_lm_rollback(struct conductor *c, struct nb_ctx *ctx, const json_t *mig
 void cond_live_migration_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
 {
     const char *m = str(args, "migration_uuid");
+    end_begin(m);
     struct nb_ctx sub;
     nb_ctx_child(&sub, ctx);
     _cleanup_json_ json_t *mig = nb_migration_get(c->db, &sub, m);
     const char *status = nb_json_str(mig, "status");
-    bool running = false;
-    for (const char *const *s = in_progress; status && *s; s++)
-        running = running || !strcmp(status, *s);
-    if (!running) {
+    if (!status_in(status, in_progress)) {
         NB_WARN(LOG_LM, ctx, nb_json_str(args, "uuid"),
                 "result of live migration %s ignored: the migration is %s", m,
                 status ? status : "gone");
+        end_done(m);
         return;
     }
     bool shared = json_is_true(json_object_get(args, "shared_storage"));
@@ -332,6 +393,7 @@ void cond_live_migration_result(struct conductor *c, struct nb_ctx *ctx, json_t 
                          nb_json_str(args, "phase") ? str(args, "phase") : "live_migration",
                          nb_json_str(args, "message") ? str(args, "message") : "unknown error",
                          cancelled, shared);
+    end_done(m);
 }
 
 /* Forwards abort / force-complete of a migration in progress to its
@@ -390,25 +452,75 @@ bool cond_guest_running_on(const char *host, const char *uuid)
     return false;
 }
 
+/* How long recovery waits for the source's agent to say whether it still
+ * runs a migration (it may be starting, as in an all-in-one). */
+#define SOURCE_ASK_S 10.0
+
+/* Whether source's agent still runs migration m: 1 (phase in phase), 0
+ * not, -1 no answer within SOURCE_ASK_S. */
+static int source_runs(const char *source, const char *m, char *phase, size_t n)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    double deadline = nb_time_mono() + SOURCE_ASK_S;
+    while (source && *source) {
+        nb_ctx_clear_error(&ctx);
+        int r = nb_compute_live_migration_running(&ctx, source, m, 2000, phase, n);
+        if (r >= 0 || nb_time_mono() >= deadline)
+            return r;
+        usleep(500 * 1000);
+    }
+    return -1;
+}
+
+enum cond_lm_recovery cond_lm_recovery_step(const char *status, int source_runs)
+{
+    if (status && !strcmp(status, NB_MIGRATION_POST_MIGRATING))
+        return COND_LM_BY_DEST; /* its result was taken: only the guest tells */
+    if (!status_in(status, in_progress))
+        return COND_LM_NONE;
+    if (source_runs == 1)
+        return COND_LM_LEAVE;
+    if (!strcmp(status, NB_MIGRATION_ACCEPTED))
+        return COND_LM_REFUSE;
+    return COND_LM_BY_DEST;
+}
+
 void cond_lm_recover(struct conductor *c, struct nb_ctx *ctx, const char *migration_uuid,
                      const char *why)
 {
     pthread_mutex_lock(&recover_lock);
+    end_begin(migration_uuid);
     struct nb_ctx sub;
     nb_ctx_child(&sub, ctx);
     _cleanup_json_ json_t *mig = nb_migration_get(c->db, &sub, migration_uuid);
     const char *status = nb_json_str(mig, "status");
-    bool live = false;
-    for (const char *const *s = in_progress; status && *s; s++)
-        live = live || !strcmp(status, *s);
-    live = live || (status && !strcmp(status, NB_MIGRATION_POST_MIGRATING));
-    if (!live) {
-        pthread_mutex_unlock(&recover_lock);
-        return; /* ended meanwhile, or handled by another recovery */
-    }
     const char *uuid = str(mig, "instance_uuid"), *dest = nb_json_str(mig, "dest_compute");
+    const char *source = nb_json_str(mig, "source_compute");
+    char phase[32] = "";
+    int runs = -1;
+    enum cond_lm_recovery step = cond_lm_recovery_step(status, -1);
+    if (step != COND_LM_NONE && strcmp(status, NB_MIGRATION_POST_MIGRATING))
+        step = cond_lm_recovery_step(
+            status, runs = source_runs(source, migration_uuid, phase, sizeof(phase)));
+    if (step == COND_LM_NONE || step == COND_LM_LEAVE) {
+        if (step == COND_LM_LEAVE) /* its own result ends it */
+            NB_WARN(LOG_LM, ctx, uuid,
+                    "Live migration %s (%s) interrupted (%s): still running on source %s "
+                    "(phase %s), left to finish",
+                    migration_uuid, status, why, source, phase);
+        end_done(migration_uuid);
+        pthread_mutex_unlock(&recover_lock);
+        return; /* ended meanwhile, handled by another recovery, or still running */
+    }
+    if (runs < 0 && strcmp(status, NB_MIGRATION_POST_MIGRATING))
+        NB_WARN(LOG_LM, ctx, uuid,
+                "Live migration %s (%s) interrupted (%s): the compute service of its source %s "
+                "did not say within %.0f s whether it still runs it",
+                migration_uuid, status, why, source ? source : "?", SOURCE_ASK_S);
+    cond_close_open_events(c, ctx, uuid);
     char msg[600];
-    if (!strcmp(status, NB_MIGRATION_ACCEPTED)) {
+    if (step == COND_LM_REFUSE) {
         NB_WARN(LOG_LM, ctx, uuid, "Live migration %s interrupted in its prechecks (%s): refused",
                 migration_uuid, why);
         snprintf(msg, sizeof(msg), "interrupted (%s) before the prechecks ended", why);
@@ -419,7 +531,6 @@ void cond_lm_recover(struct conductor *c, struct nb_ctx *ctx, const char *migrat
                 migration_uuid, status, why, dest);
         cond_lm_finish(c, ctx, mig, true, NULL);
     } else {
-        const char *source = nb_json_str(mig, "source_compute");
         if (source) /* in case its agent still runs the job */
             nb_compute_live_migration_abort(ctx, source, migration_uuid);
         NB_WARN(LOG_LM, ctx, uuid,
@@ -430,6 +541,7 @@ void cond_lm_recover(struct conductor *c, struct nb_ctx *ctx, const char *migrat
                  why);
         cond_lm_rollback(c, ctx, mig, "live_migration", msg, false, true);
     }
+    end_done(migration_uuid);
     pthread_mutex_unlock(&recover_lock);
 }
 
@@ -468,7 +580,6 @@ static void *source_restarted_main(void *arg)
             nb_strlcpy(actx.user_id, nb_json_str(act, "user_id"), sizeof(actx.user_id));
         if (nb_json_str(act, "project_id"))
             nb_strlcpy(actx.project_id, nb_json_str(act, "project_id"), sizeof(actx.project_id));
-        cond_close_open_events(r->c, &actx, nb_json_str(row, "instance_uuid"));
         cond_lm_recover(r->c, &actx, nb_json_str(row, "uuid"),
                         "the compute service of its source host restarted");
     }

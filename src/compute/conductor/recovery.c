@@ -25,7 +25,9 @@
  *     behaviour on restart);
  *  4. deletes and power actions left in a task state are run again;
  *     snapshots (image_* task states) are not: their task state is cleared;
- *  5. live migrations in progress (live_migrate.c): one still in its
+ *  5. live migrations in progress (live_migrate_run.c): the source's agent
+ *     is asked first; one it still runs (only the conductor restarted) is
+ *     left to finish, its own result ends it. Else one still in its
  *     prechecks is refused as interrupted; one past them is finished when
  *     the destination's agent says the guest runs there, else (after an
  *     abort sent to the source, in case its agent still runs the job)
@@ -509,7 +511,6 @@ static void recover_live_migrations(struct conductor *c, const struct cond_scope
             continue;
         struct nb_ctx actx;
         ctx_for_action(c, &actx, uuid, "live-migration");
-        cond_close_open_events(c, &actx, uuid);
         cond_lm_recover(c, &actx, nb_json_str(r, "uuid"), "by a restart of nubo");
     }
 }

@@ -177,6 +177,28 @@ int nb_compute_live_migration_force_complete(struct nb_ctx *ctx, const char *sou
                 json_pack("{s:s}", "migration_uuid", migration_uuid));
 }
 
+int nb_compute_live_migration_running(struct nb_ctx *ctx, const char *source,
+                                      const char *migration_uuid, int timeout_ms, char *phase,
+                                      size_t n)
+{
+    if (phase && n)
+        phase[0] = '\0';
+    _cleanup_json_ json_t *r =
+        call(ctx, source, NB_COMPUTE_LIVE_MIGRATION_RUNNING,
+             json_pack("{s:s}", "migration_uuid", migration_uuid), timeout_ms);
+    if (!json_is_object(r) || nb_json_str(r, "error")) { /* an agent without the method */
+        if (r && !nb_ctx_failed(ctx))
+            nb_error(ctx, 500, NULL, "unexpected answer of host %s to %s", source,
+                     NB_COMPUTE_LIVE_MIGRATION_RUNNING);
+        return -1;
+    }
+    if (!json_is_true(json_object_get(r, "running")))
+        return 0;
+    if (phase && n)
+        snprintf(phase, n, "%s", nb_json_str(r, "phase") ? nb_json_str(r, "phase") : "?");
+    return 1;
+}
+
 json_t *nb_compute_post_live_migration_at_destination(struct nb_ctx *ctx, const char *dest,
                                                       json_t *instance, int timeout_ms)
 {

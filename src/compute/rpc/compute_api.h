@@ -51,6 +51,7 @@
 #define NB_COMPUTE_LIVE_MIGRATION "live_migration"
 #define NB_COMPUTE_LIVE_MIGRATION_ABORT "live_migration_abort"
 #define NB_COMPUTE_LIVE_MIGRATION_FORCE_COMPLETE "live_migration_force_complete"
+#define NB_COMPUTE_LIVE_MIGRATION_RUNNING "live_migration_running"
 #define NB_COMPUTE_POST_LIVE_MIGRATION_AT_DESTINATION "post_live_migration_at_destination"
 #define NB_COMPUTE_POST_LIVE_MIGRATION_AT_SOURCE "post_live_migration_at_source"
 #define NB_COMPUTE_ROLLBACK_LIVE_MIGRATION_AT_DESTINATION "rollback_live_migration_at_destination"
@@ -179,6 +180,16 @@ int nb_compute_live_migration_abort(struct nb_ctx *ctx, const char *source,
                                     const char *migration_uuid);
 int nb_compute_live_migration_force_complete(struct nb_ctx *ctx, const char *source,
                                              const char *migration_uuid);
+/* live_migration_running (call, to the source) {"migration_uuid"} ->
+ * {"running": bool, "phase"}: whether the host's agent still runs the
+ * migration as its source, and in which phase ("queued", "preparing",
+ * "running", "reporting": its result is being sent to the conductor).
+ * What recovery asks before it ends a migration a conductor restart
+ * interrupted. 1 running (phase copied into phase, n bytes), 0 not, -1 no
+ * answer within timeout_ms (error on ctx). */
+int nb_compute_live_migration_running(struct nb_ctx *ctx, const char *source,
+                                      const char *migration_uuid, int timeout_ms, char *phase,
+                                      size_t n);
 /* post_live_migration_at_destination (call) {"instance"}; and
  * post_live_migration_at_source / rollback_live_migration_at_destination
  * (call) {"instance", "shared_storage"} -> {"ok"} | {"ok": false,

@@ -269,7 +269,7 @@ int nb_conductor_live_migration_status(struct nb_ctx *ctx, const struct nb_live_
     json_t *args =
         json_pack("{s:s, s:s, s:s, s:s?, s:o}", "uuid", s->uuid, "migration_uuid",
                   s->migration_uuid, "host", s->host, "status", s->status, "progress", progress);
-    if (!s->status)
+    if (!s->status || s->as_cast)
         return cast(ctx, NB_CONDUCTOR_LIVE_MIGRATION_STATUS, args);
     struct nb_ctx sub;
     nb_ctx_child(&sub, ctx);
@@ -282,11 +282,11 @@ int nb_conductor_live_migration_status(struct nb_ctx *ctx, const struct nb_live_
 int nb_conductor_live_migration_result(struct nb_ctx *ctx,
                                        const struct nb_live_migration_outcome *o)
 {
-    return cast(ctx, NB_CONDUCTOR_LIVE_MIGRATION_RESULT,
-                json_pack("{s:s, s:s, s:s, s:b, s:b, s:s?, s:s?, s:b}", "uuid", o->uuid,
-                          "migration_uuid", o->migration_uuid, "host", o->host, "ok", o->ok,
-                          "cancelled", o->cancelled, "phase", o->phase, "message", o->message,
-                          "shared_storage", o->shared_storage));
+    return report(ctx, NB_CONDUCTOR_LIVE_MIGRATION_RESULT,
+                  json_pack("{s:s, s:s, s:s, s:b, s:b, s:s?, s:s?, s:b}", "uuid", o->uuid,
+                            "migration_uuid", o->migration_uuid, "host", o->host, "ok", o->ok,
+                            "cancelled", o->cancelled, "phase", o->phase, "message", o->message,
+                            "shared_storage", o->shared_storage));
 }
 
 int nb_conductor_rebuild_result(struct nb_ctx *ctx, const struct nb_rebuild_result *r)

@@ -237,6 +237,7 @@ struct nb_live_migration_status {
     const char *status; /* "queued", "preparing", "running", "running (post-copy)"; NULL:
                            progress only */
     bool has_progress;  /* the six byte counts below are set */
+    bool as_cast;       /* a cast even with a status: one the conductor missed, sent again */
     long long memory_total, memory_processed, memory_remaining;
     long long disk_total, disk_processed, disk_remaining;
 };
@@ -246,7 +247,10 @@ struct nb_live_migration_status {
  * conductor writes the status (with the events of the phase it starts) and
  * the progress to the migration record. A change of status is a call (so
  * that the phases reach the conductor in order, before the result), a
- * progress report a cast. 0, or -1 when no conductor took it. */
+ * progress report a cast (as_cast: a status sent again with a progress
+ * report after its call went unanswered, e.g. while the conductor
+ * restarted; statuses only move forward, so its late arrival is harmless).
+ * 0, or -1 when no conductor took it. */
 int nb_conductor_live_migration_status(struct nb_ctx *ctx,
                                        const struct nb_live_migration_status *s);
 
@@ -266,7 +270,9 @@ struct nb_live_migration_outcome {
  * instance on the destination, the migration's allocation removed) or
  * rolls it back (rollback_live_migration_at_destination, the destination
  * claim removed and the source allocation handed back, the instance ACTIVE
- * on the source, the migration "error" or "cancelled"). */
+ * on the source, the migration "error" or "cancelled"). Sent until it
+ * arrives (nb_bus_cast_until_sent: the conductor or the broker may be
+ * restarting); blocks meanwhile. */
 int nb_conductor_live_migration_result(struct nb_ctx *ctx,
                                        const struct nb_live_migration_outcome *o);
 
