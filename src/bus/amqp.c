@@ -224,7 +224,8 @@ static json_t *dispatch(struct listener *ls, amqp_envelope_t *env)
     }
     struct nb_ctx ctx;
     nb_ctx_from_json(&ctx, json_object_get(body, "context"));
-    if (env->redelivered) {
+    bool to_handler = env->redelivered && nb_bus_wants_redelivery(method);
+    if (env->redelivered && !to_handler) {
         NB_WARN(LOG_AMQP, &ctx, NULL,
                 "Dropping redelivered %s on topic %s: the consumer that had it stopped while "
                 "handling it (at-most-once delivery)",
@@ -234,6 +235,8 @@ static json_t *dispatch(struct listener *ls, amqp_envelope_t *env)
     }
     json_t *args = json_object_get(body, "args");
     json_t *own = json_is_object(args) ? json_incref(args) : json_object();
+    if (to_handler)
+        json_object_set_new(own, "redelivered", json_true());
     json_t *out = ls->fn(ls->opaque, &ctx, method, own);
     json_decref(own);
     json_decref(body);

@@ -117,6 +117,30 @@ int nb_bus_cast_until_sent(const struct nb_ctx *ctx, const char *topic, const ch
     return -1;
 }
 
+static char redelivered_methods[8][64];
+static atomic_int n_redelivered_methods;
+
+void nb_bus_redelivery_to_handler(const char *method)
+{
+    int n = atomic_load(&n_redelivered_methods);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(redelivered_methods[i], method))
+            return;
+    if (n < 8) {
+        snprintf(redelivered_methods[n], sizeof(redelivered_methods[n]), "%s", method);
+        atomic_store(&n_redelivered_methods, n + 1);
+    }
+}
+
+bool nb_bus_wants_redelivery(const char *method)
+{
+    int n = atomic_load(&n_redelivered_methods);
+    for (int i = 0; i < n && method; i++)
+        if (!strcmp(redelivered_methods[i], method))
+            return true;
+    return false;
+}
+
 struct later {
     struct nb_ctx ctx;
     char topic[256], method[128];

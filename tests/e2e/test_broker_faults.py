@@ -10,6 +10,7 @@ agents with the fake driver, whose spawns take 1.5 s. Boots are in flight
 Afterwards every server is ACTIVE, or ERROR with a fault naming the cause,
 none is left in a task state, every ACTIVE server has its allocation and
 no deleted one keeps one, and the cloud boots again."""
+import json
 import os
 import shutil
 import signal
@@ -230,3 +231,51 @@ def test_broker_down_for_a_minute_with_requests_during_the_outage(split, broker)
     wait_for("both agents up", lambda: sorted(
         s["host"] for s in rest(c, "GET", "/compute/v2.1/os-services?binary=nova-compute")[
             "services"] if s["state"] == "up") == ["bf-a", "bf-b"], 90)
+
+
+def test_compute_agent_killed_mid_spawn_and_started_again(split):
+    """kill -9 of a compute agent while builds spawn on it (issue 13): once
+    it is started again, every build it had is ACTIVE (its guest runs
+    there) or ERROR with a fault, none stays in BUILD, and no allocation is
+    left without a server or missing for one."""
+    c = split.cloud
+    img, flavor, _ = lookup(c)
+    agent = split.computes["bf-a"]
+    log0 = os.path.getsize(os.path.join(agent.logdir, "nubo-compute.log"))
+    sids = [create(c, unique("bk"), flavor=flavor, imageRef=img, networks="none")
+            for _ in range(10)]
+
+    def spawning_on_a():
+        with open(os.path.join(agent.logdir, "nubo-compute.log")) as f:
+            f.seek(log0)
+            return f.read().count("Starting instance build") >= 2
+    wait_for("builds spawning on bf-a", spawning_on_a, 60, 0.1)
+    agent.stop(signal.SIGKILL)
+    killed_at = time.time()
+    time.sleep(2)
+    split.compute("bf-a")
+    print("bf-a killed -9 mid-spawn, started again after %.1f s" % (time.time() - killed_at))
+    views = [settled(c, sid, timeout=180) for sid in sids]
+    with open(os.path.join(split.cloud.state_dir, "fake", "bf-a.json")) as f:
+        on_a = json.load(f)
+    for v in views:
+        if v["status"] == "ERROR":
+            assert v.get("fault", {}).get("message"), v
+            assert allocations(c, v["id"]) == {} or v["OS-EXT-SRV-ATTR:host"], v
+        else:
+            assert allocations(c, v["id"]), v
+            if v["OS-EXT-SRV-ATTR:host"] == "bf-a":
+                assert v["id"] in on_a, v
+    hosts = [v["OS-EXT-SRV-ATTR:host"] for v in views]
+    print("after the kill: %d ACTIVE (%d on bf-a), %d ERROR %s" % (
+        sum(v["status"] == "ACTIVE" for v in views), hosts.count("bf-a"),
+        sum(v["status"] == "ERROR" for v in views),
+        sorted({v.get("fault", {}).get("message", "")[:100] for v in views
+                if v["status"] == "ERROR"})))
+    # guests the agent had that no ACTIVE server owns are gone from bf-a
+    owners = {v["id"] for v in views if v["status"] == "ACTIVE" and
+              v["OS-EXT-SRV-ATTR:host"] == "bf-a"}
+    stray = set(on_a) & ({v["id"] for v in views} - owners)
+    assert not stray, stray
+    for sid in sids:
+        rest(c, "DELETE", "/compute/v2.1/servers/%s" % sid, ok=(204,))

@@ -136,6 +136,11 @@ void nb_agent_build_and_run(struct agent *a, struct nb_ctx *ctx, json_t *args);
 void nb_agent_builds_open(void);
 /* At stop: waits for every build thread; later builds run on the worker. */
 void nb_agent_builds_drain(void);
+/* At agent start, before it listens: the builds a previous run of the
+ * agent took and never reported (killed mid-spawn) are found in its
+ * journal and reported from a thread of their own: built when the guest
+ * runs, else interrupted (scheduled again). */
+void nb_agent_builds_recover(struct agent *a);
 
 /* rebuild.c */
 /* rebuild_instance {"instance", "migration_uuid", "on_shared_storage",

@@ -667,6 +667,7 @@ int nb_compute_agent_start(struct nb_env *env, struct nb_virt_driver *drv, const
      * periodic thread retries the registration. */
     nb_agent_builds_open();
     nb_agent_lm_open();
+    nb_agent_builds_recover(a); /* its list is read before this run takes builds */
     if (nb_bus_listen(a->topic, nb_agent_handle, a,
                       (int)nb_conf_int("compute", "agent_workers", 2)) < 0) {
         NB_ERROR(LOG_AGENT, &ctx, NULL, "cannot listen on topic %s", a->topic);

@@ -577,7 +577,10 @@ void cond_build_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
         return;
     if (!json_is_true(json_object_get(args, "ok"))) {
         const char *msg = nb_json_str(args, "message");
-        build_failed(c, ctx, uuid, host, msg ? msg : "The spawn failed.");
+        if (json_is_true(json_object_get(args, "interrupted")))
+            host_unreachable(c, ctx, uuid, host, msg ? msg : "The build was interrupted.");
+        else
+            build_failed(c, ctx, uuid, host, msg ? msg : "The spawn failed.");
         return;
     }
     int n;

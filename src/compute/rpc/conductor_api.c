@@ -163,6 +163,14 @@ int nb_conductor_build_result(struct nb_ctx *ctx, const char *uuid, const char *
                             "message", message));
 }
 
+int nb_conductor_build_interrupted(struct nb_ctx *ctx, const char *uuid, const char *host,
+                                   const char *message)
+{
+    return report(ctx, NB_CONDUCTOR_BUILD_RESULT,
+                  json_pack("{s:s, s:s, s:b, s:b, s:s}", "uuid", uuid, "host", host, "ok", 0,
+                            "interrupted", 1, "message", message));
+}
+
 int nb_conductor_op_result(struct nb_ctx *ctx, const struct nb_op_result *r)
 {
     return report(ctx, NB_CONDUCTOR_OP_RESULT,

@@ -196,6 +196,11 @@ json_t *nb_conductor_check_live_migration(struct nb_ctx *ctx, const char *uuid, 
  * the driver's, the fault's; NULL is sent as null). */
 int nb_conductor_build_result(struct nb_ctx *ctx, const char *uuid, const char *host, bool ok,
                               const char *message);
+/* build_result with "interrupted": true: the build host's agent died
+ * during the spawn and found it again at its start, with no guest left;
+ * the conductor schedules the build again without counting an attempt. */
+int nb_conductor_build_interrupted(struct nb_ctx *ctx, const char *uuid, const char *host,
+                                   const char *message);
 
 /* What an agent reports after a power op or terminate. */
 struct nb_op_result {
