@@ -420,13 +420,17 @@ static void log_completed(struct lv *lv, struct nb_ctx *ctx, const char *uuid,
     virDomainPtr dom = dst ? virDomainLookupByUUIDString(dst, uuid) : NULL;
     int type = 0, n = 0;
     virTypedParameterPtr p = NULL;
-    unsigned long long downtime = 0, elapsed = 0, mem = 0;
+    char qemu[200] = "QEMU: no figures kept by the destination";
     if (dom && virDomainGetJobStats(dom, &type, &p, &n,
                                     VIR_DOMAIN_JOB_STATS_COMPLETED |
                                         VIR_DOMAIN_JOB_STATS_KEEP_COMPLETED) == 0) {
-        downtime = param_ull(p, n, VIR_DOMAIN_JOB_DOWNTIME);
-        elapsed = param_ull(p, n, VIR_DOMAIN_JOB_TIME_ELAPSED);
-        mem = param_ull(p, n, VIR_DOMAIN_JOB_MEMORY_PROCESSED);
+        /* none after a post-copy migration (libvirt 9.0): job type NONE */
+        if (type == VIR_DOMAIN_JOB_COMPLETED)
+            snprintf(qemu, sizeof(qemu),
+                     "QEMU: %llu ms elapsed, downtime %llu ms, %llu bytes of memory sent",
+                     param_ull(p, n, VIR_DOMAIN_JOB_TIME_ELAPSED),
+                     param_ull(p, n, VIR_DOMAIN_JOB_DOWNTIME),
+                     param_ull(p, n, VIR_DOMAIN_JOB_MEMORY_PROCESSED));
         virTypedParamsFree(p, n);
     }
     if (dom)
@@ -434,10 +438,9 @@ static void log_completed(struct lv *lv, struct nb_ctx *ctx, const char *uuid,
     if (dst)
         virConnectClose(dst);
     NB_INFO(LV_LOG, ctx, uuid,
-            "Migration operation has completed: instance %s now runs on %s (%.2f s; QEMU: %llu ms "
-            "elapsed, downtime %llu ms, %llu bytes of memory sent) from host %s",
-            uuid, m->dest_host ? m->dest_host : m->dest_uri, wall, elapsed, downtime, mem,
-            lv->host);
+            "Migration operation has completed: instance %s now runs on %s (%.2f s; %s) from "
+            "host %s",
+            uuid, m->dest_host ? m->dest_host : m->dest_uri, wall, qemu, lv->host);
 }
 
 /* Resumes a guest the force-complete paused when the migration failed. */
