@@ -16,11 +16,17 @@ First the instances path is the directory every host sees ("NFS"): a live
 migration with shared storage (with a migration network whose MTU
 differs: precheck 8's warning), a destination whose libvirtd is stopped or
 not listening (precheck 6), an abort and a force-complete of migrations
-slowed by a bandwidth limit, then [libvirt] live_migration_completion_timeout
-reached with live_migration_timeout_action force_complete (the guest paused,
-the move ends) and abort (the move fails, the guest stays), and a migration
-over TLS (the hosts' libvirtd listen on 16514 too: live_migration_scheme
-tls, live_migration_with_native_tls). Then the agents restart with per-host instances paths ("local
+slowed by a bandwidth limit (the force-complete switches to post-copy:
+host2 permits it and hosts.sh up sets vm.unprivileged_userfaultfd = 1, so
+QEMU as libvirt-qemu has userfaultfd; with HOSTS_USERFAULTFD=0 QEMU refuses
+post-copy and the guest is paused), then [libvirt]
+live_migration_completion_timeout reached with live_migration_timeout_action
+force_complete (host1 permits no post-copy: the guest paused, the move ends)
+and abort (the move fails, the guest stays), a migration over TLS (the
+hosts' libvirtd listen on 16514 too: live_migration_scheme tls,
+live_migration_with_native_tls), and the completion timeout's
+force_complete again where post-copy is permitted (the switch, as Nova).
+Then the agents restart with per-host instances paths ("local
 disks"), host1 giving its guests a custom CPU model: a destination whose
 QEMU lacks it is refused (precheck 4), and a block migration
 (--block-migration) moves the disk; a volume-backed server moves without one
@@ -404,6 +410,9 @@ def test_live_migration_with_shared_storage(lab):
     finally:
         hosts("exec", "host2", "ip", "link", "set", "eth0", "mtu", "1500")
     assert_moved(lab, sid, "host1", "host2", t, hb.finish(), "shared storage")
+    wall, downtime = completed_figures(agent_log("host1"))
+    assert downtime != "none"  # pre-copy: the destination keeps QEMU's figures
+    print("shared storage: migration %.2f s, QEMU's downtime %s" % (wall, downtime))
     events = {e["event"]: e for e in lab.lm_events(sid)}
     assert events["conductor_live_migrate_instance"]["result"] == "Success"
     details = events["conductor_live_migrate_instance"]["details"]
@@ -603,12 +612,71 @@ def test_stopping_the_source_agent_aborts_its_running_migration(lab):
     print("SIGTERM of the source agent mid-migration: cancelled and exited in %.1f s" % stopped)
 
 
-def test_force_complete_pauses_the_guest_and_the_move_ends(lab):
+def post_copy_available():
+    """Whether QEMU, as user libvirt-qemu, may have userfaultfd for
+    post-copy: hosts.sh up sets vm.unprivileged_userfaultfd = 1 (unless
+    HOSTS_USERFAULTFD=0)."""
+    try:
+        with open("/proc/sys/vm/unprivileged_userfaultfd") as f:
+            return f.read().strip() != "0"
+    except OSError:
+        return False
+
+
+class StatusWatch:
+    """The statuses a migration passes through, as GET /os-migrations shows
+    them every 0.1 s (GET /servers/{id}/migrations lists, as Nova's, only
+    queued, preparing, running and post-migrating ones)."""
+
+    def __init__(self, lab, sid, mid):
+        self.lab, self.sid, self.mid, self.seen = lab, sid, mid, []
+        self.stop = threading.Event()
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _poll(self):
+        st, data = self.lab.api("GET", "/os-migrations?instance_uuid=%s" % self.sid)
+        for m in (data or {}).get("migrations", []) if st == 200 else []:
+            if m["id"] == self.mid and (not self.seen or self.seen[-1][1] != m["status"]):
+                self.seen.append((time.time(), m["status"]))
+
+    def _run(self):
+        while not self.stop.is_set():
+            self._poll()
+            time.sleep(0.1)
+
+    def finish(self):
+        self.stop.set()
+        self.t.join()
+        self._poll()
+        return self.seen
+
+
+def completed_figures(log):
+    """The migration's time (s) and QEMU's downtime as the source's agent
+    logged it: "N ms", or "none" (libvirt keeps no figures of a post-copy
+    migration on the destination)."""
+    m = re.search(r"Migration operation has completed: .*\(([\d.]+) s; QEMU: (?:\d+ ms elapsed, "
+                  r"downtime (\d+) ms|(no figures kept by the destination))", log)
+    assert m, log[-3000:]
+    return float(m.group(1)), "%s ms" % m.group(2) if m.group(2) else "none"
+
+
+def test_force_complete_switches_to_post_copy_and_the_move_ends(lab):
+    """host2 permits post-copy: force-complete switches the running
+    migration to post-copy (the migration "running (post-copy)" as Nova's,
+    the guest running on the destination while its memory follows), the
+    move ends. Where QEMU cannot have userfaultfd (vm.unprivileged_userfaultfd
+    = 0) the migration went without post-copy, the warning naming that
+    cause, and force-complete paused the guest."""
     sid = lab.shared
     path = console_path(SHARED, sid)
-    # 12 MiB/s (~8 s): long enough to be asked; force-complete switches to
-    # post-copy (permitted on host2) or, where QEMU cannot, pauses the guest
+    post_copy = post_copy_available()
+    # 12 MiB/s (~8 s): long enough to be asked; after the switch the pages
+    # left follow at full speed (a post-copy bandwidth limit would hold the
+    # guest's page faults back too)
     lab.virsh("host2", "migrate-setspeed", sid, "12")
+    log0 = agent_log_size("host2")
     hb = Heartbeat([path])
     st, data = lab.api("POST", "/servers/%s/action" % sid,
                        {"os-migrateLive": {"host": "host1", "block_migration": "auto"}})
@@ -616,26 +684,57 @@ def test_force_complete_pauses_the_guest_and_the_move_ends(lab):
     mig = wait_for("migration running", lambda: [
         m for m in lab.get("/servers/%s/migrations" % sid)["migrations"]
         if m["status"] == "running" and m["memory_processed_bytes"]], 60, 0.5)[0]
+    watch = StatusWatch(lab, sid, mig["id"])
+    t0 = time.time()
     lab.cloud.cli("--os-compute-api-version", MV, "server", "migration", "force", "complete",
                   sid, str(mig["id"]), parse=False)
     wait_for("migration completed", lambda: lab.last_migration(sid)["status"] == "completed",
-             120, 0.5)
+             120, 0.2)
+    took = time.time() - t0
     wait_for("task cleared", lambda: not lab.server(sid)["OS-EXT-STS:task_state"], 30, 0.5)
+    seen = watch.finish()
+    # post-migrating (the conductor's post steps) is too brief to be seen each time
+    statuses = [st for _, st in seen if st != "post-migrating"]
+    phase = {st: t for t, st in seen}
     beats, (gap, after) = hb.finish()
     s = lab.server(sid)
     assert s["status"] == "ACTIVE" and s["OS-EXT-SRV-ATTR:host"] == "host1", s
+    assert s["OS-EXT-STS:power_state"] == 1, s
     assert sid in lab.domains("host1") and sid not in lab.domains("host2")
-    assert "running" in lab.virsh("host1", "domstate", sid)  # paused on the source only
-    assert beats and beats[-1][1][0] > time.time() - 5  # the guest runs on
-    log = open(os.path.join(BASE, "host2", "agent-log", "nubo-compute.log")).read()
-    if "Switching to post-copy migration mode (force complete requested)" in log:
-        how = "post-copy"
-    else:  # QEMU cannot do post-copy here (userfaultfd): the guest is paused instead
-        assert "QEMU on this host cannot use post-copy" in log, log[-3000:]
+    assert "running" in lab.virsh("host1", "domstate", sid)
+    rps = lab.providers()
+    m = lab.last_migration(sid)
+    assert lab.allocations(sid) == {rps["host1"]} and lab.allocations(m["uuid"]) == set()
+    assert beats and beats[-1][1][0] > time.time() - 2  # the guest runs on, on host1
+    log = agent_log_since("host2", log0)
+    wall, downtime = completed_figures(log)
+    ev = {e["event"]: e for e in lab.lm_events(sid)}["compute_live_migration"]
+    assert ev["result"] == "Success", ev
+    if post_copy:
+        assert "Switching to post-copy migration mode (force complete requested)" in log, \
+            log[-3000:]
+        assert "cannot use post-copy" not in log and "Pausing the instance" not in log
+        assert statuses[-3:] == ["running", "running (post-copy)", "completed"], statuses
+        assert re.match(r"switched to post-copy after \d+ s \(force complete requested\)$",
+                        ev["details"] or ""), ev
+        assert gap < 2, (gap, after)  # not paused: the guest ran on, then on host1
+        how = "post-copy for %.1f s" % (phase["completed"] - phase["running (post-copy)"])
+    else:  # QEMU cannot have userfaultfd here: the guest is paused instead
+        assert "QEMU on host1 cannot use post-copy (internal error: unable to execute QEMU " \
+               "command 'migrate-set-capabilities': Postcopy is not supported); likely " \
+               "cause: vm.unprivileged_userfaultfd = 0 and QEMU does not run as root (uid " \
+            in log, log[-3000:]
         assert "Pausing the instance to complete its live migration (force complete " \
                "requested)" in log, log[-3000:]
+        assert statuses[-2:] == ["running", "completed"], statuses
+        assert re.match(r"post-copy refused by QEMU on host1 \(likely cause: "
+                        r"vm.unprivileged_userfaultfd = 0 and QEMU does not run as root \(uid "
+                        r"\d+\)\); the guest was paused after \d+ s to complete the migration "
+                        r"\(force complete requested\)$", ev["details"] or ""), ev
         how = "pause, post-copy unavailable"
-    print("force-complete (%s): downtime %.3f s after HB %s" % (how, gap, after))
+    print("force-complete (%s): completed %.1f s after the request; migration %.1f s (QEMU's "
+          "downtime: %s); largest heartbeat gap %.3f s after HB %s; statuses %s"
+          % (how, took, wall, downtime, gap, after, " -> ".join(statuses)))
     # the guest stays, on host1, for the completion timeout and TLS tests
 
 
@@ -756,6 +855,50 @@ def test_live_migration_over_tls(lab):
     assert m and int(m.group(1), 16) & 0x10000, m  # VIR_MIGRATE_TLS
     print("live migration over TLS: tls-creds %s, peer-to-peer on 16514: %s"
           % (params["tls-creds"], conns.split()[-1] if conns.split() else "?"))
+    # the guest stays, on host1, for the completion timeout with post-copy
+
+
+def test_completion_timeout_force_complete_switches_to_post_copy(lab):
+    """host1 permits post-copy: live_migration_timeout_action =
+    force_complete switches to post-copy at the completion timeout (Nova's
+    behaviour), where host1 without post-copy paused the guest."""
+    sid = lab.shared
+    assert lab.server(sid)["OS-EXT-SRV-ATTR:host"] == "host1"
+    if not post_copy_available():
+        lab.cloud.cli("server", "delete", "--wait", sid, parse=False)
+        pytest.skip("vm.unprivileged_userfaultfd = 0: QEMU cannot have post-copy")
+    lab.agents(SHARED, host1=["libvirt.live_migration_completion_timeout=1",
+                              "libvirt.live_migration_timeout_action=force_complete",
+                              "libvirt.live_migration_permit_post_copy=true"])
+    path = console_path(SHARED, sid)
+    # 32 MiB/s: some 4 s to send the guest, past the 2 s timeout
+    lab.virsh("host1", "migrate-setspeed", sid, "32")
+    log0 = agent_log_size("host1")
+    hb = Heartbeat([path])
+    t = lab.migrate(sid, "host2")
+    beats, (gap, after) = hb.finish()
+    m = lab.last_migration(sid)
+    assert m["status"] == "completed" and m["dest_compute"] == "host2", m
+    s = lab.server(sid)
+    assert (s["status"], s["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", "host2"), s
+    assert sid in lab.domains("host2") and sid not in lab.domains("host1")
+    assert "running" in lab.virsh("host2", "domstate", sid)
+    rps = lab.providers()
+    assert lab.allocations(sid) == {rps["host2"]} and lab.allocations(m["uuid"]) == set()
+    assert beats and beats[-1][1][0] > time.time() - 2 and gap < 2, (gap, after)
+    log = agent_log_since("host1", log0)
+    assert "Live migration not completed after 2 sec" in log, log[-3000:]
+    assert "Switching to post-copy migration mode (live_migration_completion_timeout of 2 s " \
+           "reached, live_migration_timeout_action = force_complete)" in log, log[-3000:]
+    assert "Pausing the instance" not in log
+    wall, downtime = completed_figures(log)
+    ev = {e["event"]: e for e in lab.lm_events(sid)}["compute_live_migration"]
+    assert re.match(r"switched to post-copy after \d+ s \(live_migration_completion_timeout of "
+                    r"2 s reached, live_migration_timeout_action = force_complete\)$",
+                    ev["details"] or ""), ev
+    print("completion timeout, force_complete with post-copy: switched at 2 s, completed in "
+          "%.1f s (CLI included; migration %.1f s, QEMU's downtime: %s), largest heartbeat gap "
+          "%.3f s after HB %s" % (t, wall, downtime, gap, after))
     lab.cloud.cli("server", "delete", "--wait", sid, parse=False)
 
 

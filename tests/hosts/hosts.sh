@@ -23,6 +23,18 @@
 #     $BASE/shared) is the same directory on every host ("NFS").
 # The daemons keep the namespaces alive; QEMU processes inherit them, so a
 # guest's serial log under the instances path is per host in $LOCAL.
+# Post-copy live migration needs userfaultfd in the destination's QEMU,
+# which runs as user libvirt-qemu: the kernel grants it to a process
+# without CAP_SYS_PTRACE only with vm.unprivileged_userfaultfd = 1 (QEMU
+# 7.2 does not use /dev/userfaultfd; its refusal, in the destination's
+# QEMU log: "postcopy_ram_supported_by_host: userfaultfd not available:
+# Operation not permitted"). So `up` sets the sysctl to 1 when it is 0, as
+# an operator permitting post-copy would, and the last lab's `down`
+# restores the value it had: the sysctl is the machine's, shared by every
+# lab (HOSTS_NAME), so the labs that need it are listed in
+# /run/nubo-hosts-userfaultfd (one file per lab naming its $BASE, and
+# "was": the value before the first). HOSTS_USERFAULTFD=0 leaves the
+# sysctl alone (post-copy then refused unless it is already 1).
 # The hosts' bridge is also the VXLAN underlay of their network agents
 # (each host's [vxlan] local_ip is its 198.51.100.N): `nubo compute` runs
 # the network agent with the libvirt driver, its bridges, vxlan-<vni>
@@ -35,7 +47,9 @@
 #                            processes of its qdhcp/qrouter namespaces (dnsmasq,
 #                            metadata proxy); remove those namespaces, the hosts'
 #                            namespaces (with their bridges and vxlan devices),
-#                            links, bridge and $BASE (harmless twice)
+#                            links, bridge and $BASE; vm.unprivileged_userfaultfd
+#                            back to its value before `up` once no other lab
+#                            needs it (harmless twice)
 #   hosts.sh status          one line per host, its daemons and domains
 #   hosts.sh start hostN [--no-listen]   (re)start one host's daemons
 #   hosts.sh stop hostN      stop one host's libvirtd and virtlogd (by pidfile)
@@ -56,7 +70,8 @@
 #   HOSTS_BASE (default /var/tmp/$HOSTS_NAME-hosts), HOSTS_NET (default
 #   198.51.100, documentation range TEST-NET-2: the machine itself may
 #   sit in 192.0.2.0/24), HOSTS_TLS=1 (listen_tls with certificates),
-#   NUBO_BIN (default build/nubo of this tree) for `agent`.
+#   NUBO_BIN (default build/nubo of this tree) for `agent`,
+#   HOSTS_USERFAULTFD (default 1: `up` sets vm.unprivileged_userfaultfd=1).
 set -uo pipefail
 export PATH=$PATH:/usr/sbin:/sbin
 
@@ -72,6 +87,9 @@ NUBO_BIN=${NUBO_BIN:-$HERE/../../build/nubo}
 
 log() { printf 'hosts: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
+
+UFFD=/proc/sys/vm/unprivileged_userfaultfd
+UFFD_LABS=/run/nubo-hosts-userfaultfd
 
 hnum() { [[ $1 =~ ^host([0-9]+)$ ]] || die "not a host name: $1 (host1, host2, ...)"; echo "${BASH_REMATCH[1]}"; }
 hns() { echo "$NAME-$1"; }
@@ -360,6 +378,43 @@ stop_host() {
     rm -f "$d/libvirtd.pid" "$d/virtlogd.pid"
 }
 
+# vm.unprivileged_userfaultfd = 1 for this lab (see the header), the
+# value before the first lab kept in $UFFD_LABS/was.
+uffd_up() {
+    [ "${HOSTS_USERFAULTFD:-1}" = 1 ] && [ -f "$UFFD" ] || return 0
+    mkdir -p "$UFFD_LABS" || return 0
+    (
+        flock 9
+        [ -f "$UFFD_LABS/was" ] || cat "$UFFD" >"$UFFD_LABS/was"
+        echo "$BASE" >"$UFFD_LABS/$NAME"
+        if [ "$(cat "$UFFD")" = 0 ]; then
+            echo 1 >"$UFFD" || die "cannot set vm.unprivileged_userfaultfd"
+            log "vm.unprivileged_userfaultfd = 1 (was 0, until down): post-copy for QEMU as libvirt-qemu"
+        fi
+    ) 9>"$UFFD_LABS/lock"
+}
+
+# This lab no longer needs it: the value before the first lab back when
+# no other lab (one whose $BASE still exists) does.
+uffd_down() {
+    [ -f "$UFFD_LABS/$NAME" ] || return 0
+    (
+        flock 9
+        rm -f "$UFFD_LABS/$NAME"
+        for f in "$UFFD_LABS"/*; do
+            case ${f##*/} in was | lock | '*') continue ;; esac
+            [ -d "$(cat "$f")" ] && exit 0 # another lab is up
+            rm -f "$f"
+        done
+        if [ -f "$UFFD_LABS/was" ]; then
+            [ "$(cat "$UFFD")" = "$(cat "$UFFD_LABS/was")" ] ||
+                log "vm.unprivileged_userfaultfd = $(cat "$UFFD_LABS/was") again"
+            cat "$UFFD_LABS/was" >"$UFFD"
+            rm -f "$UFFD_LABS/was"
+        fi
+    ) 9>"$UFFD_LABS/lock"
+}
+
 up() {
     local n=${1:-2} i
     [[ $n =~ ^[0-9]+$ ]] && [ "$n" -ge 1 ] && [ "$n" -le 200 ] || die "up N: N from 1 to 200"
@@ -368,6 +423,7 @@ up() {
     done
     [ "$(id -u)" = 0 ] || die "needs root (network and mount namespaces)"
     mkdir -p "$BASE"
+    uffd_up
     net_up "$n"
     for i in $(seq "$n"); do start_host "host$i"; done
 }
@@ -388,6 +444,7 @@ down() {
     if [ -f "$BASE/.made-etc-pki" ]; then rmdir /etc/pki 2>/dev/null; fi
     # QEMU chowned disks to libvirt-qemu; root removes them all the same
     rm -rf "$BASE"
+    uffd_down
     return 0
 }
 
@@ -424,5 +481,5 @@ cpu-restore) cpu_restore "$1" ;;
 ip) hip "$1" ;;
 dir) hdir "$1" ;;
 uri) huri "$1" ;;
-*) sed -n '2,50p' "$0"; exit 2 ;;
+*) sed -n '2,74p' "$0"; exit 2 ;;
 esac

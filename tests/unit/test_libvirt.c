@@ -803,6 +803,46 @@ static void test_completion_timeout(void **state)
     nb_conf_reset();
 }
 
+/* The likely cause named when QEMU refuses post-copy: the sysctl as read
+ * from its file, and QEMU's user. */
+static void test_post_copy_cause(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/nubo-unit-uffd-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[64], cause[256];
+    snprintf(path, sizeof(path), "%s/unprivileged_userfaultfd", dir);
+    assert_int_equal(lv_read_unprivileged_userfaultfd(path), -1); /* no such file */
+    FILE *f = fopen(path, "w");
+    fputs("0\n", f);
+    fclose(f);
+    assert_int_equal(lv_read_unprivileged_userfaultfd(path), 0);
+    f = fopen(path, "w");
+    fputs("1\n", f);
+    fclose(f);
+    assert_int_equal(lv_read_unprivileged_userfaultfd(path), 1);
+    f = fopen(path, "w");
+    fclose(f);
+    assert_int_equal(lv_read_unprivileged_userfaultfd(path), -1); /* empty */
+    unlink(path);
+    rmdir(dir);
+
+    lv_post_copy_cause(cause, sizeof(cause), 0, 64055);
+    assert_string_equal(cause, "vm.unprivileged_userfaultfd = 0 and QEMU does not run as root "
+                               "(uid 64055)");
+    lv_post_copy_cause(cause, sizeof(cause), 0, 0);
+    assert_non_null(strstr(cause, "vm.unprivileged_userfaultfd = 0 and QEMU runs as root but "
+                                  "without CAP_SYS_PTRACE"));
+    lv_post_copy_cause(cause, sizeof(cause), 0, -1);
+    assert_non_null(strstr(cause, "vm.unprivileged_userfaultfd = 0 and QEMU lacks CAP_SYS_PTRACE"));
+    lv_post_copy_cause(cause, sizeof(cause), 1, 64055);
+    assert_non_null(strstr(cause, "unknown: vm.unprivileged_userfaultfd = 1 on this host"));
+    lv_post_copy_cause(cause, sizeof(cause), -1, 64055);
+    assert_non_null(strstr(cause, "no vm.unprivileged_userfaultfd on this host"));
+    lv_post_copy_cause(cause, 16, 0, 64055); /* truncated, terminated */
+    assert_string_equal(cause, "vm.unprivileged");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -820,6 +860,7 @@ int main(void)
         cmocka_unit_test(test_migration_uri),
         cmocka_unit_test(test_downtime_steps),
         cmocka_unit_test(test_completion_timeout),
+        cmocka_unit_test(test_post_copy_cause),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -237,6 +237,17 @@ bool lv_timeout_due(long long timeout_s, double elapsed, bool post_copy);
  * default), LV_TIMEOUT_FORCE_COMPLETE, -1 for any other value. */
 enum { LV_TIMEOUT_ABORT, LV_TIMEOUT_FORCE_COMPLETE };
 int lv_timeout_action(void);
+/* vm.unprivileged_userfaultfd as read from path (the sysctl's file under
+ * /proc/sys), -1 when it cannot be read (no such file: a kernel without
+ * userfaultfd, or one older than 5.2). */
+int lv_read_unprivileged_userfaultfd(const char *path);
+/* Why QEMU likely cannot have post-copy (QEMU 7.2 needs userfaultfd, which
+ * the kernel denies a process without CAP_SYS_PTRACE when
+ * vm.unprivileged_userfaultfd = 0), from that sysctl (-1 unknown) and the
+ * uid QEMU runs as (-1 unknown), into buf: the evidence operators grep
+ * for, e.g. "vm.unprivileged_userfaultfd = 0 and QEMU does not run as
+ * root (uid 64055)". */
+void lv_post_copy_cause(char *buf, size_t n, int unprivileged_userfaultfd, long long qemu_uid);
 
 /* virt_type.c */
 /* Resolves [libvirt] virt_type (kvm|qemu|auto) into lv->virt_type and

@@ -8,8 +8,9 @@
  * live_migration_with_native_tls, POSTCOPY when
  * live_migration_permit_post_copy, else AUTO_CONVERGE when
  * live_migration_permit_auto_converge (a QEMU that refuses post-copy, for
- * want of userfaultfd, gets the migration without it, with a warning, and
- * the driver does not ask again). UNSAFE only when the storage probe
+ * want of userfaultfd, gets the migration without it, with a warning that
+ * names the likely cause: vm.unprivileged_userfaultfd and QEMU's user; the
+ * driver does not ask again). UNSAFE only when the storage probe
  * found the instances path shared: libvirt trusts only the shared file
  * systems it knows, and nubo's own test is what Nova relies on. The
  * migration data goes to tcp://<destination's migration address>.
@@ -33,6 +34,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -145,6 +147,57 @@ bool lv_timeout_due(long long timeout_s, double elapsed, bool post_copy)
     return timeout_s > 0 && !post_copy && elapsed > (double)timeout_s;
 }
 
+int lv_read_unprivileged_userfaultfd(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    int v = -1;
+    if (fscanf(f, "%d", &v) != 1)
+        v = -1;
+    fclose(f);
+    return v;
+}
+
+void lv_post_copy_cause(char *buf, size_t n, int unprivileged_userfaultfd, long long qemu_uid)
+{
+    char who[160];
+    if (qemu_uid > 0)
+        snprintf(who, sizeof(who), "QEMU does not run as root (uid %lld)", qemu_uid);
+    else if (qemu_uid == 0)
+        snprintf(who, sizeof(who),
+                 "QEMU runs as root but without CAP_SYS_PTRACE (libvirt clears its capabilities "
+                 "unless qemu.conf clear_emulator_capabilities = 0)");
+    else
+        snprintf(who, sizeof(who), "QEMU lacks CAP_SYS_PTRACE (as any QEMU not run as root)");
+    if (unprivileged_userfaultfd == 0)
+        snprintf(buf, n, "vm.unprivileged_userfaultfd = 0 and %s", who);
+    else if (unprivileged_userfaultfd > 0)
+        snprintf(buf, n,
+                 "unknown: vm.unprivileged_userfaultfd = %d on this host (the destination's may "
+                 "be 0, or its kernel lack userfaultfd)",
+                 unprivileged_userfaultfd);
+    else
+        snprintf(buf, n,
+                 "no vm.unprivileged_userfaultfd on this host: a kernel without userfaultfd "
+                 "(CONFIG_USERFAULTFD)?");
+}
+
+/* The uid the domain's QEMU runs as, from its DAC security label
+ * ("+64055:+64055"); -1 when it has none. The source's QEMU: the
+ * destination's runs as the same user where the hosts are set up alike. */
+static long long qemu_uid(virDomainPtr dom)
+{
+    virSecurityLabelPtr labels = NULL;
+    int n = virDomainGetSecurityLabelList(dom, &labels);
+    long long uid = -1, u, g;
+    for (int i = 0; i < n && uid < 0; i++)
+        if (sscanf(labels[i].label, "%lld:%lld", &u, &g) == 2 && u >= 0)
+            uid = u;
+    free(labels);
+    return uid;
+}
+
 int lv_timeout_action(void)
 {
     const char *a = nb_conf_str("libvirt", "live_migration_timeout_action", "abort");
@@ -197,6 +250,22 @@ struct watch {
     double t0, gb;
 };
 
+/* Appends to m->note ("; " after what is there). */
+static void note_add(struct nb_live_migration *m, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void note_add(struct nb_live_migration *m, const char *fmt, ...)
+{
+    size_t len = strlen(m->note);
+    if (len && len + 2 < sizeof(m->note)) {
+        memcpy(m->note + len, "; ", 3);
+        len += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m->note + len, sizeof(m->note) - len, fmt, ap);
+    va_end(ap);
+}
+
 /* Post-copy when permitted, else pause the guest (Nova's
  * live_migration_force_complete); what was done goes into m->note for
  * the instance action event. */
@@ -207,8 +276,7 @@ static void force_complete(struct watch *w, virDomainPtr dom, double elapsed, co
     if (w->post_copy_ok && virDomainMigrateStartPostCopy(dom, 0) == 0) {
         w->post_copy = true;
         NB_INFO(LV_LOG, w->ctx, w->uuid, "Switching to post-copy migration mode (%s)", why);
-        snprintf(w->m->note, sizeof(w->m->note), "switched to post-copy after %.0f s (%s)", elapsed,
-                 why);
+        note_add(w->m, "switched to post-copy after %.0f s (%s)", elapsed, why);
         return;
     }
     if (w->post_copy_ok)
@@ -218,8 +286,8 @@ static void force_complete(struct watch *w, virDomainPtr dom, double elapsed, co
         w->paused = true;
         NB_INFO(LV_LOG, w->ctx, w->uuid, "Pausing the instance to complete its live migration (%s)",
                 why);
-        snprintf(w->m->note, sizeof(w->m->note),
-                 "the guest was paused after %.0f s to complete the migration (%s)", elapsed, why);
+        note_add(w->m, "the guest was paused after %.0f s to complete the migration (%s)", elapsed,
+                 why);
     } else {
         NB_WARN(LV_LOG, w->ctx, w->uuid, "Failed to pause instance during live-migration %s",
                 virGetLastErrorMessage());
@@ -352,13 +420,17 @@ static void log_completed(struct lv *lv, struct nb_ctx *ctx, const char *uuid,
     virDomainPtr dom = dst ? virDomainLookupByUUIDString(dst, uuid) : NULL;
     int type = 0, n = 0;
     virTypedParameterPtr p = NULL;
-    unsigned long long downtime = 0, elapsed = 0, mem = 0;
+    char qemu[200] = "QEMU: no figures kept by the destination";
     if (dom && virDomainGetJobStats(dom, &type, &p, &n,
                                     VIR_DOMAIN_JOB_STATS_COMPLETED |
                                         VIR_DOMAIN_JOB_STATS_KEEP_COMPLETED) == 0) {
-        downtime = param_ull(p, n, VIR_DOMAIN_JOB_DOWNTIME);
-        elapsed = param_ull(p, n, VIR_DOMAIN_JOB_TIME_ELAPSED);
-        mem = param_ull(p, n, VIR_DOMAIN_JOB_MEMORY_PROCESSED);
+        /* none after a post-copy migration (libvirt 9.0): job type NONE */
+        if (type == VIR_DOMAIN_JOB_COMPLETED)
+            snprintf(qemu, sizeof(qemu),
+                     "QEMU: %llu ms elapsed, downtime %llu ms, %llu bytes of memory sent",
+                     param_ull(p, n, VIR_DOMAIN_JOB_TIME_ELAPSED),
+                     param_ull(p, n, VIR_DOMAIN_JOB_DOWNTIME),
+                     param_ull(p, n, VIR_DOMAIN_JOB_MEMORY_PROCESSED));
         virTypedParamsFree(p, n);
     }
     if (dom)
@@ -366,10 +438,9 @@ static void log_completed(struct lv *lv, struct nb_ctx *ctx, const char *uuid,
     if (dst)
         virConnectClose(dst);
     NB_INFO(LV_LOG, ctx, uuid,
-            "Migration operation has completed: instance %s now runs on %s (%.2f s; QEMU: %llu ms "
-            "elapsed, downtime %llu ms, %llu bytes of memory sent) from host %s",
-            uuid, m->dest_host ? m->dest_host : m->dest_uri, wall, elapsed, downtime, mem,
-            lv->host);
+            "Migration operation has completed: instance %s now runs on %s (%.2f s; %s) from "
+            "host %s",
+            uuid, m->dest_host ? m->dest_host : m->dest_uri, wall, qemu, lv->host);
 }
 
 /* Resumes a guest the force-complete paused when the migration failed. */
@@ -468,13 +539,24 @@ int lv_live_migrate(struct lv *lv, struct nb_ctx *ctx, json_t *inst, struct nb_l
     int rc = run_watched(&r, &w, dom);
     if (rc == 0 && r.rc < 0 && w.post_copy_ok && !w.aborted && !w.timeout_aborted &&
         strstr(r.err, "Postcopy is not supported")) {
-        /* QEMU cannot do post-copy here (no userfaultfd for its user):
-         * nothing was sent yet, so the move goes on without it */
+        /* the destination's QEMU cannot do post-copy (no userfaultfd
+         * for its user; QEMU checks on the incoming side only): nothing
+         * was sent yet, so the move goes on without it. The evidence is
+         * this host's: the sysctl and the source QEMU's user */
+        char cause[256];
+        lv_post_copy_cause(
+            cause, sizeof(cause),
+            lv_read_unprivileged_userfaultfd("/proc/sys/vm/unprivileged_userfaultfd"),
+            qemu_uid(dom));
+        const char *dest = m->dest_host ? m->dest_host : m->dest_uri;
         NB_WARN(LV_LOG, ctx, uuid,
-                "[libvirt] live_migration_permit_post_copy: QEMU on this host cannot use "
-                "post-copy (%s); migrating without it, now and from now on (force-complete "
-                "pauses the guest)",
-                r.err);
+                "[libvirt] live_migration_permit_post_copy: QEMU on %s cannot use post-copy (%s); "
+                "likely cause: %s, so the kernel denies QEMU userfaultfd (its log on %s says "
+                "\"userfaultfd not available\"; `sysctl vm.unprivileged_userfaultfd=1` on the "
+                "hosts allows it); migrating without post-copy, now and from now on "
+                "(force-complete pauses the guest)",
+                dest, r.err, cause, dest);
+        note_add(m, "post-copy refused by QEMU on %s (likely cause: %s)", dest, cause);
         r.flags &= ~(unsigned)VIR_MIGRATE_POSTCOPY;
         if (nb_conf_bool("libvirt", "live_migration_permit_auto_converge", false))
             r.flags |= VIR_MIGRATE_AUTO_CONVERGE;
