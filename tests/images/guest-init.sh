@@ -20,6 +20,7 @@
 #   NET6 none up=<s>                          (none within 90 s)
 #   RA6 managed=<yes|no> other=<yes|no> router=<ll> up=<s>  (an IPv6 router's
 #                                              M/O flags; nothing without one)
+#   RA6 error=<rdisc6's last line> up=<s>     (a route from an RA, but rdisc6 failed)
 #   DHCP6-LEASE addr=<ip6> dns=<a,b> domain=<d> up=<s>  (M: stateful DHCPv6)
 #   DHCP6-INFO dns=<a,b> domain=<d> up=<s>    (O only: information request)
 #   DHCP6-LEASE none up=<s> | DHCP6-INFO none up=<s>    (no reply within 60 s)
@@ -272,7 +273,7 @@ net6_watch() {
 # renewals; the kernel keeps router discovery and SLAAC. No RA within 90 s
 # (an IPv4-only network): nothing is printed.
 net6_dhcp() {
-    local d dl s sl nh m rc use fl dev end ra="" managed other router mode what i
+    local d dl s sl nh m rc use fl dev idx scope ll end ra="" managed other router mode what i
     mkfifo /tmp/net6d.fifo
     exec 5<>/tmp/net6d.fifo
     uptime_s
@@ -285,10 +286,23 @@ net6_dhcp() {
         uptime_s
     done
     [ -n "$ra" ] || return 0
+    # an RA may come while eth0's link-local address is still tentative
+    # (DAD): rdisc6 cannot send from it until then
+    i=0
+    while [ $i -lt 30 ]; do
+        ll=""
+        while read -r d idx dl scope fl dev; do
+            [ "$dev" = eth0 ] && [ "$scope" = 20 ] && [ $((0x$fl & 0x40)) -eq 0 ] && ll=1 && break
+        done </proc/net/if_inet6
+        [ -n "$ll" ] && break
+        read -t 0.2 -u 5 _
+        i=$((i + 1))
+    done
     i=0
     while [ $i -lt 5 ]; do
         rdisc6 -1 -n -r 3 -w 1500 eth0 >/run/net/ra6 2>&1 && break
         i=$((i + 1))
+        read -t 1 -u 5 _
     done
     read -r managed other router <<EOF
 $(awk '/^Stateful address conf/ { m = tolower($NF) }
@@ -297,6 +311,10 @@ $(awk '/^Stateful address conf/ { m = tolower($NF) }
     END { print (m == "" ? "?" : m), (o == "" ? "?" : o), (r == "" ? "?" : r) }' /run/net/ra6)
 EOF
     uptime_s
+    if [ "$managed" = "?" ]; then
+        echo "RA6 error=$(tail -n 1 /run/net/ra6 | tr -s ' ' _) up=$up"
+        return 0
+    fi
     echo "RA6 managed=$managed other=$other router=$router up=$up"
     if [ "$managed" = yes ]; then
         mode=--ia_na what=DHCP6-LEASE
