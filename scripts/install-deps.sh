@@ -12,7 +12,7 @@ pkgs=(
   libssl-dev libcrypt-dev uuid-dev libvirt-dev libxml2-dev libcurl4-openssl-dev librabbitmq-dev
   sqlite3 curl procps openssh-client qemu-utils genisoimage rabbitmq-server
   libvirt-daemon-system libvirt-clients qemu-system-x86
-  iproute2 dnsmasq-base radvd nftables conntrack bridge-utils dropbear-bin iputils-ping
+  iproute2 dnsmasq-base radvd nftables conntrack bridge-utils dropbear-bin iputils-ping dhcpcd-base ndisc6
   linux-image-cloud-amd64 busybox-static syslinux syslinux-common mtools dosfstools cpio xz-utils
   python3 python3-pytest python3-pytest-xdist python3-openstackclient python3-osc-placement python3-openstacksdk
   tempest python3-stestr python3-subunit python3-junitxml

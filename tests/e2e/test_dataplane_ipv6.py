@@ -13,7 +13,11 @@ explicit address on the SLAAC subnet is refused as Neutron refuses it, a
 MAC change moves the port's address, and dhcpv6-stateful/-stateless are
 checked as rendered (radvd flags, dnsmasq ranges), and a radvd killed by
 hand comes back. Removing the router's interface stops radvd; deleting
-everything leaves no radvd, namespace or bridge."""
+everything leaves no radvd, namespace or bridge. Then a guest on a
+dhcpv6-stateful subnet takes its port's address from dnsmasq, one on a
+dhcpv6-stateless subnet its SLAAC address and DNS server by DHCPv6
+(the test guest runs dhcpcd as the RA's M/O flags say), and they ping
+each other through the router."""
 import glob
 import ipaddress
 import os
@@ -34,6 +38,7 @@ pytestmark = pytest.mark.skipif(bool(_why), reason=_why or "")
 
 NET4 = "10.170.1.0/24"
 NET6 = "fd00:170:1::/64"
+RA6 = r"RA6 (?:error=.*|managed=(\S+) other=(\S+) router=\S+ up=\S+)"  # the guest's flags
 
 
 def eui64(cidr, mac):
@@ -50,17 +55,16 @@ def v6_of(port):
     return ips[0]
 
 
-def ping6_script(peer, tries=150):
-    """User data: ping peer over IPv6 until it answers (at most `tries` s)."""
-    return """#!/bin/sh
-i=0
+def ping6_script(*peers, tries=150):
+    """User data: ping each peer over IPv6 in turn until it answers (at most
+    `tries` s each): "PEER-PING6 <peer> OK after <n> tries" or "... FAILED"."""
+    return "#!/bin/sh\nrc=0\n" + "".join("""i=0
 while [ $i -lt %d ]; do
-  if ping -c 1 -W 1 %s >/dev/null 2>&1; then echo "PEER-PING6 %s OK after $i tries"; exit 0; fi
+  if ping -c 1 -W 1 %s >/dev/null 2>&1; then echo "PEER-PING6 %s OK after $i tries"; break; fi
   i=$((i+1)); sleep 1
 done
-echo "PEER-PING6 %s FAILED"
-exit 1
-""" % (tries, peer, peer, peer)
+[ $i -lt %d ] || { echo "PEER-PING6 %s FAILED"; rc=1; }
+""" % (tries, p, p, tries, p) for p in peers) + "exit $rc\n"
 
 
 @pytest.fixture(scope="module")
@@ -140,11 +144,100 @@ def test_slaac_guests_and_radvd(v6):
     dp.wait_for("the network's bridge gone", lambda: not dp.link_exists("brq" + net["id"][:11]))
 
 
+def dhcp_file(c, net_id, name):
+    f = glob.glob(os.path.join(c.state_dir, "network-agent", "*", "dhcp", net_id, name))
+    return open(f[0]).read() if f else ""
+
+
+def test_dhcpv6_guests(v6):
+    """Two guests, one on a dhcpv6-stateful and one on a dhcpv6-stateless
+    subnet (each network with an IPv4 subnet too, for the guest's DHCP
+    lease), both subnets on one router. The guest reads the RA's flags (M,
+    resp. O only) and runs dhcpcd: the stateful one takes exactly its port's
+    address from dnsmasq (its lease in the leases file, a /128 on eth0), the
+    stateless one its SLAAC (EUI-64) address and, by an information request,
+    the subnet's DNS server. Each pings its router and, through it, the
+    other, with the default security group (IPv6 from the same group in)."""
+    c = v6
+    t0 = time.time()
+    router = c.cli("router", "create", unique("v6-r3"), "-f", "json")
+    made = []
+    for i, mode in ((4, "dhcpv6-stateful"), (5, "dhcpv6-stateless")):
+        cidr = "fd00:170:%d::/64" % i
+        net = c.cli("network", "create", unique("v6-g-" + mode), "-f", "json")
+        c.cli("subnet", "create", "--network", net["id"], "--subnet-range", "10.170.%d.0/24" % i,
+              unique("v6-g4"), "-f", "json")
+        sub = c.cli("subnet", "create", "--network", net["id"], "--ip-version", "6",
+                    "--subnet-range", cidr, "--ipv6-ra-mode", mode, "--ipv6-address-mode", mode,
+                    "--dns-nameserver", "fd00:170:%d::53" % i, unique("v6-g6"), "-f", "json")
+        c.cli("router", "add", "subnet", router["id"], sub["id"])
+        port = dp.port_show(c, c.cli("port", "create", "--network", net["id"], unique("v6-gp"),
+                                     "-f", "json")["id"])
+        made.append((net, sub, port, cidr, mode))
+    addrs = [v6_of(m[2]) for m in made]
+    assert ipaddress.ip_address(addrs[0]) in ipaddress.ip_network(made[0][3])
+    assert addrs[0] != eui64(made[0][3], made[0][2]["mac_address"])  # from the pool
+    assert addrs[1] == eui64(made[1][3], made[1][2]["mac_address"])
+    servers = [dp.boot(c, unique("v6-gvm"), m[2]["id"],
+                       ping6_script(m[1]["gateway_ip"], addrs[1 - k]))["id"]
+               for k, m in enumerate(made)]
+    for sid in servers:
+        assert wait_status(c, sid)["status"] == "ACTIVE"
+
+    (snet, ssub, sport, scidr, _), (lnet, lsub, lport, lcidr, _) = made
+    sid, lid = servers
+    m = dp.wait_console_line(c, sid, RA6, timeout=240)
+    assert m.groups() == ("yes", "no"), m.group(0)
+    print("%s: %s" % (sid, m.group(0)))
+    m = dp.wait_console_line(c, sid, r"DHCP6-LEASE addr=(\S+) dns=(\S*) domain=\S* up=\S+")
+    assert ipaddress.ip_address(m.group(1)) == ipaddress.ip_address(addrs[0]), m.group(0)
+    assert m.group(2) == "fd00:170:4::53", m.group(0)
+    print("%s: %s" % (sid, m.group(0)))
+    m = dp.wait_console_line(c, sid, r"NET6 addr=(\S+)/(\d+) up=\S+", timeout=60)
+    assert ipaddress.ip_address(m.group(1)) == ipaddress.ip_address(addrs[0]), m.group(0)
+    assert m.group(2) == "128", m.group(0)  # the prefix is on link by the RA
+    assert addrs[0] in dhcp_file(c, snet["id"], "leases")  # dnsmasq's lease
+
+    m = dp.wait_console_line(c, lid, RA6, timeout=240)
+    assert m.groups() == ("no", "yes"), m.group(0)
+    print("%s: %s" % (lid, m.group(0)))
+    m = dp.wait_console_line(c, lid, r"DHCP6-INFO dns=(\S*) domain=\S* up=\S+")
+    assert m.group(1) == "fd00:170:5::53", m.group(0)
+    print("%s: %s" % (lid, m.group(0)))
+    m = dp.wait_console_line(c, lid, r"NET6 addr=(\S+)/(\d+) up=\S+", timeout=60)
+    assert ipaddress.ip_address(m.group(1)) == ipaddress.ip_address(addrs[1]), m.group(0)
+    assert m.group(2) == "64", m.group(0)
+    assert "tag:subnet-%s,option6:dns-server,[fd00:170:5::53]" % lsub["id"] in dhcp_file(
+        c, lnet["id"], "opts")
+
+    for k, sid_ in enumerate(servers):
+        for peer in (made[k][1]["gateway_ip"], addrs[1 - k]):
+            m = dp.wait_console_line(c, sid_, r"PEER-PING6 %s (OK|FAILED).*" % re.escape(peer),
+                                     timeout=180)
+            assert m.group(1) == "OK", dp.console(c, sid_)[-2000:]
+            print("%s: %s" % (sid_, m.group(0)))
+    print("DHCPv6 stateful and stateless guests pinging each other %.1f s after the "
+          "networks were made" % (time.time() - t0))
+
+    # the stateful port's real lease goes with the port
+    c.cli("server", "delete", "--wait", *servers)
+    dpid = dnsmasq_pid(c.state_dir, snet["id"])
+    for net, sub, port, cidr, mode in made:
+        c.cli("port", "delete", port["id"])
+    dp.wait_for("the stateful port's lease dropped", lambda: addrs[0] not in dhcp_file(
+        c, snet["id"], "leases") and dnsmasq_pid(c.state_dir, snet["id"]) not in (None, dpid))
+    for net, sub, *_ in made:
+        c.cli("router", "remove", "subnet", router["id"], sub["id"])
+    c.cli("router", "delete", router["id"])
+    for net, *_ in made:
+        c.cli("network", "delete", net["id"])
+
+
 def check_dhcpv6_modes(c):
-    """The test guest has no DHCPv6 client (busybox 1.35 has no udhcpc6), so
-    for dhcpv6-stateful and dhcpv6-stateless what the agent renders is
-    checked: radvd's M flag and non-autonomous prefix, resp. O flag and
-    autonomous prefix, and dnsmasq's DHCPv6 ranges; a stateful port's
+    """For dhcpv6-stateful and dhcpv6-stateless (test_dhcpv6_guests boots
+    guests on them) what the agent renders is checked: radvd's M flag and
+    non-autonomous prefix, resp. O flag and autonomous prefix, and
+    dnsmasq's DHCPv6 ranges; a stateful port's
     address comes from the pool, a stateless one's is EUI-64, and a DHCPv6
     lease of the stateful port goes with the port. (Called while
     the SLAAC guests boot.)"""
@@ -189,8 +282,8 @@ def check_dhcpv6_modes(c):
             in cmd, cmd
     assert radvd_pid(c.state_dir, router["id"]) == pid  # reloaded, not restarted
     # a DHCPv6 lease (keyed by IAID and DUID) of the stateful port, written
-    # as dnsmasq writes it (no DHCPv6 client in the guest): when the port
-    # goes, its dnsmasq is restarted without it
+    # as dnsmasq writes it (no guest here): when the port goes, its dnsmasq
+    # is restarted without it
     snet = made[0][0]["id"]
     dpid = dp.wait_for("dnsmasq of dhcpv6-stateful", lambda: dnsmasq_pid(c.state_dir, snet))
     leases = glob.glob(os.path.join(c.state_dir, "network-agent", "*", "dhcp", snet, "leases"))[0]

@@ -24,6 +24,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 OUT=${1:-$HERE/out}
 INIT_SRC=$HERE/guest-init.sh
 DHCP_SRC=$HERE/guest-dhcp.sh
+DHCP6_SRC=$HERE/guest-dhcp6.sh
 T0=$EPOCHREALTIME
 
 log() { printf 'build.sh: %s\n' "$*" >&2; }
@@ -31,7 +32,7 @@ die() { log "error: $*"; exit 1; }
 
 # ------------------------------------------------------------- packages
 PKGS=(linux-image-cloud-amd64 busybox-static syslinux syslinux-common mtools
-      dosfstools cpio xz-utils qemu-utils dropbear-bin curl)
+      dosfstools cpio xz-utils qemu-utils dropbear-bin curl dhcpcd-base ndisc6)
 missing_pkgs() {     # one dpkg-query for all: it is slow on a busy machine
     local p
     declare -A ok=()
@@ -74,21 +75,22 @@ done
 # busybox-static is statically linked: ldd has nothing to say about it
 if ldd "$BUSYBOX" >/dev/null 2>&1; then die "$BUSYBOX is dynamically linked (need busybox-static)"; fi
 LDLINUX=$(command -v syslinux)
-# dynamically linked programs of the guest: dropbear, and with GUEST_CURL=1
+# dynamically linked programs of the guest: dropbear, dhcpcd (DHCPv6 only:
+# busybox 1.35 has no udhcpc6) and rdisc6 (the RA's M/O flags), and with GUEST_CURL=1
 # curl (what Tempest's remote client runs in a cirros-like guest). curl's
 # libraries nearly triple the initramfs, which SYSLINUX reads slowly under
 # TCG, so only the Tempest guest (tests/tempest/run.sh VALIDATION=1) has it
-DROPBEAR=(/usr/sbin/dropbear /usr/bin/dropbearkey)
-[ "${GUEST_CURL:-0}" = 1 ] && DROPBEAR+=(/usr/bin/curl)
+GUEST_BINS=(/usr/sbin/dropbear /usr/bin/dropbearkey /usr/sbin/dhcpcd /bin/rdisc6)
+[ "${GUEST_CURL:-0}" = 1 ] && GUEST_BINS+=(/usr/bin/curl)
 # what they need, as ldd finds it (+ the loader)
-mapfile -t DROPBEAR_LIBS < <(ldd "${DROPBEAR[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// && NF == 2 {print $1}' | sort -u)
-[ ${#DROPBEAR_LIBS[@]} -gt 0 ] || die "ldd found no libraries for ${DROPBEAR[*]}"
+mapfile -t GUEST_LIBS < <(ldd "${GUEST_BINS[@]}" | awk '$2 == "=>" && $3 ~ /^\// {print $3} $1 ~ /^\// && NF == 2 {print $1}' | sort -u)
+[ ${#GUEST_LIBS[@]} -gt 0 ] || die "ldd found no libraries for ${GUEST_BINS[*]}"
 
 stamp_text() {
     echo "kver=$KVER curl=${GUEST_CURL:-0}"
     stat -c '%n %s %Y' "$KERNEL" "$MODDIR/modules.dep" "$MODDIR/modules.builtin" \
-        "$BUSYBOX" "$LDLINUX" "${DROPBEAR[@]}" "${DROPBEAR_LIBS[@]}" 2>/dev/null
-    cat "${BASH_SOURCE[0]}" "$INIT_SRC" "$DHCP_SRC" | sha256sum      # contents, not paths
+        "$BUSYBOX" "$LDLINUX" "${GUEST_BINS[@]}" "${GUEST_LIBS[@]}" 2>/dev/null
+    cat "${BASH_SOURCE[0]}" "$INIT_SRC" "$DHCP_SRC" "$DHCP6_SRC" | sha256sum  # contents, not paths
 }
 STAMP=$(stamp_text | sha256sum | cut -d' ' -f1)
 if [ "${FORCE:-0}" != 1 ] && [ -s "$OUT/guest.raw" ] && [ -s "$OUT/guest.qcow2" ] &&
@@ -105,6 +107,18 @@ mkdir -p "$R"/{bin,dev,proc,sys,mnt,tmp,etc,run,lib/modules}
 cp "$BUSYBOX" "$R/bin/busybox"
 install -m 0755 "$INIT_SRC" "$R/init"
 install -m 0755 "$DHCP_SRC" "$R/bin/dhcp-event"
+install -m 0755 "$DHCP6_SRC" "$R/bin/dhcp6-event"
+# dhcpcd does DHCPv6 only, when guest-init.sh starts it (stateful or
+# information request, as the RA's M/O flags say); the kernel keeps router
+# discovery and SLAAC. No "dhcpcd" user: no privilege separation (fewer
+# processes, no chroot)
+cat >"$R/etc/dhcpcd.conf" <<'EOF2'
+# the test guest's DHCPv6 client (tests/images/guest-init.sh starts it)
+ipv6only
+noipv6rs
+duid ll
+option dhcp6_name_servers, dhcp6_domain_search
+EOF2
 echo nubo-guest >"$R/etc/hostname"
 # sudo: everything in the guest runs as root, so this one only drops
 # sudo's own options and runs the command (Tempest's remote client
@@ -177,13 +191,13 @@ exit 2
 EOF2
 chmod 755 "$R/usr/bin/blkid"
 
-# ---------------------------------------------------------------- dropbear
-# The SSH server (key authentication only, see guest-init.sh) with the
-# libraries ldd lists, at the same paths. root's password field is "x" with
+# ------------------------------------------------- dropbear, dhcpcd, rdisc6
+# The SSH server (key authentication only, see guest-init.sh) and the
+# DHCPv6 programs with the libraries ldd lists, at the same paths. root's password field is "x" with
 # no /etc/shadow: not blank and not locked, and no password can match.
 mkdir -p "$R/usr/sbin" "$R/usr/bin" "$R/root" "$R/etc/dropbear"
 chmod 700 "$R/root"
-for f in "${DROPBEAR[@]}" "${DROPBEAR_LIBS[@]}"; do
+for f in "${GUEST_BINS[@]}" "${GUEST_LIBS[@]}"; do
     mkdir -p "$R$(dirname "$f")"
     cp -L "$f" "$R$f"
 done

@@ -36,6 +36,8 @@ bound | renew)
         : >/etc/resolv.conf
         [ -n "$domain" ] && echo "search $domain" >>/etc/resolv.conf
         for d in $dns; do echo "nameserver $d" >>/etc/resolv.conf; done
+        # DHCPv6's servers (guest-dhcp6.sh), after these
+        [ -s /run/net/resolv6 ] && cat /run/net/resolv6 >>/etc/resolv.conf
     fi
     if [ -n "$hostname" ]; then
         echo "$hostname" >/run/net/dhcp-hostname

@@ -16,8 +16,14 @@
 #   NET-UP addr=<ip/len> mtu=<mtu> routes=<r;r;..> up=<s>  (guest-dhcp.sh)
 #   DHCP-LEASE none up=<s>                    (no lease within 60 s)
 #   NET6 addr=<ip6/len> up=<s>                (eth0's first global IPv6 address,
-#                                              by SLAAC, once DAD is done)
+#                                              by SLAAC or DHCPv6, once DAD is done)
 #   NET6 none up=<s>                          (none within 90 s)
+#   RA6 managed=<yes|no> other=<yes|no> router=<ll> up=<s>  (an IPv6 router's
+#                                              M/O flags; nothing without one)
+#   RA6 error=<rdisc6's last line> up=<s>     (a route from an RA, but rdisc6 failed)
+#   DHCP6-LEASE addr=<ip6> dns=<a,b> domain=<d> up=<s>  (M: stateful DHCPv6)
+#   DHCP6-INFO dns=<a,b> domain=<d> up=<s>    (O only: information request)
+#   DHCP6-LEASE none up=<s> | DHCP6-INFO none up=<s>    (no reply within 60 s)
 #   METADATA source=<config-drive|http> uuid=<uuid> hostname=<h> up=<s>
 #   METADATA error=<what> up=<s>
 #   HOSTNAME <name> source=<metadata|dhcp>    (cloud-init: the short name)
@@ -258,6 +264,72 @@ net6_watch() {
     uptime_s
     echo "NET6 none up=$up"
 }
+# DHCPv6 as the router advertisement says: once the kernel has a route
+# from an RA (flag RTF_ADDRCONF, 0x40000, in /proc/net/ipv6_route: "<dst>
+# <len> <src> <len> <nexthop> <metric> <ref> <use> <flags> <dev>"), rdisc6
+# solicits one to read its flags: M (managed) -> dhcpcd's stateful request
+# for an address (added as a /128, the prefix being on link by the RA),
+# else O (other config) -> an information request (DNS). dhcpcd stays for
+# renewals; the kernel keeps router discovery and SLAAC. No RA within 90 s
+# (an IPv4-only network): nothing is printed.
+net6_dhcp() {
+    local d dl s sl nh m rc use fl dev idx scope ll end ra="" managed other router mode what i
+    mkfifo /tmp/net6d.fifo
+    exec 5<>/tmp/net6d.fifo
+    uptime_s
+    end=$((${up%.*} + 90))
+    while [ -z "$ra" ] && [ "${up%.*}" -lt "$end" ]; do
+        while read -r d dl s sl nh m rc use fl dev; do
+            [ "$dev" = eth0 ] && [ $((0x$fl & 0x40000)) -ne 0 ] && ra=1 && break
+        done </proc/net/ipv6_route
+        [ -n "$ra" ] || read -t 0.3 -u 5 _
+        uptime_s
+    done
+    [ -n "$ra" ] || return 0
+    # an RA may come while eth0's link-local address is still tentative
+    # (DAD): rdisc6 cannot send from it until then
+    i=0
+    while [ $i -lt 30 ]; do
+        ll=""
+        while read -r d idx dl scope fl dev; do
+            [ "$dev" = eth0 ] && [ "$scope" = 20 ] && [ $((0x$fl & 0x40)) -eq 0 ] && ll=1 && break
+        done </proc/net/if_inet6
+        [ -n "$ll" ] && break
+        read -t 0.2 -u 5 _
+        i=$((i + 1))
+    done
+    i=0
+    while [ $i -lt 5 ]; do
+        rdisc6 -1 -n -r 3 -w 1500 eth0 >/run/net/ra6 2>&1 && break
+        i=$((i + 1))
+        read -t 1 -u 5 _
+    done
+    read -r managed other router <<EOF
+$(awk '/^Stateful address conf/ { m = tolower($NF) }
+    /^Stateful other conf/ { o = tolower($NF) }
+    $1 == "from" { r = $2 }
+    END { print (m == "" ? "?" : m), (o == "" ? "?" : o), (r == "" ? "?" : r) }' /run/net/ra6)
+EOF
+    uptime_s
+    if [ "$managed" = "?" ]; then
+        echo "RA6 error=$(tail -n 1 /run/net/ra6 | tr -s ' ' _) up=$up"
+        return 0
+    fi
+    echo "RA6 managed=$managed other=$other router=$router up=$up"
+    if [ "$managed" = yes ]; then
+        mode=--ia_na what=DHCP6-LEASE
+    elif [ "$other" = yes ]; then
+        mode=--inform6 what=DHCP6-INFO
+    else
+        return 0
+    fi
+    mkdir -p /run/dhcpcd /var/lib/dhcpcd
+    dhcpcd -B $mode -c /bin/dhcp6-event eth0 </dev/null >/run/dhcpcd.log 2>&1 &
+    if ! wait_for /run/net/dhcp6 60; then
+        uptime_s
+        echo "$what none up=$up"
+    fi
+}
 net_job() {
     local mac
     wait_for -e /sys/class/net/eth0 5
@@ -268,6 +340,7 @@ net_job() {
         uptime_s
         echo "NET-START mac=$mac up=$up"
         net6_watch &
+        net6_dhcp &
         # -t 30 -T 1: 30 discovers a second apart, then -b: keep trying in
         # the background; a lease later still configures eth0
         udhcpc -i eth0 -s /bin/dhcp-event -O staticroutes -O mtu -O dns -O hostname \

@@ -6,10 +6,17 @@
 # (busybox httpd), both in a namespace; then SSH into the guest with the
 # key the metadata gave it. No nubo involved: this tests the image.
 #
-#   tests/images/net-test.sh [-o OUTDIR] [-n]   (default tests/images/out; built if needed)
+#   tests/images/net-test.sh [-o OUTDIR] [-n] [-6 stateful|stateless|slaac]
+#                                  (default tests/images/out; built if needed)
 #
 #   -n   no DHCP server: the guest must still boot and beat, and say
 #        DHCP-LEASE none and METADATA error=no-lease (~60 s of guest time)
+#   -6   also IPv6 on fd00:203::/64: radvd in the namespace (M flag and a
+#        prefix that is not autonomous for stateful, O flag and SLAAC for
+#        stateless, SLAAC only for slaac) and dnsmasq's DHCPv6 (Neutron's
+#        "static" range, a "[addr]" host entry by MAC); the guest must say
+#        RA6 with those flags, DHCP6-LEASE with the host entry's address
+#        (stateful) or DHCP6-INFO with the DNS server (stateless), NET6
 #
 # Everything it creates is named nt-guest* / ntguest* (bridge ntguestbr0,
 # namespace ntguest-md, veth ntguestv0, tap ntguesttap0, domain
@@ -19,14 +26,17 @@ set -uo pipefail
 export LC_ALL=C
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-OUTDIR=$HERE/out NODHCP=0
-while getopts o:nh opt; do
+OUTDIR=$HERE/out NODHCP=0 V6=""
+while getopts o:n6:h opt; do
     case $opt in
     o) OUTDIR=$OPTARG ;;
     n) NODHCP=1 ;;
-    *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    6) V6=$OPTARG ;;
+    *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
     esac
 done
+case $V6 in "" | stateful | stateless | slaac) ;; *) echo "bad -6 $V6" >&2; exit 2 ;; esac
+GW6=fd00:203::1 DNS6=fd00:203::53 VMIP6=fd00:203::35
 WAIT=${WAIT:-120}
 VIRSH=(virsh -q -c qemu:///system)
 BR=ntguestbr0 NS=ntguest-md VETH=ntguestv0 NSDEV=ns-ntguest TAP=ntguesttap0
@@ -49,6 +59,7 @@ cleanup() {
     local p
     for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
     [ -s "$W/dnsmasq.pid" ] && kill "$(cat "$W/dnsmasq.pid")" 2>/dev/null
+    [ -s "$W/radvd.pid" ] && kill "$(cat "$W/radvd.pid")" 2>/dev/null
     ip link del "$VETH" 2>/dev/null
     ip netns del "$NS" 2>/dev/null
     ip link del "$BR" 2>/dev/null
@@ -79,12 +90,42 @@ tag:subnet0,option:router,$GW
 tag:subnet0,option:dns-server,$DHCPIP
 tag:subnet0,option:mtu,$MTU
 EOF
-chmod 644 "$W/dhcp/host" "$W/dhcp/opts"
+RANGE6=()
+if [ -n "$V6" ]; then
+    # what nubo's agent writes (src/network/agent/dhcp_render.c, radvd.c)
+    ip -n "$NS" addr add "$GW6/64" dev "$NSDEV" nodad
+    [ "$V6" = stateful ] &&
+        echo "$MAC,tag:dhcpv6,host-${VMIP6//:/-}.openstacklocal,[$VMIP6]" >>"$W/dhcp/host"
+    printf 'tag:subnet6,option6:dns-server,[%s]\ntag:subnet6,option6:domain-search,openstacklocal\n' \
+        "$DNS6" >>"$W/dhcp/opts"
+    [ "$V6" = slaac ] || RANGE6=(--dhcp-range=set:subnet6,fd00:203::,static,64,86400s)
+    case $V6 in
+    stateful) flags="AdvManagedFlag on;" auto=off ;;
+    stateless) flags="AdvOtherConfigFlag on;" auto=on ;;
+    slaac) flags="" auto=on ;;
+    esac
+    cat >"$W/radvd.conf" <<EOF
+interface $NSDEV {
+   AdvSendAdvert on;
+   MinRtrAdvInterval 30;
+   MaxRtrAdvInterval 100;
+   AdvLinkMTU $MTU;
+   $flags
+   prefix fd00:203::/64 {
+        AdvOnLink on;
+        AdvAutonomous $auto;
+   };
+};
+EOF
+    ip netns exec "$NS" sysctl -q -w net.ipv6.conf.all.forwarding=1
+    ip netns exec "$NS" radvd -C "$W/radvd.conf" -p "$W/radvd.pid" -m logfile \
+        -l "$W/radvd.log" || die "radvd did not start"
+fi
 [ "$NODHCP" = 1 ] || ip netns exec "$NS" dnsmasq --no-hosts --no-resolv --port=0 --conf-file=/dev/null \
     --pid-file="$W/dnsmasq.pid" --dhcp-hostsfile="$W/dhcp/host" --dhcp-optsfile="$W/dhcp/opts" \
     --dhcp-leasefile="$W/dhcp/leases" --bind-interfaces --interface="$NSDEV" \
     --except-interface=lo --dhcp-range=set:subnet0,203.0.113.32,static,255.255.255.240,86400s \
-    --domain=openstacklocal --log-dhcp --log-facility="$W/dhcp/dnsmasq.log" ||
+    "${RANGE6[@]}" --domain=openstacklocal --log-dhcp --log-facility="$W/dhcp/dnsmasq.log" ||
     die "dnsmasq did not start"
 
 ssh-keygen -q -t ed25519 -N '' -C ntguest@test -f "$W/key" || die "ssh-keygen failed"
@@ -174,6 +215,19 @@ check ssh-key   "^SSH-KEY n=1$"
 check userdata  "^USERDATA-RAN host=$VMHOST mtu=$MTU$"
 check user-rc   "^USER-DATA rc=3$"
 check sshd      "^SSHD up port=22$"
+case $V6 in
+stateful)
+    check ra6    "^RA6 managed=yes other=no router=fe80::\S+ up=$R"
+    check dhcp6  "^DHCP6-LEASE addr=$VMIP6 dns=$DNS6 domain=openstacklocal up=$R"
+    check net6   "^NET6 addr=fd00:0203:0000:0000:0000:0000:0000:0035/128 up=$R" ;;
+stateless)
+    check ra6    "^RA6 managed=no other=yes router=fe80::\S+ up=$R"
+    check dhcp6  "^DHCP6-INFO dns=$DNS6 domain=openstacklocal up=$R"
+    check net6   "^NET6 addr=fd00:0203:0000:0000:f816:3eff:fe32:0035/64 up=$R" ;;
+slaac)
+    check ra6    "^RA6 managed=no other=no router=fe80::\S+ up=$R"
+    check net6   "^NET6 addr=fd00:0203:0000:0000:f816:3eff:fe32:0035/64 up=$R" ;;
+esac
 out=""
 for i in 1 2 3 4 5 6 7 8 9 10; do
     out=$(ip netns exec "$NS" ssh -i "$W/key" -o BatchMode=yes -o StrictHostKeyChecking=no \
@@ -186,6 +240,19 @@ if [[ $out == "SSH-OK $VMHOST 0"*"default via $GW"* ]]; then
 else
     printf 'FAIL %-10s %s\n' ssh "$out"
     fails=$((fails + 1))
+fi
+if [ -n "$V6" ]; then      # DHCPv6's DNS server in resolv.conf; the router answers
+    want=1
+    [ "$V6" = slaac ] && want=0
+    out=$(ip netns exec "$NS" ssh -i "$W/key" -o BatchMode=yes -o StrictHostKeyChecking=no \
+        -o UserKnownHostsFile=/dev/null -o ConnectTimeout=10 -o LogLevel=ERROR root@$VMIP \
+        "echo dns6=\$(grep -c -x 'nameserver $DNS6' /etc/resolv.conf); ping6 -c 1 -W 5 $GW6 >/dev/null && echo PING6-OK" 2>&1)
+    if [[ $out == "dns6=$want"*PING6-OK* ]]; then
+        printf 'ok   %-10s %6ss  %s\n' ssh-v6 "$(since)" "$(echo "$out" | tr '\n' ' ')"
+    else
+        printf 'FAIL %-10s %s\n' ssh-v6 "$out"
+        fails=$((fails + 1))
+    fi
 fi
 # a wrong key is refused
 if ip netns exec "$NS" ssh -i /dev/null -o BatchMode=yes -o StrictHostKeyChecking=no \
