@@ -299,6 +299,7 @@ static int listener_reconnect(struct worker *w)
             NB_INFO(LOG_AMQP, NULL, NULL,
                     "Reconnected to AMQP server on %s:%d via [amqp] client with port %d.",
                     url.hosts[w->link.host].host, url.hosts[w->link.host].port, w->link.local_port);
+            nb_bus_note_recovered();
             return 0;
         }
         delay = delay + 2 > 30 ? 30 : delay + 2;

@@ -117,6 +117,18 @@ int nb_bus_cast_until_sent(const struct nb_ctx *ctx, const char *topic, const ch
     return -1;
 }
 
+static _Atomic double recovered_at;
+
+void nb_bus_note_recovered(void)
+{
+    atomic_store(&recovered_at, nb_time_mono());
+}
+
+double nb_bus_recovered_at(void)
+{
+    return atomic_load(&recovered_at);
+}
+
 static char redelivered_methods[8][64];
 static atomic_int n_redelivered_methods;
 

@@ -56,6 +56,12 @@ int nb_bus_cast_later(const struct nb_ctx *ctx, const char *topic, const char *m
  * agent's build journal). Call before listening. */
 void nb_bus_redelivery_to_handler(const char *method);
 bool nb_bus_wants_redelivery(const char *method);
+/* The backends note each connection they reopen after losing it; the
+ * monotonic time (nb_time_mono) of the last one, or 0 if none. Heartbeats
+ * sent during an outage were lost: "down" by heartbeat means little until
+ * [DEFAULT] service_down_time after it. */
+void nb_bus_note_recovered(void);
+double nb_bus_recovered_at(void);
 /* Request/reply; steals args. Returns the reply (new ref; json null if the
  * handler returned NULL) or NULL on timeout / no listener (error on ctx). */
 json_t *nb_bus_call(struct nb_ctx *ctx, const char *topic, const char *method, json_t *args,

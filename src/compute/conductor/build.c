@@ -34,9 +34,22 @@
 #include "image/image.h"
 #include "placement/placement.h"
 
+#include "bus/bus.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* A build the scheduler found no host for while the bus recovers: tried
+ * again this many seconds later (bus_recovering). */
+#define RECOVERING_RETRY_S 3
+static atomic_int later_threads;
+static atomic_bool later_stop;
+static bool bus_recovering(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                           const char *error);
 
 #define EXCEEDED_FMT                                                                               \
     "Exceeded maximum number of retries. Exhausted all hosts available for retrying build "        \
@@ -394,6 +407,12 @@ static void schedule_and_build(struct conductor *c, struct nb_ctx *ctx, const ch
         return;
     }
     const char *error = nb_json_str(sel, "error");
+    if (error && bus_recovering(c, ctx, uuid, error)) {
+        cond_event_finish(c, ctx, uuid, EV_SCHEDULE, false,
+                          "No valid host while the message bus recovers from an outage: "
+                          "scheduling again once the compute services could report");
+        return;
+    }
     if (error) {
         const char *explain = nb_json_str(sel, "details");
         if (attempts > 0) {
@@ -407,6 +426,76 @@ static void schedule_and_build(struct conductor *c, struct nb_ctx *ctx, const ch
         return;
     }
     build_on_host(c, ctx, uuid, rspec, sel);
+}
+
+struct sched_later {
+    struct conductor *c;
+    struct nb_ctx ctx;
+    char uuid[NB_UUID_LEN];
+};
+
+static void *sched_later_main(void *arg)
+{
+    struct sched_later *l = arg;
+    for (int i = 0; i < RECOVERING_RETRY_S * 10 && !atomic_load(&later_stop); i++)
+        usleep(100 * 1000);
+    if (!atomic_load(&later_stop)) /* else the next start's recovery schedules it */
+        cond_build_instance(l->c, &l->ctx, l->uuid);
+    free(l);
+    atomic_fetch_sub(&later_threads, 1);
+    return NULL;
+}
+
+void cond_builds_later_stop(void)
+{
+    atomic_store(&later_stop, true);
+    while (atomic_load(&later_threads) > 0)
+        usleep(50 * 1000);
+}
+
+/* Whether the scheduler's "no valid host" (error) may only mean that the
+ * compute services' heartbeats were lost with the bus: it reconnected
+ * less than [DEFAULT] service_down_time (plus two report intervals) ago.
+ * Then the build is scheduled again RECOVERING_RETRY_S later, from a
+ * thread of its own (the conductor's workers must stay free for those
+ * heartbeats), and true is returned. */
+static bool bus_recovering(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                           const char *error)
+{
+    double at = nb_bus_recovered_at();
+    double window = (double)nb_conf_int("DEFAULT", "service_down_time", 60) +
+                    2.0 * (double)nb_conf_int("DEFAULT", "report_interval", 10);
+    double age = nb_time_mono() - at;
+    if (at <= 0 || age >= window)
+        return false;
+    struct sched_later *l = calloc(1, sizeof(*l));
+    if (!l)
+        return false;
+    l->c = c;
+    l->ctx = *ctx;
+    nb_strlcpy(l->uuid, uuid, sizeof(l->uuid));
+    if (atomic_load(&later_stop)) {
+        free(l);
+        return false;
+    }
+    atomic_fetch_add(&later_threads, 1);
+    pthread_t t;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&t, &attr, sched_later_main, l);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        atomic_fetch_sub(&later_threads, 1);
+        free(l);
+        return false;
+    }
+    NB_WARN(LOG_COND, ctx, uuid,
+            "%s The message bus reconnected %.0f s ago: the compute services' heartbeats may "
+            "have been lost with it; scheduling again in %d s (for up to %.0f s after the "
+            "outage)",
+            error, age, RECOVERING_RETRY_S, window);
+    return true;
 }
 
 void cond_build_instance(struct conductor *c, struct nb_ctx *ctx, const char *uuid)

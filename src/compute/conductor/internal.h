@@ -78,6 +78,9 @@ int cond_leases_start(struct conductor *c);
 /* Stops the renewal thread and gives the leases up (the liveness lease
  * left expired, so another control plane takes over what is unfinished). */
 void cond_leases_stop(struct conductor *c);
+/* At stop: the builds waiting to be scheduled again after a bus outage
+ * (build.c) give up; the next start's recovery schedules them. */
+void cond_builds_later_stop(void);
 /* Whether this conductor runs the periodic work that must run once
  * (audit, resize auto-confirm): it holds conductor.periodic, or leases
  * are off. */

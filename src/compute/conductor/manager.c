@@ -151,6 +151,7 @@ static struct conductor *running; /* for nb_conductor_stop */
 
 void nb_conductor_stop(void)
 {
+    cond_builds_later_stop();
     if (running)
         cond_leases_stop(running);
 }
