@@ -378,38 +378,49 @@ def test_live_migration_between_compute_processes(split):
     assert "Instance destroyed successfully." in split.compute_log("hostB")
 
 
+def slow_source(split, ms):
+    """hostA's `nubo compute` started again with fake live migrations of ms
+    milliseconds (the caller restarts the usual one afterwards)."""
+    split.computes["hostA"].stop()
+    return Proc("compute-hostA-slow", ["compute", "--config", split.conf,
+                                       "--set", "DEFAULT.host=hostA", "--set", "fake.hosts=hostA",
+                                       "--set", "fake.live_migration_ms=%d" % ms,
+                                       "--set", "DEFAULT.log_dir=%s" %
+                                       split.computes["hostA"].logdir],
+                split.cloud.state_dir).start()
+
+
+def migrating_to_b(c, slow, prefix):
+    """A server booted on hostA (slow's) whose live migration to hostB is
+    running; returns it and a reader of its migration row."""
+    slow.wait_ready(30)
+    wait_state(c, "hostA", "up", 30)
+    s = boot(c, unique(prefix), "hostA")
+    api(c, "/servers/%s" % s["id"])  # logs in
+    st, _, body = c.request("POST", "/compute/v2.1/servers/%s/action" % s["id"],
+                            token=c._token, headers={"OpenStack-API-Version": "compute 2.80"},
+                            body={"os-migrateLive": {"host": "hostB", "block_migration": "auto"}})
+    assert st == 202, body
+
+    def migration():
+        rows = c.sql("SELECT uuid, status FROM migrations WHERE instance_uuid = '%s'" % s["id"])
+        return rows[0] if rows else {}
+    wait_for("migration running", lambda: migration().get("status") == "running", 30)
+    return s, migration
+
+
 def test_source_agent_restarted_mid_live_migration_is_rolled_back(split):
     """The source's `nubo compute` killed -9 while it runs a (slow) live
     migration: when it registers again, the conductor finds the migration,
     sees no guest on the destination and rolls it back."""
     c = split.cloud
-    split.computes["hostA"].stop()
-    slow = Proc("compute-hostA-slow", ["compute", "--config", split.conf,
-                                       "--set", "DEFAULT.host=hostA", "--set", "fake.hosts=hostA",
-                                       "--set", "fake.live_migration_ms=20000",
-                                       "--set", "DEFAULT.log_dir=%s" %
-                                       split.computes["hostA"].logdir], c.state_dir)
-    slow.start()
+    slow = slow_source(split, 20000)
     try:  # whatever happens, hostA ends as the other tests expect it
-        slow.wait_ready(30)
-        wait_state(c, "hostA", "up", 30)
-        s = boot(c, unique("mp-lm-kill"), "hostA")
-        api(c, "/servers/%s" % s["id"])  # logs in
-        st, _, body = c.request("POST", "/compute/v2.1/servers/%s/action" % s["id"],
-                                token=c._token,
-                                headers={"OpenStack-API-Version": "compute 2.80"},
-                                body={"os-migrateLive": {"host": "hostB",
-                                                         "block_migration": "auto"}})
-        assert st == 202, body
-
-        def status():
-            rows = c.sql("SELECT status FROM migrations WHERE instance_uuid = '%s'" % s["id"])
-            return rows[0]["status"] if rows else None
-        wait_for("migration running", lambda: status() == "running", 30)
+        s, migration = migrating_to_b(c, slow, "mp-lm-kill")
     finally:
         slow.stop(signal.SIGKILL)
         split.compute("hostA")  # registers again: the conductor recovers the migration
-    wait_for("migration error", lambda: status() == "error", 60)
+    wait_for("migration error", lambda: migration().get("status") == "error", 60)
     v = wait_status(c, s["id"], "ACTIVE")
     assert v["OS-EXT-SRV-ATTR:host"] == "hostA", v
     f = c.sql("SELECT message FROM instance_faults WHERE instance_uuid = '%s'" % s["id"])
@@ -423,30 +434,9 @@ def test_serve_restarted_mid_live_migration_leaves_it_to_finish(split):
     which still runs it, and leaves it; the agent's result, sent until the
     conductor is back, completes it on the destination."""
     c = split.cloud
-    split.computes["hostA"].stop()
-    slow = Proc("compute-hostA-slow", ["compute", "--config", split.conf,
-                                       "--set", "DEFAULT.host=hostA", "--set", "fake.hosts=hostA",
-                                       "--set", "fake.live_migration_ms=6000",
-                                       "--set", "DEFAULT.log_dir=%s" %
-                                       split.computes["hostA"].logdir], c.state_dir)
-    slow.start()
+    slow = slow_source(split, 6000)
     try:  # whatever happens, hostA ends as the other tests expect it
-        slow.wait_ready(30)
-        wait_state(c, "hostA", "up", 30)
-        s = boot(c, unique("mp-lm-serve"), "hostA")
-        api(c, "/servers/%s" % s["id"])  # logs in
-        st, _, body = c.request("POST", "/compute/v2.1/servers/%s/action" % s["id"],
-                                token=c._token,
-                                headers={"OpenStack-API-Version": "compute 2.80"},
-                                body={"os-migrateLive": {"host": "hostB",
-                                                         "block_migration": "auto"}})
-        assert st == 202, body
-
-        def migration():
-            rows = c.sql("SELECT uuid, status FROM migrations WHERE instance_uuid = '%s'"
-                         % s["id"])
-            return rows[0] if rows else {}
-        wait_for("migration running", lambda: migration().get("status") == "running", 30)
+        s, migration = migrating_to_b(c, slow, "mp-lm-serve")
         size = os.path.getsize(split.serve.out_path)
         split.serve.stop(signal.SIGKILL)
         split.serve.start()
