@@ -186,12 +186,7 @@ int nb_bus_cast_later(const struct nb_ctx *ctx, const char *topic, const char *m
     l->args = args;
     l->max_s = max_s;
     atomic_fetch_add(&senders, 1);
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&t, &attr, later_main, l);
-    pthread_attr_destroy(&attr);
+    int rc = nb_thread_detached(later_main, l);
     if (rc != 0) {
         atomic_fetch_sub(&senders, 1);
         NB_ERROR("nubo.bus", ctx, NULL, "cannot start a sender of %s to topic %s", method, topic);

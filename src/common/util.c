@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <openssl/rand.h>
 #include <stdarg.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -253,4 +254,16 @@ int nb_write_file(const char *path, const char *data, size_t len, int mode)
         return -1;
     }
     return rename(tmp, path);
+}
+
+int nb_thread_detached(void *(*fn)(void *), void *arg)
+{
+    pthread_t t;
+    pthread_attr_t attr;
+    if (pthread_attr_init(&attr) != 0)
+        return -1;
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int rc = pthread_create(&t, &attr, fn, arg);
+    pthread_attr_destroy(&attr);
+    return rc == 0 ? 0 : -1;
 }

@@ -41,6 +41,9 @@ bool nb_startswith(const char *s, const char *prefix);
 int nb_bool_from_string(const char *s);
 /* Creates a directory and its parents (mode 0755). 0/-1 (errno set). */
 int nb_mkdir_p(const char *path);
+/* Runs fn(arg) on a detached thread. 0, or -1 if none could be started
+ * (fn does not run; arg is still the caller's). */
+int nb_thread_detached(void *(*fn)(void *), void *arg);
 /* Reads a whole file into a NUL-terminated malloc'd buffer; NULL on error. */
 char *nb_read_file(const char *path, size_t *len);
 /* Writes data to path atomically (temp file + rename). 0/-1. */

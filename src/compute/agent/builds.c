@@ -205,18 +205,13 @@ void nb_agent_build_and_run(struct agent *a, struct nb_ctx *ctx, json_t *args)
     if (threaded)
         build_threads++;
     pthread_mutex_unlock(&builds_lock);
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (threaded && pthread_create(&t, &attr, build_main, &b) != 0) {
+    if (threaded && nb_thread_detached(build_main, &b) != 0) {
         NB_WARN(LOG_AGENT, ctx, uuid, "cannot start a build thread: the build runs on the worker");
         pthread_mutex_lock(&builds_lock);
         build_threads--;
         pthread_mutex_unlock(&builds_lock);
         threaded = false;
     }
-    pthread_attr_destroy(&attr);
     if (!threaded) {
         build_locked(a, ctx, args, nb_agent_lock(a, uuid));
         json_decref(b.args);
@@ -328,13 +323,8 @@ void nb_agent_builds_recover(struct agent *a)
                 "%zu build(s) taken by the previous run of the compute service on %s were not "
                 "reported: reporting them",
                 n, a->host);
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (n == 0 || pthread_create(&t, &attr, recover_main, r) != 0) {
+    if (n == 0 || nb_thread_detached(recover_main, r) != 0) {
         json_decref(r->uuids);
         free(r);
     }
-    pthread_attr_destroy(&attr);
 }

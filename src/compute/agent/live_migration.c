@@ -518,11 +518,7 @@ json_t *nb_lm_start(void *opaque, struct nb_ctx *ctx, const char *method, json_t
         free(r);
         return NULL;
     }
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, lm_main, r) != 0) {
+    if (nb_thread_detached(lm_main, r) != 0) {
         NB_ERROR(LOG_AGENT, ctx, uuid, "cannot start the live migration thread");
         struct nb_live_migration_outcome out = {.uuid = uuid,
                                                 .migration_uuid = mig,
@@ -533,7 +529,6 @@ json_t *nb_lm_start(void *opaque, struct nb_ctx *ctx, const char *method, json_t
         nb_conductor_live_migration_result(ctx, &out);
         unregister(r);
     }
-    pthread_attr_destroy(&attr);
     return NULL;
 }
 

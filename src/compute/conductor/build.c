@@ -479,12 +479,7 @@ static bool bus_recovering(struct conductor *c, struct nb_ctx *ctx, const char *
         return false;
     }
     atomic_fetch_add(&later_threads, 1);
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    int rc = pthread_create(&t, &attr, sched_later_main, l);
-    pthread_attr_destroy(&attr);
+    int rc = nb_thread_detached(sched_later_main, l);
     if (rc != 0) {
         atomic_fetch_sub(&later_threads, 1);
         free(l);

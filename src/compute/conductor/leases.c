@@ -19,6 +19,7 @@
 #include "common/config.h"
 #include "common/json.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "compute/conductor/internal.h"
 #include "compute/objects/instance.h"
 #include "db/db.h"
@@ -136,15 +137,10 @@ static void take_over_dead(struct cond_leases *l, struct nb_ctx *ctx)
         struct takeover *t = calloc(1, sizeof(*t));
         t->l = l;
         snprintf(t->name, sizeof(t->name), "%s", nb_json_str(r, "name"));
-        pthread_t th;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&th, &attr, takeover_main, t) != 0) {
+        if (nb_thread_detached(takeover_main, t) != 0) {
             NB_ERROR(LOG_LEASE, ctx, NULL, "cannot start the take-over of %s", t->name);
             free(t);
         }
-        pthread_attr_destroy(&attr);
     }
     json_decref(rows);
 }

@@ -592,13 +592,8 @@ void cond_lm_source_restarted(struct conductor *c, const char *host)
     struct restarted *r = calloc(1, sizeof(*r));
     r->c = c;
     nb_strlcpy(r->host, host, sizeof(r->host));
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, source_restarted_main, r) != 0) {
+    if (nb_thread_detached(source_restarted_main, r) != 0) {
         NB_ERROR(LOG_LM, NULL, NULL, "cannot start the live-migration recovery for %s", host);
         free(r);
     }
-    pthread_attr_destroy(&attr);
 }

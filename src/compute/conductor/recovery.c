@@ -608,11 +608,6 @@ static void *recovery_main(void *arg)
 
 void cond_recover_start(struct conductor *c)
 {
-    pthread_t t;
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&t, &attr, recovery_main, c) != 0)
+    if (nb_thread_detached(recovery_main, c) != 0)
         NB_ERROR(LOG_COND, NULL, NULL, "cannot start the recovery thread");
-    pthread_attr_destroy(&attr);
 }
