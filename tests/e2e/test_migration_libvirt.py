@@ -761,28 +761,36 @@ def agent_log_size(host):
     return os.path.getsize(os.path.join(BASE, host, "agent-log", "nubo-compute.log"))
 
 
-def test_completion_timeout_force_complete_pauses_the_guest_and_the_move_ends(lab):
-    sid = lab.shared
-    assert lab.server(sid)["OS-EXT-SRV-ATTR:host"] == "host1"
-    timeout_agents(lab)
+def slow_move_to_host2(lab, sid):
+    """sid's live migration host1 -> host2 at 32 MiB/s (some 4 s to send
+    the guest, past a 2 s completion timeout), ended completed and ACTIVE on
+    host2; (CLI time, heartbeats and their largest gap, host1's agent log of
+    the move, the migration)."""
     path = console_path(SHARED, sid)
-    # 32 MiB/s: some 4 s to send the guest, past the 2 s timeout
     lab.virsh("host1", "migrate-setspeed", sid, "32")
     log0 = agent_log_size("host1")
     hb = Heartbeat([path])
     t = lab.migrate(sid, "host2")
-    beats, (gap, after) = hb.finish()
+    beats_gap = hb.finish()
     m = lab.last_migration(sid)
     assert m["status"] == "completed" and m["dest_compute"] == "host2", m
     s = lab.server(sid)
     assert (s["status"], s["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", "host2"), s
+    return t, beats_gap, agent_log_since("host1", log0), m
+
+
+def test_completion_timeout_force_complete_pauses_the_guest_and_the_move_ends(lab):
+    sid = lab.shared
+    assert lab.server(sid)["OS-EXT-SRV-ATTR:host"] == "host1"
+    timeout_agents(lab)
+    t, (beats, (gap, after)), log, m = slow_move_to_host2(lab, sid)
+    s = lab.server(sid)
     assert s["OS-EXT-STS:power_state"] == 1 and not s["OS-EXT-STS:task_state"], s
     assert sid in lab.domains("host2") and sid not in lab.domains("host1")
     assert "running" in lab.virsh("host2", "domstate", sid)  # paused on the source only
     assert beats and beats[-1][1][0] > time.time() - 5  # the guest runs on
     rps = lab.providers()
     assert lab.allocations(sid) == {rps["host2"]} and lab.allocations(m["uuid"]) == set()
-    log = agent_log_since("host1", log0)
     assert "completion timeout 2 s, then force_complete" in log, log[-3000:]
     assert "Live migration not completed after 2 sec" in log, log[-3000:]
     assert "Pausing the instance to complete its live migration " \
@@ -870,23 +878,12 @@ def test_completion_timeout_force_complete_switches_to_post_copy(lab):
     lab.agents(SHARED, host1=["libvirt.live_migration_completion_timeout=1",
                               "libvirt.live_migration_timeout_action=force_complete",
                               "libvirt.live_migration_permit_post_copy=true"])
-    path = console_path(SHARED, sid)
-    # 32 MiB/s: some 4 s to send the guest, past the 2 s timeout
-    lab.virsh("host1", "migrate-setspeed", sid, "32")
-    log0 = agent_log_size("host1")
-    hb = Heartbeat([path])
-    t = lab.migrate(sid, "host2")
-    beats, (gap, after) = hb.finish()
-    m = lab.last_migration(sid)
-    assert m["status"] == "completed" and m["dest_compute"] == "host2", m
-    s = lab.server(sid)
-    assert (s["status"], s["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", "host2"), s
+    t, (beats, (gap, after)), log, m = slow_move_to_host2(lab, sid)
     assert sid in lab.domains("host2") and sid not in lab.domains("host1")
     assert "running" in lab.virsh("host2", "domstate", sid)
     rps = lab.providers()
     assert lab.allocations(sid) == {rps["host2"]} and lab.allocations(m["uuid"]) == set()
     assert beats and beats[-1][1][0] > time.time() - 2 and gap < 2, (gap, after)
-    log = agent_log_since("host1", log0)
     assert "Live migration not completed after 2 sec" in log, log[-3000:]
     assert "Switching to post-copy migration mode (live_migration_completion_timeout of 2 s " \
            "reached, live_migration_timeout_action = force_complete)" in log, log[-3000:]
