@@ -17,7 +17,7 @@
  *
  * Connections (librabbitmq-c's are not thread-safe):
  *   - each listener thread owns one connection (basic.qos prefetch 1, acks
- *     after its handler so work spreads over the threads and processes);
+ *     on receipt, before its handler, as oslo's RPC server);
  *   - callers (cast and call) borrow a connection from a small guarded pool
  *     ([DEFAULT] rpc_conn_pool_size, default 30, as oslo) for one publish and
  *     its wait, so any thread may call and shutdown can close them all. Pool
@@ -29,10 +29,13 @@
  *     sender that had seen it, so casts sent before its listener reconnects
  *     wait for it instead of failing.
  *
- * Delivery is at most once, as oslo's: a message redelivered because the
- * consumer that had it died mid-handler is dropped with a warning rather than
- * run twice. A lost broker connection is logged (ERROR, URL without
- * password) and reopened with oslo's back-off (1 s, +2 s, at most 30 s);
+ * Delivery is at most once, as oslo's: the ack goes before the handler, so a
+ * consumer that dies mid-handler has its message gone rather than run twice,
+ * and a message the broker redelivers was never acked, hence never handled:
+ * it is handled (a message the broker had pushed to a connection that was
+ * already dead, e.g. a host cut off the network, comes back redelivered once
+ * the broker notices; dropping it would lose builds and deletes). A lost broker connection is
+ * logged (ERROR, URL without password) and reopened with oslo's back-off (1 s, +2 s, at most 30 s);
  * nothing crashes or blocks forever: every wait has a deadline.
  *
  * Options: [bus] transport_url (else [DEFAULT] transport_url), [DEFAULT]
@@ -225,14 +228,10 @@ static json_t *dispatch(struct listener *ls, amqp_envelope_t *env)
     struct nb_ctx ctx;
     nb_ctx_from_json(&ctx, json_object_get(body, "context"));
     bool to_handler = env->redelivered && nb_bus_wants_redelivery(method);
-    if (env->redelivered && !to_handler) {
-        NB_WARN(LOG_AMQP, &ctx, NULL,
-                "Dropping redelivered %s on topic %s: the consumer that had it stopped while "
-                "handling it (at-most-once delivery)",
+    if (env->redelivered)
+        NB_INFO(LOG_AMQP, &ctx, NULL,
+                "Handling redelivered %s on topic %s (pushed to a consumer that never acked it)",
                 method, ls->topic);
-        json_decref(body);
-        return NULL;
-    }
     json_t *args = json_object_get(body, "args");
     json_t *own = json_is_object(args) ? json_incref(args) : json_object();
     if (to_handler)
@@ -243,9 +242,14 @@ static json_t *dispatch(struct listener *ls, amqp_envelope_t *env)
     return json_pack("{s:o}", "result", out ? out : json_null());
 }
 
-/* Handles one delivery: dispatch, reply if asked, ack. 0/-1 (link broken). */
+/* Handles one delivery: ack, dispatch, reply if asked. 0/-1 (link broken:
+ * the message is not handled, the broker gives it to another consumer). */
 static int serve(struct listener *ls, struct nb_amqp_link *l, amqp_envelope_t *env)
 {
+    if (amqp_basic_ack(l->st, 1, env->delivery_tag, 0) != AMQP_STATUS_OK) {
+        snprintf(l->reason, sizeof(l->reason), "basic.ack failed");
+        return -1;
+    }
     json_t *reply = dispatch(ls, env);
     amqp_basic_properties_t *in = &env->message.properties;
     int rc = 0;
@@ -260,10 +264,6 @@ static int serve(struct listener *ls, struct nb_amqp_link *l, amqp_envelope_t *e
         rc = publish(l, "", rkey, reply, &p, false);
     }
     json_decref(reply);
-    if (rc == 0 && amqp_basic_ack(l->st, 1, env->delivery_tag, 0) != AMQP_STATUS_OK) {
-        snprintf(l->reason, sizeof(l->reason), "basic.ack failed");
-        rc = -1;
-    }
     return rc;
 }
 

@@ -49,11 +49,10 @@ int nb_bus_cast_until_sent(const struct nb_ctx *ctx, const char *topic, const ch
  * started (args dropped, logged). */
 int nb_bus_cast_later(const struct nb_ctx *ctx, const char *topic, const char *method, json_t *args,
                       int max_s);
-/* Messages of method that the broker redelivers (the consumer that had
- * them died before acknowledging) are handed to their handler with args
- * "redelivered": true instead of being dropped (at-most-once delivery is
- * the default): for handlers that can tell whether they ran (the compute
- * agent's build journal). Call before listening. */
+/* Listeners ack a message on receipt, so one the broker redelivers was
+ * pushed to a consumer that never got to it, and is handled. For method,
+ * its handler also sees args "redelivered": true (the compute agent checks
+ * its build journal). Call before listening. */
 void nb_bus_redelivery_to_handler(const char *method);
 bool nb_bus_wants_redelivery(const char *method);
 /* The backends note each connection they reopen after losing it; the

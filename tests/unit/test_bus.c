@@ -526,6 +526,43 @@ static void test_reconnect(void **state)
     assert_int_equal(nb_bus_cast(&ctx, t, "echo", NULL), 0);
 }
 
+/* A message the broker pushed to a consumer that never acked it (its
+ * connection dead: a host cut off the network) comes back redelivered and
+ * is handled, not dropped: the listener acks on receipt, so redelivered
+ * means never handled. */
+static void test_redelivered_is_handled(void **state)
+{
+    (void)state;
+    reset_seen();
+    const char *t = topic("redeliver");
+    struct nb_amqp_link raw;
+    assert_int_equal(raw_link(&raw, broker_url), 0);
+    amqp_bytes_t q = amqp_cstring_bytes(t);
+    amqp_exchange_declare(raw.st, 1, amqp_cstring_bytes("nova"), amqp_cstring_bytes("topic"), 0, 0,
+                          0, 0, amqp_empty_table);
+    assert_true(nb_amqp_link_ok(&raw, "exchange.declare"));
+    amqp_queue_declare(raw.st, 1, q, 0, 0, 0, 0, amqp_empty_table);
+    assert_true(nb_amqp_link_ok(&raw, "queue.declare"));
+    amqp_queue_bind(raw.st, 1, q, amqp_cstring_bytes("nova"), q, amqp_empty_table);
+    assert_true(nb_amqp_link_ok(&raw, "queue.bind"));
+    amqp_basic_consume(raw.st, 1, q, amqp_empty_bytes, 0, 0, 0, amqp_empty_table);
+    assert_true(nb_amqp_link_ok(&raw, "basic.consume"));
+    struct nb_ctx ctx;
+    user_ctx(&ctx);
+    assert_int_equal(nb_bus_cast(&ctx, t, "build", json_pack("{s:i}", "n", 7)), 0);
+    amqp_envelope_t env;
+    struct timeval tv = {.tv_sec = 5};
+    amqp_rpc_reply_t r = amqp_consume_message(raw.st, &env, &tv, 0);
+    assert_int_equal(r.reply_type, AMQP_RESPONSE_NORMAL);
+    amqp_destroy_envelope(&env);
+    nb_amqp_link_close(&raw); /* never acked: the broker requeues it, redelivered */
+    assert_int_equal(nb_bus_listen(t, record_handler, NULL, 1), 0);
+    assert_int_equal(wait_seen(1, 10000), 1);
+    json_t *rec = json_array_get(seen, 0);
+    assert_string_equal(nb_json_str(rec, "method"), "build");
+    assert_int_equal(nb_json_int(json_object_get(rec, "args"), "n", 0), 7);
+}
+
 /* ---- another process ----------------------------------------------------------------------- */
 
 static json_t *child_handler(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
@@ -753,6 +790,7 @@ int main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_pool_exhausted, setup_small_pool, teardown_amqp),
         cmocka_unit_test_setup_teardown(test_two_processes, setup_amqp, teardown_amqp),
         cmocka_unit_test_setup_teardown(test_reconnect, setup_amqp, teardown_amqp),
+        cmocka_unit_test_setup_teardown(test_redelivered_is_handled, setup_amqp, teardown_amqp),
         cmocka_unit_test(test_unreachable),
     };
     int rc = cmocka_run_group_tests_name("bus_amqp", tests, NULL, group_teardown);

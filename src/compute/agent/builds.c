@@ -20,7 +20,7 @@
  *
  * The journal: on the AMQP bus (an agent in a process of its own) each
  * build taken is a file <state_path>/compute-builds/<host>/<uuid> (the
- * instance and the request ID) from before its cast is acknowledged until
+ * instance and the request ID) from when the agent takes it until
  * its result was sent. An agent killed mid-spawn leaves the file; at its
  * next start nb_agent_builds_recover reports each such build: ACTIVE when
  * the guest runs, else (what the spawn left destroyed) interrupted, and
@@ -46,8 +46,9 @@ static pthread_mutex_t builds_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t builds_cond = PTHREAD_COND_INITIALIZER;
 static int build_threads; /* alive, all agents of the process */
 static bool draining;
-/* {uuid: true}: builds the journal had at this run's start (their
- * redelivered casts are not run again) */
+/* {uuid: true}: builds the journal had at this run's start (a
+ * redelivered cast of one of them is not run again: the bus acks on
+ * receipt, so this is a guard, not the expected path) */
 static json_t *recovered;
 
 /* The journal's directory of a's host into out; false when the agent
@@ -198,7 +199,7 @@ void nb_agent_build_and_run(struct agent *a, struct nb_ctx *ctx, json_t *args)
                 "Build redelivered: the previous run of this compute service received it but "
                 "never started it");
     }
-    journal_add(a, ctx, args); /* before the cast is acknowledged */
+    journal_add(a, ctx, args); /* before the worker returns */
     struct build b = {.a = a, .ctx = *ctx, .args = json_incref(args)};
     pthread_mutex_lock(&builds_lock);
     bool threaded = !draining;

@@ -25,6 +25,7 @@
 #include "compute/api/validate.h"
 #include "compute/compute.h"
 #include "compute/objects/instance.h"
+#include "compute/rpc/compute_api.h"
 #include "compute/rpc/conductor_api.h"
 #include "db/db.h"
 #include "image/image.h"
@@ -1048,8 +1049,14 @@ static int h_server_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_res
         host = nb_json_str(inst, "host");
     }
     if (!host || !*host || !compute_host_up(ctx, host)) {
-        if (local_delete(ctx, uuid, false) < 0)
+        int n = local_delete(ctx, uuid, false);
+        if (n < 0)
             goto out;
+        /* The host is down, not necessarily gone: a guest it still runs is
+         * destroyed when its agent is back and reads its queue (Nova leaves
+         * that to the host's running_deleted_instance reaper). Best effort. */
+        if (n > 0 && host && *host && nb_compute_destroy_guest(ctx, host, uuid) < 0)
+            nb_ctx_clear_error(ctx);
         rc = nb_resp_empty(resp, 204);
         goto out;
     }
