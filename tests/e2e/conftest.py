@@ -92,11 +92,14 @@ class CliError(Exception):
 class Cloud:
     """A running all-in-one and helpers to talk to it as an operator would."""
 
-    def __init__(self, state_dir, port, extra_args=()):
+    def __init__(self, state_dir, port, extra_args=(), listen=None):
+        """listen: an address other than 127.0.0.1 for the API (`--listen`),
+        for agents in other network namespaces."""
         self.state_dir = str(state_dir)
         self.port = port
-        self.url = "http://127.0.0.1:%d" % port
-        self.extra_args = list(extra_args)
+        self.addr = listen or "127.0.0.1"
+        self.url = "http://%s:%d" % (self.addr, port)
+        self.extra_args = (["--listen", listen] if listen else []) + list(extra_args)
         # the admin password goes in the environment, as the operator is
         # told to (`--admin-password` is visible in ps)
         self.admin_password = ADMIN_PASSWORD
@@ -122,7 +125,7 @@ class Cloud:
             if self.proc.poll() is not None:
                 raise RuntimeError("nubo aio exited with %s: %s" % (self.proc.returncode, self.tail()))
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                with socket.create_connection((self.addr, self.port), timeout=0.2):
                     return self
             except OSError:
                 time.sleep(0.05)
@@ -215,7 +218,7 @@ class Cloud:
     def request(self, method, path, body=None, token=None, headers=None, raw=None):
         """Plain HTTP request; returns (status, headers, parsed body or text)."""
         import http.client
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        conn = http.client.HTTPConnection(self.addr, self.port, timeout=60)
         h = {"Content-Type": "application/json"}
         if token:
             h["X-Auth-Token"] = token

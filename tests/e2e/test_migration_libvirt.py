@@ -107,50 +107,6 @@ _why = hosts_unavailable()
 pytestmark = [pytest.mark.skipif(bool(_why), reason=_why or ""), pytest.mark.xdist_group("hosts")]
 
 
-class BridgeCloud(Cloud):
-    """The all-in-one's configuration, its API on the bridge address."""
-
-    def __init__(self, state_dir, port, extra):
-        super().__init__(state_dir, port, ("--listen", GW) + tuple(extra))
-        self.url = "http://%s:%d" % (GW, port)
-
-    def start(self, timeout=60):
-        import socket
-        os.makedirs(self.state_dir, exist_ok=True)
-        env = dict(os.environ, NUBO_ADMIN_PASSWORD=self.admin_password)
-        from conftest import NUBO_BIN
-        self.proc = subprocess.Popen([NUBO_BIN, "aio", "--state-dir", self.state_dir, "--port",
-                                      str(self.port)] + self.extra_args,
-                                     stdout=open(os.path.join(self.state_dir, "aio.out"), "ab"),
-                                     stderr=subprocess.STDOUT, env=env)
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("nubo aio exited: " + self.tail())
-            try:
-                with socket.create_connection((GW, self.port), timeout=0.2):
-                    return self
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError("nubo aio did not start: " + self.tail())
-
-    def request(self, method, path, body=None, token=None, headers=None, raw=None):
-        import http.client
-        conn = http.client.HTTPConnection(GW, self.port, timeout=60)
-        h = {"Content-Type": "application/json"}
-        if token:
-            h["X-Auth-Token"] = token
-        h.update(headers or {})
-        conn.request(method, path, body=json.dumps(body) if body is not None else raw, headers=h)
-        r = conn.getresponse()
-        text = r.read().decode(errors="replace")
-        conn.close()
-        try:
-            return r.status, dict(r.getheaders()), json.loads(text) if text else None
-        except ValueError:
-            return r.status, dict(r.getheaders()), text
-
-
 class Lab:
     """Two hosts, the control plane, one agent per host."""
 
@@ -311,12 +267,12 @@ def running_lab(instances_path=SHARED, tls=False, **per_host):
     roles = "DEFAULT.roles=api,conductor,scheduler,placement,metadata"
     serve = None
     try:
-        cloud = BridgeCloud(d, free_port(), (
+        cloud = Cloud(d, free_port(), listen=GW, extra_args=(
             "--driver", "libvirt", "--set", "bus.transport=amqp",
             "--set", "bus.transport_url=" + url, "--set", roles,
             "--set", "DEFAULT.report_interval=2", "--set", "DEFAULT.service_down_time=20",
             "--set", "libvirt.virt_type=qemu"))
-        cloud.start()
+        cloud.start(timeout=60)
         assert cloud.stop() == 0, cloud.tail()
         serve = Proc("serve", ["serve", "--config", os.path.join(d, "nubo.conf"), "--set", roles],
                      d).start().wait_ready(60)

@@ -16,10 +16,8 @@ match the servers, no name is doubled, no acknowledged request is lost,
 cut-a is up again by itself, the guest deleted while it was away is
 destroyed on it, and the cloud boots on it again. Everything (namespace,
 veth, vhost, user) is removed afterwards."""
-import json
 import os
 import shutil
-import socket
 import subprocess
 import time
 import uuid
@@ -94,49 +92,6 @@ class Link:
         sh("ip", "netns", "del", self.ns, check=False)
 
 
-class RootCloud(Cloud):
-    """The all-in-one's configuration, its API on the link's root address."""
-
-    def __init__(self, state_dir, addr, extra):
-        super().__init__(state_dir, free_port(), ("--listen", addr) + tuple(extra))
-        self.addr = addr
-        self.url = "http://%s:%d" % (addr, self.port)
-
-    def start(self, timeout=60):
-        os.makedirs(self.state_dir, exist_ok=True)
-        env = dict(os.environ, NUBO_ADMIN_PASSWORD=self.admin_password)
-        self.proc = subprocess.Popen([NUBO_BIN, "aio", "--state-dir", self.state_dir, "--port",
-                                      str(self.port)] + self.extra_args,
-                                     stdout=open(os.path.join(self.state_dir, "aio.out"), "ab"),
-                                     stderr=subprocess.STDOUT, env=env)
-        wait_for("nubo aio listening", lambda: self.proc.poll() is None and self._answers(),
-                 timeout, 0.05)
-        return self
-
-    def _answers(self):
-        try:
-            with socket.create_connection((self.addr, self.port), timeout=0.2):
-                return True
-        except OSError:
-            return False
-
-    def request(self, method, path, body=None, token=None, headers=None, raw=None):
-        import http.client
-        conn = http.client.HTTPConnection(self.addr, self.port, timeout=60)
-        h = {"Content-Type": "application/json"}
-        if token:
-            h["X-Auth-Token"] = token
-        h.update(headers or {})
-        conn.request(method, path, body=json.dumps(body) if body is not None else raw, headers=h)
-        r = conn.getresponse()
-        text = r.read().decode(errors="replace")
-        conn.close()
-        try:
-            return r.status, dict(r.getheaders()), json.loads(text) if text else None
-        except ValueError:
-            return r.status, dict(r.getheaders()), text
-
-
 class Lab:
     def __init__(self, base):
         self.base = str(base)
@@ -152,12 +107,12 @@ class Lab:
             sh(RABBITMQCTL, "-q", *args)
         url = "rabbit://%s:%s@%s:5672/%s" % (self.vhost, self.password, self.link.root_ip,
                                              self.vhost)
-        self.cloud = RootCloud(self.base, self.link.root_ip, (
+        self.cloud = Cloud(self.base, free_port(), listen=self.link.root_ip, extra_args=(
             "--set", "bus.transport=amqp", "--set", "bus.transport_url=" + url,
             "--set", ROLES, "--set", "DEFAULT.report_interval=%d" % REPORT_INTERVAL,
             "--set", "DEFAULT.service_down_time=%d" % DOWN_TIME,
             "--set", "fake.spawn_delay_ms=1500"))
-        self.cloud.start()
+        self.cloud.start(timeout=60)
         assert self.cloud.stop() == 0, self.cloud.tail()
         self.conf = os.path.join(self.base, "nubo.conf")
         self.serve = Proc("serve", ["serve", "--config", self.conf, "--set", ROLES],
