@@ -527,6 +527,50 @@ def test_control_plane_restart_leaves_a_running_migration_to_finish(lab):
           % (restarted, done, back, time.time() - start))
 
 
+def test_destination_agent_killed_mid_migration(lab):
+    """The destination's nova-compute killed -9 while a live migration to it
+    runs, and started again: the move ends (completed or error, never left
+    in progress) with the server ACTIVE on one host, its domain there alone,
+    its allocation there alone and none for the migration."""
+    sid = lab.shared
+    assert lab.server(sid)["OS-EXT-SRV-ATTR:host"] == "host2"
+    lab.virsh("host2", "migrate-setspeed", sid, "1")  # 1 MiB/s: minutes, until set free
+    try:
+        st, data = lab.api("POST", "/servers/%s/action" % sid,
+                           {"os-migrateLive": {"host": "host1", "block_migration": "auto"}})
+        assert st == 202, data
+        wait_for("migration running", lambda: [
+            m for m in lab.get("/servers/%s/migrations" % sid)["migrations"]
+            if m["status"] == "running" and m["memory_processed_bytes"]], 60, 0.3)
+        with open(os.path.join(BASE, "host1", "agent.pid")) as f:
+            os.kill(int(f.read().split()[0]), signal.SIGKILL)
+        time.sleep(2)
+    finally:
+        lab.virsh("host2", "migrate-setspeed", sid, "0")
+        hosts("agent", "host1", lab.conf, "--set", "DEFAULT.instances_path=%s" % SHARED,
+              "--set", "libvirt.virt_type=qemu", "--set", "compute.sync_power_state_interval=600",
+              "--set", "image_cache.remove_unused_original_minimum_age_seconds=0")
+    wait_for("migration ended", lambda: lab.last_migration(sid)["status"] in (
+        "completed", "error", "failed", "cancelled"), 120, 0.5)
+    wait_for("task cleared", lambda: not lab.server(sid)["OS-EXT-STS:task_state"], 60, 0.5)
+    m = lab.last_migration(sid)
+    s = lab.server(sid)
+    host = s["OS-EXT-SRV-ATTR:host"]
+    other = "host2" if host == "host1" else "host1"
+    assert s["status"] == "ACTIVE" and host in ("host1", "host2"), s
+    assert (host == "host1") == (m["status"] == "completed"), (m, s)
+    assert "running" in lab.virsh(host, "domstate", sid)
+    wait_for("no domain left on %s" % other, lambda: sid not in lab.domains(other), 60, 0.5)
+    rps = lab.providers()
+    assert lab.allocations(sid) == {rps[host]}
+    assert lab.allocations(m["uuid"]) == set()
+    print("destination agent killed -9 mid-migration: migration %s, server ACTIVE on %s"
+          % (m["status"], host))
+    if host == "host1":  # back to host2 for the tests that follow
+        lab.migrate(sid, "host2")
+    assert lab.server(sid)["OS-EXT-SRV-ATTR:host"] == "host2"
+
+
 def test_stopping_the_source_agent_aborts_its_running_migration(lab):
     """nova-compute of the source is stopped (SIGTERM) mid-migration: it
     aborts the migration before it exits, so the guest stays where it runs

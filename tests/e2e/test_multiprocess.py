@@ -463,6 +463,44 @@ def test_serve_restarted_mid_live_migration_leaves_it_to_finish(split):
     c.cli("server", "delete", "--wait", s["id"])
 
 
+def test_destination_agent_killed_mid_live_migration(split):
+    """The destination's `nubo compute` killed -9 while the source runs a
+    (slow) live migration to it, and started again: the server ends ACTIVE
+    on exactly one host with its allocation there alone, the migration ends
+    (completed or error, never in progress), and no guest is left on the
+    other host."""
+    c = split.cloud
+    slow = slow_source(split, 6000)
+    try:
+        s, migration = migrating_to_b(c, slow, "mp-lm-dest")
+        split.computes["hostB"].stop(signal.SIGKILL)
+        time.sleep(2)
+        split.compute("hostB")
+        wait_for("migration ended", lambda: migration().get("status") in (
+            "completed", "error", "failed", "cancelled"), 90)
+        v = wait_for("task cleared", lambda: (lambda v: not v["OS-EXT-STS:task_state"] and v)(
+            api(c, "/servers/%s" % s["id"])["server"]), 60)
+        host = v["OS-EXT-SRV-ATTR:host"]
+        assert v["status"] == "ACTIVE" and host in ("hostA", "hostB"), v
+        other = "hostB" if host == "hostA" else "hostA"
+        with open(os.path.join(c.state_dir, "fake", "%s.json" % host)) as f:
+            assert s["id"] in json.load(f)
+        wait_for("no guest left on %s" % other, lambda: s["id"] not in json.load(
+            open(os.path.join(c.state_dir, "fake", "%s.json" % other))), 60)
+        allocs = c.sql("SELECT DISTINCT rp.name AS rp FROM allocations a JOIN resource_providers"
+                       " rp ON rp.id = a.resource_provider_id WHERE a.consumer_id = '%s'"
+                       % s["id"])
+        assert [r["rp"] for r in allocs] == [host], allocs
+        m = migration()
+        assert not c.sql("SELECT id FROM allocations WHERE consumer_id = '%s'" % m["uuid"])
+        print("destination killed mid-migration: migration %s, server on %s"
+              % (m["status"], host))
+    finally:
+        slow.stop()
+        split.compute("hostA")
+    c.cli("server", "delete", "--wait", s["id"])
+
+
 def test_killed_compute_goes_down_boots_go_elsewhere_and_restart_syncs(split):
     c = split.cloud
     wait_state(c, "hostB", "up", 30)
