@@ -35,7 +35,8 @@
  * it is handled (a message the broker had pushed to a connection that was
  * already dead, e.g. a host cut off the network, comes back redelivered once
  * the broker notices; dropping it would lose builds and deletes). A lost broker connection is
- * logged (ERROR, URL without password) and reopened with oslo's back-off (1 s, +2 s, at most 30 s);
+ * logged (ERROR, URL without password) and reopened with oslo's back-off (rabbit_retry_interval
+ * 1 s, + rabbit_retry_backoff 2 s, at most rabbit_interval_max 30 s);
  * nothing crashes or blocks forever: every wait has a deadline.
  *
  * Options: [bus] transport_url (else [DEFAULT] transport_url), [DEFAULT]
@@ -288,6 +289,8 @@ static int heartbeat_s(void)
 static int listener_reconnect(struct worker *w)
 {
     int delay = (int)nb_conf_int("oslo_messaging_rabbit", "rabbit_retry_interval", 1);
+    int step = (int)nb_conf_int("oslo_messaging_rabbit", "rabbit_retry_backoff", 2);
+    int most = (int)nb_conf_int("oslo_messaging_rabbit", "rabbit_interval_max", 30);
     char doing[300];
     snprintf(doing, sizeof(doing), "listener of topic %s", w->owner->topic);
     for (;;) {
@@ -302,7 +305,7 @@ static int listener_reconnect(struct worker *w)
             nb_bus_note_recovered();
             return 0;
         }
-        delay = delay + 2 > 30 ? 30 : delay + 2;
+        delay = delay + step > most ? most : delay + step;
     }
 }
 

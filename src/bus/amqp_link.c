@@ -61,10 +61,16 @@ bool nb_amqp_link_ok(struct nb_amqp_link *l, const char *what)
 }
 
 /* TCP_NODELAY (small frames go out at once, as librabbitmq's own sockets
- * do) and keepalive (a vanished peer is noticed without AMQP heartbeats). */
-static void tune_socket(int fd)
+ * do), keepalive (a vanished peer is noticed without AMQP heartbeats) and,
+ * as oslo.messaging sets it, TCP_USER_TIMEOUT of the heartbeat threshold
+ * (60 s when heartbeats are off): a frame the peer has not acknowledged by
+ * then closes the connection, so a link cut for minutes is reopened rather
+ * than left to TCP's retransmission back-off once it is back. */
+static void tune_socket(int fd, int heartbeat)
 {
     int on = 1, idle = 30, intvl = 10, cnt = 3;
+    unsigned user_ms = (unsigned)(heartbeat > 0 ? heartbeat : 60) * 1000u;
+    setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_ms, sizeof(user_ms));
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
     setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
     setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
@@ -133,7 +139,7 @@ static int open_host(struct nb_amqp_link *l, const struct nb_bus_url *url, int h
     }
     amqp_tcp_socket_set_sockfd(sock, fd);
     struct timeval tv = {.tv_sec = CONNECT_TIMEOUT_S};
-    tune_socket(fd);
+    tune_socket(fd, heartbeat);
     struct sockaddr_storage ss;
     socklen_t sl = sizeof(ss);
     l->local_port = getsockname(fd, (struct sockaddr *)&ss, &sl) == 0
