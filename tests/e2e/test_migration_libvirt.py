@@ -132,21 +132,38 @@ class Lab:
 
     def agents(self, instances_path, **per_host):
         """(Re)starts the agent of each host with instances_path; per_host:
-        extra --set options by host name."""
+        extra --set options by host name (kept for start_agent)."""
+        self.per_host = per_host
         for h in ("host1", "host2"):
             hosts("agent-stop", h)
         for h in ("host1", "host2"):
-            args = ["agent", h, self.conf, "--set", "DEFAULT.instances_path=%s" % instances_path,
-                    "--set", "libvirt.virt_type=qemu",
-                    "--set", "compute.sync_power_state_interval=600",
-                    "--set", "image_cache.remove_unused_original_minimum_age_seconds=0"]
-            for kv in per_host.get(h, ()):
-                args += ["--set", kv]
-            hosts(*args)
+            self.start_agent(h, instances_path)
         for h in ("host1", "host2"):
             wait_for("nova-compute on %s up" % h, lambda: [
                 s for s in self.get("/os-services?binary=nova-compute")["services"]
                 if s["host"] == h and s["state"] == "up" and s["status"] == "enabled"], 60)
+
+    def start_agent(self, h, instances_path=SHARED):
+        """Starts host h's agent with the lab's options (after a kill or a stop)."""
+        args = ["agent", h, self.conf, "--set", "DEFAULT.instances_path=%s" % instances_path,
+                "--set", "libvirt.virt_type=qemu",
+                "--set", "compute.sync_power_state_interval=600",
+                "--set", "image_cache.remove_unused_original_minimum_age_seconds=0"]
+        for kv in getattr(self, "per_host", {}).get(h, ()):
+            args += ["--set", kv]
+        hosts(*args)
+
+    def slow_live_migration(self, sid, source, dest, poll=0.3):
+        """Live-migrates sid from source to dest at 1 MiB/s (minutes for the
+        128 MiB guest, until migrate-setspeed 0 sets it free); returns the
+        migration once it runs and has copied memory."""
+        self.virsh(source, "migrate-setspeed", sid, "1")
+        st, data = self.api("POST", "/servers/%s/action" % sid,
+                            {"os-migrateLive": {"host": dest, "block_migration": "auto"}})
+        assert st == 202, data
+        return wait_for("migration running", lambda: [
+            m for m in self.get("/servers/%s/migrations" % sid)["migrations"]
+            if m["status"] == "running" and m["memory_processed_bytes"]], 60, poll)[0]
 
     def virsh(self, host, *args):
         return hosts("virsh", host, *args, check=False).stdout
@@ -421,14 +438,7 @@ def test_destination_hypervisor_unreachable_is_refused_within_seconds(lab, how):
 
 def test_abort_of_a_running_migration(lab):
     sid = lab.shared
-    # 1 MiB/s: the 128 MiB guest would need minutes
-    lab.virsh("host2", "migrate-setspeed", sid, "1")
-    st, data = lab.api("POST", "/servers/%s/action" % sid,
-                       {"os-migrateLive": {"host": "host1", "block_migration": "auto"}})
-    assert st == 202, data
-    mig = wait_for("migration running", lambda: [
-        m for m in lab.get("/servers/%s/migrations" % sid)["migrations"]
-        if m["status"] == "running" and m["memory_processed_bytes"]], 60, 0.5)[0]
+    mig = lab.slow_live_migration(sid, "host2", "host1", poll=0.5)
     assert mig["memory_total_bytes"] > 100 * 2**20, mig
     lab.cloud.cli("--os-compute-api-version", MV, "server", "migration", "abort", sid,
                   str(mig["id"]), parse=False)
@@ -478,14 +488,8 @@ def test_control_plane_restart_leaves_a_running_migration_to_finish(lab):
     sid = lab.shared
     start = time.time()
     log0 = agent_log_size("host2")
-    lab.virsh("host2", "migrate-setspeed", sid, "1")  # 1 MiB/s: minutes, until set free
     try:
-        st, data = lab.api("POST", "/servers/%s/action" % sid,
-                           {"os-migrateLive": {"host": "host1", "block_migration": "auto"}})
-        assert st == 202, data
-        mig = wait_for("migration running", lambda: [
-            m for m in lab.get("/servers/%s/migrations" % sid)["migrations"]
-            if m["status"] == "running" and m["memory_processed_bytes"]], 60, 0.3)[0]
+        mig = lab.slow_live_migration(sid, "host2", "host1")
         t0 = time.time()
         restart_control_plane(lab)
         restarted = time.time() - t0
@@ -534,22 +538,14 @@ def test_destination_agent_killed_mid_migration(lab):
     its allocation there alone and none for the migration."""
     sid = lab.shared
     assert lab.server(sid)["OS-EXT-SRV-ATTR:host"] == "host2"
-    lab.virsh("host2", "migrate-setspeed", sid, "1")  # 1 MiB/s: minutes, until set free
     try:
-        st, data = lab.api("POST", "/servers/%s/action" % sid,
-                           {"os-migrateLive": {"host": "host1", "block_migration": "auto"}})
-        assert st == 202, data
-        wait_for("migration running", lambda: [
-            m for m in lab.get("/servers/%s/migrations" % sid)["migrations"]
-            if m["status"] == "running" and m["memory_processed_bytes"]], 60, 0.3)
+        lab.slow_live_migration(sid, "host2", "host1")
         with open(os.path.join(BASE, "host1", "agent.pid")) as f:
             os.kill(int(f.read().split()[0]), signal.SIGKILL)
         time.sleep(2)
     finally:
         lab.virsh("host2", "migrate-setspeed", sid, "0")
-        hosts("agent", "host1", lab.conf, "--set", "DEFAULT.instances_path=%s" % SHARED,
-              "--set", "libvirt.virt_type=qemu", "--set", "compute.sync_power_state_interval=600",
-              "--set", "image_cache.remove_unused_original_minimum_age_seconds=0")
+        lab.start_agent("host1")
     wait_for("migration ended", lambda: lab.last_migration(sid)["status"] in (
         "completed", "error", "failed", "cancelled"), 120, 0.5)
     wait_for("task cleared", lambda: not lab.server(sid)["OS-EXT-STS:task_state"], 60, 0.5)
@@ -577,13 +573,7 @@ def test_stopping_the_source_agent_aborts_its_running_migration(lab):
     and the database says so (not a guest on the destination that the
     database places on the source)."""
     sid = lab.shared
-    lab.virsh("host2", "migrate-setspeed", sid, "1")
-    st, data = lab.api("POST", "/servers/%s/action" % sid,
-                       {"os-migrateLive": {"host": "host1", "block_migration": "auto"}})
-    assert st == 202, data
-    wait_for("migration running", lambda: [
-        m for m in lab.get("/servers/%s/migrations" % sid)["migrations"]
-        if m["status"] == "running" and m["memory_processed_bytes"]], 60, 0.5)
+    lab.slow_live_migration(sid, "host2", "host1", poll=0.5)
     with open(os.path.join(BASE, "host2", "agent.pid")) as f:
         pid = int(f.read())
     t0 = time.time()
@@ -602,10 +592,7 @@ def test_stopping_the_source_agent_aborts_its_running_migration(lab):
         assert s["status"] == "ACTIVE" and s["OS-EXT-SRV-ATTR:host"] == "host2", s
         assert lab.allocations(sid) == {lab.providers()["host2"]}
     finally:
-        hosts("agent", "host2", lab.conf, "--set", "DEFAULT.instances_path=%s" % SHARED,
-              "--set", "libvirt.virt_type=qemu", "--set", "compute.sync_power_state_interval=600",
-              "--set", "image_cache.remove_unused_original_minimum_age_seconds=0",
-              "--set", "libvirt.live_migration_permit_post_copy=true")
+        lab.start_agent("host2")
         wait_for("nova-compute on host2 up", lambda: service(lab, "host2")["state"] == "up", 60,
                  0.3)
         lab.virsh("host2", "migrate-setspeed", sid, "0")
@@ -1140,9 +1127,7 @@ def test_evacuate_a_dead_host_keeps_the_disk_and_the_source_cleans_up(lab):
     assert "disk on shared storage, evacuating using existing disk" in agent_log("host2")
     # host1 comes back: its agent removes the guest it still has
     t2 = time.time()
-    hosts("agent", "host1", lab.conf, "--set", "DEFAULT.instances_path=%s" % SHARED,
-          "--set", "libvirt.virt_type=qemu", "--set", "compute.sync_power_state_interval=600",
-          "--set", "image_cache.remove_unused_original_minimum_age_seconds=0")
+    lab.start_agent("host1")
     wait_for("source cleaned", lambda: lab.last_migration(sid)["status"] == "completed", 60, 0.3)
     back = time.time() - t2
     assert sid not in lab.domains("host1") and sid in lab.domains("host2")

@@ -22,7 +22,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import time
 import uuid
@@ -30,7 +29,7 @@ import uuid
 import pytest
 from netagent_cleanup import remove_agent_leftovers
 
-from conftest import ADMIN_PASSWORD, NUBO_BIN, ROOT, Cloud, free_port, unique
+from conftest import NUBO_BIN, ROOT, Cloud, free_port, unique
 
 RABBITMQCTL = "/usr/sbin/rabbitmqctl"
 REPORT_INTERVAL = 1
@@ -218,6 +217,22 @@ class Proc:
             return ""
 
 
+def fake_compute(conf, base, host):
+    """A `nubo compute` process (not started) for the fake host `host`,
+    logging in base/log-<host>; .log() reads its log."""
+    logdir = os.path.join(base, "log-%s" % host)
+    p = Proc("compute-%s" % host, ["compute", "--config", conf, "--set", "DEFAULT.host=%s" % host,
+                                   "--set", "fake.hosts=%s" % host,
+                                   "--set", "DEFAULT.log_dir=%s" % logdir], base)
+    p.logdir = logdir
+
+    def log():
+        with open(os.path.join(logdir, "nubo-compute.log")) as f:
+            return f.read()
+    p.log = log
+    return p
+
+
 class Split:
     """DIR/nubo.conf made by `nubo aio`, then `nubo serve` and one `nubo
     compute` per fake host."""
@@ -246,19 +261,11 @@ class Split:
         return self
 
     def compute(self, host):
-        logdir = os.path.join(self.cloud.state_dir, "log-%s" % host)
-        p = Proc("compute-%s" % host, ["compute", "--config", self.conf,
-                                       "--set", "DEFAULT.host=%s" % host,
-                                       "--set", "fake.hosts=%s" % host,
-                                       "--set", "DEFAULT.log_dir=%s" % logdir],
-                 self.cloud.state_dir)
-        p.logdir = logdir
-        self.computes[host] = p
+        p = self.computes[host] = fake_compute(self.conf, self.cloud.state_dir, host)
         return p.start().wait_ready(30)
 
     def compute_log(self, host):
-        with open(os.path.join(self.computes[host].logdir, "nubo-compute.log")) as f:
-            return f.read()
+        return self.computes[host].log()
 
     def stop(self):
         rcs = [p.stop() for p in self.computes.values()]
