@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 json_t *cond_instance_get(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
 {
@@ -88,15 +89,43 @@ void cond_action_finish(struct conductor *c, struct nb_ctx *ctx, const char *uui
                "the end of the action", "");
 }
 
+/* Releases uuid's allocations; while placement answers a server error
+ * (its database restarting), tried again once a second up to
+ * NB_DB_OUTAGE_TRIES times: a released consumer left behind is a leak. */
 void cond_release_allocations(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
                               const char *host)
 {
     (void)c;
-    struct nb_ctx sub;
-    nb_ctx_child(&sub, ctx);
-    if (nb_placement_delete_allocations(&sub, uuid) < 0)
-        NB_ERROR(LOG_COND, ctx, uuid, "could not release the allocation%s%s: %s",
-                 host ? " on " : "s", host ? host : "", nb_ctx_message(&sub));
+    for (int tries = 1;; tries++) {
+        struct nb_ctx sub;
+        nb_ctx_child(&sub, ctx);
+        if (nb_placement_delete_allocations(&sub, uuid) == 0)
+            return;
+        if (nb_ctx_status(&sub) < 500 || tries >= NB_DB_OUTAGE_TRIES) {
+            NB_ERROR(LOG_COND, ctx, uuid, "could not release the allocation%s%s: %s",
+                     host ? " on " : "s", host ? host : "", nb_ctx_message(&sub));
+            return;
+        }
+        if (tries == 1)
+            NB_WARN(LOG_COND, ctx, uuid,
+                    "could not release the allocation%s%s: %s; trying again "
+                    "once a second",
+                    host ? " on " : "s", host ? host : "", nb_ctx_message(&sub));
+        sleep(1);
+    }
+}
+
+/* The instance row as cond_instance_get, waiting while the database cannot
+ * be reached (nb_db_redo_or_wait): for the start of background work that
+ * was acknowledged (a build, a delete), which must not be dropped because
+ * the database restarts as its message arrives. */
+json_t *cond_instance_get_waiting(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
+{
+    for (int tries = 1;; tries++) {
+        json_t *row = cond_instance_get(c, ctx, uuid);
+        if (row || !nb_db_unreachable(c->db) || !nb_db_redo_or_wait(c->db, ctx, tries))
+            return row;
+    }
 }
 
 int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
@@ -108,7 +137,11 @@ int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
     /* Its ports too (Nova's _try_deallocate_network), before the row is
      * deleted: a crash in between leaves a delete that is run again. */
     cond_deallocate_networks(c, ctx, uuid);
-    int n = nb_instance_destroy(c->db, ctx, uuid, false, true);
+    int n;
+    for (int tries = 1; (n = nb_instance_destroy(c->db, ctx, uuid, false, true)) < 0 &&
+                        nb_db_redo_or_wait(c->db, ctx, tries);
+         tries++)
+        ;
     if (n < 0) {
         NB_ERROR(LOG_COND, ctx, uuid, "could not delete the instance record: %s",
                  nb_ctx_message(ctx));

@@ -13,6 +13,7 @@ struct conductor;
 /* The instance row (deleted or not), or NULL (also when the lookup failed:
  * it runs on a child context, ctx's error slot is left alone). New ref. */
 json_t *cond_instance_get(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
+json_t *cond_instance_get_waiting(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
 
 /* The instance as the agent gets it: row fields, flavor, metadata, BDMs.
  * New ref. */
