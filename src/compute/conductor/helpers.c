@@ -88,15 +88,17 @@ void cond_action_finish(struct conductor *c, struct nb_ctx *ctx, const char *uui
                "the end of the action", "");
 }
 
-void cond_release_allocations(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                              const char *host)
+int cond_release_allocations(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                             const char *host)
 {
     (void)c;
     struct nb_ctx sub;
     nb_ctx_child(&sub, ctx);
-    if (nb_placement_delete_allocations(&sub, uuid) < 0)
-        NB_ERROR(LOG_COND, ctx, uuid, "could not release the allocation%s%s: %s",
-                 host ? " on " : "s", host ? host : "", nb_ctx_message(&sub));
+    if (nb_placement_delete_allocations(&sub, uuid) == 0)
+        return 0;
+    NB_ERROR(LOG_COND, ctx, uuid, "could not release the allocation%s%s: %s", host ? " on " : "s",
+             host ? host : "", nb_ctx_message(&sub));
+    return -1;
 }
 
 int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
@@ -116,10 +118,13 @@ int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
     }
     /* After the commit: a crash in between leaves an allocation of a deleted
      * instance, which recovery releases. */
-    cond_release_allocations(c, ctx, uuid, NULL);
+    int released = cond_release_allocations(c, ctx, uuid, NULL);
     if (n > 0) {
         cond_action_finish(c, ctx, uuid, NULL);
-        NB_INFO(LOG_COND, ctx, uuid, "Instance deleted and its allocations released");
+        NB_INFO(LOG_COND, ctx, uuid, "%s",
+                released == 0 ? "Instance deleted and its allocations released"
+                              : "Instance deleted; its allocations were not "
+                                "released (see above)");
     }
     return 0;
 }
