@@ -13,7 +13,7 @@ them, through one front.
   the kill, so every server listed afterwards is accounted for: ACTIVE, or
   ERROR with a fault, never in a task state; each name once; allocations
   and fake guests match the ACTIVE servers exactly; acknowledged deletes
-  gone. The openstack CLI once through the front.
+  gone. The openstack CLI and openstacksdk once through the front.
 - `[api] reuse_port = true` (SO_REUSEPORT): both planes on one port, the
   kernel spreading connections over both; after cp2's kill -9 every new
   connection is answered by cp1, and a boot there ends ACTIVE (the agents'
@@ -366,6 +366,11 @@ def test_50_boots_through_haproxy_with_a_control_plane_killed(front):
     # the operator's view, through the front the catalog names
     cli = s.cloud.cli("server", "list", "--name", prefix, "-f", "json", "--limit", "-1")
     assert sorted(x["ID"] for x in cli) == sorted(servers)
+    catalog = json.dumps(s.cloud.cli("catalog", "list", "-f", "json"))
+    assert s.front_url in catalog and not [p for p in ("cp1", "cp2") if ":%d/" % s.ports[p]
+                                           in catalog], catalog
+    sdk = s.cloud.sdk()  # openstacksdk follows the catalog too
+    assert sorted(x.id for x in sdk.compute.servers(name=prefix)) == sorted(servers)
     svc = s.cloud.cli("compute", "service", "list", "--service", "nova-conductor", "-f", "json")
     assert {x["Host"]: x["State"] for x in svc}["cp1"] == "up", svc
     status = lambda k: sum(1 for x in servers.values() if x["status"] == k)  # noqa: E731
