@@ -191,7 +191,8 @@ if NUBO_WITH_MARIADB=1 bash scripts/install-deps.sh && bash tests/db/mariadb.sh 
   NUBO_TEST_DB=mariadb NUBO_BIN=$root/build/nubo /usr/bin/python3 -m pytest -q -p no:cacheprovider -n 2 \
     --dist loadgroup -W ignore::DeprecationWarning \
     tests/e2e/test_identity.py tests/e2e/test_status.py tests/e2e/test_trace.py tests/e2e/test_metrics.py \
-    tests/e2e/test_control_planes.py tests/e2e/test_mariadb_faults.py tests/e2e/test_placement.py \
+    tests/e2e/test_control_planes.py tests/e2e/test_control_planes_front.py \
+    tests/e2e/test_mariadb_faults.py tests/e2e/test_placement.py \
     tests/e2e/test_doctor.py tests/e2e/test_network.py tests/e2e/test_servers.py \
     tests/e2e/test_scheduling.py tests/e2e/test_resources.py tests/e2e/test_actions.py \
     --junitxml="$out/e2e-mariadb.xml" -o junit_family=xunit2

@@ -1062,7 +1062,9 @@ int nb_http_start(const char *host, int port, int nthreads)
     struct nb_http_limits lim;
     if (nb_http_limits_load("api", 2048, &lim) < 0)
         return -1;
-    int fd = nb_http_listen(host, port);
+    /* [api] reuse_port: several control planes on one machine share the
+     * address (SO_REUSEPORT), the kernel spreading connections over them */
+    int fd = nb_http_listen(host, port, nb_conf_bool("api", "reuse_port", false));
     if (fd < 0)
         return -1;
     guard_ = nb_http_guard_new("api", &lim, reject, body_limit, NULL);

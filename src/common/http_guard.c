@@ -651,7 +651,7 @@ struct nb_http_guard *nb_http_guard_new(const char *name, const struct nb_http_l
     return g;
 }
 
-int nb_http_listen(const char *host, int port)
+int nb_http_listen(const char *host, int port, bool reuse_port)
 {
     struct sockaddr_storage ss = {0};
     struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
@@ -672,6 +672,7 @@ int nb_http_listen(const char *host, int port)
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+        (reuse_port && setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof(one)) < 0) ||
         bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, SOMAXCONN) < 0) {
         fprintf(stderr, "nubo: cannot listen on %s:%d: %s\n", host, port, strerror(errno));
         if (fd >= 0)

@@ -32,6 +32,7 @@
 #define NB_HTTP_GUARD_H
 
 #include <microhttpd.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -78,8 +79,11 @@ struct nb_http_guard *nb_http_guard_new(const char *name, const struct nb_http_l
                                         nb_http_reject_fn reject, nb_http_body_limit_fn limit,
                                         void *opaque);
 /* A listening socket on host:port (IPv4 or IPv6 literal), non-blocking.
+ * reuse_port sets SO_REUSEPORT, so that several processes (control planes
+ * on one machine) bind the same address and the kernel spreads new
+ * connections over those still open; every one of them must set it.
  * Returns the fd, or -1 (message on stderr). */
-int nb_http_listen(const char *host, int port);
+int nb_http_listen(const char *host, int port, bool reuse_port);
 /* The owner's libmicrohttpd callbacks (all get answer_cls). */
 struct nb_http_callbacks {
     MHD_AccessHandlerCallback answer;

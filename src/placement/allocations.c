@@ -746,21 +746,34 @@ static int delete_consumer_locked(struct nb_ctx *ctx, const char *consumer, bool
                                                                                                 : 0;
 }
 
+/* delete_consumer_locked in its own transaction; with must_exist a
+ * consumer without allocations is placement's 404 (nothing changed). On
+ * MariaDB the delete can deadlock with a concurrent claim on the same
+ * providers, which ends the transaction: it is redone from its begin, as
+ * write_and_commit does (nb_db_redo), so that a deleted server does not
+ * keep its allocation. 0/-1 (error in ctx). */
+static int delete_and_commit(struct nb_ctx *ctx, const char *consumer, bool must_exist)
+{
+    for (int tries = 1;; tries++) {
+        if (nb_db_begin(plc_db(), ctx) < 0)
+            return -1;
+        bool found = false;
+        if (delete_consumer_locked(ctx, consumer, &found) < 0 ||
+            (must_exist && !found &&
+             nb_error(ctx, 404, PLC_ERR_DEFAULT, "No allocations for consumer '%s'", consumer) < 0))
+            nb_db_rollback(plc_db());
+        else if (nb_db_commit(plc_db(), ctx) == 0)
+            return 0;
+        if (!nb_db_redo(plc_db(), ctx, tries))
+            return -1;
+    }
+}
+
 static int alloc_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
     if (plc_require_admin(ctx, "placement:allocations:delete") < 0)
         return -1;
-    const char *consumer = nb_req_param(req, "consumer_uuid");
-    if (nb_db_begin(plc_db(), ctx) < 0)
-        return -1;
-    bool found = false;
-    if (delete_consumer_locked(ctx, consumer, &found) < 0 ||
-        (!found &&
-         nb_error(ctx, 404, PLC_ERR_DEFAULT, "No allocations for consumer '%s'", consumer) < 0)) {
-        nb_db_rollback(plc_db());
-        return -1;
-    }
-    if (nb_db_commit(plc_db(), ctx) < 0)
+    if (delete_and_commit(ctx, nb_req_param(req, "consumer_uuid"), true) < 0)
         return -1;
     return nb_resp_empty(resp, 204);
 }
@@ -1018,14 +1031,7 @@ int nb_placement_claim(struct nb_ctx *ctx, const char *consumer_uuid, const char
 
 int nb_placement_delete_allocations(struct nb_ctx *ctx, const char *consumer_uuid)
 {
-    if (nb_db_begin(plc_db(), ctx) < 0)
-        return -1;
-    bool found;
-    if (delete_consumer_locked(ctx, consumer_uuid, &found) < 0) {
-        nb_db_rollback(plc_db());
-        return -1;
-    }
-    return nb_db_commit(plc_db(), ctx);
+    return delete_and_commit(ctx, consumer_uuid, false);
 }
 
 char *nb_placement_consumer_provider(struct nb_ctx *ctx, const char *consumer_uuid)

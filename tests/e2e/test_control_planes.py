@@ -55,13 +55,14 @@ class Planes(Split):
             "--set", "quota.ram=409600"))
         self.planes = {}
         self.ports = {"cp1": self.cloud.port}
+        self.plane_extra = ()  # more --set for every plane
 
     def plane(self, name, wait=True):
         port = self.ports.setdefault(name, free_port())
         logdir = os.path.join(self.cloud.state_dir, "log-%s" % name)
         p = Proc(name, ["serve", "--config", self.conf, "--set", "DEFAULT.roles=%s" % ROLES,
                         "--set", "DEFAULT.host=%s" % name, "--set", "DEFAULT.log_dir=%s" % logdir,
-                        "--set", "api.port=%d" % port, "--set", "metadata.port=%d" % (port + 1)],
+                        "--set", "api.port=%d" % port, "--set", "metadata.port=%d" % (port + 1)] + list(self.plane_extra),
                  self.cloud.state_dir).start()
         p.logdir, p.port = logdir, port
         self.planes[name] = p

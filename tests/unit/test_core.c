@@ -10,6 +10,7 @@
 #include "common/config.h"
 #include "common/ctx.h"
 #include "common/http.h"
+#include "common/http_guard.h"
 #include "common/json.h"
 #include "common/util.h"
 #include "compute/api/api.h"
@@ -24,6 +25,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -505,6 +509,35 @@ static void test_router(void **state)
     free(b);
 }
 
+/* The port a listening socket got. */
+static int bound_port(int fd)
+{
+    struct sockaddr_in a;
+    socklen_t sl = sizeof(a);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &sl), 0);
+    return ntohs(a.sin_port);
+}
+
+/* [api] reuse_port: two listeners with SO_REUSEPORT share a port; one
+ * without it is refused next to them, and a plain listener's port is not
+ * shared even with a process that asks. */
+static void test_http_listen_reuse_port(void **state)
+{
+    (void)state;
+    int a = nb_http_listen("127.0.0.1", 0, true);
+    assert_true(a >= 0);
+    int port = bound_port(a);
+    int b = nb_http_listen("127.0.0.1", port, true);
+    assert_true(b >= 0);
+    assert_int_equal(nb_http_listen("127.0.0.1", port, false), -1);
+    int plain = nb_http_listen("127.0.0.1", 0, false);
+    assert_true(plain >= 0);
+    assert_int_equal(nb_http_listen("127.0.0.1", bound_port(plain), true), -1);
+    close(a);
+    close(b);
+    close(plain);
+}
+
 static void test_resp_headers(void **state)
 {
     (void)state;
@@ -789,6 +822,7 @@ int main(void)
         cmocka_unit_test(test_service_renderers),
         cmocka_unit_test(test_status),
         cmocka_unit_test(test_resp_headers),
+        cmocka_unit_test(test_http_listen_reuse_port),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

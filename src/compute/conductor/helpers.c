@@ -89,27 +89,26 @@ void cond_action_finish(struct conductor *c, struct nb_ctx *ctx, const char *uui
                "the end of the action", "");
 }
 
-/* Releases uuid's allocations; while placement answers a server error
- * (its database restarting), tried again once a second up to
+/* Releases uuid's allocations (0/-1, logged); while placement answers a
+ * server error (its database restarting), tried again once a second up to
  * NB_DB_OUTAGE_TRIES times: a released consumer left behind is a leak. */
-void cond_release_allocations(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                              const char *host)
+int cond_release_allocations(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                             const char *host)
 {
     (void)c;
     for (int tries = 1;; tries++) {
         struct nb_ctx sub;
         nb_ctx_child(&sub, ctx);
         if (nb_placement_delete_allocations(&sub, uuid) == 0)
-            return;
+            return 0;
         if (nb_ctx_status(&sub) < 500 || tries >= NB_DB_OUTAGE_TRIES) {
             NB_ERROR(LOG_COND, ctx, uuid, "could not release the allocation%s%s: %s",
                      host ? " on " : "s", host ? host : "", nb_ctx_message(&sub));
-            return;
+            return -1;
         }
         if (tries == 1)
             NB_WARN(LOG_COND, ctx, uuid,
-                    "could not release the allocation%s%s: %s; trying again "
-                    "once a second",
+                    "could not release the allocation%s%s: %s; trying again once a second",
                     host ? " on " : "s", host ? host : "", nb_ctx_message(&sub));
         sleep(1);
     }
@@ -122,8 +121,10 @@ void cond_release_allocations(struct conductor *c, struct nb_ctx *ctx, const cha
 json_t *cond_instance_get_waiting(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
 {
     for (int tries = 1;; tries++) {
-        json_t *row = cond_instance_get(c, ctx, uuid);
-        if (row || !nb_db_unreachable(c->db) || !nb_db_redo_or_wait(c->db, ctx, tries))
+        struct nb_ctx sub;
+        nb_ctx_child(&sub, ctx);
+        json_t *row = uuid ? nb_instance_get(c->db, &sub, uuid, true) : NULL;
+        if (row || !nb_db_unreachable(c->db) || !nb_db_redo_or_wait(c->db, &sub, tries))
             return row;
     }
 }
@@ -149,10 +150,13 @@ int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
     }
     /* After the commit: a crash in between leaves an allocation of a deleted
      * instance, which recovery releases. */
-    cond_release_allocations(c, ctx, uuid, NULL);
+    int released = cond_release_allocations(c, ctx, uuid, NULL);
     if (n > 0) {
         cond_action_finish(c, ctx, uuid, NULL);
-        NB_INFO(LOG_COND, ctx, uuid, "Instance deleted and its allocations released");
+        NB_INFO(LOG_COND, ctx, uuid, "%s",
+                released == 0 ? "Instance deleted and its allocations released"
+                              : "Instance deleted; its allocations were not "
+                                "released (see above)");
     }
     return 0;
 }

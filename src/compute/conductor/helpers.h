@@ -33,9 +33,10 @@ void cond_action_start(struct conductor *c, struct nb_ctx *ctx, const char *uuid
 void cond_action_finish(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
                         const char *result);
 /* Releases the instance's allocations (host only names it in the log);
- * best-effort like the helpers above: recovery releases what is left. */
-void cond_release_allocations(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                              const char *host);
+ * best-effort like the helpers above: recovery releases what is left.
+ * 0, or -1 when they could not be released (logged here). */
+int cond_release_allocations(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                             const char *host);
 
 /* Soft-deletes the instance (deleted = id, vm_state deleted, timestamps),
  * its metadata, faults and BDMs, drops its tags and server group

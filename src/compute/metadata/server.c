@@ -395,7 +395,9 @@ int nb_metadata_start(struct nb_env *env)
     }
     if (nb_http_limits_load("metadata", 512, &lim) < 0)
         return -1;
-    int fd = nb_http_listen(host, (int)port);
+    /* [metadata] reuse_port, as [api] reuse_port unless set */
+    bool reuse = nb_conf_bool("metadata", "reuse_port", nb_conf_bool("api", "reuse_port", false));
+    int fd = nb_http_listen(host, (int)port, reuse);
     if (fd < 0) {
         NB_ERROR(MD_SERVER_LOG, NULL, NULL, "cannot listen on %s:%ld", host, port);
         return -1;
