@@ -42,6 +42,10 @@ bool nb_srv_is_member_of(const struct nb_ctx *ctx, const char *project_id)
 
 int nb_srv_error_as(struct nb_ctx *ctx, int status, const char *msg)
 {
+    /* a server-side failure (the database restarting) is not the client's
+     * fault: it never becomes a 4xx */
+    if (status < 500 && nb_ctx_status(ctx) >= 500)
+        return -1;
     /* copied first: the message is borrowed from the slot being cleared */
     _cleanup_free_ char *keep = strdup(msg ? msg : nb_ctx_message(ctx));
     nb_ctx_clear_error(ctx); /* handled: the lookup's error becomes this one */

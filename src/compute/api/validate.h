@@ -40,7 +40,8 @@ int nb_res_bad_field(struct nb_ctx *ctx, const char *field, const json_t *value,
 int nb_srv_bad(struct nb_ctx *ctx, const char *field, const json_t *value, const char *why);
 /* Changes the error already recorded in ctx into another status (e.g. a
  * lookup's 404 into the 400 that server create answers), keeping its
- * message unless msg is non-NULL. Returns -1. */
+ * message unless msg is non-NULL. A server error (5xx) is never made a
+ * client error. Returns -1. */
 int nb_srv_error_as(struct nb_ctx *ctx, int status, const char *msg);
 
 /* ---- request bodies (Nova's JSON-schema checks and messages) ------------ */
