@@ -1016,7 +1016,7 @@ int nb_placement_claim(struct nb_ctx *ctx, const char *consumer_uuid, const char
     return 0;
 }
 
-int nb_placement_delete_allocations(struct nb_ctx *ctx, const char *consumer_uuid)
+static int delete_once(struct nb_ctx *ctx, const char *consumer_uuid)
 {
     if (nb_db_begin(plc_db(), ctx) < 0)
         return -1;
@@ -1026,6 +1026,18 @@ int nb_placement_delete_allocations(struct nb_ctx *ctx, const char *consumer_uui
         return -1;
     }
     return nb_db_commit(plc_db(), ctx);
+}
+
+/* Redone from its begin when it lost a conflict (MariaDB: a deadlock with a
+ * concurrent claim on the same provider, a Galera certification failure):
+ * a release that fails leaks the allocation. Deleting twice is harmless. */
+int nb_placement_delete_allocations(struct nb_ctx *ctx, const char *consumer_uuid)
+{
+    int rc;
+    for (int tries = 1;
+         (rc = delete_once(ctx, consumer_uuid)) < 0 && nb_db_redo(plc_db(), ctx, tries); tries++)
+        ;
+    return rc;
 }
 
 char *nb_placement_consumer_provider(struct nb_ctx *ctx, const char *consumer_uuid)

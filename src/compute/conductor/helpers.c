@@ -88,15 +88,21 @@ void cond_action_finish(struct conductor *c, struct nb_ctx *ctx, const char *uui
                "the end of the action", "");
 }
 
-void cond_release_allocations(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                              const char *host)
+int cond_release_allocations(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                             const char *host)
 {
-    (void)c;
     struct nb_ctx sub;
     nb_ctx_child(&sub, ctx);
-    if (nb_placement_delete_allocations(&sub, uuid) < 0)
+    int rc;
+    /* conflicts are redone inside; a database restart or failover waited out */
+    for (int tries = 1; (rc = nb_placement_delete_allocations(&sub, uuid)) < 0 &&
+                        nb_db_redo_or_wait(c->db, &sub, tries);
+         tries++)
+        ;
+    if (rc < 0)
         NB_ERROR(LOG_COND, ctx, uuid, "could not release the allocation%s%s: %s",
                  host ? " on " : "s", host ? host : "", nb_ctx_message(&sub));
+    return rc;
 }
 
 int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
@@ -116,10 +122,11 @@ int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
     }
     /* After the commit: a crash in between leaves an allocation of a deleted
      * instance, which recovery releases. */
-    cond_release_allocations(c, ctx, uuid, NULL);
+    bool released = cond_release_allocations(c, ctx, uuid, NULL) == 0;
     if (n > 0) {
         cond_action_finish(c, ctx, uuid, NULL);
-        NB_INFO(LOG_COND, ctx, uuid, "Instance deleted and its allocations released");
+        NB_INFO(LOG_COND, ctx, uuid, "Instance deleted%s",
+                released ? " and its allocations released" : "");
     }
     return 0;
 }

@@ -31,10 +31,11 @@ void cond_action_start(struct conductor *c, struct nb_ctx *ctx, const char *uuid
                        const char *action);
 void cond_action_finish(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
                         const char *result);
-/* Releases the instance's allocations (host only names it in the log);
- * best-effort like the helpers above: recovery releases what is left. */
-void cond_release_allocations(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                              const char *host);
+/* Releases the instance's allocations (host only names it in the log),
+ * redone on a conflict and while the database is unreachable (a restart, a
+ * Galera failover); 0, or -1 logged: recovery releases what is left. */
+int cond_release_allocations(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                             const char *host);
 
 /* Soft-deletes the instance (deleted = id, vm_state deleted, timestamps),
  * its metadata, faults and BDMs, drops its tags and server group
