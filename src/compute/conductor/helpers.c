@@ -22,7 +22,14 @@ json_t *cond_instance_get(struct conductor *c, struct nb_ctx *ctx, const char *u
 {
     struct nb_ctx sub;
     nb_ctx_child(&sub, ctx);
-    return uuid ? nb_instance_get(c->db, &sub, uuid, true) : NULL;
+    json_t *row = NULL;
+    /* a database restart or Galera failover is waited out: a NULL here
+     * reads as "deleted meanwhile" and would stop the work in its task state */
+    for (int tries = 1; uuid && !(row = nb_instance_get(c->db, &sub, uuid, true)) &&
+                        nb_db_redo_or_wait(c->db, &sub, tries);
+         tries++)
+        ;
+    return row;
 }
 
 json_t *cond_instance_for_agent(struct conductor *c, struct nb_ctx *ctx, json_t *row)
@@ -114,7 +121,13 @@ int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
     /* Its ports too (Nova's _try_deallocate_network), before the row is
      * deleted: a crash in between leaves a delete that is run again. */
     cond_deallocate_networks(c, ctx, uuid);
-    int n = nb_instance_destroy(c->db, ctx, uuid, false, true);
+    int n;
+    /* redone on a conflict, and through a database restart or Galera
+     * failover: the server must not stay in its deleting task state */
+    for (int tries = 1; (n = nb_instance_destroy(c->db, ctx, uuid, false, true)) < 0 &&
+                        nb_db_redo_or_wait(c->db, ctx, tries);
+         tries++)
+        ;
     if (n < 0) {
         NB_ERROR(LOG_COND, ctx, uuid, "could not delete the instance record: %s",
                  nb_ctx_message(ctx));
