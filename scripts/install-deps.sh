@@ -4,8 +4,8 @@
 # for the AMQP bus, and what tests/images/build.sh makes the test guest from.
 # Idempotent; apt is only called when something is missing.
 # NUBO_WITH_MARIADB=1 adds the MariaDB server and client (tests/db/mariadb.sh
-# starts a throwaway server without systemd) and HAProxy (the tests start
-# their own); libmariadb is always there.
+# starts a throwaway server without systemd) and Galera with HAProxy
+# (tests/db/galera.sh); libmariadb is always there.
 set -euo pipefail
 pkgs=(
   build-essential meson ninja-build pkg-config clang clang-format git
@@ -22,8 +22,10 @@ pkgs=(
 if [ "${NUBO_WITH_MARIADB:-0}" = 1 ]; then
   # Debian starts the packaged server where systemd runs; the tests use their own
   pkgs+=(mariadb-server mariadb-client)
-  # the front of several control planes in tests/e2e/test_control_planes_front.py
-  pkgs+=(haproxy)
+  # tests/db/galera.sh: three Galera nodes (state transfer by rsync, whose
+  # script finds its listener with ss) behind HAProxy; HAProxy is also the
+  # front of the control planes in tests/e2e/test_control_planes_front.py
+  pkgs+=(galera-4 rsync haproxy)
 fi
 missing=()
 for p in "${pkgs[@]}"; do

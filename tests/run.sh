@@ -182,7 +182,7 @@ done
 # The MariaDB backend: its unit tests against a throwaway server and the
 # control-plane modules that pass on it so far (docs/architecture.md,
 # Database), with the normal build; the server is removed afterwards.
-stage "MariaDB (backend unit tests and e2e modules)"
+stage "MariaDB (backend unit tests and e2e modules, Galera faults)"
 if NUBO_WITH_MARIADB=1 bash scripts/install-deps.sh && bash tests/db/mariadb.sh start; then
   url=$(bash tests/db/mariadb.sh createdb nubo_unit nubo_unit unitpw)
   for t in mariadb db_dialect lease; do
@@ -198,6 +198,18 @@ if NUBO_WITH_MARIADB=1 bash scripts/install-deps.sh && bash tests/db/mariadb.sh 
     --junitxml="$out/e2e-mariadb.xml" -o junit_family=xunit2
   count_junit "$out/e2e-mariadb.xml"
   bash tests/db/mariadb.sh teardown
+  # one Galera node killed -9 and brought back under load, behind HAProxy
+  # (tests/db/galera.sh; the cluster ~25 s to start, the module ~40 s)
+  if bash tests/db/galera.sh start >"$out/galera.log" 2>&1; then
+    NUBO_TEST_DB=galera NUBO_BIN=$root/build/nubo /usr/bin/python3 -m pytest -q -p no:cacheprovider \
+      -W ignore::DeprecationWarning tests/e2e/test_galera_faults.py \
+      --junitxml="$out/e2e-galera.xml" -o junit_family=xunit2
+    count_junit "$out/e2e-galera.xml"
+  else
+    echo "the Galera cluster did not start (see $out/galera.log)"
+    failed=$((failed + 1))
+  fi
+  bash tests/db/galera.sh teardown >>"$out/galera.log" 2>&1 || true
 else
   echo "MariaDB could not be installed or started"
   failed=$((failed + 1))

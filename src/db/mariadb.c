@@ -9,6 +9,7 @@
 
 #include <assert.h>
 #include <mysql.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,10 +33,12 @@ struct conn {
     pthread_t owner; /* with depth > 0 */
     int depth;       /* 0: none; 1: the transaction; n > 1: savepoints sp_2 .. sp_n */
     double t0;       /* when the outermost transaction began (nb_time_mono) */
+    bool wrote;      /* the transaction ran a statement other than a read */
 };
 
 struct nb_maria {
     struct nb_db_url url;
+    char token[17]; /* this pool's, in its connections' nubo_commits slots */
     pthread_mutex_t lock;
     pthread_cond_t idle;
     int n;
@@ -52,7 +55,13 @@ unsigned nb_db_retryable_failures(void)
 {
     return retryable_failures;
 }
-static _Thread_local bool unreachable; /* nb_maria_unreachable() */
+static _Thread_local bool unreachable;       /* nb_maria_unreachable() */
+static _Thread_local int lose_commit_answer; /* nb_maria_test_lose_commit_answer() */
+
+void nb_maria_test_lose_commit_answer(bool applied)
+{
+    lose_commit_answer = applied ? 1 : 2;
+}
 
 static MYSQL *connect_one(const struct nb_db_url *u)
 {
@@ -80,6 +89,7 @@ struct nb_maria *nb_maria_open(const struct nb_db_url *u)
     if (!db)
         return NULL;
     db->url = *u;
+    nb_random_hex(db->token, 8);
     pthread_mutex_init(&db->lock, NULL);
     pthread_cond_init(&db->idle, NULL);
     /* one connection now, so a wrong URL fails at open */
@@ -112,9 +122,20 @@ static struct conn *pinned(struct nb_maria *db)
     return NULL;
 }
 
+/* Whether the server closed idle connection m meanwhile (restarted, killed,
+ * failed over behind a front, wait_timeout): an idle connection has nothing
+ * to read, so a readable socket is an EOF, a reset or the server's goodbye.
+ * No round trip, unlike a ping. */
+static bool closed_by_server(MYSQL *m)
+{
+    struct pollfd p = {.fd = (int)mysql_get_socket(m), .events = POLLIN};
+    return p.fd < 0 || poll(&p, 1, 0) != 0;
+}
+
 /* The thread's pinned connection, else an idle one marked busy (a new
- * slot while the pool has room, else waiting). A lost or new slot is
- * (re)connected outside the lock. NULL if connecting failed. */
+ * slot while the pool has room, else waiting). A lost or new slot, or an
+ * idle connection the server closed, is (re)connected outside the lock.
+ * NULL if connecting failed. */
 static struct conn *acquire(struct nb_maria *db)
 {
     pthread_mutex_lock(&db->lock);
@@ -137,6 +158,11 @@ static struct conn *acquire(struct nb_maria *db)
     }
     c->busy = true;
     pthread_mutex_unlock(&db->lock);
+    if (c->m && !c->depth && closed_by_server(c->m)) {
+        NB_INFO("nubo.db", NULL, NULL, "a pooled connection was closed by the server; reopening");
+        mysql_close(c->m);
+        c->m = NULL;
+    }
     if (!c->m && !c->depth && !(c->m = connect_one(&db->url))) {
         pthread_mutex_lock(&db->lock);
         c->busy = false; /* a slot to retry later */
@@ -306,6 +332,11 @@ static int fail(struct conn *c, struct nb_ctx *ctx, unsigned err, const char *sq
                  "SQL failed (%u) inside a transaction: connection lost, the transaction is "
                  "gone: %s: %s",
                  err, msg, sql);
+    else if (nb_maria_conn_lost(err))
+        NB_ERROR("nubo.db", ctx, NULL,
+                 "SQL failed (%u): connection lost with the statement sent; not retried, it may "
+                 "have been applied: %s: %s",
+                 err, msg, sql);
     else
         NB_ERROR("nubo.db", ctx, NULL, "SQL failed (%u): %s: %s", err, msg, sql);
     if (nb_maria_constraint(err))
@@ -348,6 +379,8 @@ int nb_maria_run(struct nb_maria *db, struct nb_ctx *ctx, json_t *rows, int max_
         return nb_error(ctx, 500, NULL, "Database error.");
     }
     char *q = build(c->m, ctx, sql, types, ap);
+    if (c->depth && !nb_maria_is_read(sql))
+        c->wrote = true;
     int ret = -1;
     bool reconnected = false;
     size_t base = rows ? json_array_size(rows) : 0;
@@ -359,7 +392,7 @@ int nb_maria_run(struct nb_maria *db, struct nb_ctx *ctx, json_t *rows, int max_
         while (rows && json_array_size(rows) > base)
             json_array_remove(rows, json_array_size(rows) - 1);
         const char *msg = mysql_error(c->m);
-        if (!c->depth && nb_maria_conn_lost(err) && !reconnected) {
+        if (!c->depth && nb_maria_resend_safe(err, q) && !reconnected) {
             NB_WARN("nubo.db", ctx, NULL,
                     "SQL failed (%u): %s; connection lost, reconnecting and retrying once", err,
                     msg);
@@ -428,10 +461,8 @@ long long nb_maria_last_id(struct nb_maria *db)
 
 /* Runs a transaction-control statement on c; 0, or -1 after logging (and
  * marking what the error did to c's transaction, dropping a lost connection). */
-static int tx_exec(struct conn *c, struct nb_ctx *ctx, const char *sql)
+static void tx_exec_failed(struct conn *c, struct nb_ctx *ctx, const char *sql)
 {
-    if (!mysql_query(c->m, sql))
-        return 0;
     unsigned err = mysql_errno(c->m);
     const char *msg = mysql_error(c->m);
     NB_ERROR("nubo.db", ctx, NULL, "%s failed (%u): %s%s", sql, err, msg,
@@ -441,6 +472,13 @@ static int tx_exec(struct conn *c, struct nb_ctx *ctx, const char *sql)
     tx_failed(c, err, msg);
     if (nb_maria_conn_lost(err))
         drop(c);
+}
+
+static int tx_exec(struct conn *c, struct nb_ctx *ctx, const char *sql)
+{
+    if (!mysql_query(c->m, sql))
+        return 0;
+    tx_exec_failed(c, ctx, sql);
     return -1;
 }
 
@@ -485,6 +523,7 @@ int nb_maria_begin(struct nb_maria *db, struct nb_ctx *ctx)
     if (!c->depth++) {
         c->owner = pthread_self();
         c->t0 = nb_time_mono();
+        c->wrote = false;
     }
     pthread_mutex_unlock(&db->lock);
     return 0;
@@ -498,6 +537,100 @@ static void pop(struct nb_maria *db, struct conn *c)
         c->aborted = false;
     pthread_mutex_unlock(&db->lock);
     release(db, c);
+}
+
+/* Whether the transaction that wrote token into slot's nubo_commits row was
+ * applied, asked on a connection of its own (up to 10 s while none can be
+ * opened) after every write the node received is applied (Galera's
+ * wsrep_sync_wait: the writer may have been another node): 1, 0, or -1 when
+ * the database could not be asked. */
+static int commit_applied(struct nb_maria *db, const char *slot, const char *token)
+{
+    for (int i = 0; i < 20; i++) {
+        if (i)
+            nanosleep(&(struct timespec){0, 500000000L}, NULL);
+        MYSQL *m = connect_one(&db->url);
+        if (!m)
+            continue;
+        mysql_query(m, "SET SESSION wsrep_sync_wait = 1"); /* not Galera: fails, harmless */
+        char sql[160];
+        snprintf(sql, sizeof(sql), "SELECT marker FROM nubo_commits WHERE slot = '%s'", slot);
+        int found = -1;
+        if (!mysql_query(m, sql)) {
+            MYSQL_RES *res = mysql_store_result(m);
+            MYSQL_ROW r = res ? mysql_fetch_row(res) : NULL;
+            found = res ? (r && r[0] && !strcmp(r[0], token)) : -1;
+            mysql_free_result(res);
+        }
+        mysql_close(m);
+        if (found >= 0)
+            return found;
+    }
+    return -1;
+}
+
+/* The outermost COMMIT of c. A transaction that wrote first records a new
+ * token in c's nubo_commits row (093_commit_markers.sql), so that when the
+ * COMMIT was sent and its answer lost, whether it was applied can be read
+ * back: a committed transaction is then reported committed (not redone by
+ * its caller, which would find its own work and take it for a concurrent
+ * one's), one that was not is reported failed with the database
+ * unreachable (safe to redo). 0 when committed; -1 logged. */
+static int commit_outermost(struct nb_maria *db, struct conn *c, struct nb_ctx *ctx)
+{
+    char token[17] = "", slot[48];
+    snprintf(slot, sizeof(slot), "%s-%d", db->token, (int)(c - db->conns));
+    if (c->wrote) {
+        nb_random_hex(token, 8);
+        char sql[192];
+        snprintf(sql, sizeof(sql),
+                 "INSERT INTO nubo_commits (slot, marker) VALUES ('%s', '%s') "
+                 "ON DUPLICATE KEY UPDATE marker = VALUES(marker)",
+                 slot, token);
+        if (mysql_query(c->m, sql) && mysql_errno(c->m) == 1146) {
+            token[0] = '\0'; /* ER_NO_SUCH_TABLE: a database before migration 093 */
+        } else if (mysql_errno(c->m)) {
+            tx_exec_failed(c, ctx, "INSERT INTO nubo_commits");
+            if (c->m)
+                mysql_query(c->m, "ROLLBACK");
+            return -1;
+        }
+    }
+    int lose = lose_commit_answer;
+    lose_commit_answer = 0;
+    if (lose == 2) /* the server never ran it: as if it died before the COMMIT */
+        mysql_query(c->m, "ROLLBACK");
+    if (!lose && !mysql_query(c->m, "COMMIT"))
+        return 0;
+    if (lose == 1 && mysql_query(c->m, "COMMIT"))
+        lose = 0; /* a real failure: reported as such */
+    unsigned err = lose ? 2013 : mysql_errno(c->m);
+    if (!token[0] || !nb_maria_conn_lost(err) || nb_maria_resend_safe(err, NULL)) {
+        tx_exec_failed(c, ctx, "COMMIT");
+        if (c->m)
+            mysql_query(c->m, "ROLLBACK");
+        return -1;
+    }
+    NB_WARN("nubo.db", ctx, NULL,
+            "COMMIT failed (%u): %s; the connection was lost with the COMMIT sent: asking the "
+            "database whether it was applied",
+            err, lose ? "answer dropped by the test" : mysql_error(c->m));
+    drop(c);
+    int applied = commit_applied(db, slot, token);
+    if (applied == 1) {
+        NB_WARN("nubo.db", ctx, NULL, "the COMMIT whose answer was lost was applied");
+        unreachable = false;
+        return 0;
+    }
+    if (applied == 0)
+        NB_WARN("nubo.db", ctx, NULL, "the COMMIT whose answer was lost was not applied");
+    else
+        NB_ERROR("nubo.db", ctx, NULL,
+                 "whether the COMMIT whose answer was lost was applied is unknown: the database "
+                 "is unreachable");
+    c->aborted = true;
+    unreachable = true;
+    return -1;
 }
 
 int nb_maria_commit(struct nb_maria *db, struct nb_ctx *ctx)
@@ -517,8 +650,8 @@ int nb_maria_commit(struct nb_maria *db, struct nb_ctx *ctx)
             snprintf(sql, sizeof(sql), "ROLLBACK TO SAVEPOINT sp_%d", c->depth);
             mysql_query(c->m, sql);
         }
-    } else if ((rc = tx_exec(c, ctx, "COMMIT")) < 0 && c->m) {
-        mysql_query(c->m, "ROLLBACK");
+    } else {
+        rc = commit_outermost(db, c, ctx);
     }
     if (c->depth == 1)
         nb_metrics_observe(NB_M_DB_TRANSACTION_SECONDS, nb_time_mono() - c->t0,

@@ -22,8 +22,18 @@
  *
  * Lost connections (the server restarted or killed the session: 2006, 2013,
  * 2055, 1927, 4031) are dropped from the pool and reopened on their next
- * use. A statement outside a transaction, and a transaction's first
- * START TRANSACTION, is retried once on a new connection; inside a
+ * use; an idle connection the server closed meanwhile (a restart, a Galera
+ * node killed behind a front, wait_timeout) is seen as readable by a poll
+ * without a round trip when it is taken from the pool, and reopened before
+ * use. A statement outside a transaction that was not executed (2006,
+ * 4031), or a read whose answer was lost, and a transaction's first
+ * START TRANSACTION, is retried once on a new connection; a write whose
+ * answer was lost is not (it may have been applied: the caller gets its 500
+ * and nb_maria_unreachable). A transaction that wrote records a token in
+ * its connection's nubo_commits row just before its COMMIT: when the
+ * COMMIT's answer is lost, the row is read on a new connection (after
+ * Galera's causality wait) and the commit reported as what it was,
+ * committed, or failed and safe to redo. Inside a
  * transaction the statement fails (500) and so does every later statement
  * and the commit of that transaction, until its rollback returns the
  * connection (the server ended the transaction: nothing may run
@@ -67,6 +77,11 @@ bool nb_maria_conflict(void);
  * a statement outside a transaction. */
 bool nb_maria_unreachable(void);
 
+/* Fault injection for tests: the calling thread's next outermost COMMIT of
+ * a writing transaction behaves as if the connection were lost with the
+ * COMMIT sent (2013), after the server applied it (applied) or before. */
+void nb_maria_test_lose_commit_answer(bool applied);
+
 /* Runs a script of ;-separated statements (a migration); 0/-1. */
 int nb_maria_script(struct nb_maria *db, struct nb_ctx *ctx, const char *sql);
 
@@ -81,6 +96,14 @@ int nb_maria_sync(struct nb_maria *db);
 bool nb_maria_retryable(unsigned err, const char *msg);
 /* true for a lost connection: 2006, 2013, 2055, 1927 (killed), 4031 */
 bool nb_maria_conn_lost(unsigned err);
+/* whether a statement outside a transaction that failed with err may be
+ * sent again on a new connection: true when it was not executed (2006: not
+ * sent; 4031: the connection was closed before) and, for a lost answer
+ * (2013, 2055, 1927), when sql is a read (SELECT, SHOW, EXPLAIN, DESCRIBE) */
+bool nb_maria_resend_safe(unsigned err, const char *sql);
+/* whether sql is a read: SELECT, SHOW, EXPLAIN, DESCRIBE (after blanks and
+ * opening parentheses, any case) */
+bool nb_maria_is_read(const char *sql);
 /* true for duplicate key, foreign key, NOT NULL and CHECK failures */
 bool nb_maria_constraint(unsigned err);
 /* sql with each `?` outside '...', "..." and `...` replaced by the next of

@@ -4,6 +4,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 bool nb_maria_retryable(unsigned err, const char *msg)
 {
@@ -24,6 +25,34 @@ bool nb_maria_conn_lost(unsigned err)
     case 4031: /* ER_CLIENT_INTERACTION_TIMEOUT (idle past wait_timeout) */ return true;
     default: return false;
     }
+}
+
+bool nb_maria_resend_safe(unsigned err, const char *sql)
+{
+    /* CR_SERVER_GONE_ERROR: libmariadb could not send it (the connection was
+     * closed before, or the write failed); ER_CLIENT_INTERACTION_TIMEOUT:
+     * the server's goodbye to an idle connection, read as the answer */
+    if (err == 2006 || err == 4031)
+        return true;
+    if (!nb_maria_conn_lost(err) || !sql)
+        return false;
+    /* sent, the answer lost (2013, 2055) or the session killed (1927): it may
+     * have run; a read runs again, a write must not be applied twice */
+    return nb_maria_is_read(sql);
+}
+
+bool nb_maria_is_read(const char *sql)
+{
+    while (*sql == ' ' || *sql == '\t' || *sql == '\n' || *sql == '(')
+        sql++;
+    static const char *const reads[] = {"SELECT", "SHOW", "EXPLAIN", "DESCRIBE"};
+    for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
+        size_t n = strlen(reads[i]);
+        if (!strncasecmp(sql, reads[i], n) &&
+            (sql[n] == ' ' || sql[n] == '\t' || sql[n] == '\n' || sql[n] == '\0'))
+            return true;
+    }
+    return false;
 }
 
 bool nb_maria_constraint(unsigned err)

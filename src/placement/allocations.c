@@ -1029,9 +1029,21 @@ int nb_placement_claim(struct nb_ctx *ctx, const char *consumer_uuid, const char
     return 0;
 }
 
-int nb_placement_delete_allocations(struct nb_ctx *ctx, const char *consumer_uuid)
+static int delete_once(struct nb_ctx *ctx, const char *consumer_uuid)
 {
     return delete_and_commit(ctx, consumer_uuid, false);
+}
+
+/* Redone from its begin when it lost a conflict (MariaDB: a deadlock with a
+ * concurrent claim on the same provider, a Galera certification failure):
+ * a release that fails leaks the allocation. Deleting twice is harmless. */
+int nb_placement_delete_allocations(struct nb_ctx *ctx, const char *consumer_uuid)
+{
+    int rc;
+    for (int tries = 1;
+         (rc = delete_once(ctx, consumer_uuid)) < 0 && nb_db_redo(plc_db(), ctx, tries); tries++)
+        ;
+    return rc;
 }
 
 char *nb_placement_consumer_provider(struct nb_ctx *ctx, const char *consumer_uuid)

@@ -51,7 +51,8 @@ int nb_placement_claim(struct nb_ctx *ctx, const char *consumer_uuid, const char
                        const char *user_id, const char *rp_uuid, json_t *resources,
                        long long consumer_generation);
 /* Removes all allocations of the consumer (and the consumer). 0/-1
- * (no allocation is not an error). */
+ * (no allocation is not an error); redone when its transaction lost a
+ * conflict (nb_db_redo). */
 int nb_placement_delete_allocations(struct nb_ctx *ctx, const char *consumer_uuid);
 /* Provider UUID holding the consumer's allocations, or NULL. Caller frees. */
 char *nb_placement_consumer_provider(struct nb_ctx *ctx, const char *consumer_uuid);

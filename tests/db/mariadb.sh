@@ -14,6 +14,13 @@
 #   bash tests/db/mariadb.sh stop          stops the server (datadir kept)
 #   bash tests/db/mariadb.sh teardown      stops it and removes $NUBO_MARIA_DIR
 # Every command is idempotent.
+# For tests/db/galera.sh, which runs its nodes with this script:
+#   NUBO_MARIA_CNF      an options file ([mariadbd] group) read instead of none
+#                       (--defaults-file: Galera's SST scripts read it too)
+#   NUBO_MARIA_ARGS     more mariadbd arguments for this start (--wsrep-new-cluster)
+#   NUBO_MARIA_WAIT     seconds to wait for the server (default 30; a joiner's SST)
+#   NUBO_MARIA_USER     the user mariadbd runs as (default: the caller; Galera's
+#                       rsync SST daemon, started as root, would switch to nobody)
 set -euo pipefail
 dir=${NUBO_MARIA_DIR:-/var/tmp/nubo-maria}
 port=${NUBO_MARIA_PORT:-3307}
@@ -21,6 +28,11 @@ case "$dir" in /var/tmp/nubo-maria*) ;; *) echo "NUBO_MARIA_DIR must be under /v
 sock=$dir/mysqld.sock
 pidfile=$dir/mysqld.pid
 here=$(cd "$(dirname "$0")/../.." && pwd)
+defaults=--no-defaults
+[ -z "${NUBO_MARIA_CNF:-}" ] || defaults=--defaults-file=$NUBO_MARIA_CNF
+read -r -a more <<<"${NUBO_MARIA_ARGS:-}"
+wait_s=${NUBO_MARIA_WAIT:-30}
+user=${NUBO_MARIA_USER:-$(id -un)}
 
 client() { mariadb --no-defaults -uroot --socket="$sock" "$@"; }
 
@@ -30,18 +42,19 @@ start() {
   command -v mariadbd >/dev/null || [ -x /usr/sbin/mariadbd ] || NUBO_WITH_MARIADB=1 bash "$here/scripts/install-deps.sh"
   if running; then return 0; fi
   mkdir -p "$dir"
+  [ "$user" = "$(id -un)" ] || chown "$user:" "$dir"
   if [ ! -d "$dir/data/mysql" ]; then
     mariadb-install-db --no-defaults --auth-root-authentication-method=socket \
-      --user="$(id -un)" --datadir="$dir/data" --skip-test-db >"$dir/install.log" 2>&1 ||
+      --user="$user" --datadir="$dir/data" --skip-test-db >"$dir/install.log" 2>&1 ||
       { cat "$dir/install.log" >&2; exit 1; }
   fi
   # innodb_flush_log_at_trx_commit=2 and no doublewrite: a test server, not a durable one
-  /usr/sbin/mariadbd --no-defaults --user="$(id -un)" --datadir="$dir/data" --socket="$sock" \
+  /usr/sbin/mariadbd "$defaults" --user="$user" --datadir="$dir/data" --socket="$sock" \
     --pid-file="$pidfile" --log-error="$dir/error.log" --bind-address=127.0.0.1 --port="$port" \
     --skip-name-resolve --innodb-buffer-pool-size=128M --innodb-flush-log-at-trx-commit=2 \
     --innodb-doublewrite=0 --max-connections=500 --character-set-server=utf8mb4 \
-    --collation-server=utf8mb4_general_ci >/dev/null 2>&1 &
-  for _ in $(seq 1 150); do
+    --collation-server=utf8mb4_general_ci "${more[@]}" >/dev/null 2>&1 &
+  for _ in $(seq 1 $((wait_s * 5))); do
     if client -e 'SELECT 1' >/dev/null 2>&1; then return 0; fi
     sleep 0.2
   done

@@ -51,6 +51,19 @@ static void test_error_classes(void **state)
     assert_true(nb_maria_constraint(1452));
     assert_true(nb_maria_constraint(4025));
     assert_false(nb_maria_constraint(1213));
+    /* not executed: any statement may be sent again */
+    assert_true(nb_maria_resend_safe(2006, "UPDATE t SET n = n + 1"));
+    assert_true(nb_maria_resend_safe(4031, "INSERT INTO t VALUES (1)"));
+    /* the answer lost: reads again, writes never (they may have been applied) */
+    assert_true(nb_maria_resend_safe(2013, "SELECT n FROM t"));
+    assert_true(nb_maria_resend_safe(2013, "  (select 1) UNION (SELECT 2)"));
+    assert_true(nb_maria_resend_safe(2055, "show status"));
+    assert_false(nb_maria_resend_safe(2013, "UPDATE t SET n = n + 1"));
+    assert_false(nb_maria_resend_safe(2013, "INSERT INTO t SELECT * FROM u"));
+    assert_false(nb_maria_resend_safe(1927, "DELETE FROM t"));
+    assert_false(nb_maria_resend_safe(2013, "SELECTED"));
+    assert_false(nb_maria_resend_safe(1213, "SELECT 1"));
+    assert_false(nb_maria_resend_safe(2013, NULL));
 }
 
 static struct nb_maria *db;
@@ -294,6 +307,50 @@ static void test_reconnect(void **state)
     json_decref(rows);
 }
 
+/* A COMMIT whose answer was lost: read back from the transaction's marker,
+ * reported committed when the server applied it (not to be redone), failed
+ * and unreachable (safe to redo) when it did not. */
+static void test_commit_answer_lost(void **state)
+{
+    (void)state;
+    if (!db)
+        skip();
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(run(&ctx, NULL,
+                         "CREATE TABLE nubo_commits (slot VARCHAR(64) PRIMARY KEY, "
+                         "marker CHAR(16) NOT NULL)",
+                         ""),
+                     0);
+    assert_int_equal(nb_maria_begin(db, &ctx), 0);
+    assert_int_equal(run(&ctx, NULL, "INSERT INTO t (\"key\") VALUES ('commit-applied')", ""), 1);
+    nb_maria_test_lose_commit_answer(true);
+    assert_int_equal(nb_maria_commit(db, &ctx), 0);
+    assert_false(nb_ctx_failed(&ctx));
+    assert_false(nb_maria_unreachable());
+
+    assert_int_equal(nb_maria_begin(db, &ctx), 0);
+    assert_int_equal(run(&ctx, NULL, "INSERT INTO t (\"key\") VALUES ('commit-lost')", ""), 1);
+    nb_maria_test_lose_commit_answer(false);
+    assert_int_equal(nb_maria_commit(db, &ctx), -1);
+    assert_int_equal(nb_ctx_status(&ctx), 500);
+    assert_true(nb_maria_unreachable());
+    nb_maria_rollback(db); /* a no-op: the commit ended it */
+
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *rows = json_array();
+    assert_int_equal(run(&ctx, rows,
+                         "SELECT \"key\" FROM t WHERE \"key\" IN ('commit-applied', 'commit-lost')",
+                         ""),
+                     0);
+    assert_int_equal(json_array_size(rows), 1);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(rows, 0), "key")),
+                        "commit-applied");
+    json_decref(rows);
+    /* the suites after this one migrate the same database (093 creates it) */
+    assert_int_equal(run(&ctx, NULL, "DROP TABLE nubo_commits", ""), 0);
+}
+
 static void *kill_one(void *arg)
 {
     struct nb_ctx ctx;
@@ -437,7 +494,7 @@ int main(void)
         cmocka_unit_test(test_statements),   cmocka_unit_test(test_transactions),
         cmocka_unit_test(test_pool_threads), cmocka_unit_test(test_retry_lock_wait),
         cmocka_unit_test(test_reconnect),    cmocka_unit_test(test_lost_in_transaction),
-        cmocka_unit_test(test_deadlock),
+        cmocka_unit_test(test_deadlock),     cmocka_unit_test(test_commit_answer_lost),
     };
     return cmocka_run_group_tests(tests, setup_server, teardown_server);
 }

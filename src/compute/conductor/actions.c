@@ -229,7 +229,7 @@ static void finish_power_op(struct conductor *c, struct nb_ctx *ctx, const char 
 
 void cond_delete_instance(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
 {
-    _cleanup_json_ json_t *row = cond_instance_get_waiting(c, ctx, uuid);
+    _cleanup_json_ json_t *row = cond_instance_get(c, ctx, uuid);
     if (!row || nb_json_int(row, "deleted", 0) != 0)
         return;
     cond_action_start(c, ctx, uuid, "delete");

@@ -213,7 +213,7 @@ static int next_step(struct conductor *c, struct nb_ctx *ctx, const char *uuid, 
 static int cast_build(struct conductor *c, struct nb_ctx *ctx, const char *uuid, const char *host,
                       const char *node)
 {
-    _cleanup_json_ json_t *row = cond_instance_get_waiting(c, ctx, uuid);
+    _cleanup_json_ json_t *row = cond_instance_get(c, ctx, uuid);
     if (!row)
         return -1;
     json_t *inst = cond_instance_for_agent(c, ctx, row);
@@ -495,7 +495,7 @@ static bool bus_recovering(struct conductor *c, struct nb_ctx *ctx, const char *
 
 void cond_build_instance(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
 {
-    _cleanup_json_ json_t *row = cond_instance_get_waiting(c, ctx, uuid);
+    _cleanup_json_ json_t *row = cond_instance_get(c, ctx, uuid);
     if (!row || nb_json_int(row, "deleted", 0) != 0 ||
         strcmp(nb_json_str(row, "vm_state") ? nb_json_str(row, "vm_state") : "", NB_VM_BUILDING) ||
         strcmp(nb_json_str(row, "task_state") ? nb_json_str(row, "task_state") : "",

@@ -17,13 +17,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 json_t *cond_instance_get(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
 {
     struct nb_ctx sub;
     nb_ctx_child(&sub, ctx);
-    return uuid ? nb_instance_get(c->db, &sub, uuid, true) : NULL;
+    json_t *row = NULL;
+    /* a database restart or Galera failover is waited out: a NULL here
+     * reads as "deleted meanwhile" and would stop the work in its task state */
+    for (int tries = 1; uuid && !(row = nb_instance_get(c->db, &sub, uuid, true)) &&
+                        nb_db_redo_or_wait(c->db, &sub, tries);
+         tries++)
+        ;
+    return row;
 }
 
 json_t *cond_instance_for_agent(struct conductor *c, struct nb_ctx *ctx, json_t *row)
@@ -89,44 +95,21 @@ void cond_action_finish(struct conductor *c, struct nb_ctx *ctx, const char *uui
                "the end of the action", "");
 }
 
-/* Releases uuid's allocations (0/-1, logged); while placement answers a
- * server error (its database restarting), tried again once a second up to
- * NB_DB_OUTAGE_TRIES times: a released consumer left behind is a leak. */
 int cond_release_allocations(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
                              const char *host)
 {
-    (void)c;
-    for (int tries = 1;; tries++) {
-        struct nb_ctx sub;
-        nb_ctx_child(&sub, ctx);
-        if (nb_placement_delete_allocations(&sub, uuid) == 0)
-            return 0;
-        if (nb_ctx_status(&sub) < 500 || tries >= NB_DB_OUTAGE_TRIES) {
-            NB_ERROR(LOG_COND, ctx, uuid, "could not release the allocation%s%s: %s",
-                     host ? " on " : "s", host ? host : "", nb_ctx_message(&sub));
-            return -1;
-        }
-        if (tries == 1)
-            NB_WARN(LOG_COND, ctx, uuid,
-                    "could not release the allocation%s%s: %s; trying again once a second",
-                    host ? " on " : "s", host ? host : "", nb_ctx_message(&sub));
-        sleep(1);
-    }
-}
-
-/* The instance row as cond_instance_get, waiting while the database cannot
- * be reached (nb_db_redo_or_wait): for the start of background work that
- * was acknowledged (a build, a delete), which must not be dropped because
- * the database restarts as its message arrives. */
-json_t *cond_instance_get_waiting(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
-{
-    for (int tries = 1;; tries++) {
-        struct nb_ctx sub;
-        nb_ctx_child(&sub, ctx);
-        json_t *row = uuid ? nb_instance_get(c->db, &sub, uuid, true) : NULL;
-        if (row || !nb_db_unreachable(c->db) || !nb_db_redo_or_wait(c->db, &sub, tries))
-            return row;
-    }
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    int rc;
+    /* conflicts are redone inside; a database restart or failover waited out */
+    for (int tries = 1; (rc = nb_placement_delete_allocations(&sub, uuid)) < 0 &&
+                        nb_db_redo_or_wait(c->db, &sub, tries);
+         tries++)
+        ;
+    if (rc < 0)
+        NB_ERROR(LOG_COND, ctx, uuid, "could not release the allocation%s%s: %s",
+                 host ? " on " : "s", host ? host : "", nb_ctx_message(&sub));
+    return rc;
 }
 
 int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
@@ -139,6 +122,8 @@ int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
      * deleted: a crash in between leaves a delete that is run again. */
     cond_deallocate_networks(c, ctx, uuid);
     int n;
+    /* redone on a conflict, and through a database restart or Galera
+     * failover: the server must not stay in its deleting task state */
     for (int tries = 1; (n = nb_instance_destroy(c->db, ctx, uuid, false, true)) < 0 &&
                         nb_db_redo_or_wait(c->db, ctx, tries);
          tries++)
@@ -150,13 +135,11 @@ int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
     }
     /* After the commit: a crash in between leaves an allocation of a deleted
      * instance, which recovery releases. */
-    int released = cond_release_allocations(c, ctx, uuid, NULL);
+    bool released = cond_release_allocations(c, ctx, uuid, NULL) == 0;
     if (n > 0) {
         cond_action_finish(c, ctx, uuid, NULL);
-        NB_INFO(LOG_COND, ctx, uuid, "%s",
-                released == 0 ? "Instance deleted and its allocations released"
-                              : "Instance deleted; its allocations were not "
-                                "released (see above)");
+        NB_INFO(LOG_COND, ctx, uuid, "Instance deleted%s",
+                released ? " and its allocations released" : "");
     }
     return 0;
 }

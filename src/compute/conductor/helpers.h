@@ -13,7 +13,6 @@ struct conductor;
 /* The instance row (deleted or not), or NULL (also when the lookup failed:
  * it runs on a child context, ctx's error slot is left alone). New ref. */
 json_t *cond_instance_get(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
-json_t *cond_instance_get_waiting(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
 
 /* The instance as the agent gets it: row fields, flavor, metadata, BDMs.
  * New ref. */
@@ -32,9 +31,9 @@ void cond_action_start(struct conductor *c, struct nb_ctx *ctx, const char *uuid
                        const char *action);
 void cond_action_finish(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
                         const char *result);
-/* Releases the instance's allocations (host only names it in the log);
- * best-effort like the helpers above: recovery releases what is left.
- * 0, or -1 when they could not be released (logged here). */
+/* Releases the instance's allocations (host only names it in the log),
+ * redone on a conflict and while the database is unreachable (a restart, a
+ * Galera failover); 0, or -1 logged: recovery releases what is left. */
 int cond_release_allocations(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
                              const char *host);
 

@@ -625,15 +625,22 @@ static size_t ignore_hosts(struct nb_host_state **hosts, size_t n, json_t *ignor
 }
 
 /* Asks placement for allocation candidates for res (with the required
- * traits), adding the outcome to lines. The candidates (new ref), or NULL
+ * traits), adding the outcome to lines; while the database is unreachable
+ * it asks again once a second (nb_db_redo_or_wait). The candidates (new ref), or NULL
  * when there are none or placement failed: lines then hold the whole
  * explanation and ctx's error is cleared. */
-static json_t *ask_placement(struct nb_ctx *ctx, const char *uuid, json_t *res, json_t *required,
-                             const char *restext, json_t *lines)
+static json_t *ask_placement(struct nb_db *db, struct nb_ctx *ctx, const char *uuid, json_t *res,
+                             json_t *required, const char *restext, json_t *lines)
 {
-    json_t *cands =
-        nb_placement_candidates(ctx, res, json_array_size(required) ? required : NULL, NULL,
-                                (int)nb_conf_int("scheduler", "max_placement_results", 1000));
+    json_t *cands;
+    /* a database restart or Galera failover is waited out (a read: safe to
+     * redo), not answered as no valid host */
+    for (int tries = 1; !(cands = nb_placement_candidates(
+                              ctx, res, json_array_size(required) ? required : NULL, NULL,
+                              (int)nb_conf_int("scheduler", "max_placement_results", 1000))) &&
+                        nb_ctx_failed(ctx) && nb_db_redo_or_wait(db, ctx, tries);
+         tries++)
+        ;
     if (!cands) {
         char line[1400];
         snprintf(line, sizeof(line), "Placement: allocation candidates for %s failed: %s", restext,
@@ -848,7 +855,8 @@ static json_t *select_for(struct scheduler *s, struct nb_ctx *ctx, const char *u
     resources_text(res, restext, sizeof(restext));
 
     struct select_times t = {.start = nb_time_mono()};
-    _cleanup_json_ json_t *cands = ask_placement(ctx, uuid, res, required, restext, lines);
+    _cleanup_json_ json_t *cands =
+        ask_placement(s->env->db, ctx, uuid, res, required, restext, lines);
     if (!cands)
         return no_host(ctx, uuid, NO_HOST_PLACEMENT, lines);
 
