@@ -17,7 +17,8 @@
  *
  * Connections (librabbitmq-c's are not thread-safe):
  *   - each listener thread owns one connection (basic.qos prefetch 1, acks
- *     on receipt, before its handler, as oslo's RPC server);
+ *     on receipt, before its handler, as oslo's RPC server; see below for
+ *     the exception);
  *   - callers (cast and call) borrow a connection from a small guarded pool
  *     ([DEFAULT] rpc_conn_pool_size, default 30, as oslo) for one publish and
  *     its wait, so any thread may call and shutdown can close them all. Pool
@@ -34,7 +35,13 @@
  * and a message the broker redelivers was never acked, hence never handled:
  * it is handled (a message the broker had pushed to a connection that was
  * already dead, e.g. a host cut off the network, comes back redelivered once
- * the broker notices; dropping it would lose builds and deletes). A lost broker connection is
+ * the broker notices; dropping it would lose builds and deletes). The
+ * exception: a method whose handler takes redeliveries (the agent's
+ * build_and_run_instance, nb_bus_redelivery_to_handler) is acked after its
+ * handler returns, which is once the build is in the agent's journal: an
+ * agent killed between receipt and journal has the build redelivered to
+ * its next run instead of losing it, and one killed after the journal
+ * entry finds it there and drops the redelivery. A lost broker connection is
  * logged (ERROR, URL without password) and reopened with oslo's back-off (rabbit_retry_interval
  * 1 s, + rabbit_retry_backoff 2 s, at most rabbit_interval_max 30 s);
  * nothing crashes or blocks forever: every wait has a deadline.
@@ -212,14 +219,27 @@ static int listener_setup(struct nb_amqp_link *l, const char *topic)
     return nb_amqp_link_ok(l, "basic.consume") ? 0 : -1;
 }
 
-/* Runs the handler for one delivered request; returns the reply body (new
- * ref) or NULL when no reply is due. */
-static json_t *dispatch(struct listener *ls, amqp_envelope_t *env)
+/* Acks one delivery. 0, or -1 with l->reason set. */
+static int ack(struct nb_amqp_link *l, amqp_envelope_t *env)
+{
+    if (amqp_basic_ack(l->st, 1, env->delivery_tag, 0) == AMQP_STATUS_OK)
+        return 0;
+    snprintf(l->reason, sizeof(l->reason), "basic.ack failed");
+    return -1;
+}
+
+/* Acks (see below) and runs the handler for one delivered request; returns
+ * the reply body (new ref), or NULL when the message was not handled;
+ * *broken when an ack failed (l->reason set). */
+static json_t *dispatch(struct listener *ls, struct nb_amqp_link *l, amqp_envelope_t *env,
+                        bool *broken)
 {
     json_error_t je;
     json_t *body = json_loadb(env->message.body.bytes, env->message.body.len, 0, &je);
     const char *method = nb_json_str(body, "method");
     if (!method) {
+        if (ack(l, env) < 0)
+            *broken = true;
         NB_ERROR(LOG_AMQP, NULL, NULL, "Dropping malformed message on topic %s: %s", ls->topic,
                  body ? "no method" : je.text);
         json_decref(body);
@@ -237,9 +257,24 @@ static json_t *dispatch(struct listener *ls, amqp_envelope_t *env)
     json_t *own = json_is_object(args) ? json_incref(args) : json_object();
     if (to_handler)
         json_object_set_new(own, "redelivered", json_true());
+    /* a method whose handler takes redeliveries journals what it took
+     * before it returns: acked after it, so that a consumer killed before
+     * its journal entry has the message redelivered, not lost */
+    bool ack_after = nb_bus_wants_redelivery(method);
+    if (!ack_after && ack(l, env) < 0) {
+        *broken = true;
+        json_decref(own);
+        json_decref(body);
+        return NULL;
+    }
     json_t *out = ls->fn(ls->opaque, &ctx, method, own);
     json_decref(own);
     json_decref(body);
+    if (ack_after && ack(l, env) < 0 && (*broken = true))
+        NB_WARN(LOG_AMQP, &ctx, NULL,
+                "%s on topic %s handled but not acked (%s): the broker gives it again, its "
+                "handler finds it taken",
+                method, ls->topic, l->reason);
     return json_pack("{s:o}", "result", out ? out : json_null());
 }
 
@@ -247,11 +282,12 @@ static json_t *dispatch(struct listener *ls, amqp_envelope_t *env)
  * the message is not handled, the broker gives it to another consumer). */
 static int serve(struct listener *ls, struct nb_amqp_link *l, amqp_envelope_t *env)
 {
-    if (amqp_basic_ack(l->st, 1, env->delivery_tag, 0) != AMQP_STATUS_OK) {
-        snprintf(l->reason, sizeof(l->reason), "basic.ack failed");
+    bool broken = false;
+    json_t *reply = dispatch(ls, l, env, &broken);
+    if (broken) {
+        json_decref(reply);
         return -1;
     }
-    json_t *reply = dispatch(ls, env);
     amqp_basic_properties_t *in = &env->message.properties;
     int rc = 0;
     if (reply && (in->_flags & AMQP_BASIC_REPLY_TO_FLAG)) {

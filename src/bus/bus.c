@@ -158,23 +158,48 @@ struct later {
     char topic[256], method[128];
     json_t *args;
     int max_s;
+    struct nb_bus_undo undo;
 };
 
 static void *later_main(void *arg)
 {
     struct later *l = arg;
-    nb_bus_cast_until_sent(&l->ctx, l->topic, l->method, l->args, l->max_s);
+    if (nb_bus_cast_until_sent(&l->ctx, l->topic, l->method, json_incref(l->args), l->max_s) < 0 &&
+        l->undo.fn) {
+        NB_ERROR("nubo.bus", &l->ctx, NULL, "%s was acknowledged but never sent: undoing it",
+                 l->method);
+        struct nb_ctx sub;
+        nb_ctx_child(&sub, &l->ctx);
+        l->undo.fn(&sub, l->args, l->undo.data, true);
+    }
+    json_decref(l->args);
+    json_decref(l->undo.data);
     free(l);
     atomic_fetch_sub(&senders, 1);
     return NULL;
 }
 
-int nb_bus_cast_later(const struct nb_ctx *ctx, const char *topic, const char *method, json_t *args,
-                      int max_s)
+/* nb_bus_cast_later could not take the request: undone now; steals args. */
+static void refused(const struct nb_ctx *ctx, json_t *args, struct nb_bus_undo undo)
 {
-    struct later *l = calloc(1, sizeof(*l));
+    if (undo.fn) {
+        struct nb_ctx sub;
+        if (ctx)
+            nb_ctx_child(&sub, ctx);
+        else
+            nb_ctx_init_system(&sub, NULL);
+        undo.fn(&sub, args, undo.data, false);
+    }
+    json_decref(args);
+    json_decref(undo.data);
+}
+
+int nb_bus_cast_later(const struct nb_ctx *ctx, const char *topic, const char *method, json_t *args,
+                      int max_s, struct nb_bus_undo undo)
+{
+    struct later *l = backend == &nb_bus_inproc_backend ? NULL : calloc(1, sizeof(*l));
     if (!l) {
-        json_decref(args);
+        refused(ctx, args, undo);
         return -1;
     }
     if (ctx)
@@ -185,12 +210,13 @@ int nb_bus_cast_later(const struct nb_ctx *ctx, const char *topic, const char *m
     snprintf(l->method, sizeof(l->method), "%s", method);
     l->args = args;
     l->max_s = max_s;
+    l->undo = undo;
     atomic_fetch_add(&senders, 1);
     int rc = nb_thread_detached(later_main, l);
     if (rc != 0) {
         atomic_fetch_sub(&senders, 1);
         NB_ERROR("nubo.bus", ctx, NULL, "cannot start a sender of %s to topic %s", method, topic);
-        json_decref(l->args);
+        refused(ctx, l->args, l->undo);
         free(l);
         return -1;
     }

@@ -42,13 +42,28 @@ int nb_bus_cast(const struct nb_ctx *ctx, const char *topic, const char *method,
  * args. 0, or -1 (logged) when it gave up. */
 int nb_bus_cast_until_sent(const struct nb_ctx *ctx, const char *topic, const char *method,
                            json_t *args, int max_s);
+/* What to undo when a request acknowledged to its client cannot be sent
+ * after all: fn gets the request's args and data (borrowed; data may be
+ * NULL) and a context of its own. late: the sender gave up (its time ran
+ * out, or the bus stopped first) after the client was answered, in the
+ * sender's thread, while the database is still open; else the request
+ * is being refused (nb_bus_cast_later returns -1), in the caller's
+ * thread. A NULL fn undoes nothing. */
+typedef void (*nb_bus_undo_fn)(struct nb_ctx *ctx, json_t *args, json_t *data, bool late);
+struct nb_bus_undo {
+    nb_bus_undo_fn fn;
+    json_t *data; /* stolen */
+};
 /* nb_bus_cast_until_sent in a thread of its own, for a request already
- * acknowledged to its client (a create answered 202 while the broker is
- * down): returns at once. nb_bus_shutdown waits for these senders, which
- * give up when the bus stops. Steals args. 0, or -1 if no thread could be
- * started (args dropped, logged). */
+ * recorded (a create answered 202 while the broker is down): returns at
+ * once; when the sender gives up it runs undo (late). nb_bus_shutdown
+ * waits for these senders, which give up when the bus stops. Steals args
+ * and undo.data. 0, or -1 after undo ran (not late) when no thread could
+ * be started (logged) or the bus is the in-process one, on which a cast
+ * fails only when this process has no listener for the topic, which
+ * waiting does not change: the caller refuses the request. */
 int nb_bus_cast_later(const struct nb_ctx *ctx, const char *topic, const char *method, json_t *args,
-                      int max_s);
+                      int max_s, struct nb_bus_undo undo);
 /* Listeners ack a message on receipt, so one the broker redelivers was
  * pushed to a consumer that never got to it, and is handled. For method,
  * its handler also sees args "redelivered": true (the compute agent checks

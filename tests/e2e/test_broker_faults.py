@@ -6,7 +6,10 @@ distribution ports, data and log directories under the test's tmp dir),
 so restarting it disturbs no other test's broker. On it: a split cloud,
 `nubo serve` (api, conductor, scheduler, placement) and two `nubo compute`
 agents with the fake driver, whose spawns take 1.5 s. Boots are in flight
-(and deletes) when the broker is killed -9; it is started again 5 s later.
+(50, and 10 deletes) when the broker is killed -9; it is started again 5 s
+later. A resize, a volume attach and detach and a snapshot asked for while
+it is down are carried out when it is back; one whose sender gives up
+(`nubo serve` stopped before the bus is back) is undone.
 Afterwards every server is ACTIVE, or ERROR with a fault naming the cause,
 none is left in a task state, every ACTIVE server has its allocation and
 no deleted one keeps one, and the cloud boots again."""
@@ -94,7 +97,7 @@ def split(tmp_path_factory, broker):
               ("--set", "fake.spawn_delay_ms=1500")).create().start_serve()
     s.compute("bf-a")
     s.compute("bf-b")
-    s.cloud.cli("quota", "set", "--instances", "50", "--cores", "50", "admin")
+    s.cloud.cli("quota", "set", "--instances", "100", "--cores", "100", "admin")
     yield s
     rcs = s.stop()
     assert all(rc == 0 for rc in rcs), (rcs, s.serve.tail(), [p.tail() for p in s.computes.values()])
@@ -104,11 +107,28 @@ def allocations(c, sid):
     return rest(c, "GET", "/placement/allocations/%s" % sid)["allocations"]
 
 
+def settle_all(c, sids, timeout, when):
+    """Every server ACTIVE with its allocation, or ERROR with a fault
+    naming the cause, none in a task state; prints the count. The views."""
+    views = [settled(c, sid, timeout=timeout) for sid in sids]
+    for v in views:
+        if v["status"] == "ERROR":
+            assert v.get("fault", {}).get("message"), v
+        else:
+            assert allocations(c, v["id"]), v
+    active = [v for v in views if v["status"] == "ACTIVE"]
+    print("%s: %d ACTIVE, %d ERROR (%s)" % (
+        when, len(active), len(views) - len(active),
+        sorted({v.get("fault", {}).get("message", "")[:80] for v in views
+                if v["status"] == "ERROR"})))
+    return views
+
+
 def clear_servers(c):
     """Deletes what the earlier tests left, so that both hosts have room."""
     ids = [s["id"] for s in rest(c, "GET", "/compute/v2.1/servers?all_tenants=1")["servers"]]
-    for sid in ids:
-        rest(c, "DELETE", "/compute/v2.1/servers/%s" % sid, ok=(204,))
+    for sid in ids:  # 404: its delete, listed, finished meanwhile
+        rest(c, "DELETE", "/compute/v2.1/servers/%s" % sid, ok=(204, 404))
     wait_for("servers of earlier tests gone", lambda: not rest(
         c, "GET", "/compute/v2.1/servers?all_tenants=1")["servers"], 120)
 
@@ -118,11 +138,11 @@ def test_broker_restarted_with_boots_and_deletes_in_flight(split, broker):
     img, flavor, _ = lookup(c)
     # servers to delete while the broker is gone
     doomed = [create(c, unique("bf-del"), flavor=flavor, imageRef=img, networks="none")
-              for _ in range(4)]
+              for _ in range(10)]
     for sid in doomed:
         assert settled(c, sid)["status"] == "ACTIVE"
     inflight = [create(c, unique("bf"), flavor=flavor, imageRef=img, networks="none")
-                for _ in range(12)]
+                for _ in range(50)]
     for sid in doomed:
         rest(c, "DELETE", "/compute/v2.1/servers/%s" % sid, ok=(204,))
     time.sleep(0.5)  # the first builds are spawning on the agents now
@@ -135,17 +155,7 @@ def test_broker_restarted_with_boots_and_deletes_in_flight(split, broker):
     broker.start()
     print("broker down %.1f s (stop took %.1f s)" % (time.time() - down_at, down_at - t0))
 
-    settled_views = [settled(c, sid, timeout=120) for sid in inflight]
-    for v in settled_views:
-        if v["status"] == "ERROR":
-            assert v.get("fault", {}).get("message"), v
-        else:
-            assert allocations(c, v["id"]), v
-    active = [v for v in settled_views if v["status"] == "ACTIVE"]
-    print("after the restart: %d ACTIVE, %d ERROR (%s)" % (
-        len(active), len(settled_views) - len(active),
-        sorted({v.get("fault", {}).get("message", "")[:80] for v in settled_views
-                if v["status"] == "ERROR"})))
+    settle_all(c, inflight, 120, "after the restart")
     # the deletes accepted before the outage finish, and leave no allocation
     wait_for("the deleted servers gone", lambda: all(
         c.request("GET", "/compute/v2.1/servers/%s" % sid, token=c._token)[0] == 404
@@ -179,7 +189,7 @@ def test_broker_down_for_a_minute_with_requests_during_the_outage(split, broker)
     for sid in doomed + [to_stop]:
         assert settled(c, sid)["status"] == "ACTIVE"
     inflight = [create(c, unique("bo"), flavor=flavor, imageRef=img, networks="none")
-                for _ in range(8)]
+                for _ in range(20)]
     rest(c, "DELETE", "/compute/v2.1/servers/%s" % doomed[0], ok=(204,))
     time.sleep(0.5)
     broker.stop()
@@ -215,17 +225,7 @@ def test_broker_down_for_a_minute_with_requests_during_the_outage(split, broker)
     print("broker down %.0f s; during it %d boots accepted, %d refused %s; %d deletes "
           "accepted" % (time.time() - down_at, len(accepted), len(refused),
                         sorted({r[1][:100] for r in refused}), len(deleted) - 1))
-    views = [settled(c, sid, timeout=180) for sid in inflight + accepted]
-    for v in views:
-        if v["status"] == "ERROR":
-            assert v.get("fault", {}).get("message"), v
-        else:
-            assert allocations(c, v["id"]), v
-    print("after the outage: %d ACTIVE, %d ERROR (%s)" % (
-        sum(v["status"] == "ACTIVE" for v in views),
-        sum(v["status"] == "ERROR" for v in views),
-        sorted({v.get("fault", {}).get("message", "")[:80] for v in views
-                if v["status"] == "ERROR"})))
+    views = settle_all(c, inflight + accepted, 180, "after the outage")
     # both hosts have room: a build must not fail because the heartbeats
     # were lost with the bus (the conductor schedules it again meanwhile)
     assert all(v["status"] == "ACTIVE" for v in views), [
@@ -247,6 +247,155 @@ def test_broker_down_for_a_minute_with_requests_during_the_outage(split, broker)
             "services"] if s["state"] == "up") == ["bf-a", "bf-b"], 90)
 
 
+def server(c, sid):
+    return rest(c, "GET", "/compute/v2.1/servers/%s" % sid)["server"]
+
+
+def volume_status(c, project, vid):
+    return rest(c, "GET", "/volume/v3/%s/volumes/%s" % (project, vid))["volume"]["status"]
+
+
+def asked(c, what, method, path, body, ok, mv="2.45"):
+    """A request during the outage: recorded and acknowledged at once (its
+    cast goes out when the bus is back). Its body."""
+    t0 = time.time()
+    st, _, data = c.request(method, path, body, token=c._token,
+                            headers={"X-OpenStack-Nova-API-Version": mv})
+    took = time.time() - t0
+    assert took < 30, ("%s hung during the outage" % what, took)
+    assert st == ok, (what, st, data)
+    print("%s during the outage: %d in %.1f s" % (what, st, took))
+    return data
+
+
+def test_resize_attach_detach_and_snapshot_asked_for_during_an_outage(split, broker):
+    """A resize, a volume attach, a volume detach and a snapshot asked for
+    while RabbitMQ is down: each is recorded and acknowledged at once, sent
+    once the bus is back, and ends in its final state (VERIFY_RESIZE on
+    the other host, then confirmed; volume in-use / available; image
+    active) or in a clean error with a fault; no server stays in a task
+    state."""
+    c = split.cloud
+    clear_servers(c)
+    img, tiny, _ = lookup(c)
+    small = [f["id"] for f in rest(c, "GET", "/compute/v2.1/flavors")["flavors"]
+             if f["name"] == "m1.small"][0]
+    sids = [create(c, unique("bm"), flavor=tiny, imageRef=img, networks="none")
+            for _ in range(4)]
+    to_resize, to_attach, to_detach, to_snap = sids
+    views = [settled(c, sid) for sid in sids]
+    assert all(v["status"] == "ACTIVE" for v in views), views
+    project = views[0]["tenant_id"]
+    vols = [rest(c, "POST", "/volume/v3/%s/volumes" % project,
+                 {"volume": {"size": 1, "name": unique("bm-vol")}}, ok=(202,))["volume"]["id"]
+            for _ in range(2)]
+    va, vd = vols
+    for v in vols:
+        wait_for("volume %s available" % v, lambda v=v: volume_status(c, project, v) ==
+                 "available", 30)
+    rest(c, "POST", "/compute/v2.1/servers/%s/os-volume_attachments" % to_detach,
+         {"volumeAttachment": {"volumeId": vd}})
+    wait_for("volume to detach in-use", lambda: volume_status(c, project, vd) == "in-use", 60)
+    src_host = views[0]["OS-EXT-SRV-ATTR:host"]
+
+    broker.stop()
+    down_at = time.time()
+    asked(c, "resize", "POST", "/compute/v2.1/servers/%s/action" % to_resize,
+          {"resize": {"flavorRef": small}}, 202)
+    asked(c, "attach", "POST", "/compute/v2.1/servers/%s/os-volume_attachments" % to_attach,
+          {"volumeAttachment": {"volumeId": va}}, 200)
+    asked(c, "detach", "DELETE", "/compute/v2.1/servers/%s/os-volume_attachments/%s" % (
+        to_detach, vd), None, 202)
+    snap = asked(c, "createImage", "POST", "/compute/v2.1/servers/%s/action" % to_snap,
+                 {"createImage": {"name": unique("bm-snap")}}, 202)["image_id"]
+    time.sleep(max(0, 2 - (time.time() - down_at)))
+    broker.start()
+    print("broker down %.0f s" % (time.time() - down_at))
+
+    def final(sid, states):
+        return wait_for("server %s out of its task" % sid, lambda: (
+            lambda v: v["status"] in states and not v["OS-EXT-STS:task_state"] and v)(
+                server(c, sid)), 180)
+
+    def faulted(v):
+        return v["status"] == "ERROR" or rest(
+            c, "GET", "/compute/v2.1/servers/%s/os-instance-actions" % v["id"])[
+                "instanceActions"][0]["message"]
+
+    v = final(to_resize, ("VERIFY_RESIZE", "ACTIVE", "ERROR"))
+    if v["status"] == "VERIFY_RESIZE":
+        assert v["OS-EXT-SRV-ATTR:host"] != src_host and v["flavor"]["id"] == small, v
+        rest(c, "POST", "/compute/v2.1/servers/%s/action" % to_resize, {"confirmResize": None},
+             ok=(204,))
+        v = final(to_resize, ("ACTIVE",))
+        assert v["OS-EXT-SRV-ATTR:host"] != src_host, v
+    else:
+        assert faulted(v), v
+    print("resize: %s on %s" % (v["status"], v["OS-EXT-SRV-ATTR:host"]))
+
+    def volume_settled(vid):
+        return wait_for("volume %s settled" % vid, lambda: (
+            lambda s: s in ("in-use", "available") and s)(volume_status(c, project, vid)), 120)
+    st, st2 = volume_settled(va), volume_settled(vd)
+    assert st == "in-use" or faulted(final(to_attach, ("ACTIVE", "ERROR"))), st
+    assert st2 == "available" or faulted(final(to_detach, ("ACTIVE", "ERROR"))), st2
+    print("volumes: attached one %s, detached one %s" % (st, st2))
+
+    def image_done():
+        st, _, d = c.request("GET", "/image/v2/images/%s" % snap, token=c._token)
+        return (st == 404 and "gone") or (d["status"] in ("active", "killed") and d["status"])
+    ist = wait_for("snapshot image settled", image_done, 120)
+    assert ist == "active" or faulted(final(to_snap, ("ACTIVE", "ERROR"))), ist
+    print("snapshot image: %s" % ist)
+    for sid in sids:
+        final(sid, ("ACTIVE", "ERROR"))
+    for sid in sids:
+        rest(c, "DELETE", "/compute/v2.1/servers/%s" % sid, ok=(204,))
+
+
+def test_acknowledged_resize_undone_when_its_sender_gives_up(split, broker):
+    """A resize acknowledged while RabbitMQ is down, then `nubo serve`
+    stopped before the bus is back: its sender gives up and undoes it, so
+    once the cloud is up again the server is ACTIVE on its host with no
+    task, the migration is in error and the action says why (not a
+    server in resize_prep that nothing works on)."""
+    c = split.cloud
+    clear_servers(c)
+    img, tiny, _ = lookup(c)
+    small = [f["id"] for f in rest(c, "GET", "/compute/v2.1/flavors")["flavors"]
+             if f["name"] == "m1.small"][0]
+    sid = create(c, unique("bu"), flavor=tiny, imageRef=img, networks="none")
+    host = settled(c, sid)["OS-EXT-SRV-ATTR:host"]
+    bus_logs = {h: os.path.join(p.logdir, "nubo-bus.log") for h, p in split.computes.items()}
+    at = {h: os.path.getsize(f) for h, f in bus_logs.items()}
+    broker.stop()
+    asked(c, "resize", "POST", "/compute/v2.1/servers/%s/action" % sid,
+          {"resize": {"flavorRef": small}}, 202)
+    assert server(c, sid)["OS-EXT-STS:task_state"] == "resize_prep"
+    assert split.serve.stop() == 0, split.serve.tail()
+    assert "acknowledged but never sent: undoing it" in split.serve.tail(20000)
+    broker.start()
+
+    def listening(h):
+        with open(bus_logs[h]) as f:
+            f.seek(at[h])
+            return "Reconnected to AMQP server" in f.read()
+    # a serve started now has not seen the agents' queues, which the
+    # broker lost: its casts to them are returned until the agents
+    # declare them again
+    wait_for("both agents listening again", lambda: all(map(listening, bus_logs)), 60)
+    split.start_serve()
+    v = server(c, sid)
+    assert v["status"] == "ACTIVE" and not v["OS-EXT-STS:task_state"], v
+    assert v["OS-EXT-SRV-ATTR:host"] == host and v["flavor"]["id"] == tiny, v
+    migs = rest(c, "GET", "/compute/v2.1/os-migrations?instance_uuid=%s" % sid)["migrations"]
+    assert [m["status"] for m in migs] == ["error"], migs
+    act = [a for a in rest(c, "GET", "/compute/v2.1/servers/%s/os-instance-actions" % sid)[
+        "instanceActions"] if a["action"] == "resize"]
+    assert act and "could not be sent" in (act[0]["message"] or ""), act
+    rest(c, "DELETE", "/compute/v2.1/servers/%s" % sid, ok=(204,))
+
+
 def test_compute_agent_killed_mid_spawn_and_started_again(split):
     """kill -9 of a compute agent while builds spawn on it (issue 13): once
     it is started again, every build it had is ACTIVE (its guest runs
@@ -258,7 +407,7 @@ def test_compute_agent_killed_mid_spawn_and_started_again(split):
     agent = split.computes["bf-a"]
     log0 = os.path.getsize(os.path.join(agent.logdir, "nubo-compute.log"))
     sids = [create(c, unique("bk"), flavor=flavor, imageRef=img, networks="none")
-            for _ in range(10)]
+            for _ in range(20)]
 
     def spawning_on_a():
         with open(os.path.join(agent.logdir, "nubo-compute.log")) as f:

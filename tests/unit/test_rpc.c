@@ -80,6 +80,20 @@ static void expect(const char *topic, const char *method, const char *args_json)
     json_decref(m);
 }
 
+#define NO_UNDO ((struct nb_bus_undo){0})
+
+static int undone, undone_late;
+static char undone_uuid[64];
+
+static void undo_recorder(struct nb_ctx *ctx, json_t *args, json_t *data, bool late)
+{
+    (void)ctx;
+    undone++;
+    undone_late += late;
+    snprintf(undone_uuid, sizeof(undone_uuid), "%s %s", nb_json_str(args, "uuid"),
+             nb_json_str(data, "task"));
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -115,22 +129,49 @@ static void test_api_to_conductor(void **state)
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++) {
         char method[64];
         snprintf(method, sizeof(method), "%s_instance", ops[i]);
-        assert_int_equal(nb_conductor_power_action(&ctx, "u1", ops[i], NULL), 0);
+        assert_int_equal(nb_conductor_power_action(&ctx, "u1", ops[i], NULL, NO_UNDO), 0);
         expect("conductor", method, "{\"uuid\": \"u1\"}");
     }
-    assert_int_equal(nb_conductor_power_action(&ctx, "u1", "reboot", "HARD"), 0);
+    assert_int_equal(nb_conductor_power_action(&ctx, "u1", "reboot", "HARD", NO_UNDO), 0);
     expect("conductor", "reboot_instance", "{\"uuid\": \"u1\", \"reboot_type\": \"HARD\"}");
-    assert_int_equal(nb_conductor_power_action(&ctx, "u1", "shelve", NULL), -1);
+    assert_int_equal(nb_conductor_power_action(&ctx, "u1", "shelve", NULL, NO_UNDO), -1);
     assert_int_equal(nb_conductor_delete_instance(&ctx, "u1"), 0);
     expect("conductor", "delete_instance", "{\"uuid\": \"u1\"}");
-    assert_int_equal(nb_conductor_attach_volume(&ctx, "u1", "b1", "v1"), 0);
+    assert_int_equal(nb_conductor_attach_volume(&ctx, "u1", "b1", "v1", NO_UNDO), 0);
     expect("conductor", "attach_volume",
            "{\"uuid\": \"u1\", \"bdm_uuid\": \"b1\", \"volume_id\": \"v1\"}");
-    assert_int_equal(nb_conductor_detach_volume(&ctx, "u1", "b1", "v1"), 0);
+    assert_int_equal(nb_conductor_detach_volume(&ctx, "u1", "b1", "v1", NO_UNDO), 0);
     expect("conductor", "detach_volume",
            "{\"uuid\": \"u1\", \"bdm_uuid\": \"b1\", \"volume_id\": \"v1\"}");
-    assert_int_equal(nb_conductor_snapshot_instance(&ctx, "u1", "i1"), 0);
+    assert_int_equal(nb_conductor_snapshot_instance(&ctx, "u1", "i1", NO_UNDO), 0);
     expect("conductor", "snapshot_instance", "{\"uuid\": \"u1\", \"image_id\": \"i1\"}");
+}
+
+/* An acknowledged request sent: its undo is dropped unrun. One that
+ * cannot be queued (the in-process bus has no listener for the topic):
+ * -1 with its undo run at once (not late), its data given back. */
+static void test_acknowledged_undo(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    undone = undone_late = 0;
+    const struct nb_migrate_server_req r = {.uuid = "u1", .migration_uuid = "m1"};
+    assert_int_equal(
+        nb_conductor_migrate_server(
+            &ctx, &r, (struct nb_bus_undo){undo_recorder, json_pack("{s:s}", "task", "t")}),
+        0);
+    expect("conductor", "migrate_server",
+           "{\"uuid\": \"u1\", \"migration_uuid\": \"m1\", \"host\": null, \"flavor\": null, "
+           "\"allow_same_host\": false}");
+    assert_int_equal(undone, 0);
+    assert_int_equal(
+        nb_bus_cast_later(&ctx, "nowhere", "m", json_pack("{s:s}", "uuid", "u2"), 5,
+                          (struct nb_bus_undo){undo_recorder, json_pack("{s:s}", "task", "t2")}),
+        -1);
+    assert_int_equal(undone, 1);
+    assert_int_equal(undone_late, 0);
+    assert_string_equal(undone_uuid, "u2 t2");
 }
 
 static void test_agent_to_conductor(void **state)
@@ -351,7 +392,7 @@ static void test_rebuild_messages(void **state)
                                        .force = true,
                                        .shared_storage_given = true,
                                        .on_shared_storage = true};
-    assert_int_equal(nb_conductor_rebuild_instance(&ctx, &req), 0);
+    assert_int_equal(nb_conductor_rebuild_instance(&ctx, &req, NO_UNDO), 0);
     expect("conductor", "rebuild_instance",
            "{\"uuid\": \"u1\", \"image_ref\": null, \"admin_password\": null, "
            "\"preserve_ephemeral\": false, \"migration_uuid\": \"m1\", "
@@ -423,7 +464,7 @@ static void test_live_migration_messages(void **state)
            "\"boom\", \"shared_storage\": true}");
     const struct nb_live_migrate_req lr = {
         .uuid = "u1", .migration_uuid = "m1", .host = "h2", .block_migration = "auto"};
-    assert_int_equal(nb_conductor_live_migrate_instance(&ctx, &lr), 0);
+    assert_int_equal(nb_conductor_live_migrate_instance(&ctx, &lr, NO_UNDO), 0);
     expect("conductor", "live_migrate_instance",
            "{\"uuid\": \"u1\", \"migration_uuid\": \"m1\", \"host\": \"h2\", "
            "\"block_migration\": \"auto\", \"force\": false}");
@@ -487,6 +528,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_api_to_conductor),
+        cmocka_unit_test(test_acknowledged_undo),
         cmocka_unit_test(test_agent_to_conductor),
         cmocka_unit_test(test_agent_calls_conductor),
         cmocka_unit_test(test_conductor_to_compute),

@@ -21,11 +21,11 @@
  * The journal: on the AMQP bus (an agent in a process of its own) each
  * build taken is a file <state_path>/compute-builds/<host>/<uuid> (the
  * instance and the request ID) from when the agent takes it until
- * its result was sent. An agent killed mid-spawn leaves the file; at its
- * next start nb_agent_builds_recover reports each such build: ACTIVE when
- * the guest runs, else (what the spawn left destroyed) interrupted, and
- * the conductor schedules it again. In the all-in-one the conductor's
- * start-up recovery does this (recovery.c). */
+ * its result was sent; the bus acks the cast only once it is written
+ * (amqp.c), so a kill before that has it redelivered. An agent killed mid-spawn leaves the file; at
+ * its next start nb_agent_builds_recover reports each such build: ACTIVE when the guest runs, else
+ * (what the spawn left destroyed) interrupted, and the conductor schedules it again. In the
+ * all-in-one the conductor's start-up recovery does this (recovery.c). */
 #include "common/config.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -83,6 +83,23 @@ static void journal_remove(struct agent *a, const char *uuid)
         return;
     snprintf(path, sizeof(path), "%s/%s", dir, uuid);
     unlink(path);
+}
+
+static bool journal_has(struct agent *a, const char *uuid)
+{
+    char dir[PATH_MAX], path[PATH_MAX + 64];
+    if (strchr(uuid, '/') || !journal_dir(a, dir, sizeof(dir)))
+        return false;
+    snprintf(path, sizeof(path), "%s/%s", dir, uuid);
+    return access(path, F_OK) == 0;
+}
+
+static bool guest_exists(struct agent *a, struct nb_ctx *ctx, const char *uuid)
+{
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    struct nb_guest_info gi;
+    return a->drv->ops->get_info(a->drv, &sub, a->host, uuid, &gi) == 0;
 }
 
 /* Waits for one of the host's build slots (builds_lock not held). */
@@ -193,6 +210,15 @@ void nb_agent_build_and_run(struct agent *a, struct nb_ctx *ctx, json_t *args)
             NB_WARN(LOG_AGENT, ctx, uuid,
                     "Dropping the redelivered build: the previous run of this compute service "
                     "had taken it (reported from its journal)");
+            return;
+        }
+        /* acked after its journal entry (amqp.c): a connection lost just
+         * before that ack has it back while this run builds it, or has
+         * built it */
+        if (journal_has(a, uuid) || guest_exists(a, ctx, uuid)) {
+            NB_WARN(LOG_AGENT, ctx, uuid,
+                    "Dropping the redelivered build: this run of the compute service has taken "
+                    "it already");
             return;
         }
         NB_INFO(LOG_AGENT, ctx, uuid,

@@ -347,7 +347,10 @@ static int start_and_cast(struct nb_ctx *ctx, struct nb_resp *resp, const json_t
         return -1;
     int rc = abort ? nb_conductor_live_migration_abort(ctx, uuid, muuid)
                    : nb_conductor_live_migration_force_complete(ctx, uuid, muuid);
-    if (rc < 0) {
+    if (rc < 0) { /* nothing else recorded: refused, the migration goes on as it was */
+        struct nb_ctx sub;
+        nb_ctx_child(&sub, ctx);
+        nb_action_finish(nb_srv_db(), &sub, uuid, "The compute conductor is not available.");
         NB_ERROR("nubo.compute.api", ctx, uuid, "no conductor listening for %s", action);
         return nb_error(ctx, 503, NULL, "The compute conductor is not available.");
     }

@@ -28,6 +28,7 @@
 #include "compute/objects/instance.h"
 #include "compute/objects/migration.h"
 #include "compute/rpc/compute_api.h"
+#include "image/image.h"
 #include "compute/rpc/conductor_api.h"
 #include "db/db.h"
 
@@ -95,28 +96,76 @@ int nb_srv_begin_task(struct nb_ctx *ctx, const json_t *inst, const char *action
     return nb_db_commit(db, ctx);
 }
 
-int nb_srv_move_not_cast(struct nb_ctx *ctx, const char *uuid, const char *migration_uuid,
-                         const char *task, const char *method)
+#define NOT_SENT "The compute conductor is not available."
+#define NOT_SENT_LATE                                                                              \
+    "The request was accepted but could not be sent to the compute conductor (the message bus "    \
+    "was unreachable): it was undone."
+
+/* nb_bus_undo_fn of the API's requests (nb_srv_undo): data {"task": the
+ * task state the API set, "migration": the status the migration of
+ * args' migration_uuid goes back to (or to error), "migration_from": the
+ * status it must still have (absent: any), "image_ref": the image the
+ * instance had (a rebuild), "drop_image": args' image_id goes (a
+ * snapshot)}. Each step only while the record is as the API left it, so
+ * it never undoes what a conductor did. */
+static void undo_request(struct nb_ctx *ctx, json_t *args, json_t *data, bool late)
 {
-    struct nb_ctx sub; /* best effort: the request fails with 503 either way */
-    nb_ctx_child(&sub, ctx);
-    nb_migration_set_status(nb_srv_db(), &sub, migration_uuid, NB_MIGRATION_ERROR, NULL);
-    nb_instance_transition(
-        nb_srv_db(), &sub, uuid,
-        &(struct nb_instance_change){.expect_task = {task}, .task_state = NB_NONE}, NULL);
+    struct nb_db *db = nb_srv_db();
+    const char *uuid = nb_json_str(args, "uuid");
+    const char *task = nb_json_str(data, "task");
+    const char *mig = nb_json_str(args, "migration_uuid");
+    const char *mig_status = nb_json_str(data, "migration");
+    if (!uuid)
+        return;
+    if (mig && mig_status)
+        nb_migration_set_status(db, ctx, mig, mig_status, nb_json_str(data, "migration_from"));
+    nb_ctx_clear_error(ctx);
+    int n = 0;
+    if (task)
+        n = (int)nb_instance_transition(db, ctx, uuid,
+                                        &(struct nb_instance_change){
+                                            .expect_task = {task},
+                                            .task_state = NB_NONE,
+                                            .image_ref = nb_json_str(data, "image_ref"),
+                                        },
+                                        NULL);
+    nb_ctx_clear_error(ctx);
+    const char *image = nb_json_str(args, "image_id");
+    if (image && json_is_true(json_object_get(data, "drop_image")) &&
+        nb_image_delete(ctx, image) < 0)
+        NB_WARN("nubo.compute.api", ctx, uuid, "could not delete image %s: %s", image,
+                nb_ctx_message(ctx));
+    nb_ctx_clear_error(ctx);
+    if (late && n == 1)
+        nb_fault_add(db, ctx, uuid, 503, NOT_SENT_LATE, NOT_SENT_LATE, NULL);
+    nb_ctx_clear_error(ctx);
+    nb_action_finish(db, ctx, uuid, late ? NOT_SENT_LATE : NOT_SENT);
+    NB_ERROR("nubo.compute.api", ctx, uuid, "%s%s%s undone: %s", task ? "task " : "",
+             task ? task : "request", n == 1 ? "" : " (already changed)",
+             late ? "never sent to the conductor" : "no conductor to send it to");
+}
+
+struct nb_bus_undo nb_srv_undo(const char *task, const char *migration, const char *migration_from)
+{
+    return (struct nb_bus_undo){undo_request,
+                                json_pack("{s:s?, s:s?, s:s?}", "task", task, "migration",
+                                          migration, "migration_from", migration_from)};
+}
+
+int nb_srv_not_sent(struct nb_ctx *ctx, const char *uuid, const char *method)
+{
     NB_ERROR("nubo.compute.api", ctx, uuid, "no conductor listening for %s", method);
-    return nb_error(ctx, 503, NULL, "The compute conductor is not available.");
+    return nb_error(ctx, 503, NULL, NOT_SENT);
 }
 
 /* Casts the power action op ("start", "stop", "reboot" with reboot_type,
- * "pause", …) of the instance to the conductor; 503 when none listens. */
+ * "pause", …) of the instance to the conductor, undone to task (the one
+ * the API set) if it is never sent; 503 when none listens. */
 static int cast_conductor(struct nb_ctx *ctx, const char *op, const char *uuid,
-                          const char *reboot_type)
+                          const char *reboot_type, const char *task)
 {
-    if (nb_conductor_power_action(ctx, uuid, op, reboot_type) < 0) {
-        NB_ERROR("nubo.compute.api", ctx, uuid, "no conductor listening for %s_instance", op);
-        return nb_error(ctx, 503, NULL, "The compute conductor is not available.");
-    }
+    if (nb_conductor_power_action(ctx, uuid, op, reboot_type, nb_srv_undo(task, NULL, NULL)) < 0)
+        return nb_srv_not_sent(ctx, uuid, op);
     return 0;
 }
 
@@ -134,7 +183,7 @@ static int do_start(struct nb_ctx *ctx, json_t *inst, json_t *args)
         nb_srv_begin_task(ctx, inst, "start", "start", NB_TASK_POWERING_ON, nb_srv_none_only,
                           false) < 0)
         return -1;
-    return cast_conductor(ctx, "start", nb_json_str(inst, "uuid"), NULL);
+    return cast_conductor(ctx, "start", nb_json_str(inst, "uuid"), NULL, NB_TASK_POWERING_ON);
 }
 
 static int do_stop(struct nb_ctx *ctx, json_t *inst, json_t *args)
@@ -149,7 +198,7 @@ static int do_stop(struct nb_ctx *ctx, json_t *inst, json_t *args)
         nb_srv_begin_task(ctx, inst, "stop", "stop", NB_TASK_POWERING_OFF, nb_srv_none_only, true) <
             0)
         return -1;
-    return cast_conductor(ctx, "stop", nb_json_str(inst, "uuid"), NULL);
+    return cast_conductor(ctx, "stop", nb_json_str(inst, "uuid"), NULL, NB_TASK_POWERING_OFF);
 }
 
 static int validate_reboot(struct nb_ctx *ctx, json_t *args, const char **type)
@@ -206,7 +255,8 @@ static int do_reboot(struct nb_ctx *ctx, json_t *inst, json_t *args)
         nb_srv_begin_task(ctx, inst, "reboot", "reboot",
                           hard ? NB_TASK_REBOOTING_HARD : NB_TASK_REBOOTING, rule.task, false) < 0)
         return -1;
-    return cast_conductor(ctx, "reboot", nb_json_str(inst, "uuid"), type);
+    return cast_conductor(ctx, "reboot", nb_json_str(inst, "uuid"), type,
+                          hard ? NB_TASK_REBOOTING_HARD : NB_TASK_REBOOTING);
 }
 
 /* pause, unpause, suspend, resume: Nova's pause_server.py and
@@ -238,7 +288,7 @@ static int simple(struct nb_ctx *ctx, json_t *inst, const struct simple_action *
         nb_srv_check_lock(ctx, inst) < 0 || nb_srv_check_state(ctx, inst, a->name, &rule) < 0 ||
         nb_srv_begin_task(ctx, inst, a->name, a->name, a->task, nb_srv_none_only, false) < 0)
         return -1;
-    return cast_conductor(ctx, a->name, nb_json_str(inst, "uuid"), NULL);
+    return cast_conductor(ctx, a->name, nb_json_str(inst, "uuid"), NULL, a->task);
 }
 
 static int do_pause(struct nb_ctx *ctx, json_t *inst, json_t *args)

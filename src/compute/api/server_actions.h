@@ -6,6 +6,7 @@
 #ifndef NB_COMPUTE_API_SERVER_ACTIONS_H
 #define NB_COMPUTE_API_SERVER_ACTIONS_H
 
+#include "bus/bus.h"
 #include "common/ctx.h"
 #include <jansson.h>
 #include <stdbool.h>
@@ -39,11 +40,18 @@ int nb_srv_begin_task(struct nb_ctx *ctx, const json_t *inst, const char *action
                       const char *message_action, const char *task_state,
                       const char *const *expected_tasks, bool reset_progress);
 
-/* A move's cast found no conductor (method: the message, for the log): its
- * migration goes to error and the task state the API set (task) is
- * cleared, best effort. -1 after 503 "The compute conductor is not
- * available." */
-int nb_srv_move_not_cast(struct nb_ctx *ctx, const char *uuid, const char *migration_uuid,
-                         const char *task, const char *method);
+/* The undo of a request the API committed and handed to the conductor
+ * client (conductor_api.h), run if it is never sent: the task state
+ * task (NULL: none) is cleared while the instance still has it, the
+ * migration of the request's migration_uuid (if any) set to migration
+ * while it is migration_from (NULL: any), the action finished with an
+ * error and, when the client had been answered, a fault recorded. Add
+ * "image_ref" (the instance's image before a rebuild) or "drop_image":
+ * true (a snapshot's image) to its data when needed. */
+struct nb_bus_undo nb_srv_undo(const char *task, const char *migration, const char *migration_from);
+
+/* A request the conductor client refused (undone): logs and answers 503
+ * "The compute conductor is not available." -1. */
+int nb_srv_not_sent(struct nb_ctx *ctx, const char *uuid, const char *method);
 
 #endif

@@ -214,8 +214,9 @@ int nb_srv_evacuate(struct nb_ctx *ctx, json_t *inst, json_t *args, struct nb_re
         .shared_storage_given = e.shared_given,
         .on_shared_storage = e.on_shared,
     };
-    if (nb_conductor_rebuild_instance(ctx, &req) < 0)
-        return nb_srv_move_not_cast(ctx, uuid, mig, NB_TASK_REBUILDING, "rebuild_instance");
+    if (nb_conductor_rebuild_instance(
+            ctx, &req, nb_srv_undo(NB_TASK_REBUILDING, NB_MIGRATION_ERROR, NULL)) < 0)
+        return nb_srv_not_sent(ctx, uuid, "rebuild_instance");
     if (!nb_ctx_mv_ge(ctx, 2, 14) && e.password &&
         nb_conf_bool("api", "enable_instance_password", true))
         return nb_resp_json(resp, 200, json_pack("{s:s}", "adminPass", e.password));

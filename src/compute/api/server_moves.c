@@ -213,8 +213,9 @@ int nb_srv_live_migrate(struct nb_ctx *ctx, json_t *inst, json_t *args)
             host ? host : "another host", mig);
     const struct nb_live_migrate_req req = {
         .uuid = uuid, .migration_uuid = mig, .host = host, .block_migration = bm, .force = force};
-    if (nb_conductor_live_migrate_instance(ctx, &req) < 0)
-        return nb_srv_move_not_cast(ctx, uuid, mig, NB_TASK_MIGRATING, "live_migrate_instance");
+    if (nb_conductor_live_migrate_instance(
+            ctx, &req, nb_srv_undo(NB_TASK_MIGRATING, NB_MIGRATION_ERROR, NULL)) < 0)
+        return nb_srv_not_sent(ctx, uuid, "live_migrate_instance");
     return 0;
 }
 

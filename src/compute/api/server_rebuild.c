@@ -397,9 +397,12 @@ int nb_srv_rebuild(struct nb_ctx *ctx, json_t *inst, json_t *args, struct nb_res
         .admin_password = r.password,
         .preserve_ephemeral = pe && nb_srv_json_truthy(pe),
     };
-    if (nb_conductor_rebuild_instance(ctx, &req) < 0) {
-        NB_ERROR("nubo.compute.api", ctx, r.uuid, "no conductor listening for rebuild_instance");
-        nb_error(ctx, 503, NULL, "The compute conductor is not available.");
+    struct nb_bus_undo undo = nb_srv_undo(NB_TASK_REBUILDING, NULL, NULL);
+    const char *old_image = nb_json_str(r.inst, "image_ref");
+    if (!r.bfv && old_image) /* the new image_ref was stored with the task state */
+        json_object_set_new(undo.data, "image_ref", json_string(old_image));
+    if (nb_conductor_rebuild_instance(ctx, &req, undo) < 0) {
+        nb_srv_not_sent(ctx, r.uuid, "rebuild_instance");
         goto out;
     }
     NB_INFO("nubo.compute.api", ctx, r.uuid, "Rebuilding instance with image %s", r.image_ref);

@@ -227,8 +227,9 @@ static int check_movable(struct nb_ctx *ctx, const json_t *inst, const char *act
     return check_host_up(ctx, inst, nb_json_str(inst, "host"));
 }
 
-/* Records the move and casts migrate_server; 503 when no conductor listens
- * (the migration is then set to error and the task cleared). */
+/* Records the move and casts migrate_server (sent until it arrives);
+ * 503 when it cannot be (the migration is then set to error and the task
+ * cleared, as when the sender gives up). */
 static int start_move(struct nb_ctx *ctx, const json_t *inst, const struct move_req *m)
 {
     char mig[NB_UUID_LEN];
@@ -248,9 +249,10 @@ static int start_move(struct nb_ctx *ctx, const json_t *inst, const struct move_
             m->action, mig, nb_json_str(m->cur, "name") ? nb_json_str(m->cur, "name") : "?",
             nb_json_str(m->flavor, "name") ? nb_json_str(m->flavor, "name") : "?",
             m->host ? ", host " : "", m->host ? m->host : "");
-    if (nb_conductor_migrate_server(ctx, &r) == 0)
+    if (nb_conductor_migrate_server(
+            ctx, &r, nb_srv_undo(NB_TASK_RESIZE_PREP, NB_MIGRATION_ERROR, NULL)) == 0)
         return 0;
-    return nb_srv_move_not_cast(ctx, uuid, mig, NB_TASK_RESIZE_PREP, "migrate_server");
+    return nb_srv_not_sent(ctx, uuid, "migrate_server");
 }
 
 int nb_srv_migrate(struct nb_ctx *ctx, json_t *inst, json_t *args)
@@ -410,12 +412,9 @@ int nb_srv_confirm_resize(struct nb_ctx *ctx, json_t *inst, json_t *args, struct
     }
     if (nb_db_commit(db, ctx) < 0)
         return -1;
-    if (nb_conductor_confirm_resize(ctx, uuid, mid) < 0) {
-        struct nb_ctx sub; /* best-effort undo: the request fails with 503 */
-        nb_ctx_child(&sub, ctx);
-        nb_migration_set_status(db, &sub, mid, NB_MIGRATION_FINISHED, "confirming");
-        return nb_error(ctx, 503, NULL, "The compute conductor is not available.");
-    }
+    if (nb_conductor_confirm_resize(ctx, uuid, mid,
+                                    nb_srv_undo(NULL, NB_MIGRATION_FINISHED, "confirming")) < 0)
+        return nb_srv_not_sent(ctx, uuid, "confirm_resize");
     return nb_resp_empty(resp, 204);
 }
 
@@ -447,16 +446,9 @@ int nb_srv_revert_resize(struct nb_ctx *ctx, json_t *inst, json_t *args)
     }
     if (nb_db_commit(db, ctx) < 0)
         return -1;
-    if (nb_conductor_revert_resize(ctx, uuid, mid) < 0) {
-        struct nb_ctx sub; /* best-effort undo: the request fails with 503 */
-        nb_ctx_child(&sub, ctx);
-        nb_migration_set_status(db, &sub, mid, NB_MIGRATION_FINISHED, "reverting");
-        nb_instance_transition(
-            db, &sub, uuid,
-            &(struct nb_instance_change){.expect_task = {NB_TASK_RESIZE_REVERTING},
-                                         .task_state = NB_NONE},
-            NULL);
-        return nb_error(ctx, 503, NULL, "The compute conductor is not available.");
-    }
+    if (nb_conductor_revert_resize(
+            ctx, uuid, mid,
+            nb_srv_undo(NB_TASK_RESIZE_REVERTING, NB_MIGRATION_FINISHED, "reverting")) < 0)
+        return nb_srv_not_sent(ctx, uuid, "revert_resize");
     return 0;
 }

@@ -24,6 +24,7 @@
 #include "compute/api/quotas.h"
 #include "compute/api/resources.h"
 #include "compute/api/server_snapshot.h"
+#include "compute/api/server_actions.h"
 #include "compute/api/validate.h"
 #include "compute/compute.h"
 #include "compute/objects/instance.h"
@@ -293,18 +294,11 @@ static int snapshot_image_backed(struct nb_ctx *ctx, const json_t *inst, json_t 
     }
     if (nb_db_commit(db, ctx) < 0)
         goto drop_image;
-    if (nb_conductor_snapshot_instance(ctx, uuid, image_id) < 0) {
-        NB_ERROR("nubo.compute.api", ctx, uuid, "no conductor listening for snapshot_instance");
-        struct nb_ctx sub;
-        nb_ctx_child(&sub, ctx);
-        nb_instance_transition(db, &sub, uuid,
-                               &(struct nb_instance_change){.expect_task = {NB_TASK_IMAGE_SNAPSHOT},
-                                                            .task_state = NB_NONE},
-                               NULL);
-        nb_action_finish(db, &sub, uuid, "The compute conductor is not available.");
-        nb_error(ctx, 503, NULL, "The compute conductor is not available.");
-        goto drop_image;
-    }
+    /* never sent: the task state is cleared and the image deleted */
+    struct nb_bus_undo undo = nb_srv_undo(NB_TASK_IMAGE_SNAPSHOT, NULL, NULL);
+    json_object_set_new(undo.data, "drop_image", json_true());
+    if (nb_conductor_snapshot_instance(ctx, uuid, image_id, undo) < 0)
+        return nb_srv_not_sent(ctx, uuid, "snapshot_instance");
     return 0;
 drop_image : {
     struct nb_ctx sub; /* the clean-up keeps the error being reported */

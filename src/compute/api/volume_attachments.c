@@ -23,6 +23,7 @@
 #include "compute/api/instances.h"
 #include "compute/api/links.h"
 #include "compute/api/resources.h"
+#include "compute/api/server_actions.h"
 #include "compute/api/validate.h"
 #include "compute/compute.h"
 #include "compute/rpc/conductor_api.h"
@@ -312,20 +313,51 @@ static int insert_attachment(struct nb_ctx *ctx, const char *uuid, const char *v
 }
 
 /* Undoes an accepted attach the conductor never heard of. */
-static void undo_attachment(struct nb_ctx *ctx, const char *uuid, const char *bdm_uuid,
-                            const char *volume_id)
+/* The undo of an attach never sent to the conductor (nb_bus_undo_fn;
+ * args {"uuid", "bdm_uuid", "volume_id"}): the mapping, while nothing was
+ * plugged yet (connection_info NULL), is destroyed and the volume
+ * unreserved; the action fails. */
+#define NOT_SENT "The compute conductor is not available."
+
+static void undo_attachment(struct nb_ctx *ctx, json_t *args, json_t *data, bool late)
 {
-    struct nb_ctx sub;
-    nb_ctx_child(&sub, ctx);
+    (void)data;
+    const char *uuid = nb_json_str(args, "uuid"), *volume_id = nb_json_str(args, "volume_id");
     char now[32];
     nb_now_iso_us(now);
-    if (nb_db_exec(nb_srv_db(), &sub,
-                   "UPDATE block_device_mapping SET deleted = id, deleted_at = ? WHERE uuid = ?",
-                   "ss", now, bdm_uuid) < 0 ||
-        nb_volume_transition(&sub, volume_id, NB_VOLUME_UNRESERVE) < 0 ||
-        nb_action_finish(nb_srv_db(), &sub, uuid, "The compute conductor is not available.") < 0)
+    int n =
+        nb_db_exec(nb_srv_db(), ctx,
+                   "UPDATE block_device_mapping SET deleted = id, deleted_at = ? WHERE uuid = ? "
+                   "AND deleted = 0 AND connection_info IS NULL",
+                   "ss", now, nb_json_str(args, "bdm_uuid"));
+    if (n < 0 || (n == 1 && nb_volume_transition(ctx, volume_id, NB_VOLUME_UNRESERVE) < 0) ||
+        nb_action_finish(nb_srv_db(), ctx, uuid, NOT_SENT) < 0)
         NB_WARN("nubo.compute.api", ctx, uuid, "could not undo the attach of volume %s: %s",
-                volume_id, nb_ctx_message(&sub));
+                volume_id, nb_ctx_message(ctx));
+    else if (late && n == 1)
+        NB_ERROR("nubo.compute.api", ctx, uuid,
+                 "attach of volume %s never sent to the conductor: undone", volume_id);
+}
+
+/* The undo of a detach never sent (args as undo_attachment's): the volume
+ * goes back to in-use while it is still detaching; the action fails. */
+static void undo_detach(struct nb_ctx *ctx, json_t *args, json_t *data, bool late)
+{
+    (void)data;
+    const char *uuid = nb_json_str(args, "uuid"), *volume_id = nb_json_str(args, "volume_id");
+    char status[32] = "";
+    _cleanup_json_ json_t *vol = nb_volume_lookup(ctx, volume_id);
+    const char *st = vol ? nb_json_str(vol, "status") : NULL;
+    snprintf(status, sizeof(status), "%s", st ? st : "");
+    nb_ctx_clear_error(ctx);
+    if ((!strcmp(status, "detaching") &&
+         nb_volume_transition(ctx, volume_id, NB_VOLUME_ROLL_DETACHING) < 0) ||
+        nb_action_finish(nb_srv_db(), ctx, uuid, NOT_SENT) < 0)
+        NB_WARN("nubo.compute.api", ctx, uuid, "could not undo the detach of volume %s: %s",
+                volume_id, nb_ctx_message(ctx));
+    else if (late)
+        NB_ERROR("nubo.compute.api", ctx, uuid,
+                 "detach of volume %s never sent to the conductor: undone", volume_id);
 }
 
 static int h_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
@@ -367,10 +399,9 @@ static int h_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp
         nb_volume_transition(&sub, volume_id, NB_VOLUME_UNRESERVE);
         return -1;
     }
-    if (nb_conductor_attach_volume(ctx, uuid, bdm_uuid, volume_id) < 0) {
-        undo_attachment(ctx, uuid, bdm_uuid, volume_id);
-        return nb_error(ctx, 503, NULL, "The compute conductor is not available.");
-    }
+    if (nb_conductor_attach_volume(ctx, uuid, bdm_uuid, volume_id,
+                                   (struct nb_bus_undo){undo_attachment, NULL}) < 0)
+        return nb_srv_not_sent(ctx, uuid, "attach_volume");
     NB_INFO("nubo.compute.api", ctx, uuid, "Attaching volume %s as %s", volume_id, dev);
     json_t *view = json_pack("{s:s, s:s, s:s, s:s}", "id", volume_id, "serverId", server_id,
                              "volumeId", volume_id, "device", dev);
@@ -514,13 +545,9 @@ static int h_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp
         nb_volume_transition(&sub, volume_id, NB_VOLUME_ROLL_DETACHING);
         return -1;
     }
-    if (nb_conductor_detach_volume(ctx, uuid, nb_json_str(bdm, "uuid"), volume_id) < 0) {
-        struct nb_ctx sub;
-        nb_ctx_child(&sub, ctx);
-        nb_volume_transition(&sub, volume_id, NB_VOLUME_ROLL_DETACHING);
-        nb_action_finish(db, &sub, uuid, "The compute conductor is not available.");
-        return nb_error(ctx, 503, NULL, "The compute conductor is not available.");
-    }
+    if (nb_conductor_detach_volume(ctx, uuid, nb_json_str(bdm, "uuid"), volume_id,
+                                   (struct nb_bus_undo){undo_detach, NULL}) < 0)
+        return nb_srv_not_sent(ctx, uuid, "detach_volume");
     NB_INFO("nubo.compute.api", ctx, uuid, "Detaching volume %s", volume_id);
     return nb_resp_empty(resp, 202);
 }

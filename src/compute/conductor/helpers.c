@@ -11,6 +11,7 @@
 #include "compute/conductor/helpers.h"
 #include "compute/conductor/internal.h"
 #include "compute/objects/instance.h"
+#include "compute/objects/migration.h"
 #include "db/db.h"
 #include "placement/placement.h"
 
@@ -142,4 +143,27 @@ int cond_local_delete(struct conductor *c, struct nb_ctx *ctx, const char *uuid)
                 released ? " and its allocations released" : "");
     }
     return 0;
+}
+
+bool cond_still_requested(struct conductor *c, struct nb_ctx *ctx, const json_t *row,
+                          const char *task, const char *migration_uuid, const char *status,
+                          const char *method)
+{
+    const char *uuid = nb_json_str(row, "uuid");
+    const char *t = nb_json_str(row, "task_state");
+    const char *st = NULL;
+    _cleanup_json_ json_t *mig = NULL;
+    if (migration_uuid) {
+        struct nb_ctx sub;
+        nb_ctx_child(&sub, ctx);
+        mig = nb_migration_get(c->db, &sub, migration_uuid);
+        st = nb_json_str(mig, "status");
+    }
+    if (!strcmp(t ? t : "", task) && (!migration_uuid || (st && !strcmp(st, status))))
+        return true;
+    NB_INFO(LOG_COND, ctx, uuid, "%s dropped: delivered again or too late (task_state %s%s%s%s%s)",
+            method, t ? t : "None", migration_uuid ? ", migration " : "",
+            migration_uuid ? migration_uuid : "", migration_uuid ? " " : "",
+            migration_uuid ? (st ? st : "gone") : "");
+    return false;
 }

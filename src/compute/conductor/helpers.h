@@ -37,6 +37,16 @@ void cond_action_finish(struct conductor *c, struct nb_ctx *ctx, const char *uui
 int cond_release_allocations(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
                              const char *host);
 
+/* Whether a request from the API (method) finds its records as the API
+ * left them: the instance row's task_state task and, when
+ * migration_uuid is given, that migration in status. Else the message
+ * came twice (redelivered, or resent by an API that had no confirm from
+ * the broker) or after its request was undone or finished: logged, and
+ * the caller drops it. */
+bool cond_still_requested(struct conductor *c, struct nb_ctx *ctx, const json_t *row,
+                          const char *task, const char *migration_uuid, const char *status,
+                          const char *method);
+
 /* Soft-deletes the instance (deleted = id, vm_state deleted, timestamps),
  * its metadata, faults and BDMs, drops its tags and server group
  * membership (as the API's local delete does), then releases its

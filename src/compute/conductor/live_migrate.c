@@ -392,6 +392,11 @@ void cond_live_migrate_instance(struct conductor *c, struct nb_ctx *ctx, json_t 
         json_decref(row);
         return;
     }
+    if (!cond_still_requested(c, ctx, row, NB_TASK_MIGRATING, mig, NB_MIGRATION_ACCEPTED,
+                              "live_migrate_instance")) {
+        json_decref(row);
+        return;
+    }
     struct lm_task t = {
         .c = c,
         .ctx = ctx,

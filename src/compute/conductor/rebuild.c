@@ -115,6 +115,9 @@ void cond_rebuild_instance(struct conductor *c, struct nb_ctx *ctx, json_t *args
         NB_INFO(LOG_COND, ctx, uuid, "Not rebuilding: the instance is gone");
         return;
     }
+    if (!cond_still_requested(c, ctx, row, NB_TASK_REBUILDING, mig, NB_MIGRATION_ACCEPTED,
+                              "rebuild_instance"))
+        return;
     cond_action_start(c, ctx, uuid, mig ? "evacuate" : "rebuild");
     cond_event_start(c, ctx, uuid, EV_COND_REBUILD, NULL);
     if (mig) {

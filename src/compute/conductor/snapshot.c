@@ -51,6 +51,17 @@ static void snapshot_failed(struct conductor *c, struct nb_ctx *ctx, const char 
              image_id ? image_id : "?", message);
 }
 
+/* Whether the image is still the empty record the API created (queued):
+ * no snapshot has been uploaded into it. */
+static bool image_queued(struct nb_ctx *ctx, const char *image_id)
+{
+    struct nb_ctx sub;
+    nb_ctx_child(&sub, ctx);
+    _cleanup_json_ json_t *img = nb_image_lookup(&sub, image_id);
+    const char *st = nb_json_str(img, "status");
+    return st && !strcmp(st, "queued");
+}
+
 void cond_snapshot_instance(struct conductor *c, struct nb_ctx *ctx, json_t *args)
 {
     const char *uuid = nb_json_str(args, "uuid");
@@ -69,6 +80,13 @@ void cond_snapshot_instance(struct conductor *c, struct nb_ctx *ctx, json_t *arg
         },
         NULL);
     nb_ctx_clear_error(ctx); /* a failed update ends the snapshot like a lost race */
+    if (n != 1 && !image_queued(ctx, image_id)) {
+        /* the message came twice (redelivered, or resent by an API that
+         * had no confirm from the broker): this snapshot runs or ran */
+        NB_INFO(LOG_COND, ctx, uuid,
+                "snapshot_instance to image %s delivered again: already taken, ignored", image_id);
+        return;
+    }
     cond_event_start(c, ctx, uuid, EV_SNAPSHOT, host);
     if (n != 1) {
         /* Nova: instance gone or being deleted: the image goes, no fault */

@@ -389,9 +389,16 @@ void cond_attach_volume(struct conductor *c, struct nb_ctx *ctx, json_t *args)
     if (!row || !bdm_uuid || !vid || nb_json_int(row, "deleted", 0) != 0)
         return;
     const char *host = nb_json_str(row, "host");
+    _cleanup_json_ json_t *bdm = bdm_by_uuid(c, ctx, uuid, bdm_uuid);
+    if (bdm && nb_json_str(bdm, "connection_info")) {
+        /* delivered twice (redelivered, or resent by an API that had no
+         * confirm from the broker): the first one is attaching it */
+        NB_INFO(LOG_COND, ctx, uuid,
+                "attach_volume of volume %s delivered again: already attached, ignored", vid);
+        return;
+    }
     cond_action_start(c, ctx, uuid, "attach_volume");
     cond_event_start(c, ctx, uuid, EV_ATTACH, host);
-    _cleanup_json_ json_t *bdm = bdm_by_uuid(c, ctx, uuid, bdm_uuid);
     char msg[1100];
     if (!bdm || strcmp(str_or(nb_json_str(bdm, "volume_id"), ""), vid) != 0) {
         snprintf(msg, sizeof(msg), "Block device mapping %s of volume %s could not be found.",
@@ -506,9 +513,17 @@ void cond_detach_volume(struct conductor *c, struct nb_ctx *ctx, json_t *args)
     if (!row || !vid || nb_json_int(row, "deleted", 0) != 0)
         return;
     const char *host = nb_json_str(row, "host");
+    _cleanup_json_ json_t *bdm = bdm_by_uuid(c, ctx, uuid, nb_json_str(args, "bdm_uuid"));
+    char status[32];
+    volume_status(ctx, vid, status, sizeof(status));
+    if (!bdm && strcmp(status, "detaching") != 0) {
+        /* delivered twice: the first one detached it */
+        NB_INFO(LOG_COND, ctx, uuid,
+                "detach_volume of volume %s delivered again: already detached, ignored", vid);
+        return;
+    }
     cond_action_start(c, ctx, uuid, "detach_volume");
     cond_event_start(c, ctx, uuid, EV_DETACH, host);
-    _cleanup_json_ json_t *bdm = bdm_by_uuid(c, ctx, uuid, nb_json_str(args, "bdm_uuid"));
     if (!bdm || strcmp(str_or(nb_json_str(bdm, "volume_id"), ""), vid) != 0) {
         char msg[512];
         snprintf(msg, sizeof(msg), "Volume %s is not attached to instance %s.", vid, uuid);

@@ -83,9 +83,22 @@ int nb_compute_external_instance_event(struct nb_ctx *ctx, const char *host, jso
                 json_pack("{s:o}", "events", events));
 }
 
+/* How long a guest's destroy is sent again: a host cut off or a broker
+ * down for minutes. */
+#define DESTROY_SEND_S 600
+
 int nb_compute_destroy_guest(struct nb_ctx *ctx, const char *host, const char *uuid)
 {
-    return cast(ctx, host, NB_COMPUTE_DESTROY_GUEST, json_pack("{s:s}", "uuid", uuid));
+    json_t *args = json_pack("{s:s}", "uuid", uuid);
+    if (cast(ctx, host, NB_COMPUTE_DESTROY_GUEST, json_incref(args)) == 0) {
+        json_decref(args);
+        return 0;
+    }
+    char topic[300];
+    NB_WARN(LOG_RPC, ctx, uuid, "destroy_guest not sent to host %s: sent again until it arrives",
+            host);
+    return nb_bus_cast_later(ctx, topic_of(topic, sizeof(topic), host), NB_COMPUTE_DESTROY_GUEST,
+                             args, DESTROY_SEND_S, (struct nb_bus_undo){0});
 }
 
 json_t *nb_compute_get_console_output(struct nb_ctx *ctx, const char *host, const char *uuid,

@@ -102,7 +102,11 @@ int nb_compute_snapshot_instance(struct nb_ctx *ctx, const char *host, json_t *i
 int nb_compute_external_instance_event(struct nb_ctx *ctx, const char *host, json_t *events);
 
 /* destroy_guest (cast) {"uuid"}: cleanup after a lost race or an
- * interrupted build; no answer (an absent guest is not an error). */
+ * interrupted build, or of a server deleted while its host was down; no
+ * answer (an absent guest is not an error). When it cannot be sent now
+ * (the broker down, the host's queue gone with it) it is sent again from
+ * a thread until it arrives (nb_bus_cast_later, 600 s), else the guest
+ * could stay behind with no server. 0 when sent or queued. */
 int nb_compute_destroy_guest(struct nb_ctx *ctx, const char *host, const char *uuid);
 
 /* get_console_output (call, API -> agent, no conductor: Nova's API asks

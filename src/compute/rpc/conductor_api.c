@@ -22,49 +22,59 @@ static int report(struct nb_ctx *ctx, const char *method, json_t *args)
     return nb_bus_cast_until_sent(ctx, NB_CONDUCTOR_TOPIC, method, args, RESULT_SEND_S);
 }
 
-/* A request its client was already answered for (its state is
- * committed): cast, or, when it cannot be sent now (the broker down, no
- * conductor listening), sent again from a thread of its own until it
- * arrives, so no acknowledged request is lost to a broker outage. (If
- * this process dies meanwhile, the conductor's start-up recovery finds
- * the instance in its state: recovery.c.) */
-static int acknowledged(struct nb_ctx *ctx, const char *method, json_t *args)
+/* A request recorded in the database (its task state, mapping or
+ * migration committed) and answered to its client: cast, or, when it
+ * cannot be sent now (the broker down, no conductor listening), sent
+ * again from a thread of its own until it arrives, so no acknowledged
+ * request is lost to a broker outage; when that sender gives up, undo
+ * puts the records back (a clean error instead of a task state nobody
+ * works on). -1 (undo done) when it cannot even be queued: the caller
+ * answers 503. (If this process dies meanwhile, the conductor's start-up
+ * recovery finds the instance in its state: recovery.c.) */
+static int acknowledged(struct nb_ctx *ctx, const char *method, json_t *args,
+                        struct nb_bus_undo undo)
 {
     if (cast(ctx, method, json_incref(args)) == 0) {
         json_decref(args);
+        json_decref(undo.data);
         return 0;
     }
     NB_WARN(LOG_RPC, ctx, NULL, "%s not sent to the conductor: sent again until it arrives",
             method);
-    return nb_bus_cast_later(ctx, NB_CONDUCTOR_TOPIC, method, args, RESULT_SEND_S);
+    return nb_bus_cast_later(ctx, NB_CONDUCTOR_TOPIC, method, args, RESULT_SEND_S, undo);
 }
+
+static const struct nb_bus_undo no_undo = {0};
 
 int nb_conductor_build_instances(struct nb_ctx *ctx, json_t *instance_uuids,
                                  const char *admin_password)
 {
     return acknowledged(ctx, NB_CONDUCTOR_BUILD_INSTANCES,
                         json_pack("{s:O, s:s?}", "instance_uuids", instance_uuids, "admin_password",
-                                  admin_password));
+                                  admin_password),
+                        no_undo);
 }
 
 int nb_conductor_power_action(struct nb_ctx *ctx, const char *uuid, const char *op,
-                              const char *reboot_type)
+                              const char *reboot_type, struct nb_bus_undo undo)
 {
     /* the conductor's methods are the agent's names (power_methods.h) */
     const char *method = nb_rpc_power_method(op);
     if (!method) {
         NB_ERROR(LOG_RPC, ctx, uuid, "no conductor method for the power action %s", op);
+        json_decref(undo.data);
         return -1;
     }
     json_t *args = json_pack("{s:s}", "uuid", uuid);
     if (reboot_type)
         json_object_set_new(args, "reboot_type", json_string(reboot_type));
-    return acknowledged(ctx, method, args);
+    return acknowledged(ctx, method, args, undo);
 }
 
 int nb_conductor_delete_instance(struct nb_ctx *ctx, const char *uuid)
 {
-    return acknowledged(ctx, NB_CONDUCTOR_DELETE_INSTANCE, json_pack("{s:s}", "uuid", uuid));
+    return acknowledged(ctx, NB_CONDUCTOR_DELETE_INSTANCE, json_pack("{s:s}", "uuid", uuid),
+                        no_undo);
 }
 
 static json_t *volume_args(const char *uuid, const char *bdm_uuid, const char *volume_id)
@@ -73,37 +83,45 @@ static json_t *volume_args(const char *uuid, const char *bdm_uuid, const char *v
 }
 
 int nb_conductor_attach_volume(struct nb_ctx *ctx, const char *uuid, const char *bdm_uuid,
-                               const char *volume_id)
+                               const char *volume_id, struct nb_bus_undo undo)
 {
-    return cast(ctx, NB_CONDUCTOR_ATTACH_VOLUME, volume_args(uuid, bdm_uuid, volume_id));
+    return acknowledged(ctx, NB_CONDUCTOR_ATTACH_VOLUME, volume_args(uuid, bdm_uuid, volume_id),
+                        undo);
 }
 
 int nb_conductor_detach_volume(struct nb_ctx *ctx, const char *uuid, const char *bdm_uuid,
-                               const char *volume_id)
+                               const char *volume_id, struct nb_bus_undo undo)
 {
-    return cast(ctx, NB_CONDUCTOR_DETACH_VOLUME, volume_args(uuid, bdm_uuid, volume_id));
+    return acknowledged(ctx, NB_CONDUCTOR_DETACH_VOLUME, volume_args(uuid, bdm_uuid, volume_id),
+                        undo);
 }
 
-int nb_conductor_snapshot_instance(struct nb_ctx *ctx, const char *uuid, const char *image_id)
+int nb_conductor_snapshot_instance(struct nb_ctx *ctx, const char *uuid, const char *image_id,
+                                   struct nb_bus_undo undo)
 {
-    return cast(ctx, NB_CONDUCTOR_SNAPSHOT_INSTANCE,
-                json_pack("{s:s, s:s}", "uuid", uuid, "image_id", image_id));
+    return acknowledged(ctx, NB_CONDUCTOR_SNAPSHOT_INSTANCE,
+                        json_pack("{s:s, s:s}", "uuid", uuid, "image_id", image_id), undo);
 }
 
-int nb_conductor_live_migrate_instance(struct nb_ctx *ctx, const struct nb_live_migrate_req *r)
+int nb_conductor_live_migrate_instance(struct nb_ctx *ctx, const struct nb_live_migrate_req *r,
+                                       struct nb_bus_undo undo)
 {
-    return cast(ctx, NB_CONDUCTOR_LIVE_MIGRATE_INSTANCE,
-                json_pack("{s:s, s:s, s:s?, s:s, s:b}", "uuid", r->uuid, "migration_uuid",
-                          r->migration_uuid, "host", r->host, "block_migration",
-                          r->block_migration ? r->block_migration : "false", "force", r->force));
+    return acknowledged(ctx, NB_CONDUCTOR_LIVE_MIGRATE_INSTANCE,
+                        json_pack("{s:s, s:s, s:s?, s:s, s:b}", "uuid", r->uuid, "migration_uuid",
+                                  r->migration_uuid, "host", r->host, "block_migration",
+                                  r->block_migration ? r->block_migration : "false", "force",
+                                  r->force),
+                        undo);
 }
 
-int nb_conductor_migrate_server(struct nb_ctx *ctx, const struct nb_migrate_server_req *r)
+int nb_conductor_migrate_server(struct nb_ctx *ctx, const struct nb_migrate_server_req *r,
+                                struct nb_bus_undo undo)
 {
-    return cast(ctx, NB_CONDUCTOR_MIGRATE_SERVER,
-                json_pack("{s:s, s:s, s:s?, s:O?, s:b}", "uuid", r->uuid, "migration_uuid",
-                          r->migration_uuid, "host", r->host, "flavor", (json_t *)r->flavor,
-                          "allow_same_host", r->allow_same_host));
+    return acknowledged(ctx, NB_CONDUCTOR_MIGRATE_SERVER,
+                        json_pack("{s:s, s:s, s:s?, s:O?, s:b}", "uuid", r->uuid, "migration_uuid",
+                                  r->migration_uuid, "host", r->host, "flavor", (json_t *)r->flavor,
+                                  "allow_same_host", r->allow_same_host),
+                        undo);
 }
 
 static json_t *migration_args(const char *uuid, const char *migration_uuid)
@@ -111,17 +129,22 @@ static json_t *migration_args(const char *uuid, const char *migration_uuid)
     return json_pack("{s:s, s:s}", "uuid", uuid, "migration_uuid", migration_uuid);
 }
 
-int nb_conductor_confirm_resize(struct nb_ctx *ctx, const char *uuid, const char *migration_uuid)
+int nb_conductor_confirm_resize(struct nb_ctx *ctx, const char *uuid, const char *migration_uuid,
+                                struct nb_bus_undo undo)
 {
-    return cast(ctx, NB_CONDUCTOR_CONFIRM_RESIZE, migration_args(uuid, migration_uuid));
+    return acknowledged(ctx, NB_CONDUCTOR_CONFIRM_RESIZE, migration_args(uuid, migration_uuid),
+                        undo);
 }
 
-int nb_conductor_revert_resize(struct nb_ctx *ctx, const char *uuid, const char *migration_uuid)
+int nb_conductor_revert_resize(struct nb_ctx *ctx, const char *uuid, const char *migration_uuid,
+                               struct nb_bus_undo undo)
 {
-    return cast(ctx, NB_CONDUCTOR_REVERT_RESIZE, migration_args(uuid, migration_uuid));
+    return acknowledged(ctx, NB_CONDUCTOR_REVERT_RESIZE, migration_args(uuid, migration_uuid),
+                        undo);
 }
 
-int nb_conductor_rebuild_instance(struct nb_ctx *ctx, const struct nb_rebuild_req *r)
+int nb_conductor_rebuild_instance(struct nb_ctx *ctx, const struct nb_rebuild_req *r,
+                                  struct nb_bus_undo undo)
 {
     json_t *args = json_pack("{s:s, s:s?, s:s?, s:b, s:s?, s:s?, s:b}", "uuid", r->uuid,
                              "image_ref", r->image_ref, "admin_password", r->admin_password,
@@ -129,7 +152,7 @@ int nb_conductor_rebuild_instance(struct nb_ctx *ctx, const struct nb_rebuild_re
                              r->migration_uuid, "host", r->host, "force", r->force);
     json_object_set_new(args, "on_shared_storage",
                         r->shared_storage_given ? json_boolean(r->on_shared_storage) : json_null());
-    return cast(ctx, NB_CONDUCTOR_REBUILD_INSTANCE, args);
+    return acknowledged(ctx, NB_CONDUCTOR_REBUILD_INSTANCE, args, undo);
 }
 
 int nb_conductor_live_migration_abort(struct nb_ctx *ctx, const char *uuid,

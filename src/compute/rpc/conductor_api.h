@@ -5,7 +5,16 @@
  * All messages carry the caller's context.
  *
  * Casts return 0, or -1 when no conductor listens (nothing recorded on
- * ctx: the caller says what that means for its request). Calls return the
+ * ctx: the caller says what that means for its request). The API's
+ * requests (build, power actions, delete, attach, detach, snapshot, moves,
+ * confirm, revert, rebuild) are committed before they are cast: when the
+ * cast cannot go out now it is sent again from a thread until it arrives
+ * (nb_bus_cast_later), and the request's undo (nb_bus_undo; none for build
+ * and delete, which the conductor's recovery resumes) puts its records
+ * back if that sender gives up; -1 then means it could not even be queued
+ * (undo done): the API answers 503. The conductor's handlers check the
+ * task state / migration status / mapping they expect, so a message
+ * delivered twice or late changes nothing. Calls return the
  * reply (new ref), or NULL on timeout / no conductor (error on ctx).
  *
  * The conductor is the only writer of instance state after create; the
@@ -35,6 +44,7 @@
 #ifndef NB_RPC_CONDUCTOR_API_H
 #define NB_RPC_CONDUCTOR_API_H
 
+#include "bus/bus.h"
 #include "common/ctx.h"
 #include <jansson.h>
 #include <stdbool.h>
@@ -99,7 +109,7 @@ int nb_conductor_build_instances(struct nb_ctx *ctx, json_t *instance_uuids,
  * unpausing / suspending / resuming) and started the action. -1 also for
  * an unknown op (logged: a programming error). */
 int nb_conductor_power_action(struct nb_ctx *ctx, const char *uuid, const char *op,
-                              const char *reboot_type);
+                              const char *reboot_type, struct nb_bus_undo undo);
 
 /* delete_instance {"uuid"}: the API has set task_state deleting. */
 int nb_conductor_delete_instance(struct nb_ctx *ctx, const char *uuid);
@@ -110,15 +120,16 @@ int nb_conductor_delete_instance(struct nb_ctx *ctx, const char *uuid);
  * detach_volume {"uuid", "bdm_uuid", "volume_id"}: the API moved the
  * volume to detaching and started action "detach_volume". */
 int nb_conductor_attach_volume(struct nb_ctx *ctx, const char *uuid, const char *bdm_uuid,
-                               const char *volume_id);
+                               const char *volume_id, struct nb_bus_undo undo);
 int nb_conductor_detach_volume(struct nb_ctx *ctx, const char *uuid, const char *bdm_uuid,
-                               const char *volume_id);
+                               const char *volume_id, struct nb_bus_undo undo);
 
 /* snapshot_instance {"uuid", "image_id"}: image-backed createImage; the API
  * created the image record (queued), set task_state image_snapshot and
  * started action "createImage"; the conductor moves it to
  * image_pending_upload. */
-int nb_conductor_snapshot_instance(struct nb_ctx *ctx, const char *uuid, const char *image_id);
+int nb_conductor_snapshot_instance(struct nb_ctx *ctx, const char *uuid, const char *image_id,
+                                   struct nb_bus_undo undo);
 
 /* ---- API -> conductor: moves (see COMPAT-NOTES, "Moving servers") ----
  * The API has checked the request and the instance's state, set the task
@@ -137,7 +148,8 @@ struct nb_live_migrate_req {
 };
 /* live_migrate_instance {"uuid", "migration_uuid", "host", "block_migration",
  * "force"} (cast). */
-int nb_conductor_live_migrate_instance(struct nb_ctx *ctx, const struct nb_live_migrate_req *r);
+int nb_conductor_live_migrate_instance(struct nb_ctx *ctx, const struct nb_live_migrate_req *r,
+                                       struct nb_bus_undo undo);
 
 struct nb_migrate_server_req {
     const char *uuid, *migration_uuid;
@@ -147,12 +159,15 @@ struct nb_migrate_server_req {
 };
 /* migrate_server {"uuid", "migration_uuid", "host", "flavor", "allow_same_host"}
  * (cast): a cold migration or a resize. */
-int nb_conductor_migrate_server(struct nb_ctx *ctx, const struct nb_migrate_server_req *r);
+int nb_conductor_migrate_server(struct nb_ctx *ctx, const struct nb_migrate_server_req *r,
+                                struct nb_bus_undo undo);
 
 /* confirm_resize / revert_resize {"uuid", "migration_uuid"} (cast): the
  * migration is "finished" and the instance "resized". */
-int nb_conductor_confirm_resize(struct nb_ctx *ctx, const char *uuid, const char *migration_uuid);
-int nb_conductor_revert_resize(struct nb_ctx *ctx, const char *uuid, const char *migration_uuid);
+int nb_conductor_confirm_resize(struct nb_ctx *ctx, const char *uuid, const char *migration_uuid,
+                                struct nb_bus_undo undo);
+int nb_conductor_revert_resize(struct nb_ctx *ctx, const char *uuid, const char *migration_uuid,
+                               struct nb_bus_undo undo);
 
 struct nb_rebuild_req {
     const char *uuid;
@@ -171,7 +186,8 @@ struct nb_rebuild_req {
  * "preserve_ephemeral", "migration_uuid", "host", "on_shared_storage"
  * (null unless shared_storage_given), "force"} (cast): rebuild, and
  * evacuate. */
-int nb_conductor_rebuild_instance(struct nb_ctx *ctx, const struct nb_rebuild_req *r);
+int nb_conductor_rebuild_instance(struct nb_ctx *ctx, const struct nb_rebuild_req *r,
+                                  struct nb_bus_undo undo);
 
 /* live_migration_abort / live_migration_force_complete {"uuid",
  * "migration_uuid"} (cast): the API found the migration in progress (the
