@@ -86,18 +86,24 @@ class Planes(Split):
         return rcs
 
 
+def start_compute(s, spawn_ms=SPAWN_MS):
+    """One `nubo compute` for both fake HOSTS (spawns of spawn_ms), logging
+    in log-compute."""
+    logdir = os.path.join(s.cloud.state_dir, "log-compute")
+    p = Proc("compute", ["compute", "--config", s.conf, "--set", "DEFAULT.host=%s" % HOSTS[0],
+                         "--set", "fake.hosts=%s" % ",".join(HOSTS),
+                         "--set", "fake.spawn_delay_ms=%d" % spawn_ms,
+                         "--set", "DEFAULT.log_dir=%s" % logdir], s.cloud.state_dir)
+    p.logdir = logdir
+    s.computes["compute"] = p.start().wait_ready(30)
+
+
 @pytest.fixture(scope="module")
 def planes(tmp_path_factory, vhost):
     s = Planes(tmp_path_factory.mktemp("planes"), vhost).create()
     s.plane("cp2")  # first: it takes conductor.periodic, and then dies
     s.plane("cp1")
-    logdir = os.path.join(s.cloud.state_dir, "log-compute")
-    p = Proc("compute", ["compute", "--config", s.conf, "--set", "DEFAULT.host=%s" % HOSTS[0],
-                         "--set", "fake.hosts=%s" % ",".join(HOSTS),
-                         "--set", "fake.spawn_delay_ms=%d" % SPAWN_MS,
-                         "--set", "DEFAULT.log_dir=%s" % logdir], s.cloud.state_dir)
-    p.logdir = logdir
-    s.computes["compute"] = p.start().wait_ready(30)
+    start_compute(s)
     s.token = s.cloud.token()
     wait_for("both fake hosts up", lambda: len([
         h for h in call(s, "cp1", "GET", "/compute/v2.1/os-services?binary=nova-compute")[

@@ -33,8 +33,8 @@ import time
 import pytest
 
 from conftest import TEST_DB, unique
-from test_control_planes import HOSTS, LEASE, MV, Planes, call
-from test_multiprocess import Proc, new_vhost, wait_for
+from test_control_planes import HOSTS, LEASE, MV, Planes, call, start_compute
+from test_multiprocess import new_vhost, wait_for
 
 HAPROXY = shutil.which("haproxy") or "/usr/sbin/haproxy"
 pytestmark = [
@@ -139,16 +139,6 @@ class FrontPlanes(Planes):
         self.plane_extra = ("--set", "api.public_url=%s" % self.front_url)
 
 
-def start_compute(s):
-    logdir = os.path.join(s.cloud.state_dir, "log-compute")
-    p = Proc("compute", ["compute", "--config", s.conf, "--set", "DEFAULT.host=%s" % HOSTS[0],
-                         "--set", "fake.hosts=%s" % ",".join(HOSTS),
-                         "--set", "fake.spawn_delay_ms=%d" % SPAWN_MS,
-                         "--set", "DEFAULT.log_dir=%s" % logdir], s.cloud.state_dir)
-    p.logdir = logdir
-    s.computes["compute"] = p.start().wait_ready(30)
-
-
 def prepare(s, via):
     s.token = s.cloud.token()
     wait_for("both fake hosts up", lambda: len([
@@ -168,7 +158,7 @@ def front(tmp_path_factory, vhost):
     s.front = Front(s.cloud.state_dir, s.ports["front"], {n: s.ports[n] for n in ("cp1", "cp2")})
     try:
         wait_for("the front answers", s.front.answers, 20)
-        start_compute(s)
+        start_compute(s, SPAWN_MS)
         prepare(s, "front")
         yield s
     finally:
@@ -193,7 +183,7 @@ def shared_port(tmp_path_factory, vhost):
     try:
         s.plane("cp2")
         s.plane("cp1")
-        start_compute(s)
+        start_compute(s, SPAWN_MS)
         prepare(s, "cp1")
         yield s
     finally:
