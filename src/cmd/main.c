@@ -14,7 +14,7 @@ static void usage(void)
           "                               (admin password: NUBO_ADMIN_PASSWORD or\n"
           "                               --admin-password-file FILE; see aio --help)\n"
           "  serve --config FILE          control-plane roles\n"
-          "  compute --config FILE        one hypervisor agent\n"
+          "  compute --config FILE [--fake-hosts N]  one hypervisor agent (or N fake hosts)\n"
           "  status --config FILE         every role and agent, up or down; see status --help\n"
           "  db sync|version --config FILE\n"
           "  doctor server <id> [--fix] --config FILE\n"

@@ -9,6 +9,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int nb_cmd_load_config(int argc, char **argv, const char **path_out)
@@ -53,12 +54,49 @@ int nb_cmd_serve(int argc, char **argv)
     return nb_run_roles(&opts);
 }
 
+/* --fake-hosts N: [fake] hosts = <[fake] host_prefix>1 … N (prefix
+ * "fake-"), each a nova-compute service with its own provider and
+ * heartbeat. 0, or 2 after a message. */
+static int fake_hosts_arg(int argc, char **argv)
+{
+    const char *arg = NULL;
+    for (int i = 0; i < argc; i++)
+        if (!strcmp(argv[i], "--fake-hosts") && i + 1 < argc)
+            arg = argv[++i];
+    if (!arg)
+        return 0;
+    char *end;
+    long n = strtol(arg, &end, 10);
+    if (*end || n < 1 || n > 10000) {
+        fprintf(stderr, "nubo compute: --fake-hosts must be between 1 and 10000\n");
+        return 2;
+    }
+    if (strcmp(nb_conf_str("compute", "driver", "fake"), "fake")) {
+        fprintf(stderr, "nubo compute: --fake-hosts needs [compute] driver = fake\n");
+        return 2;
+    }
+    const char *prefix = nb_conf_str("fake", "host_prefix", "fake-");
+    size_t cap = (size_t)n * (strlen(prefix) + 8) + 1;
+    char *hosts = calloc(1, cap);
+    if (!hosts)
+        return 2;
+    size_t len = 0;
+    for (long i = 1; i <= n; i++)
+        len += (size_t)snprintf(hosts + len, cap - len, "%s%s%ld", i > 1 ? "," : "", prefix, i);
+    nb_conf_set("fake", "hosts", hosts);
+    free(hosts);
+    return 0;
+}
+
 /* One hypervisor agent process (nova-compute): role compute only, no
- * database, the conductor over the bus between processes. */
+ * database, the conductor over the bus between processes. With
+ * --fake-hosts N, the agents of N fake hosts. */
 int nb_cmd_compute(int argc, char **argv)
 {
     const char *path;
     if (nb_cmd_load_config(argc, argv, &path) < 0)
+        return 2;
+    if (fake_hosts_arg(argc, argv))
         return 2;
     if (bus_inproc()) {
         fprintf(stderr, "nubo compute: a separate compute process needs a message bus between "

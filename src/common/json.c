@@ -159,6 +159,20 @@ static void dump_value(struct nb_sbuf *b, const json_t *j)
     }
 }
 
+void nb_json_put_str(struct nb_sbuf *b, const char *s)
+{
+    if (!b->s)
+        nb_sbuf_add(b, "", 0); /* put() needs a buffer */
+    dump_string(b, s, strlen(s));
+}
+
+void nb_json_put_int(struct nb_sbuf *b, long long v)
+{
+    if (!b->s)
+        nb_sbuf_add(b, "", 0);
+    dump_integer(b, v);
+}
+
 char *nb_json_dump_len(const json_t *j, size_t *len)
 {
     struct nb_sbuf b = {0};

@@ -17,6 +17,11 @@ json_t *nb_json_parse(const char *text);
 char *nb_json_dump(const json_t *j);
 /* The same, with its length. */
 char *nb_json_dump_len(const json_t *j, size_t *len);
+struct nb_sbuf;
+/* Appends the JSON text of the string s (quoted, escaped as nb_json_dump
+ * does) or of the integer v to b, for answers written without a tree. */
+void nb_json_put_str(struct nb_sbuf *b, const char *s);
+void nb_json_put_int(struct nb_sbuf *b, long long v);
 /* The string values of key in the objects of rows (rows of nb_db_rows, say
  * a column), in order, as a new array; an object without a string there
  * is skipped. rows NULL gives NULL. */

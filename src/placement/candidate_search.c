@@ -22,8 +22,10 @@
  * providers (MISC_SHARES_VIA_AGGREGATE) are not considered. */
 #include "common/cleanup.h"
 #include "common/json.h"
+#include "common/sbuf.h"
 #include "common/util.h"
 #include "placement/internal.h"
+#include "placement/placement.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +50,13 @@ struct merged {
     long long amount;
 };
 
+/* One allocation request found: its amounts mpool[m_off .. m_off + nm)
+ * and, per group, the providers it took mappool[map_off ..) (each group's
+ * width in turn). */
+struct result {
+    int m_off, nm, map_off;
+};
+
 struct search {
     struct nb_ctx *ctx;
     struct plc_acreq *rq;
@@ -61,9 +70,15 @@ struct search {
     int width;
     struct merged *merged;
     int *provs;
-    /* output */
-    json_t *areqs;
-    json_t *summaries;
+    /* output: the results, written out as JSON values or as text after
+     * the search (an answer over thousands of providers is otherwise tens
+     * of thousands of values built and freed) */
+    struct result *res;
+    int capres;
+    struct merged *mpool; /* every result's merged amounts */
+    int nmpool, capmpool;
+    int *mappool; /* every result's providers per group (width ints) */
+    int nmappool, capmappool;
     int nresults;
     bool *used_rp;   /* providers appearing in a result (non-nested-aware) */
     bool *root_done; /* trees with a result */
@@ -322,6 +337,46 @@ static int combo_seen(const struct merged *m, int nm, json_t *seen)
     return 0;
 }
 
+/* Grows *p (of *cap items of size) to hold need items. 0/-1. */
+static int grow(void **p, int *cap, int need, size_t size)
+{
+    if (need <= *cap)
+        return 0;
+    int c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    void *q = realloc(*p, (size_t)c * size);
+    if (!q)
+        return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+/* Keeps the combination (its merged amounts and each group's providers)
+ * as the next result. 0/-1 (out of memory). */
+static int store_result(struct search *s, const int *choice, const struct merged *m, int nm)
+{
+    if (grow((void **)&s->res, &s->capres, s->nresults + 1, sizeof(*s->res)) < 0 ||
+        grow((void **)&s->mpool, &s->capmpool, s->nmpool + nm, sizeof(*s->mpool)) < 0 ||
+        grow((void **)&s->mappool, &s->capmappool, s->nmappool + s->width, sizeof(int)) < 0)
+        return -1;
+    struct result *r = &s->res[s->nresults];
+    r->m_off = s->nmpool;
+    r->nm = nm;
+    r->map_off = s->nmappool;
+    memcpy(&s->mpool[s->nmpool], m, (size_t)nm * sizeof(*m));
+    s->nmpool += nm;
+    for (int gi = 0; gi < s->rq->ngroups; gi++) {
+        const struct group_state *gs = &s->gs[gi];
+        int width = gs->nres ? gs->nres : 1;
+        memcpy(&s->mappool[s->nmappool], &gs->rps[choice[gi] * width], (size_t)width * sizeof(int));
+        s->nmappool += width;
+    }
+    s->nresults++;
+    return 0;
+}
+
 /* Checks one combination (choice[g] = candidate index per group) and, if
  * it qualifies and is new, appends it to the result. */
 static int emit_combo(struct search *s, int root, const int *choice, json_t *seen)
@@ -344,56 +399,8 @@ static int emit_combo(struct search *s, int root, const int *choice, json_t *see
     if (dup)
         return 0;
 
-    int mv = rq->mv;
-    json_t *areq;
-    if (mv >= 12) {
-        json_t *allocs = json_object();
-        for (int j = 0; j < nm; j++) {
-            const char *uuid = s->w.rp[m[j].rp].uuid;
-            json_t *a = json_object_get(allocs, uuid);
-            if (!a) {
-                a = json_object();
-                json_object_set_new(a, "resources", json_object());
-                json_object_set_new(allocs, uuid, a);
-            }
-            json_object_set_new(json_object_get(a, "resources"), m[j].rc,
-                                json_integer(m[j].amount));
-        }
-        areq = json_object();
-        json_object_set_new(areq, "allocations", allocs);
-        if (mv >= 34) {
-            json_t *maps = json_object();
-            for (int gi = 0; gi < rq->ngroups; gi++) {
-                struct group_state *gs = &s->gs[gi];
-                int width = gs->nres ? gs->nres : 1;
-                json_t *lst = json_object_get(maps, gs->g->suffix);
-                if (!lst) {
-                    lst = json_array();
-                    json_object_set_new(maps, gs->g->suffix, lst);
-                }
-                for (int k = 0; k < width; k++) {
-                    const char *uuid = s->w.rp[gs->rps[choice[gi] * width + k]].uuid;
-                    if (!plc_array_has(lst, uuid))
-                        json_array_append_new(lst, json_string(uuid));
-                }
-            }
-            json_object_set_new(areq, "mappings", maps);
-        }
-    } else {
-        json_t *list = json_array();
-        for (int j = 0; j < nm; j++) {
-            const char *uuid = s->w.rp[m[j].rp].uuid;
-            if (j == 0 || m[j].rp != m[j - 1].rp)
-                json_array_append_new(list, json_pack("{s:{s:s}, s:{}}", "resource_provider",
-                                                      "uuid", uuid, "resources"));
-            json_object_set_new(
-                json_object_get(json_array_get(list, json_array_size(list) - 1), "resources"),
-                m[j].rc, json_integer(m[j].amount));
-        }
-        areq = json_pack("{s:o}", "allocations", list);
-    }
-    json_array_append_new(s->areqs, areq);
-    s->nresults++;
+    if (store_result(s, choice, m, nm) < 0)
+        return nb_error(s->ctx, 500, PLC_ERR_DEFAULT, "out of memory");
     s->root_done[root] = true;
     for (int j = 0; j < nm; j++)
         s->used_rp[m[j].rp] = true;
@@ -451,14 +458,98 @@ static int search_tree(struct search *s, int root)
     return merge_tree(s, root);
 }
 
-static json_t *summary_for(struct search *s, int p)
+/* ---- the answer: JSON values (in-process callers) or text (the HTTP
+ * answer), the same document; keys in the order placement prints them ---- */
+
+/* Whether the summary of provider p is part of the answer. */
+static bool in_summaries(const struct search *s, int p)
+{
+    if (!s->root_done[s->w.rp[p].root])
+        return false;
+    return s->nested_aware || !s->w.has_trees || s->used_rp[p];
+}
+
+/* Whether inventory k of rp is in its summary (before 1.27 only the
+ * requested classes are). */
+static bool summary_has(const struct search *s, const struct plc_inv *inv)
+{
+    return s->rq->mv >= 27 || json_object_get(s->requested_rcs, inv->rc);
+}
+
+/* Calls fn(arg, suffix, uuid) for each distinct provider each group of
+ * result r took, group by group (the 1.34 mappings). */
+static void each_mapping(const struct search *s, const struct result *r,
+                         void (*fn)(void *, int gi, const char *uuid), void *arg)
+{
+    const int *rps = &s->mappool[r->map_off];
+    for (int gi = 0; gi < s->rq->ngroups; gi++) {
+        int width = s->gs[gi].nres ? s->gs[gi].nres : 1;
+        for (int k = 0; k < width; k++) {
+            bool dup = false;
+            for (int j = 0; j < k && !dup; j++)
+                dup = rps[j] == rps[k];
+            if (!dup)
+                fn(arg, gi, s->w.rp[rps[k]].uuid);
+        }
+        rps += width;
+    }
+}
+
+static void mapping_json(void *arg, int gi, const char *uuid)
+{
+    json_t **lists = arg;
+    json_array_append_new(lists[gi], json_string(uuid));
+}
+
+static json_t *areq_json(const struct search *s, const struct result *r)
+{
+    const struct merged *m = &s->mpool[r->m_off];
+    int nm = r->nm;
+    if (s->rq->mv < 12) {
+        json_t *list = json_array(), *res = NULL;
+        for (int j = 0; j < nm; j++) {
+            if (j == 0 || m[j].rp != m[j - 1].rp) {
+                res = json_object();
+                json_array_append_new(list, json_pack("{s:{s:s}, s:o}", "resource_provider", "uuid",
+                                                      s->w.rp[m[j].rp].uuid, "resources", res));
+            }
+            json_object_set_new(res, m[j].rc, json_integer(m[j].amount));
+        }
+        return json_pack("{s:o}", "allocations", list);
+    }
+    json_t *allocs = json_object(), *res = NULL;
+    for (int j = 0; j < nm; j++) {
+        if (j == 0 || m[j].rp != m[j - 1].rp) {
+            json_t *a = json_object();
+            res = json_object();
+            json_object_set_new(a, "resources", res);
+            json_object_set_new(allocs, s->w.rp[m[j].rp].uuid, a);
+        }
+        json_object_set_new(res, m[j].rc, json_integer(m[j].amount));
+    }
+    json_t *areq = json_object();
+    json_object_set_new(areq, "allocations", allocs);
+    if (s->rq->mv >= 34) {
+        json_t *maps = json_object();
+        json_t *lists[64];
+        for (int gi = 0; gi < s->rq->ngroups; gi++) {
+            lists[gi] = json_array();
+            json_object_set_new(maps, s->gs[gi].g->suffix, lists[gi]);
+        }
+        each_mapping(s, r, mapping_json, lists);
+        json_object_set_new(areq, "mappings", maps);
+    }
+    return areq;
+}
+
+static json_t *summary_json(const struct search *s, int p)
 {
     const struct plc_rp *rp = &s->w.rp[p];
     int mv = s->rq->mv;
     json_t *res = json_object();
     for (int k = 0; k < rp->ninv; k++) {
         const struct plc_inv *inv = &rp->inv[k];
-        if (mv < 27 && !json_object_get(s->requested_rcs, inv->rc))
+        if (!summary_has(s, inv))
             continue;
         json_t *r = json_object();
         json_object_set_new(
@@ -481,6 +572,172 @@ static json_t *summary_for(struct search *s, int p)
         json_object_set_new(sum, "root_provider_uuid", json_string(s->w.rp[rp->root].uuid));
     }
     return sum;
+}
+
+static json_t *answer_json(const struct search *s)
+{
+    json_t *areqs = json_array();
+    for (int i = 0; i < s->nresults; i++)
+        json_array_append_new(areqs, areq_json(s, &s->res[i]));
+    json_t *sums = json_object();
+    for (int i = 0; i < s->w.n; i++)
+        if (in_summaries(s, i))
+            json_object_set_new(sums, s->w.rp[i].uuid, summary_json(s, i));
+    return json_pack("{s:o, s:o}", "allocation_requests", areqs, "provider_summaries", sums);
+}
+
+static void put_lit(struct nb_sbuf *b, const char *lit)
+{
+    nb_sbuf_add(b, lit, strlen(lit));
+}
+
+/* "key": (with the comma before it unless first) */
+static void put_key(struct nb_sbuf *b, const char *key, bool *first)
+{
+    if (!*first)
+        nb_sbuf_add(b, ",", 1);
+    *first = false;
+    nb_json_put_str(b, key);
+    nb_sbuf_add(b, ":", 1);
+}
+
+struct map_text {
+    struct nb_sbuf *b;
+    int gi;
+    bool first_group, first_uuid;
+};
+
+static void mapping_text(void *arg, int gi, const char *uuid)
+{
+    struct map_text *t = arg;
+    if (gi != t->gi)
+        return;
+    if (!t->first_uuid)
+        nb_sbuf_add(t->b, ",", 1);
+    t->first_uuid = false;
+    nb_json_put_str(t->b, uuid);
+}
+
+static void areq_text(const struct search *s, const struct result *r, struct nb_sbuf *b)
+{
+    const struct merged *m = &s->mpool[r->m_off];
+    int nm = r->nm;
+    if (s->rq->mv < 12) {
+        put_lit(b, "{\"allocations\":[");
+        for (int j = 0; j < nm; j++) {
+            bool start = j == 0 || m[j].rp != m[j - 1].rp;
+            if (start) {
+                put_lit(b, j ? "}},{\"resource_provider\":{\"uuid\":"
+                             : "{\"resource_provider\":{\"uuid\":");
+                nb_json_put_str(b, s->w.rp[m[j].rp].uuid);
+                put_lit(b, "},\"resources\":{");
+            } else {
+                nb_sbuf_add(b, ",", 1);
+            }
+            nb_json_put_str(b, m[j].rc);
+            nb_sbuf_add(b, ":", 1);
+            nb_json_put_int(b, m[j].amount);
+        }
+        put_lit(b, nm ? "}}]}" : "]}");
+        return;
+    }
+    put_lit(b, "{\"allocations\":{");
+    for (int j = 0; j < nm; j++) {
+        bool start = j == 0 || m[j].rp != m[j - 1].rp;
+        if (start) {
+            if (j)
+                put_lit(b, "}},");
+            nb_json_put_str(b, s->w.rp[m[j].rp].uuid);
+            put_lit(b, ":{\"resources\":{");
+        } else {
+            nb_sbuf_add(b, ",", 1);
+        }
+        nb_json_put_str(b, m[j].rc);
+        nb_sbuf_add(b, ":", 1);
+        nb_json_put_int(b, m[j].amount);
+    }
+    put_lit(b, nm ? "}}}" : "}");
+    if (s->rq->mv >= 34) {
+        put_lit(b, ",\"mappings\":{");
+        for (int gi = 0; gi < s->rq->ngroups; gi++) {
+            if (gi)
+                nb_sbuf_add(b, ",", 1);
+            nb_json_put_str(b, s->gs[gi].g->suffix);
+            put_lit(b, ":[");
+            struct map_text t = {.b = b, .gi = gi, .first_uuid = true};
+            each_mapping(s, r, mapping_text, &t);
+            nb_sbuf_add(b, "]", 1);
+        }
+        nb_sbuf_add(b, "}", 1);
+    }
+    nb_sbuf_add(b, "}", 1);
+}
+
+static void summary_text(const struct search *s, int p, struct nb_sbuf *b)
+{
+    const struct plc_rp *rp = &s->w.rp[p];
+    int mv = s->rq->mv;
+    put_lit(b, "{\"resources\":{");
+    bool first = true;
+    for (int k = 0; k < rp->ninv; k++) {
+        const struct plc_inv *inv = &rp->inv[k];
+        if (!summary_has(s, inv))
+            continue;
+        put_key(b, inv->rc, &first);
+        put_lit(b, "{\"capacity\":");
+        nb_json_put_int(b, plc_capacity(inv->total, inv->reserved, inv->ratio));
+        put_lit(b, ",\"used\":");
+        nb_json_put_int(b, inv->used);
+        nb_sbuf_add(b, "}", 1);
+    }
+    nb_sbuf_add(b, "}", 1);
+    if (mv >= 17) {
+        put_lit(b, ",\"traits\":[");
+        for (int k = 0; k < rp->ntraits; k++) {
+            if (k)
+                nb_sbuf_add(b, ",", 1);
+            nb_json_put_str(b, rp->traits[k]);
+        }
+        nb_sbuf_add(b, "]", 1);
+    }
+    if (mv >= 29) {
+        put_lit(b, ",\"parent_provider_uuid\":");
+        if (rp->parent >= 0)
+            nb_json_put_str(b, s->w.rp[rp->parent].uuid);
+        else
+            put_lit(b, "null");
+        put_lit(b, ",\"root_provider_uuid\":");
+        nb_json_put_str(b, s->w.rp[rp->root].uuid);
+    }
+    nb_sbuf_add(b, "}", 1);
+}
+
+static char *answer_text(const struct search *s, size_t *len)
+{
+    struct nb_sbuf b = {0};
+    /* about 300 bytes a result: one allocation for the usual answer */
+    b.cap = (size_t)s->nresults * 320 + 64;
+    b.s = malloc(b.cap);
+    if (!b.s)
+        abort();
+    b.s[0] = '\0';
+    put_lit(&b, "{\"allocation_requests\":[");
+    for (int i = 0; i < s->nresults; i++) {
+        if (i)
+            nb_sbuf_add(&b, ",", 1);
+        areq_text(s, &s->res[i], &b);
+    }
+    put_lit(&b, "],\"provider_summaries\":{");
+    bool first = true;
+    for (int i = 0; i < s->w.n; i++) {
+        if (!in_summaries(s, i))
+            continue;
+        put_key(&b, s->w.rp[i].uuid, &first);
+        summary_text(s, i, &b);
+    }
+    put_lit(&b, "}}");
+    *len = b.len;
+    return b.s;
 }
 
 static int group_state_init(struct search *s)
@@ -558,51 +815,96 @@ static void search_free(struct search *s)
     free(s->mstart);
     free(s->used_rp);
     free(s->root_done);
+    free(s->res);
+    free(s->mpool);
+    free(s->mappool);
     json_decref(s->requested_rcs);
     json_decref(s->root_required);
     plc_world_free(&s->w);
 }
 
-json_t *plc_candidates(struct nb_ctx *ctx, struct plc_acreq *rq)
+/* Runs the search of rq into s (search_free frees it). 0/-1. */
+static int run_search(struct search *s, struct nb_ctx *ctx, struct plc_acreq *rq)
 {
-    struct search s = {.ctx = ctx, .rq = rq, .nested_aware = rq->mv >= 29};
-    s.requested_rcs = json_object();
-    s.root_required = json_array();
+    memset(s, 0, sizeof(*s));
+    s->ctx = ctx;
+    s->rq = rq;
+    s->nested_aware = rq->mv >= 29;
+    s->requested_rcs = json_object();
+    s->root_required = json_array();
     size_t ri;
     json_t *rt;
     json_array_foreach (rq->root_required, ri, rt) {
-        json_array_append_new(s.root_required, json_pack("[O]", rt));
+        json_array_append_new(s->root_required, json_pack("[O]", rt));
     }
-    json_t *out = NULL;
-    if (rq->ngroups > 64) {
-        nb_error(ctx, 400, PLC_ERR_DEFAULT, "Too many request groups");
-        goto done;
-    }
-    if (plc_world_load(ctx, &s.w, PLC_W_INV) < 0 || group_state_init(&s) < 0 || index_trees(&s) < 0)
-        goto done;
-    s.areqs = json_array();
-    for (int r = 0; r < s.w.n; r++) {
-        if (s.w.rp[r].root != r)
+    if (rq->ngroups > 64)
+        return nb_error(ctx, 400, PLC_ERR_DEFAULT, "Too many request groups");
+    if (plc_world_load(ctx, &s->w, PLC_W_INV) < 0 || group_state_init(s) < 0 || index_trees(s) < 0)
+        return -1;
+    for (int r = 0; r < s->w.n; r++) {
+        if (s->w.rp[r].root != r)
             continue;
-        if (rq->limit && s.nresults >= rq->limit)
+        if (rq->limit && s->nresults >= rq->limit)
             break;
-        if (search_tree(&s, r) < 0) {
-            json_decref(s.areqs);
-            goto done;
-        }
+        if (search_tree(s, r) < 0)
+            return -1;
     }
-    json_t *sums = json_object();
-    for (int i = 0; i < s.w.n; i++) {
-        if (!s.root_done[s.w.rp[i].root])
-            continue;
-        if (!s.nested_aware && s.w.has_trees && !s.used_rp[i])
-            continue;
-        json_object_set_new(sums, s.w.rp[i].uuid, summary_for(&s, i));
-    }
-    out = json_pack("{s:o, s:o}", "allocation_requests", s.areqs, "provider_summaries", sums);
-done:
+    return 0;
+}
+
+json_t *plc_candidates(struct nb_ctx *ctx, struct plc_acreq *rq)
+{
+    struct search s;
+    json_t *out = run_search(&s, ctx, rq) == 0 ? answer_json(&s) : NULL;
     search_free(&s);
     return out;
+}
+
+char *plc_candidates_text(struct nb_ctx *ctx, struct plc_acreq *rq, size_t *len)
+{
+    struct search s;
+    char *out = run_search(&s, ctx, rq) == 0 ? answer_text(&s, len) : NULL;
+    search_free(&s);
+    return out;
+}
+
+/* Capacity and usage of class rc at rp, 0 and 0 without that inventory. */
+static void usage_of(const struct plc_rp *rp, const char *rc, long long *cap, long long *used)
+{
+    const struct plc_inv *inv = plc_rp_inv(rp, rc);
+    *cap = inv ? plc_capacity(inv->total, inv->reserved, inv->ratio) : 0;
+    *used = inv ? inv->used : 0;
+}
+
+int plc_candidates_list(struct nb_ctx *ctx, struct plc_acreq *rq, struct nb_placement_cand **out,
+                        size_t *n, size_t *nreq)
+{
+    struct search s;
+    *out = NULL;
+    *n = *nreq = 0;
+    int rc = run_search(&s, ctx, rq);
+    if (rc == 0) {
+        *out = calloc((size_t)s.nmpool + 1, sizeof(**out));
+        if (!*out)
+            abort();
+        for (int i = 0; i < s.nresults; i++) {
+            const struct merged *m = &s.mpool[s.res[i].m_off];
+            for (int j = 0; j < s.res[i].nm; j++) {
+                if (j && m[j].rp == m[j - 1].rp)
+                    continue;
+                const struct plc_rp *rp = &s.w.rp[m[j].rp];
+                struct nb_placement_cand *c = &(*out)[(*n)++];
+                c->request = i;
+                nb_strlcpy(c->rp_uuid, rp->uuid, sizeof(c->rp_uuid));
+                usage_of(rp, "VCPU", &c->vcpu_capacity, &c->vcpu_used);
+                usage_of(rp, "MEMORY_MB", &c->ram_capacity, &c->ram_used);
+                usage_of(rp, "DISK_GB", &c->disk_capacity, &c->disk_used);
+            }
+        }
+        *nreq = (size_t)s.nresults;
+    }
+    search_free(&s);
+    return rc;
 }
 
 void plc_groups_free(struct plc_acreq *rq)

@@ -618,7 +618,8 @@ static int ac_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
         return -1;
     _cleanup_json_ json_t *q = plc_query(req);
     struct plc_acreq rq = {.mv = mv};
-    json_t *body = NULL;
+    char *body = NULL;
+    size_t len = 0;
     if (ac_check_keys(ctx, q, mv) < 0 || ac_request_wide(ctx, q, mv, &rq) < 0 ||
         ac_parse_groups(ctx, q, mv, &rq) < 0 || ac_check_groups(ctx, &rq, mv) < 0)
         goto out;
@@ -635,13 +636,19 @@ static int ac_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
     }
     if (ac_check_names(ctx, &rq) < 0)
         goto out;
-    body = plc_candidates(ctx, &rq);
+    /* written as text from the search: the answer over a thousand
+     * providers is some 30,000 values as a JSON tree */
+    body = plc_candidates_text(ctx, &rq, &len);
 out:
     plc_groups_free(&rq);
     if (!body)
         return -1;
     plc_cache_headers(ctx, resp);
-    return nb_resp_json(resp, 200, body);
+    resp->status = 200;
+    resp->raw = body;
+    resp->raw_len = len;
+    resp->content_type = "application/json";
+    return 0;
 }
 
 void plc_routes_candidates(void)
@@ -674,28 +681,26 @@ static json_t *nonzero_resources(struct nb_ctx *ctx, json_t *resources)
     return out;
 }
 
-json_t *nb_placement_candidates(struct nb_ctx *ctx, json_t *resources, json_t *required,
-                                json_t *member_of, int limit)
+/* The one-group request of the in-process calls into rq (plc_groups_free
+ * frees it). 0, or -1 after an error. */
+static int inproc_request(struct nb_ctx *ctx, struct plc_acreq *rq, json_t *resources,
+                          json_t *required, json_t *member_of, int limit)
 {
-    struct plc_acreq rq = {.mv = 36, .limit = limit > 0 ? limit : 0};
-    rq.groups = calloc(1, sizeof(*rq.groups));
-    if (!rq.groups) {
-        nb_error(ctx, 500, PLC_ERR_DEFAULT, "out of memory");
-        return NULL;
-    }
-    rq.ngroups = 1;
-    struct plc_group *g = &rq.groups[0];
+    *rq = (struct plc_acreq){.mv = 36, .limit = limit > 0 ? limit : 0};
+    rq->groups = calloc(1, sizeof(*rq->groups));
+    if (!rq->groups)
+        return nb_error(ctx, 500, PLC_ERR_DEFAULT, "out of memory");
+    rq->ngroups = 1;
+    struct plc_group *g = &rq->groups[0];
     g->resources = nonzero_resources(ctx, resources);
     g->required = json_array();
     g->forbidden = json_array();
-    json_t *out = NULL;
     if (!g->resources)
-        goto done;
-    if (json_object_size(g->resources) == 0) {
-        nb_error(ctx, 400, PLC_ERR_DEFAULT,
-                 "At least one request group (`resources` or `resources{$S}`) is required.");
-        goto done;
-    }
+        return -1;
+    if (json_object_size(g->resources) == 0)
+        return nb_error(ctx, 400, PLC_ERR_DEFAULT,
+                        "At least one request group (`resources` or `resources{$S}`) is "
+                        "required.");
     size_t i;
     json_t *t;
     json_array_foreach (required, i, t) {
@@ -711,12 +716,32 @@ json_t *nb_placement_candidates(struct nb_ctx *ctx, json_t *resources, json_t *r
         g->member_of = json_array();
         json_array_append(g->member_of, member_of);
     }
-    if (ac_check_names(ctx, &rq) < 0)
-        goto done;
-    out = plc_candidates(ctx, &rq);
-done:
+    return ac_check_names(ctx, rq);
+}
+
+json_t *nb_placement_candidates(struct nb_ctx *ctx, json_t *resources, json_t *required,
+                                json_t *member_of, int limit)
+{
+    struct plc_acreq rq;
+    json_t *out = NULL;
+    if (inproc_request(ctx, &rq, resources, required, member_of, limit) == 0)
+        out = plc_candidates(ctx, &rq);
     plc_groups_free(&rq);
     return out;
+}
+
+int nb_placement_candidate_list(struct nb_ctx *ctx, json_t *resources, json_t *required,
+                                json_t *member_of, int limit, struct nb_placement_cand **out,
+                                size_t *n, size_t *nreq)
+{
+    struct plc_acreq rq;
+    int rc = inproc_request(ctx, &rq, resources, required, member_of, limit);
+    if (rc == 0)
+        rc = plc_candidates_list(ctx, &rq, out, n, nreq);
+    else
+        *out = NULL, *n = *nreq = 0;
+    plc_groups_free(&rq);
+    return rc;
 }
 
 char *nb_placement_explain_shortage(struct nb_ctx *ctx, json_t *resources)

@@ -261,6 +261,13 @@ int plc_check_traits_exist(struct nb_ctx *ctx, json_t *required, json_t *forbidd
 bool plc_array_has(json_t *arr, const char *s);
 /* Computes the GET /allocation_candidates body for mv. New ref or NULL. */
 json_t *plc_candidates(struct nb_ctx *ctx, struct plc_acreq *rq);
+/* The same body as text (what nb_json_dump prints of it), written straight
+ * from the search, *len its length. Malloc'd, or NULL. */
+char *plc_candidates_text(struct nb_ctx *ctx, struct plc_acreq *rq, size_t *len);
+/* The same as nb_placement_candidate_list's entries. 0/-1. */
+struct nb_placement_cand;
+int plc_candidates_list(struct nb_ctx *ctx, struct plc_acreq *rq, struct nb_placement_cand **out,
+                        size_t *n, size_t *nreq);
 void plc_groups_free(struct plc_acreq *rq);
 void plc_routes_candidates(void);
 

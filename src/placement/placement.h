@@ -37,6 +37,20 @@ int nb_placement_set_traits(struct nb_ctx *ctx, const char *rp_uuid, json_t *tra
 json_t *nb_placement_candidates(struct nb_ctx *ctx, json_t *resources, json_t *required,
                                 json_t *member_of, int limit);
 
+/* The same search for a scheduler: per allocation request, in order, each
+ * distinct provider it takes with that provider's capacity and usage of
+ * the three compute classes (0 where it has no such inventory), without
+ * building the answer. *out (malloc'd, free it) gets *n entries, *nreq
+ * the number of allocation requests. 0, or -1 on error. */
+struct nb_placement_cand {
+    int request; /* index of its allocation request */
+    char rp_uuid[37];
+    long long vcpu_capacity, vcpu_used, ram_capacity, ram_used, disk_capacity, disk_used;
+};
+int nb_placement_candidate_list(struct nb_ctx *ctx, json_t *resources, json_t *required,
+                                json_t *member_of, int limit, struct nb_placement_cand **out,
+                                size_t *n, size_t *nreq);
+
 /* Why there was no candidate: for each requested resource class, the
  * largest free amount on any provider. Returns a new string such as
  * "MEMORY_MB: requested 4096, largest free 2048 (fake-1); VCPU: ok" listing

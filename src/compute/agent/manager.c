@@ -533,28 +533,20 @@ json_t *nb_agent_handle(void *opaque, struct nb_ctx *ctx, const char *method, js
     return nb_bus_dispatch(&service, opaque, ctx, method, args);
 }
 
-/* One pass of periodic work over all agents; returns seconds until the
- * next thing is due (capped). Called without agents_lock held for the
- * bus/driver work: the list only grows, and agents are never freed while
- * the thread runs. */
-static double periodic_pass(void)
-{
-    double report = (double)nb_conf_int("DEFAULT", "report_interval", 10);
-    double usage = (double)nb_conf_int("DEFAULT", "update_resources_interval", 60);
-    double sync = nb_conf_double("compute", "sync_power_state_interval", 600);
-    if (usage <= 0)
-        usage = 60;
-    pthread_mutex_lock(&agents_lock);
-    struct agent *list = agents;
-    pthread_mutex_unlock(&agents_lock);
+/* The agent the slow part of the next pass starts at (NULL: the head).
+ * Only the periodic thread touches it; agents are never freed while it
+ * runs. */
+static struct agent *work_cursor;
 
-    struct nb_ctx ctx;
-    nb_ctx_init_system(&ctx, NULL);
+/* The cheap part of a pass: registrations and the heartbeats due, sent as
+ * one batch (one cast, one transaction for all the hosts of the process). */
+static void pass_heartbeats(struct agent *list, struct nb_ctx *ctx, double report, double sync)
+{
     json_t *beats = json_array();
-    double now = nb_time_mono(), wait = 1.0;
+    double now = nb_time_mono();
     for (struct agent *a = list; a && !periodic_stop; a = a->next) {
         if (!a->registered) {
-            if (now >= a->next_register && nb_rt_register(a, &ctx) < 0)
+            if (now >= a->next_register && nb_rt_register(a, ctx) < 0)
                 a->next_register = now + 5;
             if (!a->registered)
                 continue;
@@ -564,40 +556,97 @@ static double periodic_pass(void)
              * while the agent was down */
             a->next_sync = sync > 0 ? now + (sync < 2 ? sync : 2) : -1;
         }
-        if (!a->evacuations_checked)
-            a->evacuations_checked = nb_agent_destroy_evacuated(a, &ctx) == 0;
         if (now >= a->next_heartbeat) {
             json_array_append_new(beats, json_string(a->host));
             a->next_heartbeat = now + report;
         }
-        if (now >= a->next_usage ||
-            (__atomic_load_n(&a->dirty, __ATOMIC_RELAXED) && now - a->last_usage >= 1.0)) {
-            __atomic_store_n(&a->dirty, false, __ATOMIC_RELAXED);
-            nb_rt_update_usage(a, &ctx);
-            a->last_usage = now;
-            a->next_usage = now + usage;
-        }
-        pthread_mutex_lock(&agents_lock);
-        double due = a->event_sync_due;
-        bool event_sync = due > 0 && now >= due;
-        if (event_sync)
-            a->event_sync_due = 0;
-        pthread_mutex_unlock(&agents_lock);
-        if (event_sync || (a->next_sync >= 0 && now >= a->next_sync)) {
-            struct nb_ctx sctx;
-            nb_ctx_init_system(&sctx, NULL);
-            nb_power_sync(a, &sctx);
-            if (a->next_sync >= 0)
-                a->next_sync = nb_time_mono() + sync;
-        }
-        if (a->next_sync >= 0 && a->next_sync - now < wait)
-            wait = a->next_sync - now;
-        if (due > 0 && !event_sync && due - now < wait)
-            wait = due - now;
     }
     if (json_array_size(beats))
-        nb_conductor_service_heartbeat(&ctx, "nova-compute", beats);
+        nb_conductor_service_heartbeat(ctx, "nova-compute", beats);
     json_decref(beats);
+}
+
+/* The slow part for one agent (usage report, power sync: bus calls);
+ * lowers *wait to when its next sync is due. */
+static void agent_work(struct agent *a, struct nb_ctx *ctx, double now, double usage, double sync,
+                       double *wait)
+{
+    if (!a->evacuations_checked)
+        a->evacuations_checked = nb_agent_destroy_evacuated(a, ctx) == 0;
+    if (now >= a->next_usage ||
+        (__atomic_load_n(&a->dirty, __ATOMIC_RELAXED) && now - a->last_usage >= 1.0)) {
+        __atomic_store_n(&a->dirty, false, __ATOMIC_RELAXED);
+        nb_rt_update_usage(a, ctx);
+        a->last_usage = now;
+        a->next_usage = now + usage;
+    }
+    pthread_mutex_lock(&agents_lock);
+    double due = a->event_sync_due;
+    bool event_sync = due > 0 && now >= due;
+    if (event_sync)
+        a->event_sync_due = 0;
+    pthread_mutex_unlock(&agents_lock);
+    if (event_sync || (a->next_sync >= 0 && now >= a->next_sync)) {
+        struct nb_ctx sctx;
+        nb_ctx_init_system(&sctx, NULL);
+        nb_power_sync(a, &sctx);
+        if (a->next_sync >= 0)
+            a->next_sync = nb_time_mono() + sync;
+    }
+    if (a->next_sync >= 0 && a->next_sync - now < *wait)
+        *wait = a->next_sync - now;
+    if (due > 0 && !event_sync && due - now < *wait)
+        *wait = due - now;
+}
+
+/* One pass of periodic work over all agents; returns seconds until the
+ * next thing is due (capped). Heartbeats first: with thousands of hosts
+ * in one process (fake hosts) the usage reports of a busy moment take
+ * longer than a report interval, and the hosts must not look down
+ * meanwhile. So the slow part stops after a quarter of the report
+ * interval and the next pass resumes it where it stopped, after the
+ * heartbeats due by then. Called without agents_lock held for the
+ * bus/driver work: the list only grows, and agents are never freed while
+ * the thread runs. */
+static double periodic_pass(void)
+{
+    double report = (double)nb_conf_int("DEFAULT", "report_interval", 10);
+    double usage = (double)nb_conf_int("DEFAULT", "update_resources_interval", 60);
+    double sync = nb_conf_double("compute", "sync_power_state_interval", 600);
+    if (usage <= 0)
+        usage = 60;
+    double budget = report > 0 ? report / 4 : 2.5;
+    pthread_mutex_lock(&agents_lock);
+    struct agent *list = agents;
+    pthread_mutex_unlock(&agents_lock);
+
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    pass_heartbeats(list, &ctx, report, sync);
+    double start = nb_time_mono(), wait = 1.0;
+    struct agent *first = work_cursor ? work_cursor : list;
+    work_cursor = NULL;
+    for (struct agent *a = first; a && !periodic_stop; a = a->next) {
+        if (!a->registered)
+            continue;
+        double now = nb_time_mono();
+        if (now - start > budget) {
+            work_cursor = a;
+            return 0.05;
+        }
+        agent_work(a, &ctx, now, usage, sync, &wait);
+    }
+    /* the agents before the cursor, added or skipped since */
+    for (struct agent *a = list; a && a != first && !periodic_stop; a = a->next) {
+        if (!a->registered)
+            continue;
+        double now = nb_time_mono();
+        if (now - start > budget) {
+            work_cursor = a;
+            return 0.05;
+        }
+        agent_work(a, &ctx, now, usage, sync, &wait);
+    }
     return wait < 0.05 ? 0.05 : wait;
 }
 
@@ -720,5 +769,6 @@ void nb_compute_agents_stop(void)
         pthread_join(periodic_thread, NULL);
     pthread_mutex_lock(&agents_lock);
     periodic_running = false;
+    work_cursor = NULL;
     pthread_mutex_unlock(&agents_lock);
 }

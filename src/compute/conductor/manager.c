@@ -182,6 +182,11 @@ int nb_conductor_start(struct nb_env *env)
         cond_leases_stop(c);
         return -1;
     }
+    if (nb_bus_listen(NB_CONDUCTOR_HEARTBEAT_TOPIC, handle, c, 1) < 0) {
+        NB_ERROR(LOG_COND, NULL, NULL, "cannot listen on topic %s", NB_CONDUCTOR_HEARTBEAT_TOPIC);
+        cond_leases_stop(c);
+        return -1;
+    }
     running = c;
     NB_INFO(LOG_COND, NULL, NULL, "conductor started (max_attempts %d)", c->max_attempts);
     cond_recover_start(c);

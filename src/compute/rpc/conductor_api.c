@@ -272,8 +272,8 @@ int nb_conductor_compute_node_report(struct nb_ctx *ctx, json_t *node)
 
 int nb_conductor_service_heartbeat(struct nb_ctx *ctx, const char *binary, json_t *hosts)
 {
-    return cast(ctx, NB_CONDUCTOR_SERVICE_HEARTBEAT,
-                json_pack("{s:s, s:O}", "binary", binary, "hosts", hosts));
+    return nb_bus_cast(ctx, NB_CONDUCTOR_HEARTBEAT_TOPIC, NB_CONDUCTOR_SERVICE_HEARTBEAT,
+                       json_pack("{s:s, s:O}", "binary", binary, "hosts", hosts));
 }
 
 json_t *nb_conductor_instances_on_host(struct nb_ctx *ctx, const char *host, int timeout_ms)

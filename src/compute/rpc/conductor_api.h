@@ -50,6 +50,10 @@
 #include <stdbool.h>
 
 #define NB_CONDUCTOR_TOPIC "conductor"
+/* The heartbeats' own topic (one worker): on "conductor" they waited
+ * behind the builds queued there, and with thousands of boots queued
+ * every host looked down after service_down_time. */
+#define NB_CONDUCTOR_HEARTBEAT_TOPIC "conductor_heartbeat"
 
 /* from the API */
 #define NB_CONDUCTOR_BUILD_INSTANCES "build_instances"

@@ -53,6 +53,7 @@ struct host_cache {
     bool *forced_down;
     json_t *by_rp;         /* {rp_uuid: index} */
     json_t *keep;          /* owns the JSON the host states borrow */
+    json_t *parsed;        /* {text: value} of keep_json, alike hosts share */
     char services_key[64]; /* services_key() when built */
 };
 
@@ -60,6 +61,7 @@ struct scheduler {
     struct nb_env *env;
     pthread_mutex_t cache_lock;
     struct host_cache *cache;
+    bool rebuilding; /* a request is building the next cache (cache_lock) */
     pthread_mutex_t group_lock;
     const struct nb_sched_filter *filters[MAX_FILTERS];
     size_t nfilters;
@@ -68,24 +70,39 @@ struct scheduler {
     size_t nweighers;
 };
 
-static void cache_unref(struct host_cache *c)
+static void cache_free(struct host_cache *c)
 {
-    if (!c || --c->refs > 0)
-        return;
     free(c->hosts);
     free(c->heartbeat);
     free(c->forced_down);
     json_decref(c->by_rp);
     json_decref(c->keep);
+    json_decref(c->parsed);
     free(c);
 }
 
-/* Parses a JSON text column into a value kept alive by c->keep. */
+/* Drops a reference (under cache_lock); the last frees it. */
+static void cache_unref(struct host_cache *c)
+{
+    if (c && --c->refs == 0)
+        cache_free(c);
+}
+
+/* Parses a JSON text column into a value kept alive by c->keep, read-only:
+ * hosts with the same text (same CPU, same hypervisor) share one value, so
+ * a snapshot of thousands of alike hosts parses each text once. */
 static json_t *keep_json(struct host_cache *c, const char *text)
 {
-    json_t *j = text ? nb_json_parse(text) : NULL;
+    if (!text)
+        return NULL;
+    json_t *j = json_object_get(c->parsed, text);
     if (j)
+        return j;
+    j = nb_json_parse(text);
+    if (j) {
         json_array_append_new(c->keep, j);
+        json_object_set(c->parsed, text, j);
+    }
     return j;
 }
 
@@ -243,6 +260,7 @@ static struct host_cache *cache_alloc(size_t n)
     c->forced_down = calloc(c->n ? c->n : 1, sizeof(bool));
     c->by_rp = json_object();
     c->keep = json_array();
+    c->parsed = json_object();
     return c;
 }
 
@@ -304,6 +322,10 @@ static void services_key(struct scheduler *s, struct nb_ctx *ctx, char key[64])
              nb_json_int(r, "f", -1));
 }
 
+/* A snapshot no older than [scheduler] host_cache_ms, or one a little
+ * older while another request rebuilds it (with thousands of hosts a
+ * rebuild takes long enough that requests queued behind it would wait
+ * for nothing): never one from before a service changed state. */
 static struct host_cache *cache_get(struct scheduler *s, struct nb_ctx *ctx)
 {
     double max_age = (double)nb_conf_int("scheduler", "host_cache_ms", 500) / 1000.0;
@@ -311,17 +333,37 @@ static struct host_cache *cache_get(struct scheduler *s, struct nb_ctx *ctx)
     services_key(s, ctx, key);
     pthread_mutex_lock(&s->cache_lock);
     struct host_cache *c = s->cache;
-    if (!c || nb_time_mono() - c->built > max_age || strcmp(c->services_key, key)) {
+    bool same = c && !strcmp(c->services_key, key);
+    if (!same || nb_time_mono() - c->built > max_age) {
+        if (same && s->rebuilding) {
+            c->refs++; /* the rebuild is under way: this one meanwhile */
+            pthread_mutex_unlock(&s->cache_lock);
+            return c;
+        }
+        s->rebuilding = true;
+        pthread_mutex_unlock(&s->cache_lock);
         double t0 = nb_time_mono();
         struct host_cache *fresh = cache_build(s, ctx);
         if (fresh)
             nb_strlcpy(fresh->services_key, key, sizeof(fresh->services_key));
         NB_DEBUG(LOG_MGR, ctx, NULL, "host cache rebuilt: %zu host(s) in %.1f ms",
                  fresh ? fresh->n : 0, (nb_time_mono() - t0) * 1000);
+        struct host_cache *old = NULL;
+        pthread_mutex_lock(&s->cache_lock);
+        s->rebuilding = false;
         if (fresh) {
-            cache_unref(s->cache);
-            s->cache = c = fresh;
+            old = s->cache;
+            s->cache = fresh;
+            if (old && --old->refs > 0)
+                old = NULL; /* still in use: its last user frees it */
         }
+        c = s->cache;
+        if (c)
+            c->refs++;
+        pthread_mutex_unlock(&s->cache_lock);
+        if (old)
+            cache_free(old); /* outside the lock: thousands of hosts */
+        return c;
     }
     if (c)
         c->refs++;
@@ -519,46 +561,45 @@ static json_t *no_host(struct nb_ctx *ctx, const char *uuid, const char *error, 
     return json_pack("{s:s, s:s}", "error", error, "details", details);
 }
 
+/* Placement's candidates (nb_placement_candidate_list). */
+struct cand_list {
+    struct nb_placement_cand *v;
+    size_t n, nreq;
+};
+
 /* Host states for the candidates, in placement's order, usage filled from
- * the provider summaries. Providers that are not compute nodes are left
- * out. Returns the count; *out is malloc'd. */
-static size_t candidate_hosts(struct host_cache *c, json_t *cands, struct nb_host_state **out)
+ * placement's. Providers that are not compute nodes are left out. Returns
+ * the count; *out is malloc'd. */
+static size_t candidate_hosts(struct host_cache *c, const struct cand_list *cl,
+                              struct nb_host_state **out)
 {
-    json_t *reqs = json_object_get(cands, "allocation_requests");
-    json_t *sums = json_object_get(cands, "provider_summaries");
     size_t n = 0;
-    *out = calloc(json_array_size(reqs) + 1, sizeof(**out));
+    *out = calloc(cl->n + 1, sizeof(**out));
+    bool *seen = calloc(c->n + 1, sizeof(bool)); /* by cache index: a host once */
     double now = nb_time_now();
     double down_time = (double)nb_conf_int("DEFAULT", "service_down_time", 60);
-    size_t i;
-    json_t *req;
-    json_array_foreach (reqs, i, req) {
-        const char *rp;
-        json_t *alloc;
-        json_object_foreach (json_object_get(req, "allocations"), rp, alloc) {
-            json_t *idx = json_object_get(c->by_rp, rp);
-            if (!idx)
-                continue;
-            size_t k = (size_t)json_integer_value(idx);
-            bool dup = false;
-            for (size_t d = 0; d < n && !dup; d++)
-                dup = !strcmp((*out)[d].rp_uuid, rp);
-            if (dup)
-                continue;
-            struct nb_host_state *hs = &(*out)[n++];
-            *hs = c->hosts[k];
-            hs->forced_down = c->forced_down[k];
-            hs->service_up = hs->has_service && !c->forced_down[k] && c->heartbeat[k] >= 0 &&
-                             fabs(now - c->heartbeat[k]) <= down_time;
-            json_t *r = json_object_get(json_object_get(sums, rp), "resources");
-            hs->vcpu_capacity = nb_json_int(json_object_get(r, "VCPU"), "capacity", 0);
-            hs->vcpu_used = nb_json_int(json_object_get(r, "VCPU"), "used", 0);
-            hs->ram_capacity = nb_json_int(json_object_get(r, "MEMORY_MB"), "capacity", 0);
-            hs->ram_used = nb_json_int(json_object_get(r, "MEMORY_MB"), "used", 0);
-            hs->disk_capacity = nb_json_int(json_object_get(r, "DISK_GB"), "capacity", 0);
-            hs->disk_used = nb_json_int(json_object_get(r, "DISK_GB"), "used", 0);
-        }
+    for (size_t i = 0; i < cl->n; i++) {
+        const struct nb_placement_cand *pc = &cl->v[i];
+        json_t *idx = json_object_get(c->by_rp, pc->rp_uuid);
+        if (!idx)
+            continue;
+        size_t k = (size_t)json_integer_value(idx);
+        if (k >= c->n || seen[k])
+            continue;
+        seen[k] = true;
+        struct nb_host_state *hs = &(*out)[n++];
+        *hs = c->hosts[k];
+        hs->forced_down = c->forced_down[k];
+        hs->service_up = hs->has_service && !c->forced_down[k] && c->heartbeat[k] >= 0 &&
+                         fabs(now - c->heartbeat[k]) <= down_time;
+        hs->vcpu_capacity = pc->vcpu_capacity;
+        hs->vcpu_used = pc->vcpu_used;
+        hs->ram_capacity = pc->ram_capacity;
+        hs->ram_used = pc->ram_used;
+        hs->disk_capacity = pc->disk_capacity;
+        hs->disk_used = pc->disk_used;
     }
+    free(seen);
     return n;
 }
 
@@ -625,31 +666,32 @@ static size_t ignore_hosts(struct nb_host_state **hosts, size_t n, json_t *ignor
 }
 
 /* Asks placement for allocation candidates for res (with the required
- * traits), adding the outcome to lines; while the database is unreachable
- * it asks again once a second (nb_db_redo_or_wait). The candidates (new ref), or NULL
+ * traits) into *cl, adding the outcome to lines; while the database is
+ * unreachable it asks again once a second (nb_db_redo_or_wait). 0, or -1
  * when there are none or placement failed: lines then hold the whole
  * explanation and ctx's error is cleared. */
-static json_t *ask_placement(struct nb_db *db, struct nb_ctx *ctx, const char *uuid, json_t *res,
-                             json_t *required, const char *restext, json_t *lines)
+static int ask_placement(struct nb_db *db, struct nb_ctx *ctx, const char *uuid, json_t *res,
+                         json_t *required, const char *restext, json_t *lines, struct cand_list *cl)
 {
-    json_t *cands;
+    int rc;
     /* a database restart or Galera failover is waited out (a read: safe to
      * redo), not answered as no valid host */
-    for (int tries = 1; !(cands = nb_placement_candidates(
-                              ctx, res, json_array_size(required) ? required : NULL, NULL,
-                              (int)nb_conf_int("scheduler", "max_placement_results", 1000))) &&
+    for (int tries = 1; (rc = nb_placement_candidate_list(
+                             ctx, res, json_array_size(required) ? required : NULL, NULL,
+                             (int)nb_conf_int("scheduler", "max_placement_results", 1000), &cl->v,
+                             &cl->n, &cl->nreq)) < 0 &&
                         nb_ctx_failed(ctx) && nb_db_redo_or_wait(db, ctx, tries);
          tries++)
         ;
-    if (!cands) {
+    if (rc < 0) {
         char line[1400];
         snprintf(line, sizeof(line), "Placement: allocation candidates for %s failed: %s", restext,
                  nb_ctx_message(ctx));
         nb_ctx_clear_error(ctx); /* handled: answered as no valid host */
         json_array_append_new(lines, json_string(line));
-        return NULL;
+        return -1;
     }
-    size_t ncand = json_array_size(json_object_get(cands, "allocation_requests"));
+    size_t ncand = cl->nreq;
     char line[2048];
     char traits[512] = "";
     size_t ti;
@@ -673,20 +715,19 @@ static json_t *ask_placement(struct nb_db *db, struct nb_ctx *ctx, const char *u
                                        ? "no compute host has the required traits with enough "
                                          "free resources"
                                        : "no compute host is registered in placement"));
-        json_decref(cands);
-        return NULL;
+        return -1;
     }
-    return cands;
+    return 0;
 }
 
 /* The host states of the candidates (*states, malloc'd) and the list of
  * pointers to them the filters work on (*hosts, malloc'd), noting in lines
  * the providers that are not compute nodes. Returns the count. */
-static size_t host_list(struct host_cache *c, json_t *cands, struct nb_host_state **states,
-                        struct nb_host_state ***hosts, json_t *lines)
+static size_t host_list(struct host_cache *c, const struct cand_list *cl,
+                        struct nb_host_state **states, struct nb_host_state ***hosts, json_t *lines)
 {
-    size_t ncand = json_array_size(json_object_get(cands, "allocation_requests"));
-    size_t n = candidate_hosts(c, cands, states);
+    size_t ncand = cl->nreq;
+    size_t n = candidate_hosts(c, cl, states);
     *hosts = calloc(n + 1, sizeof(**hosts));
     for (size_t i = 0; i < n; i++)
         (*hosts)[i] = &(*states)[i];
@@ -855,10 +896,11 @@ static json_t *select_for(struct scheduler *s, struct nb_ctx *ctx, const char *u
     resources_text(res, restext, sizeof(restext));
 
     struct select_times t = {.start = nb_time_mono()};
-    _cleanup_json_ json_t *cands =
-        ask_placement(s->env->db, ctx, uuid, res, required, restext, lines);
-    if (!cands)
+    struct cand_list cl = {0};
+    if (ask_placement(s->env->db, ctx, uuid, res, required, restext, lines, &cl) < 0) {
+        free(cl.v);
         return no_host(ctx, uuid, NO_HOST_PLACEMENT, lines);
+    }
 
     t.placement = nb_time_mono();
     struct host_cache *c = cache_get(s, ctx);
@@ -868,11 +910,13 @@ static json_t *select_for(struct scheduler *s, struct nb_ctx *ctx, const char *u
                  nb_ctx_message(ctx));
         nb_ctx_clear_error(ctx); /* handled: answered as no valid host */
         json_array_append_new(lines, json_string(line));
+        free(cl.v);
         return no_host(ctx, uuid, NO_HOST_FILTERS, lines);
     }
     struct nb_host_state *states = NULL;
     struct nb_host_state **hosts = NULL;
-    size_t n = host_list(c, cands, &states, &hosts, lines);
+    size_t n = host_list(c, &cl, &states, &hosts, lines);
+    free(cl.v);
 
     json_t *group = rs->group;
     bool grouped = json_is_object(group);

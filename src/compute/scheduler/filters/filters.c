@@ -6,6 +6,7 @@
  * details: "<Filter>: <in> -> <out>; <host>: <why>; …". */
 #include "compute/scheduler/host_state.h"
 #include "common/metrics.h"
+#include "common/sbuf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,36 +32,41 @@ const struct nb_sched_filter *nb_sched_filter_find(const char *name)
     return NULL;
 }
 
-/* Appends "; host: why" to *line (realloc'd). */
-static void append_reason(char **line, const char *host, const char *why)
-{
-    char *n = NULL;
-    if (asprintf(&n, "%s; %s: %s", *line, host, why) < 0)
-        abort();
-    free(*line);
-    *line = n;
-}
+/* The hosts a filter's line names with their reasons; the others are
+ * counted ("; and N more hosts"): with thousands of hosts a line naming
+ * each one would be the size of a megabyte, in every fault and log. */
+#define REASONS_SHOWN 20
 
 static size_t run_filters(struct nb_host_state **hosts, size_t n,
                           const struct nb_sched_filter *const *filters, size_t nfilters,
                           const struct nb_sched_spec *spec, json_t *lines, bool count)
 {
     for (size_t f = 0; f < nfilters && n > 0; f++) {
-        char *reasons = strdup("");
-        size_t kept = 0;
+        struct nb_sbuf reasons = {0};
+        size_t kept = 0, rejected = 0;
         for (size_t i = 0; i < n; i++) {
             char why[512] = "";
             if (filters[f]->host_passes(hosts[i], spec, why, sizeof(why)))
                 hosts[kept++] = hosts[i];
-            else
-                append_reason(&reasons, hosts[i]->host, why[0] ? why : "rejected");
+            else if (rejected++ < REASONS_SHOWN) {
+                nb_sbuf_str(&reasons, "; ");
+                nb_sbuf_str(&reasons, hosts[i]->host);
+                nb_sbuf_str(&reasons, ": ");
+                nb_sbuf_str(&reasons, why[0] ? why : "rejected");
+            }
+        }
+        if (rejected > REASONS_SHOWN) {
+            char more[64];
+            snprintf(more, sizeof(more), "; and %zu more hosts", rejected - REASONS_SHOWN);
+            nb_sbuf_str(&reasons, more);
         }
         char *line = NULL;
-        if (asprintf(&line, "%s: %zu -> %zu%s", filters[f]->name, n, kept, reasons) < 0)
+        if (asprintf(&line, "%s: %zu -> %zu%s", filters[f]->name, n, kept,
+                     reasons.s ? reasons.s : "") < 0)
             abort();
         json_array_append_new(lines, json_string(line));
         free(line);
-        free(reasons);
+        free(reasons.s);
         if (count && kept < n)
             nb_metrics_add(NB_M_SCHEDULER_REJECTIONS, (double)(n - kept),
                            (const char *const[]){filters[f]->name});
