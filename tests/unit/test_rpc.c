@@ -101,6 +101,8 @@ static int setup(void **state)
     seen = json_array();
     assert_int_equal(nb_bus_init(), 0);
     assert_int_equal(nb_bus_listen("conductor", recorder, "conductor", 1), 0);
+    assert_int_equal(
+        nb_bus_listen(NB_CONDUCTOR_HEARTBEAT_TOPIC, recorder, NB_CONDUCTOR_HEARTBEAT_TOPIC, 1), 0);
     assert_int_equal(nb_bus_listen("scheduler", recorder, "scheduler", 1), 0);
     assert_int_equal(nb_bus_listen("compute.h1", recorder, "compute.h1", 1), 0);
     return 0;
@@ -208,7 +210,8 @@ static void test_agent_to_conductor(void **state)
     json_t *hosts = json_pack("[s]", "h1");
     nb_conductor_service_heartbeat(&ctx, "nova-compute", hosts);
     json_decref(hosts);
-    expect("conductor", "service_heartbeat", "{\"binary\": \"nova-compute\", \"hosts\": [\"h1\"]}");
+    expect(NB_CONDUCTOR_HEARTBEAT_TOPIC, "service_heartbeat",
+           "{\"binary\": \"nova-compute\", \"hosts\": [\"h1\"]}");
     nb_conductor_compute_node_report(&ctx, json_pack("{s:s}", "host", "h1"));
     expect("conductor", "compute_node_update", "{\"host\": \"h1\"}");
 }
