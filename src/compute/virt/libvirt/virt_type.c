@@ -8,11 +8,10 @@
  * default CPU runs. So the probe is a guest built as real guests are: the
  * same lv_guest_spec and lv_domain_xml (machine type, SeaBIOS, the guest
  * CPU of cpu.c, virtio disk and NIC, serial console), only its disk (a
- * 512-byte boot sector that writes a line to the serial port and halts)
- * and its memory differ. It runs under KVM and under TCG; KVM is chosen
- * only if its probe printed the line within [libvirt] kvm_probe_timeout
- * seconds (default 10). What was compared (the CPU, both times, QEMU's
- * error) is logged with the choice.
+ * 512-byte boot sector that enters protected mode as boot loaders do,
+ * writes a line to the serial port and halts) and its memory differ. It runs under KVM and under
+ * TCG; KVM is chosen only if its probe printed the line within [libvirt] kvm_probe_timeout seconds
+ * (default 10). What was compared (the CPU, both times, QEMU's error) is logged with the choice.
  *
  * A faithful probe can still be outrun by the host (KVM breaks later, a
  * guest with more vCPUs fails): a guest start that fails under KVM with a
@@ -38,26 +37,52 @@
 #define PROBE_MEMORY_MB 32
 #define PROBE_DISK_BYTES (1 << 20)
 
-/* Real-mode boot sector: print PROBE_LINE on COM1 (port 0x3f8), halt. */
+/* Boot sector: from real mode into 32-bit protected mode (as SYSLINUX and
+ * every kernel's loader go), an IRET there, then PROBE_LINE on COM1 (port
+ * 0x3f8) and halt. Nested KVM on some hosts runs real mode but cannot
+ * emulate the protected-mode IRET ("KVM internal error. Suberror: 1",
+ * the guest paused): a real-mode-only probe passed there while every real
+ * guest then stopped in its boot loader. Loaded at 0x7c00. */
 static void probe_sector(unsigned char sec[512])
 {
     static const unsigned char code[] = {
-        0x31, 0xC0,       /* xor ax, ax */
-        0x8E, 0xD8,       /* mov ds, ax */
-        0xFC,             /* cld */
-        0xBA, 0xF8, 0x03, /* mov dx, 0x3f8 */
-        0xBE, 0x17, 0x7C, /* mov si, 0x7c17 (the message) */
-        0xAC,             /* next: lodsb */
-        0x84, 0xC0,       /* test al, al */
-        0x74, 0x03,       /* jz done */
-        0xEE,             /* out dx, al */
-        0xEB, 0xF8,       /* jmp next */
-        0xFA,             /* done: cli */
-        0xF4,             /* hlt */
-        0xEB, 0xFD,       /* jmp hlt */
+        0xFA,                         /* 00 cli */
+        0x31, 0xC0,                   /* 01 xor ax, ax */
+        0x8E, 0xD8,                   /* 03 mov ds, ax */
+        0x8E, 0xD0,                   /* 05 mov ss, ax */
+        0xBC, 0x00, 0x7C,             /* 07 mov sp, 0x7c00 */
+        0x0F, 0x01, 0x16, 0x60, 0x7C, /* 0a lgdt [0x7c60] */
+        0x0F, 0x20, 0xC0,             /* 0f mov eax, cr0 */
+        0x0C, 0x01,                   /* 12 or al, 1 (PE) */
+        0x0F, 0x22, 0xC0,             /* 14 mov cr0, eax */
+        0xEA, 0x1C, 0x7C, 0x08, 0x00, /* 17 jmp 0x08:0x7c1c */
+        /* 32-bit code from here */
+        0x66, 0xB8, 0x10, 0x00,       /* 1c mov ax, 0x10 */
+        0x8E, 0xD8,                   /* 20 mov ds, ax */
+        0x8E, 0xC0,                   /* 22 mov es, ax */
+        0x8E, 0xD0,                   /* 24 mov ss, ax */
+        0xBC, 0x00, 0x7C, 0x00, 0x00, /* 26 mov esp, 0x7c00 */
+        0x9C,                         /* 2b pushfd */
+        0x6A, 0x08,                   /* 2c push 0x08 */
+        0x68, 0x34, 0x7C, 0x00, 0x00, /* 2e push 0x7c34 */
+        0xCF,                         /* 33 iretd (to 0x7c34) */
+        0x66, 0xBA, 0xF8, 0x03,       /* 34 mov dx, 0x3f8 */
+        0xBE, 0x66, 0x7C, 0x00, 0x00, /* 38 mov esi, 0x7c66 (the message) */
+        0xAC,                         /* 3d next: lodsb */
+        0x84, 0xC0,                   /* 3e test al, al */
+        0x74, 0x03,                   /* 40 jz done */
+        0xEE,                         /* 42 out dx, al */
+        0xEB, 0xF8,                   /* 43 jmp next */
+        0xF4,                         /* 45 done: hlt */
+        0xEB, 0xFD,                   /* 46 jmp done */
+        /* 48 GDT: null, code (0x08) and data (0x10), flat 4 GiB */
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x9A, 0xCF,
+        0x00, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x92, 0xCF, 0x00, 0x17, 0x00, 0x48, 0x7C, 0x00,
+        0x00, /* 60 GDT limit 23, base 0x7c48 */
     };
     memset(sec, 0, 512);
     memcpy(sec, code, sizeof(code));
+    _Static_assert(sizeof(code) == 0x66, "the message is read at 0x7c66");
     memcpy(sec + sizeof(code), PROBE_LINE "\r\n", sizeof(PROBE_LINE "\r\n"));
     sec[510] = 0x55;
     sec[511] = 0xAA;
@@ -121,11 +146,18 @@ static bool run_probe(struct lv *lv, virConnectPtr conn, const char *virt_type,
         return false;
     }
     double timeout = nb_conf_double("libvirt", "kvm_probe_timeout", 10);
-    bool ok = false;
+    bool ok = false, paused = false;
+    int state = 0, reason = 0;
     while (nb_time_mono() - t0 < timeout) {
         _cleanup_free_ char *out = nb_read_file(serial, NULL);
         if (out && strstr(out, PROBE_LINE)) {
             ok = true;
+            break;
+        }
+        /* QEMU pauses a guest the accelerator failed ("KVM internal
+         * error"): no need to wait out the timeout */
+        if (virDomainGetState(dom, &state, &reason, 0) == 0 && state == VIR_DOMAIN_PAUSED) {
+            paused = true;
             break;
         }
         usleep(50 * 1000);
@@ -133,6 +165,12 @@ static bool run_probe(struct lv *lv, virConnectPtr conn, const char *virt_type,
     *secs = nb_time_mono() - t0;
     if (ok)
         snprintf(why, whylen, "ran in %.2f s", *secs);
+    else if (paused)
+        snprintf(why, whylen,
+                 "was paused by QEMU after %.2f s before printing (paused reason %d: the "
+                 "accelerator failed the guest's code, e.g. nested KVM that cannot emulate "
+                 "a protected-mode IRET; QEMU's log says which)",
+                 *secs, reason);
     else
         snprintf(why, whylen,
                  "started but printed nothing in %.0f s (an accelerator that cannot run "
