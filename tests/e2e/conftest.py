@@ -112,7 +112,9 @@ class Cloud:
     # -- process control -------------------------------------------------
     def start(self, timeout=30):
         os.makedirs(self.state_dir, exist_ok=True)
-        self.out = open(os.path.join(self.state_dir, "aio.out"), "ab")
+        out_path = os.path.join(self.state_dir, "aio.out")
+        self.out = open(out_path, "ab")
+        start_at = self.out.tell()
         env = dict(os.environ)
         env.pop("NUBO_ADMIN_PASSWORD", None)
         if self.admin_password:
@@ -124,11 +126,14 @@ class Cloud:
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError("nubo aio exited with %s: %s" % (self.proc.returncode, self.tail()))
-            try:
-                with socket.create_connection((self.addr, self.port), timeout=0.2):
+            # "nubo: ready" comes once every role started (the local compute
+            # agents registered): the port alone answers before that, and a
+            # boot then would find no host in placement
+            with open(out_path, "rb") as f:
+                f.seek(start_at)
+                if b"nubo: ready" in f.read():
                     return self
-            except OSError:
-                time.sleep(0.05)
+            time.sleep(0.05)
         raise RuntimeError("nubo aio did not start: " + self.tail())
 
     def stop(self, sig=signal.SIGTERM, timeout=30):
