@@ -560,3 +560,19 @@ def test_drain_moves_every_server(fresh_cloud):
     assert "summary: host fake-2: 0 moved, 2 failed, 1 left; service nova-compute stays " \
            "disabled" in p.stdout
     assert compute_service(c, "fake-2")["Status"] == "disabled"
+
+
+def test_scheduler_sees_one_host_enabled_and_another_disabled(fresh_cloud):
+    """fake-2 disabled while a server boots; then fake-2 enabled and fake-1
+    disabled, as after a maintenance: the next boot goes to fake-2, even with
+    a host cache kept for a minute (the same number of services disabled is
+    not the same services disabled). Before, such a boot found no valid host
+    (seen as a failed live migration in `nubo host drain`)."""
+    c = fresh_cloud("--fake-hosts", "2", "--set", "scheduler.host_cache_ms=60000")
+    c.cli("compute", "service", "set", "--disable", "fake-2", "nova-compute", parse=False)
+    first = boot(c)
+    assert (first["status"], first["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", "fake-1")
+    c.cli("compute", "service", "set", "--enable", "fake-2", "nova-compute", parse=False)
+    c.cli("compute", "service", "set", "--disable", "fake-1", "nova-compute", parse=False)
+    second = boot(c)
+    assert (second["status"], second["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", "fake-2"), second

@@ -306,20 +306,28 @@ static struct host_cache *cache_build(struct scheduler *s, struct nb_ctx *ctx)
 }
 
 /* A reference to a snapshot no older than [scheduler] host_cache_ms. */
-/* What the services' states add up to (their count, how many are disabled,
- * how many forced down), into key: a service disabled, enabled or forced
- * down through the API changes it, so that no request is scheduled on the
- * states from before (heartbeats leave it alone). */
+/* A fingerprint of which services are disabled and forced down (their
+ * count, and the count, sum and sum of squares of the ids of each kind),
+ * into key: a service disabled, enabled or forced down through the API
+ * changes it, so that no request is scheduled on the states from before
+ * (heartbeats leave it alone). Counts alone are not enough: enabling one
+ * host and disabling another (nubo host drain after a maintenance) leaves
+ * them as they were. */
 static void services_key(struct scheduler *s, struct nb_ctx *ctx, char key[64])
 {
     struct nb_ctx sub;
     nb_ctx_child(&sub, ctx);
-    _cleanup_json_ json_t *r = nb_db_row(s->env->db, &sub,
-                                         "SELECT COUNT(*) AS n, SUM(disabled) AS d, "
-                                         "SUM(forced_down) AS f FROM services WHERE deleted = 0",
-                                         "");
-    snprintf(key, 64, "%lld/%lld/%lld", nb_json_int(r, "n", -1), nb_json_int(r, "d", -1),
-             nb_json_int(r, "f", -1));
+    _cleanup_json_ json_t *r = nb_db_row(
+        s->env->db, &sub,
+        "SELECT COUNT(*) AS n, SUM(disabled) AS d, SUM(disabled * id) AS di, "
+        "SUM(disabled * id * id) AS dq, SUM(forced_down) AS f, SUM(forced_down * id) AS fi, "
+        "SUM(forced_down * id * id) AS fq FROM services WHERE deleted = 0",
+        "");
+    snprintf(key, 64, "%lld/%lld/%llx/%llx/%lld/%llx/%llx", nb_json_int(r, "n", -1),
+             nb_json_int(r, "d", -1), (unsigned long long)nb_json_int(r, "di", -1),
+             (unsigned long long)nb_json_int(r, "dq", -1), nb_json_int(r, "f", -1),
+             (unsigned long long)nb_json_int(r, "fi", -1),
+             (unsigned long long)nb_json_int(r, "fq", -1));
 }
 
 /* A snapshot no older than [scheduler] host_cache_ms, or one a little
