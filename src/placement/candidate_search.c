@@ -618,45 +618,41 @@ static void mapping_text(void *arg, int gi, const char *uuid)
     nb_json_put_str(t->b, uuid);
 }
 
-static void areq_text(const struct search *s, const struct result *r, struct nb_sbuf *b)
+/* The allocations of r: before 1.12 a list of {resource_provider, resources},
+ * from 1.12 an object keyed by provider uuid. */
+static void allocations_text(const struct search *s, const struct result *r, struct nb_sbuf *b)
 {
     const struct merged *m = &s->mpool[r->m_off];
     int nm = r->nm;
-    if (s->rq->mv < 12) {
-        put_lit(b, "{\"allocations\":[");
-        for (int j = 0; j < nm; j++) {
-            bool start = j == 0 || m[j].rp != m[j - 1].rp;
-            if (start) {
-                put_lit(b, j ? "}},{\"resource_provider\":{\"uuid\":"
-                             : "{\"resource_provider\":{\"uuid\":");
-                nb_json_put_str(b, s->w.rp[m[j].rp].uuid);
-                put_lit(b, "},\"resources\":{");
-            } else {
-                nb_sbuf_add(b, ",", 1);
-            }
-            nb_json_put_str(b, m[j].rc);
-            nb_sbuf_add(b, ":", 1);
-            nb_json_put_int(b, m[j].amount);
-        }
-        put_lit(b, nm ? "}}]}" : "]}");
-        return;
-    }
-    put_lit(b, "{\"allocations\":{");
+    bool as_list = s->rq->mv < 12;
+    put_lit(b, as_list ? "{\"allocations\":[" : "{\"allocations\":{");
     for (int j = 0; j < nm; j++) {
-        bool start = j == 0 || m[j].rp != m[j - 1].rp;
-        if (start) {
+        if (j && m[j].rp == m[j - 1].rp) {
+            nb_sbuf_add(b, ",", 1);
+        } else {
             if (j)
                 put_lit(b, "}},");
+            if (as_list)
+                put_lit(b, "{\"resource_provider\":{\"uuid\":");
             nb_json_put_str(b, s->w.rp[m[j].rp].uuid);
-            put_lit(b, ":{\"resources\":{");
-        } else {
-            nb_sbuf_add(b, ",", 1);
+            put_lit(b, as_list ? "},\"resources\":{" : ":{\"resources\":{");
         }
         nb_json_put_str(b, m[j].rc);
         nb_sbuf_add(b, ":", 1);
         nb_json_put_int(b, m[j].amount);
     }
-    put_lit(b, nm ? "}}}" : "}");
+    if (nm)
+        put_lit(b, "}}");
+    nb_sbuf_add(b, as_list ? "]" : "}", 1);
+}
+
+static void areq_text(const struct search *s, const struct result *r, struct nb_sbuf *b)
+{
+    allocations_text(s, r, b);
+    if (s->rq->mv < 12) {
+        nb_sbuf_add(b, "}", 1);
+        return;
+    }
     if (s->rq->mv >= 34) {
         put_lit(b, ",\"mappings\":{");
         for (int gi = 0; gi < s->rq->ngroups; gi++) {

@@ -624,28 +624,27 @@ static double periodic_pass(void)
     nb_ctx_init_system(&ctx, NULL);
     pass_heartbeats(list, &ctx, report, sync);
     double start = nb_time_mono(), wait = 1.0;
+    /* from the cursor to the end, then from the head to the cursor (the
+     * agents added or skipped since) */
     struct agent *first = work_cursor ? work_cursor : list;
     work_cursor = NULL;
-    for (struct agent *a = first; a && !periodic_stop; a = a->next) {
-        if (!a->registered)
-            continue;
-        double now = nb_time_mono();
-        if (now - start > budget) {
-            work_cursor = a;
-            return 0.05;
+    struct agent *a = first;
+    bool wrapped = false;
+    while (a && !periodic_stop) {
+        if (a->registered) {
+            double now = nb_time_mono();
+            if (now - start > budget) {
+                work_cursor = a;
+                return 0.05;
+            }
+            agent_work(a, &ctx, now, usage, sync, &wait);
         }
-        agent_work(a, &ctx, now, usage, sync, &wait);
-    }
-    /* the agents before the cursor, added or skipped since */
-    for (struct agent *a = list; a && a != first && !periodic_stop; a = a->next) {
-        if (!a->registered)
-            continue;
-        double now = nb_time_mono();
-        if (now - start > budget) {
-            work_cursor = a;
-            return 0.05;
-        }
-        agent_work(a, &ctx, now, usage, sync, &wait);
+        if (!a->next && !wrapped && first != list)
+            wrapped = true, a = list;
+        else
+            a = a->next;
+        if (a == first)
+            break;
     }
     return wait < 0.05 ? 0.05 : wait;
 }
