@@ -173,9 +173,7 @@ def bench_boot_burst(binary, n=200, threads=16):
                 with lock:
                     ids.append(sid)
         t0 = time.perf_counter()
-        ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
-        [t.start() for t in ts]
-        [t.join() for t in ts]
+        run_workers(worker, threads)
         c = aio.client()
         statuses = {}
         for sid in ids:
@@ -191,21 +189,31 @@ def bench_boot_burst(binary, n=200, threads=16):
         aio.stop()
 
 
+def run_workers(worker, threads):
+    """worker(k) in threads threads, k = 0..threads-1; returns once all end."""
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+    [t.start() for t in ts]
+    [t.join() for t in ts]
+
+
+def wait_builds(aio, timeout, interval):
+    """Until no server is in BUILD (or timeout seconds)."""
+    c = aio.client()
+    end = time.time() + timeout
+    while time.time() < end:
+        _, _, body = c.req("GET", "/compute/v2.1/servers/detail?status=BUILD&limit=1")
+        if not body["servers"]:
+            break
+        time.sleep(interval)
+
+
 def fill(aio, n=1000, threads=8):
     def worker(k):
         c = aio.client()
         for i in range(k, n, threads):
             boot(c, aio.image, "fill-%d" % i)
-    ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
-    [t.start() for t in ts]
-    [t.join() for t in ts]
-    c = aio.client()
-    end = time.time() + 300
-    while time.time() < end:
-        _, _, body = c.req("GET", "/compute/v2.1/servers/detail?status=BUILD&limit=1")
-        if not body["servers"]:
-            break
-        time.sleep(0.2)
+    run_workers(worker, threads)
+    wait_builds(aio, 300, 0.2)
 
 
 def bench_list_detail_and_rss(binary, n=1000):

@@ -30,7 +30,7 @@ import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import Aio, HDR, ROOT  # noqa: E402
+from bench import Aio, HDR, ROOT, run_workers, wait_builds  # noqa: E402
 
 PHDR = {"OpenStack-API-Version": "placement 1.39"}
 BIG = ["--set", "fake.vcpus=256", "--set", "fake.memory_mb=262144", "--set", "fake.disk_gb=4000",
@@ -129,17 +129,10 @@ def burst(aio, nboots, threads=16, tag="burst"):
                 "networks": "none"}}, HDR)
             assert st == 202, (st, body)
     t0 = time.perf_counter()
-    ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
-    [t.start() for t in ts]
-    [t.join() for t in ts]
-    c = aio.client()
-    end = time.time() + 900
-    while time.time() < end:
-        _, _, body = c.req("GET", "/compute/v2.1/servers/detail?status=BUILD&limit=1")
-        if not body["servers"]:
-            break
-        time.sleep(0.05)
+    run_workers(worker, threads)
+    wait_builds(aio, 900, 0.05)
     wall = time.perf_counter() - t0
+    c = aio.client()
     _, _, body = c.req("GET", "/compute/v2.1/servers?status=ERROR&limit=1000")
     return wall, len(body["servers"])
 
@@ -181,9 +174,7 @@ def phase_latency(aio, nboots, threads=8, poll=0.005, tag="lat"):
                 else:
                     errs.append(status)
     t0 = time.perf_counter()
-    ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
-    [t.start() for t in ts]
-    [t.join() for t in ts]
+    run_workers(worker, threads)
     wall = time.perf_counter() - t0
     print("latency: %d boots from %d concurrent clients each polling its server every %.0f ms: "
           "%d ACTIVE, %d not (%s); POST->ACTIVE median %.1f ms, p99 %.1f ms; %.0f boots/s"
@@ -210,9 +201,7 @@ def phase_providers(aio, n=2000, threads=8):
             with lock:
                 done[0] += 1
     t0 = time.perf_counter()
-    ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
-    [t.start() for t in ts]
-    [t.join() for t in ts]
+    run_workers(worker, threads)
     wall = time.perf_counter() - t0
     print("providers: %d providers + inventories at concurrency %d: %.1f s, %.0f providers/s "
           "(%.0f requests/s)" % (done[0], threads, wall, done[0] / wall, 2 * done[0] / wall))
