@@ -890,12 +890,22 @@ def test_custom_cpu_model_the_destination_lacks_is_refused(lab):
     lab.agents(LOCAL, host1=["libvirt.cpu_mode=custom", "libvirt.cpu_models=" + CPU_MODEL])
     sid = lab.local = lab.boot(unique("lm-local"), "host1", lab.image, "--config-drive", "True")
     assert ">%s</model>" % CPU_MODEL in lab.virsh("host1", "dumpxml", sid)
-    hosts("cpu-hide", "host2", CPU_MODEL)
-    try:
-        lab.migrate(sid, "host2", block=True)
-    finally:
-        hosts("cpu-restore", "host2")
-    m = lab.last_migration(sid)
+    for attempt in range(3):
+        hosts("cpu-hide", "host2", CPU_MODEL)
+        try:
+            lab.migrate(sid, "host2", block=True)
+        finally:
+            # libvirtd may have probed QEMU again meanwhile (the lab's
+            # trick undone, not nubo's fault): then nubo was right to move
+            held = CPU_MODEL not in hosts("cpu-usable", "host2", CPU_MODEL).stdout.split()
+            hosts("cpu-restore", "host2")
+        m = lab.last_migration(sid)
+        if m["status"] == "error" or held:
+            break
+        print("attempt %d: host2's libvirtd offered %s again by the end of the move; a new "
+              "server on host1 and again" % (attempt + 1, CPU_MODEL))
+        lab.cloud.cli("server", "delete", "--wait", sid, parse=False)
+        sid = lab.local = lab.boot(unique("lm-local"), "host1", lab.image, "--config-drive", "True")
     assert m["status"] == "error", m
     fault = lab.fault(sid)
     text = fault["message"] + "\n" + (fault["details"] or "")
