@@ -18,7 +18,7 @@ import uuid
 
 import pytest
 
-from conftest import Cloud, CliError, free_port, unique
+from conftest import Cloud, free_port, unique
 from netagent_cleanup import remove_agent_leftovers
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
