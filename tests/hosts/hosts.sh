@@ -283,9 +283,6 @@ libvirtd_ctl() {
     esac
 }
 
-# Makes hostN's QEMU lack CPU models (a host of another CPU generation):
-# they are removed from its libvirtd's cached QEMU capabilities, which
-# libvirt keeps while QEMU's binary is unchanged; libvirtd restarts.
 # The models of "$@" hostN's libvirtd still lists as usable under TCG.
 cpu_usable() {
     local h=$1 m caps out=""
@@ -297,8 +294,10 @@ cpu_usable() {
     echo "$out"
 }
 
-# Edits the cached QEMU capabilities and restarts libvirtd; checks that the
-# models are gone (libvirtd may find its cache stale at the restart and
+# Makes hostN's QEMU lack CPU models (a host of another CPU generation):
+# they are removed from its libvirtd's cached QEMU capabilities, which
+# libvirt keeps while it finds the cache fresh; libvirtd restarts, and
+# cpu_hide checks that the models are gone (libvirtd may find its cache stale at the restart and
 # probe QEMU again: then the fresh cache is edited once more). libvirtd
 # can still probe again later (at any lookup that finds the cache stale):
 # a caller checks afterwards that the models stayed hidden (cpu-usable).

@@ -305,7 +305,6 @@ static struct host_cache *cache_build(struct scheduler *s, struct nb_ctx *ctx)
     return c;
 }
 
-/* A reference to a snapshot no older than [scheduler] host_cache_ms. */
 /* A fingerprint of which services are disabled and forced down (their
  * count, and the count, sum and sum of squares of the ids of each kind),
  * into key: a service disabled, enabled or forced down through the API

@@ -9,9 +9,11 @@
  * same lv_guest_spec and lv_domain_xml (machine type, SeaBIOS, the guest
  * CPU of cpu.c, virtio disk and NIC, serial console), only its disk (a
  * 512-byte boot sector that enters protected mode as boot loaders do,
- * writes a line to the serial port and halts) and its memory differ. It runs under KVM and under
- * TCG; KVM is chosen only if its probe printed the line within [libvirt] kvm_probe_timeout seconds
- * (default 10). What was compared (the CPU, both times, QEMU's error) is logged with the choice.
+ * writes a line to the serial port and halts) and its memory differ. It
+ * runs under KVM and under TCG; KVM is chosen only if its probe printed
+ * the line within [libvirt] kvm_probe_timeout seconds (default 10). What
+ * was compared (the CPU, both times, QEMU's error) is logged with the
+ * choice.
  *
  * A faithful probe can still be outrun by the host (KVM breaks later, a
  * guest with more vCPUs fails): a guest start that fails under KVM with a
@@ -76,9 +78,10 @@ static void probe_sector(unsigned char sec[512])
         0xF4,                         /* 45 done: hlt */
         0xEB, 0xFD,                   /* 46 jmp done */
         /* 48 GDT: null, code (0x08) and data (0x10), flat 4 GiB */
-        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x9A, 0xCF,
-        0x00, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x92, 0xCF, 0x00, 0x17, 0x00, 0x48, 0x7C, 0x00,
-        0x00, /* 60 GDT limit 23, base 0x7c48 */
+        0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, /* 48 null */
+        0xFF, 0xFF, 0x00, 0x00, 0x00, 0x9A, 0xCF, 0x00, /* 50 code */
+        0xFF, 0xFF, 0x00, 0x00, 0x00, 0x92, 0xCF, 0x00, /* 58 data */
+        0x17, 0x00, 0x48, 0x7C, 0x00, 0x00,             /* 60 GDT limit 23, base 0x7c48 */
     };
     memset(sec, 0, 512);
     memcpy(sec, code, sizeof(code));
