@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "compute/api/api.h"
 #include "compute/api/instances.h"
+#include "compute/api/links.h"
 #include "compute/api/server_actions.h"
 #include "compute/api/validate.h"
 #include "network/network.h"
@@ -208,15 +209,47 @@ static int validate_property(struct nb_ctx *ctx, const json_t *v, const char *na
     return 0;
 }
 
+/* common._get_int_param: a query parameter that is an integer >= 0, or
+ * -1 when absent. 0/-1 (400). */
+static int int_param(struct nb_ctx *ctx, struct nb_req *req, const char *name, long long *out)
+{
+    const char *s = nb_req_query(req, name);
+    *out = -1;
+    if (!s)
+        return 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    while (isspace((unsigned char)*end))
+        end++;
+    if (end == s || *end || errno)
+        return nb_error(ctx, 400, NULL, "Invalid input received: %s must be an integer", name);
+    if (v < 0)
+        return nb_error(ctx, 400, NULL, "Invalid input received: %s must be >= 0", name);
+    *out = v;
+    return 0;
+}
+
 static int do_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (check_version(ctx) < 0 || policy(ctx, "get", true, ctx->project_id) < 0)
+    long long offset, limit;
+    if (check_version(ctx) < 0 || policy(ctx, "get", true, ctx->project_id) < 0 ||
+        int_param(ctx, req, "limit", &limit) < 0 || int_param(ctx, req, "offset", &offset) < 0)
         return -1;
     _cleanup_json_ json_t *groups =
         nb_network_sg_list(ctx, ctx->is_admin && nb_req_query(req, "all_tenants"));
     if (!groups)
         return -1;
-    return nb_resp_json(resp, 200, groups_body(ctx, groups));
+    /* common.limited: [offset, offset + limit) of Neutron's order, a limit
+     * of 0 or none being [api] max_limit; sorted afterwards */
+    long long max = nb_res_max_limit();
+    if (limit <= 0 || limit > max)
+        limit = max;
+    _cleanup_json_ json_t *page = json_array();
+    for (size_t i = offset < 0 ? 0 : (size_t)offset;
+         i < json_array_size(groups) && (long long)json_array_size(page) < limit; i++)
+        json_array_append(page, json_array_get(groups, i));
+    return nb_resp_json(resp, 200, groups_body(ctx, page));
 }
 
 /* The group of the request's path, looked up as Nova's show does. */
