@@ -209,10 +209,10 @@ int nb_network_sg_find(struct nb_ctx *ctx, const char *name_or_id, char *id);
  * order first met, as Neutron views. New array, or NULL after nb_error. */
 json_t *nb_network_instance_security_groups(struct nb_ctx *ctx, const char *instance_uuid);
 
-/* The servers' security groups as Nova's server view shows them: a new
- * object uuid -> [{"name": <group name, or id when it has none>}], one
- * entry per port and group, for the uuids (strings) whose ports have
- * groups; NULL after nb_error. */
+/* The servers' security groups as Nova's server view shows them (16
+ * servers a query): a new object uuid -> [{"name": <group name, or id when
+ * it has none>}], one entry per port and group, for the uuids (strings)
+ * whose ports have groups; NULL after nb_error. */
 json_t *nb_network_instances_sg_names(struct nb_ctx *ctx, const json_t *uuids);
 
 /* Adds group sg_id to every port of the instance (add) or takes it off

@@ -167,34 +167,43 @@ int nb_network_instance_sg_change(struct nb_ctx *ctx, const char *instance_uuid,
     return found ? 0 : 1;
 }
 
+/* Servers per statement of nb_network_instances_sg_names (unused places
+ * bind NULL, so the statement text stays the same). */
+#define SG_NAMES_CHUNK 16
+
 json_t *nb_network_instances_sg_names(struct nb_ctx *ctx, const json_t *uuids)
 {
     json_t *out = json_object();
     if (!nb_net_env) /* a compute API without the network service (unit tests) */
         return out;
-    size_t i;
-    json_t *u;
-    json_array_foreach (uuids, i, u) {
-        json_t *rows = nb_db_rows(nb_net_env->db, ctx,
-                                  "SELECT g.id, g.name FROM ports p JOIN securitygroupportbindings "
-                                  "b ON b.port_id = p.id JOIN securitygroups g ON g.id = "
-                                  "b.security_group_id WHERE p.device_id = ? ORDER BY p.rowid, "
-                                  "b.rowid",
-                                  "s", json_string_value(u));
+    size_t n = json_array_size(uuids);
+    for (size_t start = 0; start < n; start += SG_NAMES_CHUNK) {
+        const char *u[SG_NAMES_CHUNK] = {0};
+        for (size_t k = 0; k < SG_NAMES_CHUNK && start + k < n; k++)
+            u[k] = json_string_value(json_array_get(uuids, start + k));
+        json_t *rows = nb_db_rows(
+            nb_net_env->db, ctx,
+            "SELECT p.device_id, g.id, g.name FROM ports p JOIN securitygroupportbindings b ON "
+            "b.port_id = p.id JOIN securitygroups g ON g.id = b.security_group_id WHERE "
+            "p.device_id IN (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ORDER BY p.rowid, "
+            "b.rowid",
+            "ssssssssssssssss", u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10],
+            u[11], u[12], u[13], u[14], u[15]);
         if (!rows) {
             json_decref(out);
             return NULL;
         }
-        if (json_array_size(rows)) {
-            json_t *names = json_array();
-            size_t j;
-            json_t *r;
-            json_array_foreach (rows, j, r) {
-                const char *nm = nb_json_str(r, "name");
-                json_array_append_new(
-                    names, json_pack("{s:s}", "name", nm && *nm ? nm : nb_json_str(r, "id")));
+        size_t j;
+        json_t *r;
+        json_array_foreach (rows, j, r) {
+            const char *dev = nb_json_str(r, "device_id"), *nm = nb_json_str(r, "name");
+            json_t *names = json_object_get(out, dev);
+            if (!names) {
+                names = json_array();
+                json_object_set_new(out, dev, names);
             }
-            json_object_set_new(out, json_string_value(u), names);
+            json_array_append_new(
+                names, json_pack("{s:s}", "name", nm && *nm ? nm : nb_json_str(r, "id")));
         }
         json_decref(rows);
     }
