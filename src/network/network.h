@@ -179,4 +179,49 @@ json_t *nb_sg_port_groups(struct nb_db *db, struct nb_ctx *ctx, const char *port
 int nb_network_metadata_denied(struct nb_ctx *ctx, const char *instance_uuid, char *groups,
                                size_t n);
 
+/* --- security groups for the compute API's proxy (security_groups.c,
+ * sg_instance.c) ---------------------------------------------------------
+ * Each runs as the matching /v2.0/security-group* call on behalf of ctx
+ * (same checks, same errors recorded once with nb_error) and returns
+ * Neutron's view: a group with its "security_group_rules", or a rule. Views
+ * are new references, NULL after nb_error. A body is the request's inner
+ * object and may be amended. */
+/* The groups of ctx's project (every project's when all_projects and ctx is
+ * admin), its default group made on first use. */
+json_t *nb_network_sg_list(struct nb_ctx *ctx, bool all_projects);
+json_t *nb_network_sg_show(struct nb_ctx *ctx, const char *id);
+json_t *nb_network_sg_create(struct nb_ctx *ctx, json_t *body);
+json_t *nb_network_sg_update(struct nb_ctx *ctx, const char *id, json_t *body);
+int nb_network_sg_delete(struct nb_ctx *ctx, const char *id);
+json_t *nb_network_sg_rule_create(struct nb_ctx *ctx, json_t *body);
+json_t *nb_network_sg_rule_show(struct nb_ctx *ctx, const char *id);
+int nb_network_sg_rule_delete(struct nb_ctx *ctx, const char *id);
+
+/* neutronclient's find_resourceid_by_name_or_id for a security group: the
+ * group of that id visible to ctx, else the one of that name in ctx's
+ * project. Writes its id (NB_UUID_LEN) and returns 0; -1 after nb_error:
+ * 404 "Unable to find security_group with name or id '<x>'", 409 "Multiple
+ * security_group matches found for name '<x>', use an ID to be more
+ * specific.". */
+int nb_network_sg_find(struct nb_ctx *ctx, const char *name_or_id, char *id);
+
+/* The groups bound to the instance's ports (device_id), each once, in the
+ * order first met, as Neutron views. New array, or NULL after nb_error. */
+json_t *nb_network_instance_security_groups(struct nb_ctx *ctx, const char *instance_uuid);
+
+/* The servers' security groups as Nova's server view shows them (16
+ * servers a query): a new object uuid -> [{"name": <group name, or id when
+ * it has none>}], one entry per port and group, for the uuids (strings)
+ * whose ports have groups; NULL after nb_error. */
+json_t *nb_network_instances_sg_names(struct nb_ctx *ctx, const json_t *uuids);
+
+/* Adds group sg_id to every port of the instance (add) or takes it off
+ * every port that has it, as a port update of security_groups would, and
+ * tells the agents. 0; 1 when remove found the group on no port; -1 after
+ * nb_error (404 when the instance has no port; 400
+ * PortSecurityAndIPRequiredForSecurityGroups for a port without port
+ * security). */
+int nb_network_instance_sg_change(struct nb_ctx *ctx, const char *instance_uuid, const char *sg_id,
+                                  bool add);
+
 #endif

@@ -114,6 +114,10 @@ int nb_net_port_delete(struct nb_ctx *ctx, const char *id);
  * (404 PortNotFound). */
 int nb_net_port_set_device(struct nb_ctx *ctx, const char *port_id, const char *device_id,
                            const char *device_owner);
+/* Replaces the security groups of port id with groups (ids), as a port
+ * update of security_groups on behalf of ctx, in its own transaction.
+ * 0/-1 after nb_error. */
+int nb_net_port_set_groups(struct nb_ctx *ctx, const char *id, const json_t *groups);
 /* The view of a ports row (admin-only binding attributes for admins). */
 json_t *nb_net_port_view(struct nb_ctx *ctx, const json_t *row);
 

@@ -962,6 +962,21 @@ static int update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
     return row ? nb_net_show_respond(req, resp, 200, "port", nb_net_port_view(ctx, row)) : -1;
 }
 
+int nb_net_port_set_groups(struct nb_ctx *ctx, const char *id, const json_t *groups)
+{
+    _cleanup_json_ json_t *row = get(ctx, id);
+    if (!row)
+        return -1;
+    _cleanup_json_ json_t *body = json_pack("{s:O}", "security_groups", (json_t *)groups);
+    if (nb_db_begin(nb_net_env->db, ctx) < 0)
+        return -1;
+    if (apply_update(ctx, row, body) < 0) {
+        nb_db_rollback(nb_net_env->db);
+        return -1;
+    }
+    return nb_db_commit(nb_net_env->db, ctx);
+}
+
 /* --- delete ------------------------------------------------------------------------- */
 
 int nb_net_port_delete(struct nb_ctx *ctx, const char *id)

@@ -26,6 +26,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "db/db.h"
+#include "network/network.h"
 #include "network/network_int.h"
 
 #include <ctype.h>
@@ -349,26 +350,21 @@ static int check_name(struct nb_ctx *ctx, const json_t *body)
     return 0;
 }
 
-static int respond_sg(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp, int status,
-                      const char *id)
+/* The view of group id visible to ctx: new reference, or NULL after
+ * nb_error (404 SecurityGroupNotFound). */
+static json_t *sg_load_view(struct nb_ctx *ctx, const char *id)
 {
     _cleanup_json_ json_t *row = sg_load(ctx, id);
-    if (!row)
-        return -1;
-    json_t *v = sg_view(ctx, row);
-    if (!v)
-        return -1;
-    return nb_net_show_respond(req, resp, status, "security_group", v);
+    return row ? sg_view(ctx, row) : NULL;
 }
 
-static int sg_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+json_t *nb_network_sg_create(struct nb_ctx *ctx, json_t *body)
 {
-    json_t *body = nb_net_body(ctx, req, "security_group");
     char project[NB_ID_LEN], def[NB_UUID_LEN];
-    if (!body || nb_net_check_attrs(ctx, body, sg_attrs, true) < 0 || check_name(ctx, body) < 0 ||
+    if (nb_net_check_attrs(ctx, body, sg_attrs, true) < 0 || check_name(ctx, body) < 0 ||
         nb_net_owner(ctx, body, project) < 0 || ensure_default(ctx, project, def) < 0 ||
         nb_net_quota_check(ctx, project, "security_group") < 0)
-        return -1;
+        return NULL;
     const char *name = nb_json_str(body, "name");
     const char *desc = nb_json_str(body, "description");
     json_t *stateful = json_object_get(body, "stateful");
@@ -377,7 +373,7 @@ static int sg_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
     nb_net_now(now);
     struct nb_db *db = nb_net_env->db;
     if (nb_db_begin(db, ctx) < 0)
-        return -1;
+        return NULL;
     static const char *const eth[] = {"IPv4", "IPv6"};
     int rc = nb_db_exec(db, ctx,
                         "INSERT INTO securitygroups (id, project_id, name, description, stateful, "
@@ -388,12 +384,19 @@ static int sg_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
         rc = insert_rule(ctx, project, id, "egress", eth[i], NULL);
     if (rc < 0) {
         nb_db_rollback(db);
-        return -1;
+        return NULL;
     }
     if (nb_db_commit(db, ctx) < 0)
-        return -1;
+        return NULL;
     NB_INFO(SG_LOG, ctx, NULL, "created security group %s (%s)", id, name ? name : "");
-    return respond_sg(ctx, req, resp, 201, id);
+    return sg_load_view(ctx, id);
+}
+
+static int sg_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    json_t *body = nb_net_body(ctx, req, "security_group");
+    json_t *v = body ? nb_network_sg_create(ctx, body) : NULL;
+    return v ? nb_net_show_respond(req, resp, 201, "security_group", v) : -1;
 }
 
 /* Keeps the groups of project (all for NULL) and builds their views. */
@@ -439,33 +442,49 @@ static int sg_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
     return nb_net_list_respond(ctx, req, resp, "security_groups", views);
 }
 
-static int sg_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+json_t *nb_network_sg_list(struct nb_ctx *ctx, bool all_projects)
 {
     char def[NB_UUID_LEN];
     if (ctx->project_id[0] && ensure_default(ctx, ctx->project_id, def) < 0)
-        return -1;
-    return respond_sg(ctx, req, resp, 200, nb_req_param(req, "security_group_id"));
+        return NULL;
+    return sg_views(ctx, all_projects && (ctx->is_admin || ctx->system) ? NULL : ctx->project_id);
 }
 
-static int sg_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+json_t *nb_network_sg_show(struct nb_ctx *ctx, const char *id)
 {
-    const char *id = nb_req_param(req, "security_group_id");
-    json_t *body = nb_net_body(ctx, req, "security_group");
-    if (!body || nb_net_check_attrs(ctx, body, sg_attrs, false) < 0 || check_name(ctx, body) < 0)
-        return -1;
+    char def[NB_UUID_LEN];
+    if (ctx->project_id[0] && ensure_default(ctx, ctx->project_id, def) < 0)
+        return NULL;
+    return sg_load_view(ctx, id);
+}
+
+static int sg_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    json_t *v = nb_network_sg_show(ctx, nb_req_param(req, "security_group_id"));
+    return v ? nb_net_show_respond(req, resp, 200, "security_group", v) : -1;
+}
+
+json_t *nb_network_sg_update(struct nb_ctx *ctx, const char *id, json_t *body)
+{
+    if (nb_net_check_attrs(ctx, body, sg_attrs, false) < 0 || check_name(ctx, body) < 0)
+        return NULL;
     _cleanup_json_ json_t *row = sg_load(ctx, id);
     if (!row)
-        return -1;
-    if (!strcmp(nb_json_str(row, "name"), "default") && json_object_get(body, "name"))
-        return nb_error(ctx, 409, "SecurityGroupCannotUpdateDefault",
-                        "Updating default security group not allowed.");
+        return NULL;
+    if (!strcmp(nb_json_str(row, "name"), "default") && json_object_get(body, "name")) {
+        nb_error(ctx, 409, "SecurityGroupCannotUpdateDefault",
+                 "Updating default security group not allowed.");
+        return NULL;
+    }
     json_t *stateful = json_object_get(body, "stateful");
     struct nb_db *db = nb_net_env->db;
     if (stateful && json_is_true(stateful) != (nb_json_int(row, "stateful", 1) != 0) &&
         nb_db_int(db, ctx, 0,
                   "SELECT COUNT(*) FROM securitygroupportbindings WHERE security_group_id = ?", "s",
-                  id) > 0)
-        return nb_error(ctx, 409, "SecurityGroupInUse", "Security Group %s in use.", id);
+                  id) > 0) {
+        nb_error(ctx, 409, "SecurityGroupInUse", "Security Group %s in use.", id);
+        return NULL;
+    }
     const char *name = nb_json_str(body, "name");
     const char *desc = nb_json_str(body, "description");
     bool new_stateful = stateful ? json_is_true(stateful) : nb_json_int(row, "stateful", 1) != 0;
@@ -476,13 +495,20 @@ static int sg_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
                    "description = COALESCE(?, description), stateful = ?, updated_at = ?, "
                    "revision_number = revision_number + 1 WHERE id = ?",
                    "ssbss", name, desc, new_stateful, now, id) < 0)
-        return -1;
-    return respond_sg(ctx, req, resp, 200, id);
+        return NULL;
+    return sg_load_view(ctx, id);
 }
 
-static int sg_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+static int sg_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    const char *id = nb_req_param(req, "security_group_id");
+    json_t *body = nb_net_body(ctx, req, "security_group");
+    json_t *v =
+        body ? nb_network_sg_update(ctx, nb_req_param(req, "security_group_id"), body) : NULL;
+    return v ? nb_net_show_respond(req, resp, 200, "security_group", v) : -1;
+}
+
+int nb_network_sg_delete(struct nb_ctx *ctx, const char *id)
+{
     struct nb_db *db = nb_net_env->db;
     if (nb_db_begin(db, ctx) < 0)
         return -1;
@@ -504,6 +530,13 @@ static int sg_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
     if (nb_db_commit(db, ctx) < 0)
         return -1;
     NB_INFO(SG_LOG, ctx, NULL, "deleted security group %s", id);
+    return 0;
+}
+
+static int sg_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_network_sg_delete(ctx, nb_req_param(req, "security_group_id")) < 0)
+        return -1;
     return nb_resp_empty(resp, 204);
 }
 
@@ -910,32 +943,36 @@ static int insert_checked_rule(struct nb_ctx *ctx, const struct rule *r, const c
     return nb_db_commit(db, ctx);
 }
 
-static int rule_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+json_t *nb_network_sg_rule_create(struct nb_ctx *ctx, json_t *body)
 {
-    json_t *body = nb_net_body(ctx, req, "security_group_rule");
     struct rule r;
     char project[NB_ID_LEN];
-    if (!body || nb_net_check_attrs(ctx, body, rule_attrs, true) < 0 ||
-        convert_rule(ctx, body, &r) < 0 || nb_net_owner(ctx, body, project) < 0 ||
+    if (nb_net_check_attrs(ctx, body, rule_attrs, true) < 0 || convert_rule(ctx, body, &r) < 0 ||
+        nb_net_owner(ctx, body, project) < 0 ||
         nb_net_quota_check(ctx, project, "security_group_rule") < 0)
-        return -1;
+        return NULL;
     if (validate_rule(ctx, &r, nb_json_str(body, "remote_ip_prefix")) < 0)
-        return -1;
+        return NULL;
     _cleanup_json_ json_t *sg = sg_load(ctx, r.sg_id);
     if (!sg)
-        return -1;
-    if (!ctx->is_admin && strcmp(nb_json_str(sg, "project_id"), project))
-        return nb_error(ctx, 404, "SecurityGroupNotFound", "Security group %s does not exist",
-                        r.sg_id);
+        return NULL;
+    if (!ctx->is_admin && strcmp(nb_json_str(sg, "project_id"), project)) {
+        nb_error(ctx, 404, "SecurityGroupNotFound", "Security group %s does not exist", r.sg_id);
+        return NULL;
+    }
     char id[NB_UUID_LEN];
     nb_uuid(id);
     if (insert_checked_rule(ctx, &r, project, id) < 0)
-        return -1;
+        return NULL;
     NB_INFO(SG_LOG, ctx, NULL, "created security group rule %s in group %s", id, r.sg_id);
-    _cleanup_json_ json_t *row = rule_load(ctx, id);
-    if (!row)
-        return -1;
-    return nb_net_show_respond(req, resp, 201, "security_group_rule", rule_view(row));
+    return nb_network_sg_rule_show(ctx, id);
+}
+
+static int rule_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    json_t *body = nb_net_body(ctx, req, "security_group_rule");
+    json_t *v = body ? nb_network_sg_rule_create(ctx, body) : NULL;
+    return v ? nb_net_show_respond(req, resp, 201, "security_group_rule", v) : -1;
 }
 
 static int rule_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
@@ -958,22 +995,32 @@ static int rule_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
     return nb_net_list_respond(ctx, req, resp, "security_group_rules", views);
 }
 
-static int rule_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+json_t *nb_network_sg_rule_show(struct nb_ctx *ctx, const char *id)
 {
-    _cleanup_json_ json_t *row = rule_load(ctx, nb_req_param(req, "security_group_rule_id"));
-    if (!row)
-        return -1;
-    return nb_net_show_respond(req, resp, 200, "security_group_rule", rule_view(row));
+    _cleanup_json_ json_t *row = rule_load(ctx, id);
+    return row ? rule_view(row) : NULL;
 }
 
-static int rule_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+static int rule_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    const char *id = nb_req_param(req, "security_group_rule_id");
+    json_t *v = nb_network_sg_rule_show(ctx, nb_req_param(req, "security_group_rule_id"));
+    return v ? nb_net_show_respond(req, resp, 200, "security_group_rule", v) : -1;
+}
+
+int nb_network_sg_rule_delete(struct nb_ctx *ctx, const char *id)
+{
     _cleanup_json_ json_t *row = rule_load(ctx, id);
     if (!row ||
         nb_db_exec(nb_net_env->db, ctx, "DELETE FROM securitygrouprules WHERE id = ?", "s", id) < 0)
         return -1;
     NB_INFO(SG_LOG, ctx, NULL, "deleted security group rule %s", id);
+    return 0;
+}
+
+static int rule_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_network_sg_rule_delete(ctx, nb_req_param(req, "security_group_rule_id")) < 0)
+        return -1;
     return nb_resp_empty(resp, 204);
 }
 

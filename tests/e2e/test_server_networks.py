@@ -142,6 +142,50 @@ def test_security_groups_reach_the_ports_and_os_interface_lists_them(nc):
     assert bad.returncode != 0, bad.stdout
 
 
+def test_add_remove_security_group_and_the_proxy_until_2_35(nc):
+    """`openstack server add/remove security group` (Nova's addSecurityGroup
+    and removeSecurityGroup actions) change the groups of the server's
+    ports; GET /servers/{id}/os-security-groups and the server view list
+    them; the os-security-groups proxy answers up to 2.35 and 404s from
+    2.36, where Nova removed it; a create naming an unknown group is a 400."""
+    sg = nc.cli("security", "group", "create", unique("asg"), "-f", "json")
+    s = boot(nc, "--network", "private")
+    (port,) = ports_of(nc, s["id"])
+    default = nc.cli("port", "show", port["ID"], "-f", "json")["security_group_ids"]
+    nc.cli("server", "add", "security", "group", s["id"], sg["name"])
+    p = nc.cli("port", "show", port["ID"], "-f", "json")
+    assert p["security_group_ids"] == default + [sg["id"]], p
+    tok = nc.token()
+    st, _, body = nc.request("GET", "/compute/v2.1/servers/%s/os-security-groups" % s["id"],
+                             token=tok)
+    assert st == 200 and sg["id"] in [g["id"] for g in body["security_groups"]], body
+    st, _, body = nc.request("GET", "/compute/v2.1/servers/%s" % s["id"], token=tok)
+    assert {"name": sg["name"]} in body["server"]["security_groups"], body
+    nc.cli("server", "remove", "security", "group", s["id"], sg["name"])
+    assert nc.cli("port", "show", port["ID"], "-f", "json")["security_group_ids"] == default
+    again = nc.cli("server", "remove", "security", "group", s["id"], sg["name"], check=False)
+    assert again.returncode != 0
+    st, _, body = nc.request("POST", "/compute/v2.1/servers/%s/action" % s["id"], token=tok,
+                             body={"removeSecurityGroup": {"name": sg["name"]}})
+    assert (st, body["itemNotFound"]["message"]) == (
+        404, "Security group %s not associated with the instance %s" % (sg["name"], s["id"]))
+    for mv, want in (("2.35", 200), ("2.36", 404)):
+        h = {"OpenStack-API-Version": "compute " + mv}
+        st, _, body = nc.request("GET", "/compute/v2.1/os-security-groups", token=tok, headers=h)
+        assert st == want, (mv, body)
+        st, _, body = nc.request("GET", "/compute/v2.1/os-security-groups/" + sg["id"],
+                                 token=tok, headers=h)
+        assert st == want, (mv, body)
+    assert body == {"itemNotFound": {"code": 404, "message": "The resource could not be found."}}
+    nosuch = unique("nosuch")
+    st, _, body = nc.request("POST", "/compute/v2.1/servers", token=tok, body={"server": {
+        "name": unique("ns"), "flavorRef": "1",
+        "imageRef": nc.cli("image", "show", "cirros", "-f", "json")["id"],
+        "security_groups": [{"name": nosuch}]}})
+    assert (st, body["badRequest"]["message"]) == (
+        400, "Unable to find security_group with name or id '%s'" % nosuch), body
+
+
 def test_network_without_port_security_boots_without_groups(nc):
     """Tempest's test_boot_into_disabled_port_security_network_without_secgroup:
     on a network with port security off, a server that names no group (the

@@ -297,7 +297,8 @@ static void test_check_attrs(void **state)
 static const char *P1 = "p1p1p1p1p1p1p1p1p1p1p1p1p1p1p1p1";
 /* projects of the compute-contract test, which must see no other network */
 static const char *P3 = "p3p3p3p3p3p3p3p3p3p3p3p3p3p3p3p3",
-                  *P4 = "p4p4p4p4p4p4p4p4p4p4p4p4p4p4p4p4";
+                  *P4 = "p4p4p4p4p4p4p4p4p4p4p4p4p4p4p4p4",
+                  *P5 = "p5p5p5p5p5p5p5p5p5p5p5p5p5p5p5p5";
 
 /* A network with one subnet of cidr (pools: text or NULL). Writes ids. */
 static void make_net(const char *project, bool shared, const char *cidr, const char *pools_text,
@@ -701,6 +702,65 @@ static void test_instance_contract(void **state)
     json_decref(devices);
 }
 
+/* The compute proxy's view of groups: find by name or id (404 unknown, 409
+ * two of a name), add to and remove from an instance's ports, and the
+ * names the server view shows. */
+static void test_instance_security_groups(void **state)
+{
+    (void)state;
+    char net[NB_UUID_LEN], sub[NB_UUID_LEN], id[NB_UUID_LEN];
+    make_net(P5, false, "10.50.0.0/24", NULL, net, sub);
+    struct nb_ctx ctx;
+    user_ctx(&ctx, P5);
+    json_t *body = json_pack("{s:s, s:s}", "name", "web", "description", "d");
+    json_t *web = nb_network_sg_create(&ctx, body);
+    json_decref(body);
+    assert_non_null(web);
+    const char *web_id = nb_json_str(web, "id");
+    assert_int_equal(nb_network_sg_find(&ctx, "web", id), 0);
+    assert_string_equal(id, web_id);
+    assert_int_equal(nb_network_sg_find(&ctx, web_id, id), 0);
+    assert_int_equal(nb_network_sg_find(&ctx, "nope", id), -1);
+    assert_int_equal(ctx.err_status, 404);
+    assert_string_equal(ctx.err_msg, "Unable to find security_group with name or id 'nope'");
+    user_ctx(&ctx, P5);
+    body = json_pack("{s:s, s:s}", "name", "web", "description", "again");
+    json_decref(nb_network_sg_create(&ctx, body));
+    json_decref(body);
+    assert_int_equal(nb_network_sg_find(&ctx, "web", id), -1);
+    assert_int_equal(ctx.err_status, 409);
+
+    const char *inst = "22222222-2222-3333-4444-555555555555";
+    user_ctx(&ctx, P5);
+    assert_int_equal(nb_network_instance_sg_change(&ctx, inst, web_id, true), -1);
+    assert_int_equal(ctx.err_status, 404); /* no port yet */
+    user_ctx(&ctx, P5);
+    json_t *req = json_pack("[{s:s}]", "uuid", net), *nw = NULL;
+    assert_int_equal(nb_network_allocate_for_instance(&ctx, inst, "host-a", "nova", req, &nw), 0);
+    json_decref(req);
+    json_decref(nw);
+    assert_int_equal(nb_network_instance_sg_change(&ctx, inst, web_id, true), 0);
+    json_t *groups = nb_network_instance_security_groups(&ctx, inst);
+    assert_int_equal(json_array_size(groups), 2); /* default, web */
+    assert_string_equal(nb_json_str(json_array_get(groups, 1), "id"), web_id);
+    json_decref(groups);
+    json_t *uuids = json_pack("[s]", inst);
+    json_t *names = nb_network_instances_sg_names(&ctx, uuids);
+    json_t *want = json_pack("[{s:s}, {s:s}]", "name", "default", "name", "web");
+    assert_true(json_equal(json_object_get(names, inst), want));
+    json_decref(want);
+    json_decref(names);
+    assert_int_equal(nb_network_instance_sg_change(&ctx, inst, web_id, false), 0);
+    assert_int_equal(nb_network_instance_sg_change(&ctx, inst, web_id, false), 1);
+    assert_int_equal(nb_network_sg_delete(&ctx, web_id), 0);
+    names = nb_network_instances_sg_names(&ctx, uuids);
+    assert_int_equal(json_array_size(json_object_get(names, inst)), 1);
+    json_decref(names);
+    json_decref(uuids);
+    json_decref(web);
+    assert_int_equal(nb_network_deallocate_for_instance(&ctx, inst), 0);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -742,6 +802,7 @@ int main(void)
         cmocka_unit_test(test_instance_contract),
         cmocka_unit_test(test_eui64),
         cmocka_unit_test(test_auto_address_subnets),
+        cmocka_unit_test(test_instance_security_groups),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

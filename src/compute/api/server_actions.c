@@ -573,6 +573,8 @@ static const struct {
     {"revertResize", NULL, nb_srv_revert_resize, NULL, NULL},
     {"rebuild", nb_srv_check_rebuild, NULL, NULL, nb_srv_rebuild},
     {"evacuate", nb_srv_check_evacuate, NULL, NULL, nb_srv_evacuate},
+    {"addSecurityGroup", NULL, nb_srv_add_security_group, NULL, NULL},
+    {"removeSecurityGroup", NULL, nb_srv_remove_security_group, NULL, NULL},
 };
 
 /* Nova's other server actions: known, but not available in nubo yet. */
@@ -589,8 +591,6 @@ static const char *const not_yet[] = {"addFixedIp",
                                       "os-getSPICEConsole",
                                       "os-getRDPConsole",
                                       "os-getSerialConsole",
-                                      "addSecurityGroup",
-                                      "removeSecurityGroup",
                                       "addFloatingIp",
                                       "removeFloatingIp",
                                       "injectNetworkInfo",

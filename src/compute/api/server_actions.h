@@ -22,6 +22,12 @@ struct nb_srv_state_rule {
 /* {"", NULL}: task state None only. */
 extern const char *const nb_srv_none_only[];
 
+/* The addSecurityGroup / removeSecurityGroup actions on inst
+ * (security_groups.c): policy, the body's {"name"}, then the group added to
+ * or taken off every port of the server. 0/-1 after nb_error. */
+int nb_srv_add_security_group(struct nb_ctx *ctx, json_t *inst, json_t *args);
+int nb_srv_remove_security_group(struct nb_ctx *ctx, json_t *inst, json_t *args);
+
 /* Whether v (NULL read as "") is in the NULL-terminated set. */
 bool nb_srv_in_set(const char *v, const char *const *set);
 

@@ -327,6 +327,22 @@ static int resolve_bdms(struct nb_ctx *ctx, struct create_req *c)
     return 0;
 }
 
+/* Nova's _check_requested_secgroups: every group but "default" must be
+ * found by name or id in the project (400 with the lookup's message). The
+ * names stay names: the conductor's port allocation resolves them. 0/-1. */
+static int check_secgroups(struct nb_ctx *ctx, const struct create_req *c)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach (c->security_groups, i, v) {
+        char id[NB_UUID_LEN];
+        const char *nm = json_string_value(v);
+        if (strcmp(nm, "default") && nb_network_sg_find(ctx, nm, id) < 0)
+            return nb_ctx_status(ctx) == 404 ? nb_srv_error_as(ctx, 400, NULL) : -1;
+    }
+    return 0;
+}
+
 /* Networks before 2.37 (Nova's _get_requested_networks), then the
  * Networking service's checks (Nova's validate_networks). */
 static int resolve_networks(struct nb_ctx *ctx, struct create_req *c)
@@ -711,8 +727,8 @@ static int resolve_group_and_password(struct nb_ctx *ctx, struct create_req *c)
 static int resolve_create(struct nb_ctx *ctx, json_t *body, struct create_req *c)
 {
     if (resolve_basics(ctx, body, c) < 0 || resolve_destination(ctx, c) < 0 ||
-        resolve_bdms(ctx, c) < 0 || resolve_networks(ctx, c) < 0 || resolve_flavor(ctx, c) < 0 ||
-        check_destination(ctx, c) < 0 || resolve_image(ctx, c) < 0 ||
+        resolve_bdms(ctx, c) < 0 || check_secgroups(ctx, c) < 0 || resolve_networks(ctx, c) < 0 ||
+        resolve_flavor(ctx, c) < 0 || check_destination(ctx, c) < 0 || resolve_image(ctx, c) < 0 ||
         check_create_limits(ctx, c) < 0 || resolve_group_and_password(ctx, c) < 0)
         return -1;
     return 0;

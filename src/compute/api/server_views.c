@@ -21,6 +21,7 @@
 #include "compute/api/sql.h"
 #include "compute/compute.h"
 #include "db/db.h"
+#include "network/network.h"
 
 #include <openssl/evp.h>
 #include <regex.h>
@@ -185,6 +186,7 @@ struct page_data {
     json_t *image_views;  /* image ref -> view */
     json_t *host_ids;     /* project + "/" + host -> hostId */
     json_t *nw_info;      /* uuid -> network_info (parsed list) */
+    json_t *sec_groups;   /* uuid -> [{"name"}], only servers with groups */
     char *url_v21, *url_bookmark;
 };
 
@@ -195,6 +197,7 @@ static void page_data_free(struct page_data *d)
     json_decref(d->volumes);
     json_decref(d->tags);
     json_decref(d->groups);
+    json_decref(d->sec_groups);
     json_decref(d->services);
     json_decref(d->zones);
     json_decref(d->hidden_hosts);
@@ -504,6 +507,8 @@ static int load_page_data(struct nb_ctx *ctx, json_t *rows, const struct nb_srv_
         (o->show_server_groups && load_groups(ctx, d, k.uuids) < 0) ||
         (host_status && load_services(ctx, d, k.hosts) < 0))
         goto out;
+    if (o->show_sec_grp && !(d->sec_groups = nb_network_instances_sg_names(ctx, k.uuids)))
+        goto out;
     if (o->show_az)
         load_zones(ctx, d, k.hosts);
     rc = 0;
@@ -796,6 +801,10 @@ static void write_optional(struct server_out *w)
         put_time(b, first, "OS-SRV-USG:launched_at", row_str(inst, "launched_at"), false);
         put_time(b, first, "OS-SRV-USG:terminated_at", row_str(inst, "terminated_at"), false);
     }
+    /* Nova's _add_security_grps: only a server whose ports have groups */
+    json_t *sg = o->show_sec_grp ? json_object_get(d->sec_groups, w->uuid) : NULL;
+    if (sg)
+        nb_srv_buf_put_json(b, first, "security_groups", sg);
 }
 
 /* The OS-EXT-SRV-ATTR keys (admins by default). */
