@@ -286,9 +286,22 @@ def test_usage_list_and_show(cloud):
     lifetime in the period times the flavor's sizes; a member reads its own
     project's usage and not the list of all; a period before the servers
     has none; from 2.40 the report pages by instance."""
-    live = boot(cloud, None, "nubo-demo")
-    gone = boot(cloud, None, "nubo-demo")
-    cloud.cli("server", "delete", "--wait", gone["id"], cloud="nubo-demo")
+    live = boot(cloud, None, "nubo-demo", wait=False)
+    gone = boot(cloud, None, "nubo-demo", wait=False)
+    tok = cloud.token()
+
+    def wait_for(sid, status):  # `--wait` polls every 5 s
+        deadline = time.time() + 60
+        while True:
+            st, _, body = cloud.request("GET", "/compute/v2.1/servers/" + sid, token=tok)
+            if st == status or (st == 200 and body["server"]["status"] == status):
+                return
+            assert time.time() < deadline and st == 200, (sid, st, body)
+            time.sleep(0.1)
+    wait_for(live["id"], "ACTIVE")
+    wait_for(gone["id"], "ACTIVE")
+    cloud.cli("server", "delete", gone["id"], cloud="nubo-demo")
+    wait_for(gone["id"], 404)
     demo = cloud.cli("project", "show", "demo", "-f", "json")["id"]
     ids = {live["id"], gone["id"]}
 
@@ -319,7 +332,7 @@ def test_usage_list_and_show(cloud):
     paged = cloud.cli("--os-compute-api-version", "2.40", "usage", "show", "--project", "demo",
                       "-f", "json")
     assert set(mine(paged["Servers"])) == ids
-    tok, seen = cloud.token(), []
+    seen = []
     path = "/compute/v2.1/os-simple-tenant-usage/%s?start=2020-01-01T00:00:00&limit=1" % demo
     for _ in range(50):
         st, _, body = cloud.request("GET", path, token=tok,
