@@ -180,8 +180,11 @@ static json_t *server_usage(const json_t *row, const struct usage_query *u, int6
     sizes[2] = nb_json_int(fl, "memory_mb", 0);
     const char *name = nb_json_str(fl, "name"), *dname = nb_json_str(row, "display_name");
     const char *state = ended != NB_USAGE_NONE ? "terminated" : nb_json_str(row, "vm_state");
-    /* int(timedelta.total_seconds()): towards zero */
-    long long uptime = ((ended != NB_USAGE_NONE ? ended : now) - launched) / 1000000;
+    /* int(timedelta.total_seconds()): towards zero (the window's SQL only
+     * lists launched instances; an unreadable launched_at counts nothing) */
+    long long uptime = launched == NB_USAGE_NONE
+                           ? 0
+                           : ((ended != NB_USAGE_NONE ? ended : now) - launched) / 1000000;
     json_t *v = json_object();
     json_object_set_new(v, "hours", json_real(*hours));
     json_object_set_new(v, "flavor", json_string(name ? name : ""));
