@@ -278,3 +278,73 @@ def test_server_external_events(cloud):
         assert time.time() < deadline, cloud.log("compute")[-2000:]
         time.sleep(0.1)
     assert "Received event network-changed (completed)" in cloud.log("compute")
+
+
+def test_usage_list_and_show(cloud):
+    """os-simple-tenant-usage through `openstack usage`: a project's
+    servers, deleted ones as terminated, charged by the hours of their
+    lifetime in the period times the flavor's sizes; a member reads its own
+    project's usage and not the list of all; a period before the servers
+    has none; from 2.40 the report pages by instance."""
+    live = boot(cloud, None, "nubo-demo", wait=False)
+    gone = boot(cloud, None, "nubo-demo", wait=False)
+    tok = cloud.token()
+
+    def wait_for(sid, status):  # `--wait` polls every 5 s
+        deadline = time.time() + 60
+        while True:
+            st, _, body = cloud.request("GET", "/compute/v2.1/servers/" + sid, token=tok)
+            if st == status or (st == 200 and body["server"]["status"] == status):
+                return
+            assert time.time() < deadline and st == 200, (sid, st, body)
+            time.sleep(0.1)
+    wait_for(live["id"], "ACTIVE")
+    wait_for(gone["id"], "ACTIVE")
+    cloud.cli("server", "delete", gone["id"], cloud="nubo-demo")
+    wait_for(gone["id"], 404)
+    demo = cloud.cli("project", "show", "demo", "-f", "json")["id"]
+    ids = {live["id"], gone["id"]}
+
+    def mine(servers):
+        return {u["instance_id"]: u for u in servers if u["instance_id"] in ids}
+    rows = [r for r in cloud.cli("usage", "list", "-f", "json") if r["Project"] in ("demo", demo)]
+    assert len(rows) == 1, rows
+    by_id = mine(rows[0]["Servers"])
+    assert set(by_id) == ids, rows
+    assert by_id[live["id"]]["state"] == "active" and by_id[live["id"]]["ended_at"] is None
+    assert by_id[gone["id"]]["state"] == "terminated" and by_id[gone["id"]]["ended_at"]
+    for u in by_id.values():  # m1.tiny: 1 vCPU, 512 MiB, 1 GB
+        assert (u["flavor"], u["vcpus"], u["memory_mb"], u["local_gb"]) == ("m1.tiny", 1, 512, 1)
+        assert 0 < u["hours"] < 1 and u["uptime"] >= 0
+    total = sum(u["hours"] for u in rows[0]["Servers"])
+    assert abs(rows[0]["CPU Hours"] - total) < 1e-9
+    assert abs(rows[0]["RAM MB-Hours"] - 512 * total) < 1e-6
+    # the member's own project; the list of all projects is the admin's
+    shown = cloud.cli("usage", "show", "-f", "json", cloud="nubo-demo")
+    assert shown["Project"] == demo and set(mine(shown["Servers"])) == ids
+    p = cloud.cli("usage", "list", cloud="nubo-demo", check=False)
+    assert p.returncode != 0
+    assert "Policy doesn't allow os_compute_api:os-simple-tenant-usage:list" in p.stderr
+    # a period that ended before the servers: nothing
+    old = cloud.cli("usage", "list", "--start", "2020-01-01", "--end", "2020-01-02", "-f", "json")
+    assert old == []
+    # 2.40: the CLI follows the pages; the API gives one instance a page
+    paged = cloud.cli("--os-compute-api-version", "2.40", "usage", "show", "--project", "demo",
+                      "-f", "json")
+    assert set(mine(paged["Servers"])) == ids
+    seen = []
+    path = "/compute/v2.1/os-simple-tenant-usage/%s?start=2020-01-01T00:00:00&limit=1" % demo
+    for _ in range(50):
+        st, _, body = cloud.request("GET", path, token=tok,
+                                    headers={"OpenStack-API-Version": "compute 2.40"})
+        assert st == 200, body
+        seen += [u["instance_id"] for u in body["tenant_usage"].get("server_usages", [])]
+        if "tenant_usage_links" not in body:
+            break
+        href = body["tenant_usage_links"][0]["href"]
+        path = href[href.index("/compute"):]
+    assert ids <= set(seen) and len(seen) == len(set(seen)) and seen == sorted(seen)
+    st, _, body = cloud.request("GET", "/compute/v2.1/os-simple-tenant-usage/%s?start=2026-12-09"
+                                % demo, token=tok)
+    assert st == 400 and body["badRequest"]["message"] == (
+        "Invalid datetime string: Datetime is in invalid format")

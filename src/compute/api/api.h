@@ -48,6 +48,8 @@ int nb_compute_server_password_init(struct nb_env *env);
 int nb_compute_server_external_events_init(struct nb_env *env);
 int nb_compute_images_init(struct nb_env *env);
 int nb_compute_security_groups_init(struct nb_env *env);
+int nb_compute_simple_tenant_usage_init(struct nb_env *env);
+int nb_compute_instance_usage_audit_log_init(struct nb_env *env);
 
 /* Flavor by flavorid as a DB row object plus "extra_specs": {…}; 404
  * "Flavor <id> could not be found." when missing or not accessible to
