@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,12 +44,30 @@ static inline void put(struct nb_sbuf *b, const char *s, size_t n)
     b->s[b->len] = '\0';
 }
 
+/* Whether any of the 8 bytes at p is below 0x20, '"' or '\\' (the bytes
+ * dump_string escapes): the "has a byte less than n" and "has a zero
+ * byte" word tests, exact as booleans. */
+static inline bool word_needs_escape(const char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, sizeof(w));
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t q = w ^ (ones * '"'), bs = w ^ (ones * '\\');
+    return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & highs;
+}
+
 static void dump_string(struct nb_sbuf *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789ABCDEF";
     put(b, "\"", 1);
     size_t run = 0; /* bytes before i that need no escape */
     for (size_t i = 0; i < n; i++) {
+        /* eight bytes at a time while none needs an escape (most strings
+         * are UUIDs and class names) */
+        while (i + 8 <= n && !word_needs_escape(s + i))
+            i += 8;
+        if (i >= n)
+            break;
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x20 && c != '"' && c != '\\')
             continue;
