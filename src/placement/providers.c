@@ -63,6 +63,8 @@ long long plc_rp_bump(struct nb_ctx *ctx, long long rp_id, long long expected)
                  "Please retry your update");
         return -1;
     }
+    if (expected >= 0)
+        return expected + 1; /* the row matched generation = expected */
     return nb_db_int(plc_db(), ctx, -1, "SELECT generation FROM resource_providers WHERE id = ?",
                      "i", rp_id);
 }
@@ -283,23 +285,17 @@ static int rp_validate_name(struct nb_ctx *ctx, json_t *body)
 
 static int rp_create_locked(struct nb_ctx *ctx, const char *uuid, const char *name, json_t *body)
 {
-    json_t *dup_uuid = plc_rp_get(ctx, uuid);
-    json_t *dup_name =
-        dup_uuid ? NULL
-                 : nb_db_row(plc_db(), ctx, "SELECT id FROM resource_providers WHERE name = ?", "s",
-                             name);
-    if (nb_ctx_failed(ctx)) {
-        json_decref(dup_uuid);
-        json_decref(dup_name);
+    /* one query for both unique keys; the uuid is named first, as before */
+    long long dup = nb_db_int(plc_db(), ctx, 0,
+                              "SELECT MAX(CASE WHEN uuid = ? THEN 2 ELSE 1 END) FROM "
+                              "resource_providers WHERE uuid = ? OR name = ?",
+                              "sss", uuid, uuid, name);
+    if (nb_ctx_failed(ctx))
         return -1;
-    }
-    if (dup_uuid || dup_name) {
-        json_decref(dup_uuid);
-        json_decref(dup_name);
+    if (dup)
         return nb_error(ctx, 409, PLC_ERR_DUPLICATE,
                         "Conflicting resource provider %s: %s already exists.",
-                        dup_uuid ? "uuid" : "name", dup_uuid ? uuid : name);
-    }
+                        dup == 2 ? "uuid" : "name", dup == 2 ? uuid : name);
     _cleanup_json_ json_t *parent = NULL;
     bool given;
     if (body && parent_lookup(ctx, body, &parent, &given) < 0)
@@ -377,6 +373,12 @@ static int rp_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
         nb_db_rollback(plc_db());
         return -1;
     }
+    /* the answer's row, read before the commit that makes it durable */
+    _cleanup_json_ json_t *row = mv >= 20 ? plc_rp_get_404(ctx, uuid) : NULL;
+    if (mv >= 20 && !row) {
+        nb_db_rollback(plc_db());
+        return -1;
+    }
     if (nb_db_commit(plc_db(), ctx) < 0)
         return -1;
     NB_INFO("nubo.placement", ctx, NULL, "created resource provider %s (%s)", uuid, name);
@@ -386,9 +388,6 @@ static int rp_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
     plc_location(resp, path);
     if (mv < 20)
         return nb_resp_empty(resp, 201);
-    _cleanup_json_ json_t *row = plc_rp_get_404(ctx, uuid);
-    if (!row)
-        return -1;
     plc_cache_headers(ctx, resp);
     return nb_resp_json(resp, 200, plc_rp_view(row, mv));
 }

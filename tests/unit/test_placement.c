@@ -436,6 +436,99 @@ static void test_http(void **state)
     json_decref(j);
 }
 
+/* The write path's shortcuts: one duplicate query naming the uuid first,
+ * the inventory PUT's single lookup (404 before a bad body), the
+ * generation it answers, updates of existing rows and standard classes
+ * known without a query. */
+static void test_provider_writes(void **state)
+{
+    (void)state;
+    reset_db();
+    assert_true(plc_rc_is_standard("VCPU"));
+    assert_true(plc_rc_is_standard("DISK_GB"));
+    assert_false(plc_rc_is_standard("CUSTOM_X"));
+    assert_false(plc_rc_is_standard("VCPUS"));
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_true(plc_rc_exists(&ctx, "MEMORY_MB"));
+    assert_false(plc_rc_exists(&ctx, "CUSTOM_NOPE"));
+    assert_false(nb_ctx_failed(&ctx));
+
+    int st;
+    char body[512], path[256];
+    snprintf(body, sizeof(body), "{\"name\": \"w1\", \"uuid\": \"%s\"}", RP1);
+    json_t *j = call("POST", "/placement/resource_providers", NULL, "placement 1.39", body, &st);
+    assert_int_equal(st, 200);
+    assert_string_equal(nb_json_str(j, "uuid"), RP1);
+    assert_int_equal(nb_json_int(j, "generation", -1), 0);
+    json_decref(j);
+    snprintf(body, sizeof(body), "{\"name\": \"w2\", \"uuid\": \"%s\"}", RP2);
+    j = call("POST", "/placement/resource_providers", NULL, "placement 1.39", body, &st);
+    assert_int_equal(st, 200);
+    json_decref(j);
+    /* both the uuid (of w1) and the name (of w2) are taken: the uuid is named */
+    snprintf(body, sizeof(body), "{\"name\": \"w2\", \"uuid\": \"%s\"}", RP1);
+    j = call("POST", "/placement/resource_providers", NULL, "placement 1.39", body, &st);
+    assert_int_equal(st, 409);
+    assert_non_null(strstr(nb_json_str(json_array_get(json_object_get(j, "errors"), 0), "detail"),
+                           "Conflicting resource provider uuid"));
+    json_decref(j);
+    j = call("POST", "/placement/resource_providers", NULL, "placement 1.39",
+             "{\"name\": \"w2\", \"uuid\": \"33333333-3333-4333-8333-333333333333\"}", &st);
+    assert_int_equal(st, 409);
+    assert_non_null(strstr(nb_json_str(json_array_get(json_object_get(j, "errors"), 0), "detail"),
+                           "Conflicting resource provider name: w2 already exists."));
+    json_decref(j);
+
+    /* a missing provider is a 404 even with a bad body */
+    j = call("PUT",
+             "/placement/resource_providers/44444444-4444-4444-8444-444444444444/inventories",
+             NULL, "placement 1.39", "{\"inventories\": 1}", &st);
+    assert_int_equal(st, 404);
+    json_decref(j);
+    snprintf(path, sizeof(path), "/placement/resource_providers/%s/inventories", RP1);
+    j = call("PUT", path, NULL, "placement 1.39", "{\"inventories\": 1}", &st);
+    assert_int_equal(st, 400);
+    json_decref(j);
+    j = call("PUT", path, NULL, "placement 1.39",
+             "{\"resource_provider_generation\": 0, \"inventories\": "
+             "{\"VCPU\": {\"total\": 8}, \"CUSTOM_NOPE\": {\"total\": 1}}}",
+             &st);
+    assert_int_equal(st, 400);
+    json_decref(j);
+    j = call("PUT", path, NULL, "placement 1.39",
+             "{\"resource_provider_generation\": 0, \"inventories\": "
+             "{\"VCPU\": {\"total\": 8}, \"DISK_GB\": {\"total\": 100}}}",
+             &st);
+    assert_int_equal(st, 200);
+    assert_int_equal(nb_json_int(j, "resource_provider_generation", -1), 1);
+    json_decref(j);
+    /* an update of one row, a removal, an unchanged row */
+    j = call("PUT", path, NULL, "placement 1.39",
+             "{\"resource_provider_generation\": 1, \"inventories\": "
+             "{\"VCPU\": {\"total\": 16, \"reserved\": 2}}}",
+             &st);
+    assert_int_equal(st, 200);
+    assert_int_equal(nb_json_int(j, "resource_provider_generation", -1), 2);
+    json_decref(j);
+    j = call("PUT", path, NULL, "placement 1.39",
+             "{\"resource_provider_generation\": 1, \"inventories\": {}}", &st);
+    assert_int_equal(st, 409);
+    json_decref(j);
+    j = call("GET", path, NULL, "placement 1.39", NULL, &st);
+    assert_int_equal(st, 200);
+    assert_int_equal(nb_json_int(j, "resource_provider_generation", -1), 2);
+    json_t *inv = json_object_get(j, "inventories");
+    assert_int_equal(json_object_size(inv), 1);
+    assert_int_equal(nb_json_int(json_object_get(inv, "VCPU"), "total", 0), 16);
+    assert_int_equal(nb_json_int(json_object_get(inv, "VCPU"), "reserved", 0), 2);
+    json_decref(j);
+    snprintf(path, sizeof(path), "/placement/resource_providers/%s", RP1);
+    j = call("GET", path, NULL, "placement 1.39", NULL, &st);
+    assert_int_equal(nb_json_int(j, "generation", -1), 2);
+    json_decref(j);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -621,6 +714,7 @@ int main(void)
         cmocka_unit_test(test_concurrent_claims),
         cmocka_unit_test(test_snapshot_refresh),
         cmocka_unit_test(test_http),
+        cmocka_unit_test(test_provider_writes),
         cmocka_unit_test(test_candidates_repeated_limit),
         cmocka_unit_test(test_candidates_wide_combination),
         cmocka_unit_test(test_compute_calls),
