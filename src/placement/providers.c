@@ -69,20 +69,33 @@ long long plc_rp_bump(struct nb_ctx *ctx, long long rp_id, long long expected)
                      "i", rp_id);
 }
 
+/* {"rel": rel, "href": href}, built without json_pack's format parsing
+ * (the provider view is in every provider answer and list entry) */
+static json_t *rp_link(const char *rel, const char *href)
+{
+    json_t *l = json_object();
+    json_object_set_new_nocheck(l, "rel", json_string(rel));
+    json_object_set_new_nocheck(l, "href", json_string(href));
+    return l;
+}
+
 static json_t *rp_links(const char *uuid, int mv)
 {
-    char self[128];
-    snprintf(self, sizeof(self), "/placement/resource_providers/%s", uuid);
+    char href[160];
+    int n = snprintf(href, sizeof(href), "/placement/resource_providers/%s", uuid);
+    if (n < 0 || (size_t)n >= sizeof(href) - 16)
+        n = 0;
     json_t *links = json_array();
-    json_array_append_new(links, json_pack("{s:s, s:s}", "rel", "self", "href", self));
+    json_array_append_new(links, rp_link("self", href));
     const char *rels[] = {"inventories", "usages", "aggregates", "traits", "allocations"};
     const int since[] = {0, 0, 1, 6, 11};
     for (size_t i = 0; i < sizeof(rels) / sizeof(rels[0]); i++) {
         if (mv < since[i])
             continue;
-        char href[160];
-        snprintf(href, sizeof(href), "%s/%s", self, rels[i]);
-        json_array_append_new(links, json_pack("{s:s, s:s}", "rel", rels[i], "href", href));
+        /* self's text, then "/<rel>" */
+        snprintf(href + n, sizeof(href) - (size_t)n, "/%s", rels[i]);
+        json_array_append_new(links, rp_link(rels[i], href));
+        href[n] = '\0';
     }
     return links;
 }
@@ -90,11 +103,15 @@ static json_t *rp_links(const char *uuid, int mv)
 static json_t *rp_view_fields(const char *uuid, const char *name, long long gen, const char *parent,
                               const char *root, int mv)
 {
-    json_t *v = json_pack("{s:s, s:s, s:I, s:o}", "uuid", uuid, "name", name, "generation",
-                          (json_int_t)gen, "links", rp_links(uuid, mv));
+    json_t *v = json_object();
+    json_object_set_new_nocheck(v, "uuid", json_string(uuid));
+    json_object_set_new_nocheck(v, "name", json_string(name));
+    json_object_set_new_nocheck(v, "generation", json_integer((json_int_t)gen));
+    json_object_set_new_nocheck(v, "links", rp_links(uuid, mv));
     if (mv >= 14) {
-        json_object_set_new(v, "parent_provider_uuid", parent ? json_string(parent) : json_null());
-        json_object_set_new(v, "root_provider_uuid", json_string(root ? root : uuid));
+        json_object_set_new_nocheck(v, "parent_provider_uuid",
+                                    parent ? json_string(parent) : json_null());
+        json_object_set_new_nocheck(v, "root_provider_uuid", json_string(root ? root : uuid));
     }
     return v;
 }

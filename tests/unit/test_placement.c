@@ -461,6 +461,21 @@ static void test_provider_writes(void **state)
     assert_int_equal(st, 200);
     assert_string_equal(nb_json_str(j, "uuid"), RP1);
     assert_int_equal(nb_json_int(j, "generation", -1), 0);
+    /* the view's links: self, then each relation under it */
+    json_t *links = json_object_get(j, "links");
+    assert_int_equal(json_array_size(links), 6);
+    static const char *const rels[] = {"self",       "inventories", "usages",
+                                       "aggregates", "traits",      "allocations"};
+    for (size_t i = 0; i < 6; i++) {
+        json_t *l = json_array_get(links, i);
+        char want[160];
+        snprintf(want, sizeof(want), "/placement/resource_providers/%s%s%s", RP1, i ? "/" : "",
+                 i ? rels[i] : "");
+        assert_string_equal(nb_json_str(l, "rel"), rels[i]);
+        assert_string_equal(nb_json_str(l, "href"), want);
+    }
+    assert_true(json_is_null(json_object_get(j, "parent_provider_uuid")));
+    assert_string_equal(nb_json_str(j, "root_provider_uuid"), RP1);
     json_decref(j);
     snprintf(body, sizeof(body), "{\"name\": \"w2\", \"uuid\": \"%s\"}", RP2);
     j = call("POST", "/placement/resource_providers", NULL, "placement 1.39", body, &st);
