@@ -81,8 +81,8 @@ static void test_dump_strings(void **state)
 static void test_dump_string_word_scan(void **state)
 {
     (void)state;
-    static const char *const probes[] = {"\x01", "\x1f", " ", "!", "\"", "#", "[",
-                                         "\\",   "]",    "\x7f", "\xc3\xa9", "\xe2\x82\xac"};
+    static const char *const probes[] = {"\x01", "\x1f", " ", "!",    "\"",       "#",
+                                         "[",    "\\",   "]", "\x7f", "\xc3\xa9", "\xe2\x82\xac"};
     char buf[48];
     for (size_t len = 1; len <= 40; len++)
         for (size_t at = 0; at < len; at++)

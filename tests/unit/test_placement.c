@@ -497,8 +497,8 @@ static void test_provider_writes(void **state)
 
     /* a missing provider is a 404 even with a bad body */
     j = call("PUT",
-             "/placement/resource_providers/44444444-4444-4444-8444-444444444444/inventories",
-             NULL, "placement 1.39", "{\"inventories\": 1}", &st);
+             "/placement/resource_providers/44444444-4444-4444-8444-444444444444/inventories", NULL,
+             "placement 1.39", "{\"inventories\": 1}", &st);
     assert_int_equal(st, 404);
     json_decref(j);
     snprintf(path, sizeof(path), "/placement/resource_providers/%s/inventories", RP1);
