@@ -241,6 +241,43 @@ static void test_candidates_traits(void **state)
     json_decref(want);
 }
 
+/* The answer written as text is what jansson prints of the tree, at the
+ * microversions where its shape changes, with traits, usage and a limit. */
+static void test_candidates_text_same_bytes(void **state)
+{
+    (void)state;
+    reset_db();
+    make_provider(RP1, "node-1", 8, 4096);
+    make_provider(RP2, "node-2", 4, 2048);
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *traits = json_pack("[s, s]", "HW_CPU_X86_AVX2", "CUSTOM_GOLD");
+    assert_int_equal(nb_placement_set_traits(&ctx, RP2, traits), 0);
+    json_decref(traits);
+    assert_int_equal(claim("aaaaaaaa-0000-4000-8000-000000000009", RP1, 3, &ctx), 0);
+    static const int mvs[] = {10, 11, 12, 17, 28, 29, 33, 34, 39};
+    for (size_t m = 0; m < sizeof(mvs) / sizeof(mvs[0]); m++)
+        for (int limit = 0; limit <= 1; limit++) {
+            struct plc_acreq rq = {.ngroups = 1, .limit = limit, .mv = mvs[m]};
+            rq.groups = calloc(1, sizeof(*rq.groups));
+            assert_non_null(rq.groups);
+            rq.groups[0].resources = json_pack("{s:i, s:i}", "VCPU", 1, "MEMORY_MB", 512);
+            nb_ctx_init_system(&ctx, NULL);
+            json_t *tree = plc_candidates(&ctx, &rq);
+            assert_non_null(tree);
+            size_t len = 0;
+            char *text = plc_candidates_text(&ctx, &rq, &len);
+            assert_non_null(text);
+            char *want = json_dumps(tree, JSON_COMPACT);
+            assert_string_equal(text, want);
+            assert_int_equal(len, strlen(want));
+            free(want);
+            free(text);
+            json_decref(tree);
+            plc_groups_free(&rq);
+        }
+}
+
 static size_t ncands(json_t *want, json_t *required)
 {
     struct nb_ctx ctx;
@@ -726,6 +763,7 @@ int main(void)
         cmocka_unit_test(test_inventory_rule),
         cmocka_unit_test(test_claim_capacity),
         cmocka_unit_test(test_candidates_traits),
+        cmocka_unit_test(test_candidates_text_same_bytes),
         cmocka_unit_test(test_concurrent_claims),
         cmocka_unit_test(test_snapshot_refresh),
         cmocka_unit_test(test_http),
