@@ -4,6 +4,7 @@
 
 #include <stdarg.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,21 +35,62 @@ json_t *nb_json_parse(const char *text)
 /* Appends n bytes; the buffer grows by doubling (aborts on out-of-memory). */
 static inline void put(struct nb_sbuf *b, const char *s, size_t n)
 {
-    if (b->len + n + 1 > b->cap) {
-        nb_sbuf_add(b, s, n);
-        return;
+    nb_sbuf_add(b, s, n);
+}
+
+/* Whether any of the 8 bytes at p is below 0x20, '"' or '\\' (the bytes
+ * dump_string escapes): the "has a byte less than n" and "has a zero
+ * byte" word tests, exact as booleans. */
+static inline bool word_needs_escape(const char *p)
+{
+    uint64_t w;
+    memcpy(&w, p, sizeof(w));
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t q = w ^ (ones * '"'), bs = w ^ (ones * '\\');
+    return (((w - ones * 0x20) & ~w) | ((q - ones) & ~q) | ((bs - ones) & ~bs)) & highs;
+}
+
+/* Whether none of s[0..n) needs an escape. */
+static inline bool string_is_plain(const char *s, size_t n)
+{
+    if (n < 8) {
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)s[i];
+            if (c < 0x20 || c == '"' || c == '\\')
+                return false;
+        }
+        return true;
     }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        if (word_needs_escape(s + i))
+            return false;
+    /* the last (overlapping) word covers the tail */
+    return i == n || !word_needs_escape(s + n - 8);
 }
 
 static void dump_string(struct nb_sbuf *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789ABCDEF";
+    if (string_is_plain(s, n)) {
+        nb_sbuf_reserve(b, n + 2);
+        char *o = b->s + b->len;
+        o[0] = '"';
+        memcpy(o + 1, s, n);
+        o[n + 1] = '"';
+        o[n + 2] = '\0';
+        b->len += n + 2;
+        return;
+    }
     put(b, "\"", 1);
     size_t run = 0; /* bytes before i that need no escape */
     for (size_t i = 0; i < n; i++) {
+        /* eight bytes at a time while none needs an escape (most strings
+         * are UUIDs and class names) */
+        while (i + 8 <= n && !word_needs_escape(s + i))
+            i += 8;
+        if (i >= n)
+            break;
         unsigned char c = (unsigned char)s[i];
         if (c >= 0x20 && c != '"' && c != '\\')
             continue;

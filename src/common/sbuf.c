@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-void nb_sbuf_add(struct nb_sbuf *b, const char *s, size_t n)
+void nb_sbuf_reserve(struct nb_sbuf *b, size_t n)
 {
     if (b->len + n + 1 > b->cap) {
         b->cap = (b->len + n + 1) * 2;
@@ -14,6 +14,11 @@ void nb_sbuf_add(struct nb_sbuf *b, const char *s, size_t n)
         if (!b->s)
             abort();
     }
+}
+
+void nb_sbuf_add_grow(struct nb_sbuf *b, const char *s, size_t n)
+{
+    nb_sbuf_reserve(b, n);
     memcpy(b->s + b->len, s, n);
     b->len += n;
     b->s[b->len] = '\0';

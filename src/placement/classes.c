@@ -58,8 +58,20 @@ int plc_sync_standard(struct nb_ctx *ctx)
     return nb_db_commit(plc_db(), ctx);
 }
 
+bool plc_rc_is_standard(const char *name)
+{
+    for (size_t i = 0; plc_standard_rcs[i]; i++)
+        if (name[0] == plc_standard_rcs[i][0] && strcmp(name, plc_standard_rcs[i]) == 0)
+            return true;
+    return false;
+}
+
 bool plc_rc_exists(struct nb_ctx *ctx, const char *name)
 {
+    /* Inserted before the API serves (plc_sync_standard), never renamed
+     * nor deleted (rc_rename_locked, rc_delete_locked refuse): no query. */
+    if (plc_rc_is_standard(name))
+        return true;
     return nb_db_int(plc_db(), ctx, 0, "SELECT COUNT(*) FROM resource_classes WHERE name = ?", "s",
                      name) > 0;
 }

@@ -97,6 +97,8 @@ extern const char *const plc_standard_rcs[];    /* NULL-terminated */
 extern const char *const plc_standard_traits[]; /* NULL-terminated */
 /* Inserts missing standard resource classes and traits. 0/-1. */
 int plc_sync_standard(struct nb_ctx *ctx);
+/* True if name is one of plc_standard_rcs. */
+bool plc_rc_is_standard(const char *name);
 /* True if the resource class exists (false + error on db failure). */
 bool plc_rc_exists(struct nb_ctx *ctx, const char *name);
 void plc_routes_classes(void);

@@ -195,6 +195,18 @@ static int check_not_in_use(struct nb_ctx *ctx, json_t *rp, json_t *gone, const 
                     prefix, list, nb_json_str(rp, "uuid"));
 }
 
+/* True if the stored rows have one for class rc. */
+static bool rows_have(json_t *existing, const char *rc)
+{
+    size_t i;
+    json_t *row;
+    json_array_foreach (existing, i, row) {
+        if (strcmp(nb_json_str(row, "resource_class"), rc) == 0)
+            return true;
+    }
+    return false;
+}
+
 /* True if rec differs from the stored row (or there is none). */
 static bool rec_differs(json_t *existing, const struct plc_invrec *r)
 {
@@ -255,7 +267,8 @@ int plc_inv_set_locked(struct nb_ctx *ctx, json_t *rp, struct plc_invrec *recs, 
         if (!rec_differs(existing, &recs[k]))
             continue;
         changed = true;
-        int updated = inv_update(ctx, rp, &recs[k]);
+        /* existing was read in this transaction: no row, no update to try */
+        int updated = rows_have(existing, recs[k].rc) ? inv_update(ctx, rp, &recs[k]) : 0;
         if (updated < 0)
             return -1;
         if (updated == 0 && inv_insert(ctx, rp_id, &recs[k]) < 0)
@@ -265,7 +278,7 @@ int plc_inv_set_locked(struct nb_ctx *ctx, json_t *rp, struct plc_invrec *recs, 
         return 0;
     if (changed && plc_world_changed(ctx) < 0)
         return -1;
-    return plc_rp_bump(ctx, rp_id, -1) < 0 ? -1 : 0;
+    return plc_rp_bump(ctx, rp_id, expected_gen >= 0 ? expected_gen : -1) < 0 ? -1 : 0;
 }
 
 int plc_inv_upsert_locked(struct nb_ctx *ctx, json_t *rp, struct plc_invrec *recs, int n)
@@ -372,24 +385,17 @@ static int inv_put_all(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
         return -1;
     int mv = plc_mv(ctx);
     const char *uuid = nb_req_param(req, "uuid");
-    {
-        _cleanup_json_ json_t *rp = plc_rp_get_404(ctx, uuid);
-        if (!rp)
-            return -1;
-    }
-    json_t *body = plc_body(ctx, req);
-    if (!body)
-        return -1;
     _cleanup_free_ struct plc_invrec *recs = NULL;
     int n = 0;
     long long gen = 0;
-    if (parse_inventories(ctx, body, &recs, &n, &gen) < 0)
-        return -1;
+    /* One lookup, in the transaction: a missing provider is a 404 before
+     * any complaint about the body, as before. */
     if (nb_db_begin(plc_db(), ctx) < 0)
         return -1;
     json_t *rp = plc_rp_get_404(ctx, uuid);
+    json_t *body = rp ? plc_body(ctx, req) : NULL;
     int rc = -1;
-    if (rp) {
+    if (body && parse_inventories(ctx, body, &recs, &n, &gen) == 0) {
         if (gen != nb_json_int(rp, "generation", -1))
             rc = nb_error(ctx, 409, PLC_ERR_CONCURRENT, "resource provider generation conflict");
         else if (plc_inv_check_capacity(ctx, uuid, "update", recs, n, mv) == 0)
@@ -400,8 +406,8 @@ static int inv_put_all(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *r
         nb_db_rollback(plc_db());
         return -1;
     }
-    long long newgen = nb_db_int(
-        plc_db(), ctx, 0, "SELECT generation FROM resource_providers WHERE uuid = ?", "s", uuid);
+    /* plc_inv_set_locked bumped the generation, which was gen, exactly once */
+    long long newgen = gen + 1;
     if (nb_db_commit(plc_db(), ctx) < 0)
         return -1;
     json_t *invs = json_object();

@@ -63,24 +63,39 @@ long long plc_rp_bump(struct nb_ctx *ctx, long long rp_id, long long expected)
                  "Please retry your update");
         return -1;
     }
+    if (expected >= 0)
+        return expected + 1; /* the row matched generation = expected */
     return nb_db_int(plc_db(), ctx, -1, "SELECT generation FROM resource_providers WHERE id = ?",
                      "i", rp_id);
 }
 
+/* {"rel": rel, "href": href}, built without json_pack's format parsing
+ * (the provider view is in every provider answer and list entry) */
+static json_t *rp_link(const char *rel, const char *href)
+{
+    json_t *l = json_object();
+    json_object_set_new_nocheck(l, "rel", json_string(rel));
+    json_object_set_new_nocheck(l, "href", json_string(href));
+    return l;
+}
+
 static json_t *rp_links(const char *uuid, int mv)
 {
-    char self[128];
-    snprintf(self, sizeof(self), "/placement/resource_providers/%s", uuid);
+    char href[160];
+    int n = snprintf(href, sizeof(href), "/placement/resource_providers/%s", uuid);
+    if (n < 0 || (size_t)n >= sizeof(href) - 16)
+        n = 0;
     json_t *links = json_array();
-    json_array_append_new(links, json_pack("{s:s, s:s}", "rel", "self", "href", self));
+    json_array_append_new(links, rp_link("self", href));
     const char *rels[] = {"inventories", "usages", "aggregates", "traits", "allocations"};
     const int since[] = {0, 0, 1, 6, 11};
     for (size_t i = 0; i < sizeof(rels) / sizeof(rels[0]); i++) {
         if (mv < since[i])
             continue;
-        char href[160];
-        snprintf(href, sizeof(href), "%s/%s", self, rels[i]);
-        json_array_append_new(links, json_pack("{s:s, s:s}", "rel", rels[i], "href", href));
+        /* self's text, then "/<rel>" */
+        snprintf(href + n, sizeof(href) - (size_t)n, "/%s", rels[i]);
+        json_array_append_new(links, rp_link(rels[i], href));
+        href[n] = '\0';
     }
     return links;
 }
@@ -88,11 +103,15 @@ static json_t *rp_links(const char *uuid, int mv)
 static json_t *rp_view_fields(const char *uuid, const char *name, long long gen, const char *parent,
                               const char *root, int mv)
 {
-    json_t *v = json_pack("{s:s, s:s, s:I, s:o}", "uuid", uuid, "name", name, "generation",
-                          (json_int_t)gen, "links", rp_links(uuid, mv));
+    json_t *v = json_object();
+    json_object_set_new_nocheck(v, "uuid", json_string(uuid));
+    json_object_set_new_nocheck(v, "name", json_string(name));
+    json_object_set_new_nocheck(v, "generation", json_integer((json_int_t)gen));
+    json_object_set_new_nocheck(v, "links", rp_links(uuid, mv));
     if (mv >= 14) {
-        json_object_set_new(v, "parent_provider_uuid", parent ? json_string(parent) : json_null());
-        json_object_set_new(v, "root_provider_uuid", json_string(root ? root : uuid));
+        json_object_set_new_nocheck(v, "parent_provider_uuid",
+                                    parent ? json_string(parent) : json_null());
+        json_object_set_new_nocheck(v, "root_provider_uuid", json_string(root ? root : uuid));
     }
     return v;
 }
@@ -283,23 +302,17 @@ static int rp_validate_name(struct nb_ctx *ctx, json_t *body)
 
 static int rp_create_locked(struct nb_ctx *ctx, const char *uuid, const char *name, json_t *body)
 {
-    json_t *dup_uuid = plc_rp_get(ctx, uuid);
-    json_t *dup_name =
-        dup_uuid ? NULL
-                 : nb_db_row(plc_db(), ctx, "SELECT id FROM resource_providers WHERE name = ?", "s",
-                             name);
-    if (nb_ctx_failed(ctx)) {
-        json_decref(dup_uuid);
-        json_decref(dup_name);
+    /* one query for both unique keys; the uuid is named first, as before */
+    long long dup = nb_db_int(plc_db(), ctx, 0,
+                              "SELECT MAX(CASE WHEN uuid = ? THEN 2 ELSE 1 END) FROM "
+                              "resource_providers WHERE uuid = ? OR name = ?",
+                              "sss", uuid, uuid, name);
+    if (nb_ctx_failed(ctx))
         return -1;
-    }
-    if (dup_uuid || dup_name) {
-        json_decref(dup_uuid);
-        json_decref(dup_name);
+    if (dup)
         return nb_error(ctx, 409, PLC_ERR_DUPLICATE,
                         "Conflicting resource provider %s: %s already exists.",
-                        dup_uuid ? "uuid" : "name", dup_uuid ? uuid : name);
-    }
+                        dup == 2 ? "uuid" : "name", dup == 2 ? uuid : name);
     _cleanup_json_ json_t *parent = NULL;
     bool given;
     if (body && parent_lookup(ctx, body, &parent, &given) < 0)
@@ -377,6 +390,12 @@ static int rp_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
         nb_db_rollback(plc_db());
         return -1;
     }
+    /* the answer's row, read before the commit that makes it durable */
+    _cleanup_json_ json_t *row = mv >= 20 ? plc_rp_get_404(ctx, uuid) : NULL;
+    if (mv >= 20 && !row) {
+        nb_db_rollback(plc_db());
+        return -1;
+    }
     if (nb_db_commit(plc_db(), ctx) < 0)
         return -1;
     NB_INFO("nubo.placement", ctx, NULL, "created resource provider %s (%s)", uuid, name);
@@ -386,9 +405,6 @@ static int rp_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
     plc_location(resp, path);
     if (mv < 20)
         return nb_resp_empty(resp, 201);
-    _cleanup_json_ json_t *row = plc_rp_get_404(ctx, uuid);
-    if (!row)
-        return -1;
     plc_cache_headers(ctx, resp);
     return nb_resp_json(resp, 200, plc_rp_view(row, mv));
 }

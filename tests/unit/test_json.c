@@ -75,6 +75,33 @@ static void test_dump_strings(void **state)
     json_decref(o);
 }
 
+/* the eight-bytes-at-a-time scan: each byte that needs an escape (and
+ * bytes next to them, and multi-byte UTF-8) at every offset of strings of
+ * every length up to 40, with or without a second escape at the end */
+static void test_dump_string_word_scan(void **state)
+{
+    (void)state;
+    static const char *const probes[] = {"\x01", "\x1f", " ", "!",    "\"",       "#",
+                                         "[",    "\\",   "]", "\x7f", "\xc3\xa9", "\xe2\x82\xac"};
+    char buf[48];
+    for (size_t len = 1; len <= 40; len++)
+        for (size_t at = 0; at < len; at++)
+            for (size_t k = 0; k <= sizeof(probes) / sizeof(probes[0]); k++) {
+                /* k == count: an embedded NUL */
+                const char *p = k < sizeof(probes) / sizeof(probes[0]) ? probes[k] : "";
+                size_t plen = k < sizeof(probes) / sizeof(probes[0]) ? strlen(p) : 1;
+                size_t n = len + plen;
+                memset(buf, 'a', n);
+                memcpy(buf + at, p, plen);
+                if (at + plen + 1 < n && len % 2)
+                    buf[n - 1] = '"';
+                json_t *s = json_stringn(buf, n);
+                assert_non_null(s);
+                assert_same_dump(s);
+                json_decref(s);
+            }
+}
+
 /* a random document of depth <= depth from the seed */
 static json_t *random_doc(unsigned *seed, int depth)
 {
@@ -127,6 +154,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dump_scalars),
         cmocka_unit_test(test_dump_strings),
+        cmocka_unit_test(test_dump_string_word_scan),
         cmocka_unit_test(test_dump_random_documents),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

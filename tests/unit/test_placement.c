@@ -241,6 +241,43 @@ static void test_candidates_traits(void **state)
     json_decref(want);
 }
 
+/* The answer written as text is what jansson prints of the tree, at the
+ * microversions where its shape changes, with traits, usage and a limit. */
+static void test_candidates_text_same_bytes(void **state)
+{
+    (void)state;
+    reset_db();
+    make_provider(RP1, "node-1", 8, 4096);
+    make_provider(RP2, "node-2", 4, 2048);
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *traits = json_pack("[s, s]", "HW_CPU_X86_AVX2", "CUSTOM_GOLD");
+    assert_int_equal(nb_placement_set_traits(&ctx, RP2, traits), 0);
+    json_decref(traits);
+    assert_int_equal(claim("aaaaaaaa-0000-4000-8000-000000000009", RP1, 3, &ctx), 0);
+    static const int mvs[] = {10, 11, 12, 17, 28, 29, 33, 34, 39};
+    for (size_t m = 0; m < sizeof(mvs) / sizeof(mvs[0]); m++)
+        for (int limit = 0; limit <= 1; limit++) {
+            struct plc_acreq rq = {.ngroups = 1, .limit = limit, .mv = mvs[m]};
+            rq.groups = calloc(1, sizeof(*rq.groups));
+            assert_non_null(rq.groups);
+            rq.groups[0].resources = json_pack("{s:i, s:i}", "VCPU", 1, "MEMORY_MB", 512);
+            nb_ctx_init_system(&ctx, NULL);
+            json_t *tree = plc_candidates(&ctx, &rq);
+            assert_non_null(tree);
+            size_t len = 0;
+            char *text = plc_candidates_text(&ctx, &rq, &len);
+            assert_non_null(text);
+            char *want = json_dumps(tree, JSON_COMPACT);
+            assert_string_equal(text, want);
+            assert_int_equal(len, strlen(want));
+            free(want);
+            free(text);
+            json_decref(tree);
+            plc_groups_free(&rq);
+        }
+}
+
 static size_t ncands(json_t *want, json_t *required)
 {
     struct nb_ctx ctx;
@@ -436,6 +473,114 @@ static void test_http(void **state)
     json_decref(j);
 }
 
+/* The write path's shortcuts: one duplicate query naming the uuid first,
+ * the inventory PUT's single lookup (404 before a bad body), the
+ * generation it answers, updates of existing rows and standard classes
+ * known without a query. */
+static void test_provider_writes(void **state)
+{
+    (void)state;
+    reset_db();
+    assert_true(plc_rc_is_standard("VCPU"));
+    assert_true(plc_rc_is_standard("DISK_GB"));
+    assert_false(plc_rc_is_standard("CUSTOM_X"));
+    assert_false(plc_rc_is_standard("VCPUS"));
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_true(plc_rc_exists(&ctx, "MEMORY_MB"));
+    assert_false(plc_rc_exists(&ctx, "CUSTOM_NOPE"));
+    assert_false(nb_ctx_failed(&ctx));
+
+    int st;
+    char body[512], path[256];
+    snprintf(body, sizeof(body), "{\"name\": \"w1\", \"uuid\": \"%s\"}", RP1);
+    json_t *j = call("POST", "/placement/resource_providers", NULL, "placement 1.39", body, &st);
+    assert_int_equal(st, 200);
+    assert_string_equal(nb_json_str(j, "uuid"), RP1);
+    assert_int_equal(nb_json_int(j, "generation", -1), 0);
+    /* the view's links: self, then each relation under it */
+    json_t *links = json_object_get(j, "links");
+    assert_int_equal(json_array_size(links), 6);
+    static const char *const rels[] = {"self",       "inventories", "usages",
+                                       "aggregates", "traits",      "allocations"};
+    for (size_t i = 0; i < 6; i++) {
+        json_t *l = json_array_get(links, i);
+        char want[160];
+        snprintf(want, sizeof(want), "/placement/resource_providers/%s%s%s", RP1, i ? "/" : "",
+                 i ? rels[i] : "");
+        assert_string_equal(nb_json_str(l, "rel"), rels[i]);
+        assert_string_equal(nb_json_str(l, "href"), want);
+    }
+    assert_true(json_is_null(json_object_get(j, "parent_provider_uuid")));
+    assert_string_equal(nb_json_str(j, "root_provider_uuid"), RP1);
+    json_decref(j);
+    snprintf(body, sizeof(body), "{\"name\": \"w2\", \"uuid\": \"%s\"}", RP2);
+    j = call("POST", "/placement/resource_providers", NULL, "placement 1.39", body, &st);
+    assert_int_equal(st, 200);
+    json_decref(j);
+    /* both the uuid (of w1) and the name (of w2) are taken: the uuid is named */
+    snprintf(body, sizeof(body), "{\"name\": \"w2\", \"uuid\": \"%s\"}", RP1);
+    j = call("POST", "/placement/resource_providers", NULL, "placement 1.39", body, &st);
+    assert_int_equal(st, 409);
+    assert_non_null(strstr(nb_json_str(json_array_get(json_object_get(j, "errors"), 0), "detail"),
+                           "Conflicting resource provider uuid"));
+    json_decref(j);
+    j = call("POST", "/placement/resource_providers", NULL, "placement 1.39",
+             "{\"name\": \"w2\", \"uuid\": \"33333333-3333-4333-8333-333333333333\"}", &st);
+    assert_int_equal(st, 409);
+    assert_non_null(strstr(nb_json_str(json_array_get(json_object_get(j, "errors"), 0), "detail"),
+                           "Conflicting resource provider name: w2 already exists."));
+    json_decref(j);
+
+    /* a missing provider is a 404 even with a bad body */
+    j = call("PUT",
+             "/placement/resource_providers/44444444-4444-4444-8444-444444444444/inventories", NULL,
+             "placement 1.39", "{\"inventories\": 1}", &st);
+    assert_int_equal(st, 404);
+    json_decref(j);
+    snprintf(path, sizeof(path), "/placement/resource_providers/%s/inventories", RP1);
+    j = call("PUT", path, NULL, "placement 1.39", "{\"inventories\": 1}", &st);
+    assert_int_equal(st, 400);
+    json_decref(j);
+    j = call("PUT", path, NULL, "placement 1.39",
+             "{\"resource_provider_generation\": 0, \"inventories\": "
+             "{\"VCPU\": {\"total\": 8}, \"CUSTOM_NOPE\": {\"total\": 1}}}",
+             &st);
+    assert_int_equal(st, 400);
+    json_decref(j);
+    j = call("PUT", path, NULL, "placement 1.39",
+             "{\"resource_provider_generation\": 0, \"inventories\": "
+             "{\"VCPU\": {\"total\": 8}, \"DISK_GB\": {\"total\": 100}}}",
+             &st);
+    assert_int_equal(st, 200);
+    assert_int_equal(nb_json_int(j, "resource_provider_generation", -1), 1);
+    json_decref(j);
+    /* an update of one row, a removal, an unchanged row */
+    j = call("PUT", path, NULL, "placement 1.39",
+             "{\"resource_provider_generation\": 1, \"inventories\": "
+             "{\"VCPU\": {\"total\": 16, \"reserved\": 2}}}",
+             &st);
+    assert_int_equal(st, 200);
+    assert_int_equal(nb_json_int(j, "resource_provider_generation", -1), 2);
+    json_decref(j);
+    j = call("PUT", path, NULL, "placement 1.39",
+             "{\"resource_provider_generation\": 1, \"inventories\": {}}", &st);
+    assert_int_equal(st, 409);
+    json_decref(j);
+    j = call("GET", path, NULL, "placement 1.39", NULL, &st);
+    assert_int_equal(st, 200);
+    assert_int_equal(nb_json_int(j, "resource_provider_generation", -1), 2);
+    json_t *inv = json_object_get(j, "inventories");
+    assert_int_equal(json_object_size(inv), 1);
+    assert_int_equal(nb_json_int(json_object_get(inv, "VCPU"), "total", 0), 16);
+    assert_int_equal(nb_json_int(json_object_get(inv, "VCPU"), "reserved", 0), 2);
+    json_decref(j);
+    snprintf(path, sizeof(path), "/placement/resource_providers/%s", RP1);
+    j = call("GET", path, NULL, "placement 1.39", NULL, &st);
+    assert_int_equal(nb_json_int(j, "generation", -1), 2);
+    json_decref(j);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -618,9 +763,11 @@ int main(void)
         cmocka_unit_test(test_inventory_rule),
         cmocka_unit_test(test_claim_capacity),
         cmocka_unit_test(test_candidates_traits),
+        cmocka_unit_test(test_candidates_text_same_bytes),
         cmocka_unit_test(test_concurrent_claims),
         cmocka_unit_test(test_snapshot_refresh),
         cmocka_unit_test(test_http),
+        cmocka_unit_test(test_provider_writes),
         cmocka_unit_test(test_candidates_repeated_limit),
         cmocka_unit_test(test_candidates_wide_combination),
         cmocka_unit_test(test_compute_calls),
