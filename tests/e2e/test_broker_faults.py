@@ -395,6 +395,48 @@ def test_acknowledged_resize_undone_when_its_sender_gives_up(split, broker):
     rest(c, "DELETE", "/compute/v2.1/servers/%s" % sid, ok=(204,))
 
 
+def test_attach_reservation_undone_after_kill_9_before_it_was_sent(split, broker):
+    """A volume attach acknowledged while RabbitMQ is down, then `nubo
+    serve` killed -9 (its sender dies with it, the undo never runs): the
+    next start's recovery fails the attach, so the volume is available
+    again (not reserved for good), the server keeps no mapping for it, the
+    action says why, and the volume attaches again."""
+    c = split.cloud
+    clear_servers(c)
+    img, tiny, _ = lookup(c)
+    sid = create(c, unique("br"), flavor=tiny, imageRef=img, networks="none")
+    project = settled(c, sid)["tenant_id"]
+    vid = rest(c, "POST", "/volume/v3/%s/volumes" % project,
+               {"volume": {"size": 1, "name": unique("br-vol")}}, ok=(202,))["volume"]["id"]
+    wait_for("volume available", lambda: volume_status(c, project, vid) == "available", 30)
+    broker.stop()
+    asked(c, "attach", "POST", "/compute/v2.1/servers/%s/os-volume_attachments" % sid,
+          {"volumeAttachment": {"volumeId": vid}}, 200)
+    assert volume_status(c, project, vid) == "reserved"
+    assert split.serve.stop(signal.SIGKILL) == -signal.SIGKILL
+    broker.start()
+    split.start_serve()
+    wait_for("volume available again", lambda: volume_status(c, project, vid) == "available",
+             60)
+    atts = rest(c, "GET", "/compute/v2.1/servers/%s/os-volume_attachments" % sid)[
+        "volumeAttachments"]
+    assert atts == [], atts
+    act = [a for a in rest(c, "GET", "/compute/v2.1/servers/%s/os-instance-actions" % sid)[
+        "instanceActions"] if a["action"] == "attach_volume"]
+    assert act and act[0]["message"] == "Error", act
+    logs = ""
+    for name in os.listdir(os.path.join(c.state_dir, "log")):
+        with open(os.path.join(c.state_dir, "log", name), errors="replace") as f:
+            logs += f.read()
+    assert "volume %s (reserved) was interrupted before it began" % vid in logs
+    v = server(c, sid)
+    assert v["status"] == "ACTIVE" and not v["OS-EXT-STS:task_state"], v
+    rest(c, "POST", "/compute/v2.1/servers/%s/os-volume_attachments" % sid,
+         {"volumeAttachment": {"volumeId": vid}})
+    wait_for("volume in-use", lambda: volume_status(c, project, vid) == "in-use", 60)
+    rest(c, "DELETE", "/compute/v2.1/servers/%s" % sid, ok=(204,))
+
+
 def test_fresh_serve_builds_on_a_host_whose_queue_the_broker_lost(split, broker):
     """RabbitMQ restarted (it loses the agents' queues) while no `nubo
     serve` runs; one is started once it is back, before a compute agent
