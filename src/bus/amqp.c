@@ -27,8 +27,9 @@
  *     fails with -1 / 503 like the in-process bus; once the queue exists,
  *     messages wait in it for a listener, as under oslo. A queue the broker
  *     lost (restarted; queues are not durable) is declared again by a
- *     sender that had seen it, so casts sent before its listener reconnects
- *     wait for it instead of failing.
+ *     sender that had seen it, or told that its listener exists
+ *     (nb_bus_cast_to_listener: a compute host's), so casts sent before its
+ *     listener reconnects wait for it instead of failing.
  *
  * Delivery is at most once, as oslo's: the ack goes before the handler, so a
  * consumer that dies mid-handler has its message gone rather than run twice,
@@ -688,14 +689,15 @@ static json_t *request_body(const struct nb_ctx *ctx, const char *method, json_t
 }
 
 /* After send_request (rc): a message returned for a topic whose queue this
- * process had seen is sent again once its queue is declared again (the
- * broker lost it), to wait there for the reconnecting listener. Returns
- * the final rc; a topic a message reached is remembered. */
+ * process had seen, or whose listener the caller knows of (known), is sent
+ * again once its queue is declared again (the broker lost it), to wait
+ * there for the reconnecting listener. Returns the final rc; a topic a
+ * message reached is remembered. */
 static int resend_if_queue_lost(const struct nb_ctx *ctx, struct plink *p, const char *topic,
                                 const char *method, json_t *body, struct waiter *w, int timeout_ms,
-                                int rc)
+                                int rc, bool known)
 {
-    if (rc == 0 && w->returned && topic_known(topic, false) && p->link.st &&
+    if (rc == 0 && w->returned && (known || topic_known(topic, false)) && p->link.st &&
         declare_topic_queue(&p->link, topic) == 0) {
         NB_WARN("nubo.bus", ctx, NULL,
                 "the queue of topic %s was gone (broker restarted?): declared it again; "
@@ -710,7 +712,8 @@ static int resend_if_queue_lost(const struct nb_ctx *ctx, struct plink *p, const
     return rc;
 }
 
-static int amqp_cast(const struct nb_ctx *ctx, const char *topic, const char *method, json_t *args)
+static int amqp_cast(const struct nb_ctx *ctx, const char *topic, const char *method, json_t *args,
+                     bool listener_known)
 {
     json_t *body = request_body(ctx, method, args);
     int timeout_ms = (int)nb_conf_int("DEFAULT", "rpc_response_timeout", 60) * 1000;
@@ -723,7 +726,7 @@ static int amqp_cast(const struct nb_ctx *ctx, const char *topic, const char *me
     nb_uuid(id);
     struct waiter w = {.id = id};
     int rc = send_request(p, topic, body, &w, timeout_ms);
-    rc = resend_if_queue_lost(ctx, p, topic, method, body, &w, timeout_ms, rc);
+    rc = resend_if_queue_lost(ctx, p, topic, method, body, &w, timeout_ms, rc, listener_known);
     pool_put(p);
     json_decref(body);
     if (rc == 0 && w.returned) {
@@ -770,7 +773,7 @@ static json_t *amqp_call(struct nb_ctx *ctx, const char *topic, const char *meth
     nb_uuid(id);
     struct waiter w = {.id = id, .want_reply = true};
     int rc = send_request(p, topic, body, &w, timeout_ms);
-    rc = resend_if_queue_lost(ctx, p, topic, method, body, &w, timeout_ms, rc);
+    rc = resend_if_queue_lost(ctx, p, topic, method, body, &w, timeout_ms, rc, false);
     pool_put(p);
     json_decref(body);
     json_t *out = NULL;

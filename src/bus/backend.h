@@ -15,7 +15,9 @@ struct nb_bus_backend {
     int (*init)(void);
     void (*shutdown)(void);
     int (*listen)(const char *topic, nb_bus_handler_fn fn, void *opaque, int nthreads);
-    int (*cast)(const struct nb_ctx *ctx, const char *topic, const char *method, json_t *args);
+    /* listener_known: nb_bus_cast_to_listener's cast */
+    int (*cast)(const struct nb_ctx *ctx, const char *topic, const char *method, json_t *args,
+                bool listener_known);
     json_t *(*call)(struct nb_ctx *ctx, const char *topic, const char *method, json_t *args,
                     int timeout_ms);
 };

@@ -63,14 +63,26 @@ static void topic_kind(const char *topic, char *out, size_t n)
     out[strcspn(out, ".")] = '\0';
 }
 
-int nb_bus_cast(const struct nb_ctx *ctx, const char *topic, const char *method, json_t *args)
+static int cast(const struct nb_ctx *ctx, const char *topic, const char *method, json_t *args,
+                bool listener_known)
 {
-    int rc = backend->cast(ctx, topic, method, args);
+    int rc = backend->cast(ctx, topic, method, args, listener_known);
     char kind[64];
     topic_kind(topic, kind, sizeof(kind));
     nb_metrics_add(NB_M_BUS_CASTS, 1,
                    (const char *const[]){kind, method, rc == 0 ? "ok" : "error"});
     return rc;
+}
+
+int nb_bus_cast(const struct nb_ctx *ctx, const char *topic, const char *method, json_t *args)
+{
+    return cast(ctx, topic, method, args, false);
+}
+
+int nb_bus_cast_to_listener(const struct nb_ctx *ctx, const char *topic, const char *method,
+                            json_t *args)
+{
+    return cast(ctx, topic, method, args, true);
 }
 
 /* Sleeps s seconds unless the bus stops first; false if it stopped. */

@@ -34,6 +34,15 @@ int nb_bus_listen(const char *topic, nb_bus_handler_fn fn, void *opaque, int nth
 
 /* One-way message; steals args. 0, or -1 if the topic has no listener. */
 int nb_bus_cast(const struct nb_ctx *ctx, const char *topic, const char *method, json_t *args);
+/* nb_bus_cast to a topic whose listener the caller knows of from
+ * elsewhere (a compute host in the database: the scheduler chose it, or
+ * an instance is on it). On the AMQP bus a topic without a queue (the
+ * broker restarted and lost it, and its listener has not declared it
+ * again yet) gets its queue declared by the sender, and the message waits
+ * there for the listener, even when this process never saw that queue
+ * (a control plane started after the restart); nb_bus_cast fails then. */
+int nb_bus_cast_to_listener(const struct nb_ctx *ctx, const char *topic, const char *method,
+                            json_t *args);
 /* A cast that must arrive (a compute host's result of a build, an
  * operation, an attach or a snapshot): on the AMQP bus, when it cannot be
  * sent (broker down, restarting, its queue not declared again yet) it is

@@ -170,8 +170,9 @@ static int enqueue(const struct nb_ctx *ctx, const char *topic, const char *meth
 }
 
 static int inproc_cast(const struct nb_ctx *ctx, const char *topic, const char *method,
-                       json_t *args)
+                       json_t *args, bool listener_known)
 {
+    (void)listener_known; /* a listener of this process, or none */
     return enqueue(ctx, topic, method, args, NULL);
 }
 

@@ -118,6 +118,9 @@ bool nb_db_redo_or_wait(struct nb_db *db, struct nb_ctx *ctx, int tries);
  * clashed) each column of cols (comma-separated) takes the inserted value,
  * then extra (assignments such as "deleted = 0"; may be NULL). Returns buf. */
 int nb_db_is_mariadb(const struct nb_db *db);
+/* MariaDB: nb_maria_prune_commit_markers (rows deleted, -1); SQLite keeps
+ * no markers: 0. */
+int nb_db_prune_commit_markers(struct nb_db *db, struct nb_ctx *ctx, int max_age_s);
 /* How many statements or commits of the calling thread have failed with an
  * error worth retrying the whole transaction for (MariaDB: deadlock 1213,
  * lock wait timeout 1205, Galera/WSREP; never on SQLite), counted when the

@@ -633,6 +633,23 @@ static int commit_outermost(struct nb_maria *db, struct conn *c, struct nb_ctx *
     return -1;
 }
 
+static int run_sql(struct nb_maria *db, struct nb_ctx *ctx, const char *sql, const char *types, ...)
+{
+    va_list ap;
+    va_start(ap, types);
+    int rc = nb_maria_run(db, ctx, NULL, 0, sql, types, ap);
+    va_end(ap);
+    return rc;
+}
+
+int nb_maria_prune_commit_markers(struct nb_maria *db, struct nb_ctx *ctx, int max_age_s)
+{
+    if (max_age_s < NB_MARIA_MARKER_MIN_AGE_S)
+        max_age_s = NB_MARIA_MARKER_MIN_AGE_S;
+    return run_sql(db, ctx, "DELETE FROM nubo_commits WHERE updated_at < NOW() - INTERVAL ? SECOND",
+                   "i", (long long)max_age_s);
+}
+
 int nb_maria_commit(struct nb_maria *db, struct nb_ctx *ctx)
 {
     pthread_mutex_lock(&db->lock);

@@ -82,6 +82,15 @@ bool nb_maria_unreachable(void);
  * COMMIT sent (2013), after the server applied it (applied) or before. */
 void nb_maria_test_lose_commit_answer(bool applied);
 
+/* Deletes the nubo_commits rows (094) not written for max_age_s seconds
+ * (at least NB_MARIA_MARKER_MIN_AGE_S): those of pools gone (each process
+ * start makes new slots) and of slots idle since. A marker is read back
+ * only within seconds of the commit that wrote it (and a live slot's row
+ * comes back with its next commit), so none that may still be read is
+ * lost. Rows deleted, or -1 (ctx set). */
+#define NB_MARIA_MARKER_MIN_AGE_S 300
+int nb_maria_prune_commit_markers(struct nb_maria *db, struct nb_ctx *ctx, int max_age_s);
+
 /* Runs a script of ;-separated statements (a migration); 0/-1. */
 int nb_maria_script(struct nb_maria *db, struct nb_ctx *ctx, const char *sql);
 

@@ -540,6 +540,11 @@ int nb_db_is_mariadb(const struct nb_db *db)
     return db && db->maria != NULL;
 }
 
+int nb_db_prune_commit_markers(struct nb_db *db, struct nb_ctx *ctx, int max_age_s)
+{
+    return db && db->maria ? nb_maria_prune_commit_markers(db->maria, ctx, max_age_s) : 0;
+}
+
 int nb_db_insert_ignore(struct nb_db *db, struct nb_ctx *ctx, const char *into, const char *types,
                         ...)
 {

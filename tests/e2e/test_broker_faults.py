@@ -24,7 +24,7 @@ import time
 import pytest
 
 from conftest import free_port, unique
-from test_multiprocess import Split, wait_for
+from test_multiprocess import Split, fake_compute, wait_for
 from test_split_roles import create, lookup, rest, settled
 
 RMQ = "/usr/lib/rabbitmq/bin/rabbitmq-server"
@@ -380,9 +380,8 @@ def test_acknowledged_resize_undone_when_its_sender_gives_up(split, broker):
         with open(bus_logs[h]) as f:
             f.seek(at[h])
             return "Reconnected to AMQP server" in f.read()
-    # a serve started now has not seen the agents' queues, which the
-    # broker lost: its casts to them are returned until the agents
-    # declare them again
+    # the agents listening again: the undo, not a lost queue, is tested
+    # here (test_fresh_serve_builds_on_a_host_whose_queue_the_broker_lost)
     wait_for("both agents listening again", lambda: all(map(listening, bus_logs)), 60)
     split.start_serve()
     v = server(c, sid)
@@ -394,6 +393,97 @@ def test_acknowledged_resize_undone_when_its_sender_gives_up(split, broker):
         "instanceActions"] if a["action"] == "resize"]
     assert act and "could not be sent" in (act[0]["message"] or ""), act
     rest(c, "DELETE", "/compute/v2.1/servers/%s" % sid, ok=(204,))
+
+
+def test_attach_reservation_undone_after_kill_9_before_it_was_sent(split, broker):
+    """A volume attach acknowledged while RabbitMQ is down, then `nubo
+    serve` killed -9 (its sender dies with it, the undo never runs): the
+    next start's recovery fails the attach, so the volume is available
+    again (not reserved for good), the server keeps no mapping for it, the
+    action says why, and the volume attaches again."""
+    c = split.cloud
+    clear_servers(c)
+    img, tiny, _ = lookup(c)
+    sid = create(c, unique("br"), flavor=tiny, imageRef=img, networks="none")
+    project = settled(c, sid)["tenant_id"]
+    vid = rest(c, "POST", "/volume/v3/%s/volumes" % project,
+               {"volume": {"size": 1, "name": unique("br-vol")}}, ok=(202,))["volume"]["id"]
+    wait_for("volume available", lambda: volume_status(c, project, vid) == "available", 30)
+    broker.stop()
+    asked(c, "attach", "POST", "/compute/v2.1/servers/%s/os-volume_attachments" % sid,
+          {"volumeAttachment": {"volumeId": vid}}, 200)
+    assert volume_status(c, project, vid) == "reserved"
+    assert split.serve.stop(signal.SIGKILL) == -signal.SIGKILL
+    broker.start()
+    split.start_serve()
+    wait_for("volume available again", lambda: volume_status(c, project, vid) == "available",
+             60)
+    atts = rest(c, "GET", "/compute/v2.1/servers/%s/os-volume_attachments" % sid)[
+        "volumeAttachments"]
+    assert atts == [], atts
+    act = [a for a in rest(c, "GET", "/compute/v2.1/servers/%s/os-instance-actions" % sid)[
+        "instanceActions"] if a["action"] == "attach_volume"]
+    assert act and act[0]["message"] == "Error", act
+    logs = ""
+    for name in os.listdir(os.path.join(c.state_dir, "log")):
+        with open(os.path.join(c.state_dir, "log", name), errors="replace") as f:
+            logs += f.read()
+    assert "volume %s (reserved) was interrupted before it began" % vid in logs
+    v = server(c, sid)
+    assert v["status"] == "ACTIVE" and not v["OS-EXT-STS:task_state"], v
+    rest(c, "POST", "/compute/v2.1/servers/%s/os-volume_attachments" % sid,
+         {"volumeAttachment": {"volumeId": vid}})
+    wait_for("volume in-use", lambda: volume_status(c, project, vid) == "in-use", 60)
+    rest(c, "DELETE", "/compute/v2.1/servers/%s" % sid, ok=(204,))
+
+
+def test_fresh_serve_builds_on_a_host_whose_queue_the_broker_lost(split, broker):
+    """RabbitMQ restarted (it loses the agents' queues) while no `nubo
+    serve` runs; one is started once it is back, before a compute agent
+    declared its queue again (that agent's listener retries every 20 s
+    here), and builds on that host: the build waits in the queue the
+    sender declares again and is ACTIVE once the agent listens again,
+    instead of failing with "No valid host was found" (its cast returned
+    as unroutable by a serve that never saw the queue, the host taken for
+    gone)."""
+    c = split.cloud
+    clear_servers(c)
+    img, flavor, _ = lookup(c)
+    agent = fake_compute(split.conf, c.state_dir, "bf-c")
+    agent.args += ["--set", "oslo_messaging_rabbit.rabbit_retry_interval=20",
+                   "--set", "oslo_messaging_rabbit.rabbit_interval_max=20"]
+    split.computes["bf-c"] = agent.start().wait_ready(30)
+    bus_log = os.path.join(agent.logdir, "nubo-bus.log")
+
+    def since(at):
+        with open(bus_log) as f:
+            f.seek(at)
+            return f.read()
+    assert split.serve.stop() == 0, split.serve.tail()
+    at = os.path.getsize(bus_log)
+    broker.stop()
+    broker.start()
+    split.start_serve()
+    wait_for("bf-c up", lambda: [s for s in rest(
+        c, "GET", "/compute/v2.1/os-services?binary=nova-compute")["services"]
+        if s["host"] == "bf-c" and s["state"] == "up"], 30)
+    st, _, data = c.request("POST", "/compute/v2.1/servers", {"server": {
+        "name": unique("bq"), "flavorRef": flavor, "imageRef": img, "networks": "none",
+        "host": "bf-c"}}, token=c._token, headers={"OpenStack-API-Version": "compute 2.74"})
+    assert st == 202, (st, data)
+    sid = data["server"]["id"]
+    wait_for("the build cast to bf-c", lambda: (lambda v: v["OS-EXT-STS:task_state"] == (
+        "spawning") or v["status"] != "BUILD")(server(c, sid)), 30)
+    time.sleep(1)
+    assert "Reconnected to AMQP server" not in since(at), \
+        "bf-c listened again before the build was cast: nothing was provoked"
+    v = settled(c, sid, timeout=90)
+    assert v["status"] == "ACTIVE" and v["OS-EXT-SRV-ATTR:host"] == "bf-c", v
+    rest(c, "DELETE", "/compute/v2.1/servers/%s" % sid, ok=(204,))
+    wait_for("server %s gone" % sid, lambda: c.request(
+        "GET", "/compute/v2.1/servers/%s" % sid, token=c._token)[0] == 404, 60)
+    assert agent.stop() == 0, agent.tail()
+    del split.computes["bf-c"]
 
 
 def test_compute_agent_killed_mid_spawn_and_started_again(split):

@@ -183,6 +183,7 @@ class Proc:
 
     def start(self):
         self.out = open(self.out_path, "ab")
+        self.out_at = self.out.tell()  # a restart's wait_ready reads what it wrote only
         self.p = subprocess.Popen([NUBO_BIN] + self.args, stdout=self.out,
                                   stderr=subprocess.STDOUT)
         return self
@@ -193,8 +194,10 @@ class Proc:
             if self.p.poll() is not None:
                 raise AssertionError("%s exited with %s: %s" % (self.name, self.p.returncode,
                                                                 self.tail()))
-            if "nubo: ready" in self.tail():
-                return self
+            with open(self.out_path, "rb") as f:
+                f.seek(self.out_at)
+                if b"nubo: ready" in f.read():
+                    return self
             time.sleep(0.1)
         raise AssertionError("%s not ready after %ss: %s" % (self.name, timeout, self.tail()))
 

@@ -369,6 +369,77 @@ static long long count_key(const char *key)
     return c;
 }
 
+static long long count_slots(const char *where)
+{
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    json_t *rows = json_array();
+    char sql[200];
+    snprintf(sql, sizeof(sql), "SELECT COUNT(*) AS c FROM nubo_commits WHERE %s", where);
+    run(&ctx, rows, sql, "");
+    long long c = json_integer_value(json_object_get(json_array_get(rows, 0), "c"));
+    json_decref(rows);
+    return c;
+}
+
+/* Markers not written for the bound are deleted (slots of pools gone, a
+ * live slot idle since), those written since are kept, a live slot's
+ * commit writes its row again; never under the minimum bound. */
+static void test_commit_markers_pruned(void **state)
+{
+    (void)state;
+    if (!db)
+        skip();
+    struct nb_ctx ctx;
+    nb_ctx_init_system(&ctx, NULL);
+    assert_int_equal(run(&ctx, NULL,
+                         "CREATE TABLE nubo_commits (slot VARCHAR(64) PRIMARY KEY, "
+                         "marker CHAR(16) NOT NULL)",
+                         ""),
+                     0);
+    /* as 094 adds it: rows of before get the migration's time */
+    assert_int_equal(run(&ctx, NULL, "INSERT INTO nubo_commits VALUES ('old-0', 'a')", ""), 1);
+    assert_int_equal(run(&ctx, NULL,
+                         "ALTER TABLE nubo_commits ADD COLUMN updated_at TIMESTAMP NOT NULL "
+                         "DEFAULT CURRENT_TIMESTAMP ON UPDATE CURRENT_TIMESTAMP",
+                         ""),
+                     0);
+    assert_int_equal(run(&ctx, NULL,
+                         "INSERT INTO nubo_commits (slot, marker, updated_at) VALUES "
+                         "('gone-0', 'b', NOW() - INTERVAL 2 HOUR), "
+                         "('gone-1', 'c', NOW() - INTERVAL 10 MINUTE), ('fresh-0', 'd', NOW())",
+                         ""),
+                     3);
+    /* this pool's slot: written by a commit, then aged, then written again */
+    assert_int_equal(nb_maria_begin(db, &ctx), 0);
+    assert_int_equal(run(&ctx, NULL, "INSERT INTO t (\"key\") VALUES ('marker-1')", ""), 1);
+    assert_int_equal(nb_maria_commit(db, &ctx), 0);
+    assert_int_equal(count_slots("slot NOT IN ('old-0', 'gone-0', 'gone-1', 'fresh-0')"), 1);
+    assert_int_equal(run(&ctx, NULL,
+                         "UPDATE nubo_commits SET updated_at = NOW() - INTERVAL 3 HOUR WHERE slot "
+                         "NOT IN ('old-0', 'gone-0', 'gone-1', 'fresh-0')",
+                         ""),
+                     1);
+    assert_int_equal(nb_maria_begin(db, &ctx), 0);
+    assert_int_equal(run(&ctx, NULL, "INSERT INTO t (\"key\") VALUES ('marker-2')", ""), 1);
+    assert_int_equal(nb_maria_commit(db, &ctx), 0);
+
+    /* below the minimum bound: pruned as at the minimum (10 minutes old goes) */
+    assert_int_equal(nb_maria_prune_commit_markers(db, &ctx, 1), 2);
+    assert_int_equal(count_slots("slot IN ('gone-0', 'gone-1')"), 0);
+    assert_int_equal(count_slots("slot IN ('old-0', 'fresh-0')"), 2);
+    assert_int_equal(count_slots("updated_at > NOW() - INTERVAL 1 MINUTE"), 3);
+    assert_int_equal(nb_maria_prune_commit_markers(db, &ctx, 3600), 0);
+    assert_false(nb_ctx_failed(&ctx));
+    /* a commit whose answer is lost still reads its marker back */
+    assert_int_equal(nb_maria_begin(db, &ctx), 0);
+    assert_int_equal(run(&ctx, NULL, "INSERT INTO t (\"key\") VALUES ('marker-3')", ""), 1);
+    nb_maria_test_lose_commit_answer(true);
+    assert_int_equal(nb_maria_commit(db, &ctx), 0);
+    assert_int_equal(count_key("marker-3"), 1);
+    assert_int_equal(run(&ctx, NULL, "DROP TABLE nubo_commits", ""), 0);
+}
+
 /* A connection lost inside a transaction: that statement, every later one
  * (nothing runs autocommitted on a new connection) and the commit fail
  * with a 500; nothing of the transaction is written; the next one works. */
@@ -490,11 +561,17 @@ static int teardown_server(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_interpolate),  cmocka_unit_test(test_error_classes),
-        cmocka_unit_test(test_statements),   cmocka_unit_test(test_transactions),
-        cmocka_unit_test(test_pool_threads), cmocka_unit_test(test_retry_lock_wait),
-        cmocka_unit_test(test_reconnect),    cmocka_unit_test(test_lost_in_transaction),
-        cmocka_unit_test(test_deadlock),     cmocka_unit_test(test_commit_answer_lost),
+        cmocka_unit_test(test_interpolate),
+        cmocka_unit_test(test_error_classes),
+        cmocka_unit_test(test_statements),
+        cmocka_unit_test(test_transactions),
+        cmocka_unit_test(test_pool_threads),
+        cmocka_unit_test(test_retry_lock_wait),
+        cmocka_unit_test(test_reconnect),
+        cmocka_unit_test(test_lost_in_transaction),
+        cmocka_unit_test(test_deadlock),
+        cmocka_unit_test(test_commit_answer_lost),
+        cmocka_unit_test(test_commit_markers_pruned),
     };
     return cmocka_run_group_tests(tests, setup_server, teardown_server);
 }

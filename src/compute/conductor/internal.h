@@ -44,12 +44,13 @@ struct nb_request_spec;
 struct conductor {
     struct nb_env *env;
     struct nb_db *db;
-    int max_attempts;           /* [scheduler] max_attempts */
-    int call_timeout_ms;        /* bus calls to the scheduler and agents */
-    long long last_id_at_start; /* highest instances.id when the conductor
-                                 * started: recovery leaves newer rows to the
-                                 * workers handling their requests */
-    struct cond_leases *leases; /* leases.c; NULL when off (SQLite) */
+    int max_attempts;               /* [scheduler] max_attempts */
+    int call_timeout_ms;            /* bus calls to the scheduler and agents */
+    long long last_id_at_start;     /* highest instances.id when the conductor
+                                     * started: recovery leaves newer rows to the
+                                     * workers handling their requests */
+    long long last_bdm_id_at_start; /* block_device_mapping.id likewise */
+    struct cond_leases *leases;     /* leases.c; NULL when off (SQLite) */
 };
 
 /* Which instances a recovery pass (recovery.c) handles, by instances.id
@@ -64,6 +65,10 @@ struct cond_scope {
 /* recovery.c: one pass over the work s selects that a killed nubo (or a
  * dead control plane) left half-done (the steps: recovery.c's header). */
 void cond_recover(struct conductor *c, const struct cond_scope *s);
+/* A context for recovering instance uuid's action: the request ID, user and
+ * project of its latest instance action named action. */
+void cond_ctx_for_action(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                         const char *action);
 /* Whether s selects an instance row (its "nubo_conductor"), or the
  * instance uuid (read when s names control planes at all). */
 bool cond_scope_row(const struct cond_scope *s, const json_t *row);
@@ -135,6 +140,15 @@ int cond_prep_block_devices(struct conductor *c, struct nb_ctx *ctx, const char 
  * logged, never returned: a delete must go on. */
 void cond_cleanup_volumes(struct conductor *c, struct nb_ctx *ctx, const char *uuid);
 void cond_attach_volume(struct conductor *c, struct nb_ctx *ctx, json_t *args);
+/* Recovery (recovery.c): the volume mappings of instances s selects (at
+ * most max_bdm_id, no task state) left without connection_info by an
+ * attach acknowledged but interrupted before it began (the API killed
+ * before its cast went out, or the conductor before its first step): the
+ * attach fails as attach_failed does, so the volume, reserved or
+ * attaching, is available again. One begun (connection_info written) is
+ * left to the agent's result and logged. */
+void cond_recover_attaches(struct conductor *c, const struct cond_scope *s, struct nb_ctx *ctx,
+                           long long max_bdm_id);
 void cond_attach_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 void cond_detach_volume(struct conductor *c, struct nb_ctx *ctx, json_t *args);
 void cond_detach_result(struct conductor *c, struct nb_ctx *ctx, json_t *args);

@@ -50,6 +50,7 @@ struct cond_leases {
     bool periodic;         /* holds conductor.periodic */
     json_t *taken;         /* {name: true}: dead control planes being taken over (renewed) */
     json_t *startup_taken; /* [name]: those the start-up pass took */
+    double pruned_at;      /* nb_time_mono of the last prune of commit markers */
 };
 
 /* Whether liveness lease name's holder is certainly gone: it names this
@@ -145,6 +146,26 @@ static void take_over_dead(struct cond_leases *l, struct nb_ctx *ctx)
     json_decref(rows);
 }
 
+/* As the periodic lease's holder, every [database] commit_marker_max_age
+ * / 4 (default 3600 s, at least NB_MARIA_MARKER_MIN_AGE_S): the commit
+ * markers of pool connection slots not written for that long, which are
+ * those of processes gone (db/mariadb.h), are deleted; one control plane
+ * does it for all. */
+static void prune_commit_markers(struct cond_leases *l, struct nb_ctx *ctx)
+{
+    int max_age = (int)nb_conf_int("database", "commit_marker_max_age", 3600);
+    double now = nb_time_mono();
+    if (l->pruned_at && now - l->pruned_at < max_age / 4.0)
+        return;
+    l->pruned_at = now;
+    int n = nb_db_prune_commit_markers(l->c->db, ctx, max_age);
+    if (n > 0)
+        NB_INFO(LOG_LEASE, ctx, NULL,
+                "Deleted %d commit markers not written for %d s (connections of processes gone)", n,
+                max_age);
+    nb_ctx_clear_error(ctx); /* logged by the database layer; tried again next time */
+}
+
 /* One round: renews this conductor's lease and those it is taking over,
  * tries for conductor.periodic, and as its holder looks for the dead. */
 static void round_once(struct cond_leases *l)
@@ -174,8 +195,10 @@ static void round_once(struct cond_leases *l)
                 p == 1 ? "Took" : "Lost", PERIODIC, p == 1 ? "now runs" : "no longer runs");
         __atomic_store_n(&l->periodic, p == 1, __ATOMIC_RELAXED);
     }
-    if (l->periodic)
+    if (l->periodic) {
         take_over_dead(l, &ctx);
+        prune_commit_markers(l, &ctx);
+    }
 }
 
 static void *lease_main(void *arg)

@@ -172,6 +172,8 @@ int nb_conductor_start(struct nb_env *env)
     struct nb_ctx ctx;
     nb_ctx_init_system(&ctx, NULL);
     c->last_id_at_start = nb_db_int(c->db, &ctx, 0, "SELECT MAX(id) FROM instances", "");
+    c->last_bdm_id_at_start =
+        nb_db_int(c->db, &ctx, 0, "SELECT MAX(id) FROM block_device_mapping", "");
     if (cond_leases_start(c) < 0) {
         free(c);
         return -1;

@@ -35,7 +35,10 @@
  *  6. cold migrations and resizes in progress (resize.c): rolled back to
  *     the source, or finished when interrupted after the switch with the
  *     guest running on the destination; confirm and revert run again.
- *     Moves whose hosts' agents do not answer are left for a later start.
+ *     Moves whose hosts' agents do not answer are left for a later start;
+ *  7. volume attaches acknowledged but never begun (volumes.c): the
+ *     mapping without connection_info is destroyed and its volume,
+ *     reserved or attaching, made available again; the action fails.
  * Events the crash left open are closed with result Error. */
 #include "common/cleanup.h"
 #include "common/config.h"
@@ -80,8 +83,8 @@ void cond_close_open_events(struct conductor *c, struct nb_ctx *ctx, const char 
 
 /* A context carrying the request ID of the instance's newest action (so
  * resumed work is recorded under it), else a fresh one. */
-static void ctx_for_action(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
-                           const char *action)
+void cond_ctx_for_action(struct conductor *c, struct nb_ctx *ctx, const char *uuid,
+                         const char *action)
 {
     struct nb_ctx tmp;
     nb_ctx_init_system(&tmp, NULL);
@@ -193,7 +196,7 @@ static void resume_interrupted_builds(struct conductor *c, const struct cond_sco
         if (!uuid || !task || !cond_scope_row(s, r))
             continue;
         struct nb_ctx actx;
-        ctx_for_action(c, &actx, uuid, "create");
+        cond_ctx_for_action(c, &actx, uuid, "create");
         if (!host || !agent_up(waited, host)) {
             fail_interrupted_build(c, &actx, uuid, host, task);
             continue;
@@ -391,7 +394,7 @@ static void resume_builds(struct conductor *c, const struct cond_scope *s, struc
     json_array_foreach (rows, i, r) {
         const char *uuid = nb_json_str(r, "uuid");
         struct nb_ctx actx;
-        ctx_for_action(c, &actx, uuid, "create");
+        cond_ctx_for_action(c, &actx, uuid, "create");
         cond_close_open_events(c, &actx, uuid);
         nb_instance_transition(c->db, &actx, uuid,
                                &(struct nb_instance_change){
@@ -440,7 +443,7 @@ static void resume_actions(struct conductor *c, const struct cond_scope *s, stru
             if (!strcmp(task, by_task[k][0]))
                 action = by_task[k][1];
         struct nb_ctx actx;
-        ctx_for_action(c, &actx, uuid, action);
+        cond_ctx_for_action(c, &actx, uuid, action);
         cond_close_open_events(c, &actx, uuid);
         NB_INFO(LOG_COND, &actx, uuid, "Resuming %s (task_state %s) interrupted by a restart",
                 action, task);
@@ -476,7 +479,7 @@ static void clear_interrupted_snapshots(struct conductor *c, const struct cond_s
         if (!cond_scope_row(s, r))
             continue;
         struct nb_ctx actx;
-        ctx_for_action(c, &actx, uuid, "createImage");
+        cond_ctx_for_action(c, &actx, uuid, "createImage");
         cond_close_open_events(c, &actx, uuid);
         nb_instance_transition(c->db, &actx, uuid,
                                &(struct nb_instance_change){
@@ -510,7 +513,7 @@ static void recover_live_migrations(struct conductor *c, const struct cond_scope
         if (!cond_scope_instance(c, s, uuid))
             continue;
         struct nb_ctx actx;
-        ctx_for_action(c, &actx, uuid, "live-migration");
+        cond_ctx_for_action(c, &actx, uuid, "live-migration");
         cond_lm_recover(c, &actx, nb_json_str(r, "uuid"), "by a restart of nubo");
     }
 }
@@ -547,7 +550,7 @@ static void recover_resizes(struct conductor *c, const struct cond_scope *s, str
                              : !strcmp(nb_json_str(mig, "migration_type"), "resize") ? "resize"
                                                                                      : "migrate";
         struct nb_ctx actx;
-        ctx_for_action(c, &actx, uuid, action);
+        cond_ctx_for_action(c, &actx, uuid, action);
         cond_close_open_events(c, &actx, uuid);
         cond_resize_recover(c, &actx, mig, dst && cond_guest_running_on(dst, uuid));
     }
@@ -589,6 +592,7 @@ void cond_recover(struct conductor *c, const struct cond_scope *s)
     recover_live_migrations(c, s, &ctx);
     recover_resizes(c, s, &ctx, waited);
     cond_recover_rebuilds(c, s, &ctx);
+    cond_recover_attaches(c, s, &ctx, c->last_bdm_id_at_start);
     json_decref(waited);
     if (s->only)
         NB_INFO(LOG_COND, &ctx, NULL, "recovery of the work of control plane %s done", s->only);

@@ -426,6 +426,59 @@ void cond_attach_volume(struct conductor *c, struct nb_ctx *ctx, json_t *args)
     }
 }
 
+void cond_recover_attaches(struct conductor *c, const struct cond_scope *s, struct nb_ctx *ctx,
+                           long long max_bdm_id)
+{
+    _cleanup_json_ json_t *rows = nb_db_rows(
+        c->db, ctx,
+        "SELECT b.uuid AS bdm_uuid, b.instance_uuid, b.volume_id, b.connection_info, i.host, "
+        "i.nubo_conductor FROM block_device_mapping b JOIN instances i ON i.uuid = "
+        "b.instance_uuid WHERE b.deleted = 0 AND b.id <= ? AND b.destination_type = 'volume' "
+        "AND b.volume_id IS NOT NULL AND b.attachment_id IS NULL AND i.deleted = 0 AND "
+        "i.task_state IS NULL AND i.vm_state <> 'building' AND i.id <= ? ORDER BY b.id",
+        "ii", max_bdm_id, s->max_id);
+    nb_ctx_clear_error(ctx); /* a failed query: nothing to do this time */
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        const char *uuid = nb_json_str(r, "instance_uuid"), *vid = nb_json_str(r, "volume_id");
+        if (!cond_scope_row(s, r))
+            continue;
+        char status[32];
+        volume_status(ctx, vid, status, sizeof(status));
+        struct nb_ctx actx;
+        cond_ctx_for_action(c, &actx, uuid, "attach_volume");
+        if (nb_json_str(r, "connection_info")) {
+            if (!strcmp(status, "attaching"))
+                NB_WARN(LOG_COND, &actx, uuid,
+                        "Volume %s was being attached when nubo stopped; the agent of host %s "
+                        "may have it: left attaching for its result",
+                        vid, str_or(nb_json_str(r, "host"), "?"));
+            continue;
+        }
+        if (strcmp(status, "reserved") != 0 && strcmp(status, "attaching") != 0)
+            continue;
+        /* acknowledged, but nothing reached the agent: as if it had failed.
+         * The mapping goes first, only while still without connection_info
+         * (an attach_volume waiting in the broker may begin meanwhile). */
+        char now[32];
+        nb_now_iso_us(now);
+        if (nb_db_exec(c->db, &actx,
+                       "UPDATE block_device_mapping SET deleted = id, deleted_at = ? WHERE uuid = "
+                       "? AND deleted = 0 AND connection_info IS NULL",
+                       "ss", now, nb_json_str(r, "bdm_uuid")) != 1) {
+            nb_ctx_clear_error(&actx);
+            continue;
+        }
+        NB_WARN(LOG_COND, &actx, uuid,
+                "The attach of volume %s (%s) was interrupted before it began: undoing it", vid,
+                status);
+        cond_close_open_events(c, &actx, uuid);
+        attach_failed(c, &actx, uuid, nb_json_str(r, "bdm_uuid"), vid, nb_json_str(r, "host"),
+                      "Interrupted: nubo stopped before the volume was attached.");
+    }
+}
+
 void cond_attach_result(struct conductor *c, struct nb_ctx *ctx, json_t *args)
 {
     const char *uuid = nb_json_str(args, "uuid");

@@ -19,10 +19,14 @@ static const char *topic_of(char *buf, size_t n, const char *host)
     return buf;
 }
 
+/* The host is in the database (the scheduler chose it, or an instance or
+ * migration is on it): its agent exists, so after a broker restart the
+ * cast waits in its queue until the agent listens again rather than
+ * failing because this process never saw that queue. */
 static int cast(struct nb_ctx *ctx, const char *host, const char *method, json_t *args)
 {
     char topic[300];
-    return nb_bus_cast(ctx, topic_of(topic, sizeof(topic), host), method, args);
+    return nb_bus_cast_to_listener(ctx, topic_of(topic, sizeof(topic), host), method, args);
 }
 
 static json_t *call(struct nb_ctx *ctx, const char *host, const char *method, json_t *args,
