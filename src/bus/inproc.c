@@ -58,9 +58,9 @@ struct topic {
     pthread_cond_t cond; /* own workers only */
     struct msg *head, *tail;
     bool stopping;
-    int nthreads;            /* handlers at most at once */
-    int running;             /* shared: handlers running now */
-    bool ready;              /* shared: in the pool's ready list */
+    int nthreads; /* handlers at most at once */
+    int running;  /* shared: handlers running now */
+    bool ready;   /* shared: in the pool's ready list */
     struct topic *next_ready;
     int nworkers; /* own workers started */
     pthread_t threads[MAX_WORKERS];
@@ -324,8 +324,7 @@ static int inproc_listen(const char *topic, nb_bus_handler_fn fn, void *opaque, 
     return t->nworkers ? 0 : -1;
 }
 
-static int inproc_listen_shared(const char *topic, nb_bus_handler_fn fn, void *opaque,
-                                int nthreads)
+static int inproc_listen_shared(const char *topic, nb_bus_handler_fn fn, void *opaque, int nthreads)
 {
     if (nthreads < 1 || nthreads > MAX_WORKERS)
         return -1;
