@@ -440,11 +440,16 @@ static void inproc_shutdown(void)
     pthread_cond_broadcast(&pool.cond);
     int n = pool.nworkers;
     pthread_mutex_unlock(&pool.lock);
-    for (struct topic *t = all; t; t = t->next_all)
+    for (struct topic *t = all; t; t = t->next_all) {
         for (int k = 0; k < t->nworkers; k++)
             pthread_join(t->threads[k], NULL);
+        t->nworkers = 0; /* a second shutdown joins nothing */
+    }
     for (int k = 0; k < n; k++)
         pthread_join(pool.workers[k], NULL);
+    pthread_mutex_lock(&pool.lock);
+    pool.nworkers = 0;
+    pthread_mutex_unlock(&pool.lock);
 }
 
 const struct nb_bus_backend nb_bus_inproc_backend = {

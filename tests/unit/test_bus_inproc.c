@@ -190,6 +190,7 @@ static void test_shutdown_drains(void **state)
     assert_int_equal(atomic_load(&p.done), 50);
     assert_int_equal(nb_bus_cast(&ctx, "drain", "m", json_object()), -1);
     assert_int_equal(nb_bus_listen_shared("late", probe_handler, &p, 1), -1);
+    nb_bus_shutdown(); /* again: nothing left to join */
 }
 
 int main(void)
