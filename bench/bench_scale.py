@@ -6,7 +6,7 @@ Usage: /usr/bin/python3 bench/bench_scale.py [--bin build/nubo] [--hosts 1000,10
            [--servers 10000] [--boots 1000] [--only NAME[,NAME]] [--db sqlite|mariadb]
 
 For each host count (one all-in-one each, `nubo aio --fake-hosts N`):
-  start        time until all N hosts are registered (resource providers), RSS
+  start        time until all N hosts are registered (resource providers), RSS, threads
   heartbeat    database transactions/s and bus casts/s from N idle hosts over 25 s
                (/metrics: nubo_db_transaction_duration_seconds_count)
   candidates   GET allocation_candidates over the N providers: median of all, with limit=50
@@ -18,7 +18,7 @@ For each host count (one all-in-one each, `nubo aio --fake-hosts N`):
   list         --servers servers (filled by the boots, then concurrent boots to reach it),
                GET /servers/detail?limit=1000 paged over all of them, and limit=50:
                median and req/s at concurrency 8
-  rss          resident memory after the workload
+  rss          resident memory and threads after the workload
 --db mariadb uses NUBO_TEST_MARIA_URL (mysql://user:pw@host:port/db, an empty database).
 """
 import argparse
@@ -61,6 +61,10 @@ def msum(m, prefix):
     return sum(v for k, v in m.items() if k.startswith(prefix))
 
 
+def nthreads(aio):
+    return len(os.listdir("/proc/%d/task" % aio.proc.pid))
+
+
 def count_providers(aio):
     _, _, body = aio.client().req("GET", "/placement/resource_providers", None, PHDR)
     return len(body["resource_providers"])
@@ -71,8 +75,8 @@ def phase_start(aio, n, t0):
     while count_providers(aio) < n and time.time() < end:
         time.sleep(0.5)
     got = count_providers(aio)
-    print("start: %d fake hosts, %d providers registered %.1f s after the start; RSS %.1f MiB"
-          % (n, got, time.perf_counter() - t0, aio.rss_kib() / 1024))
+    print("start: %d fake hosts, %d providers registered %.1f s after the start; RSS %.1f MiB; "
+          "%d threads" % (n, got, time.perf_counter() - t0, aio.rss_kib() / 1024, nthreads(aio)))
 
 
 def phase_heartbeat(aio, n, secs=25):
@@ -293,7 +297,8 @@ def run(binary, n, a):
             phase_list(aio, a.servers)
         if want("candidates") and (want("boots") or want("list")):
             phase_candidates(aio, n)
-        print("rss: resident memory after the workload %.1f MiB" % (aio.rss_kib() / 1024))
+        print("rss: resident memory after the workload %.1f MiB; %d threads"
+              % (aio.rss_kib() / 1024, nthreads(aio)))
         sys.stdout.flush()
     finally:
         aio.stop()

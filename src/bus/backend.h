@@ -15,6 +15,8 @@ struct nb_bus_backend {
     int (*init)(void);
     void (*shutdown)(void);
     int (*listen)(const char *topic, nb_bus_handler_fn fn, void *opaque, int nthreads);
+    /* NULL: nb_bus_listen_shared is listen (amqp). */
+    int (*listen_shared)(const char *topic, nb_bus_handler_fn fn, void *opaque, int nthreads);
     /* listener_known: nb_bus_cast_to_listener's cast */
     int (*cast)(const struct nb_ctx *ctx, const char *topic, const char *method, json_t *args,
                 bool listener_known);

@@ -55,6 +55,13 @@ int nb_bus_listen(const char *topic, nb_bus_handler_fn fn, void *opaque, int nth
     return backend->listen(topic, fn, opaque, nthreads);
 }
 
+int nb_bus_listen_shared(const char *topic, nb_bus_handler_fn fn, void *opaque, int nthreads)
+{
+    if (!backend->listen_shared)
+        return backend->listen(topic, fn, opaque, nthreads);
+    return backend->listen_shared(topic, fn, opaque, nthreads);
+}
+
 /* A topic's first segment ("compute" of "compute.host1"): host names would
  * multiply the series by the size of the cloud. */
 static void topic_kind(const char *topic, char *out, size_t n)

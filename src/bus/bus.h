@@ -1,10 +1,10 @@
 /* bus.h - RPC between roles: cast (one-way) and call (request/reply) on
  * topics, like oslo.messaging. Topics: "conductor", "scheduler",
  * "compute.<host>". `[bus] transport` picks the backend at nb_bus_init():
- * "inproc" (inproc.c, a queue and worker threads per topic in this process;
- * the all-in-one default) or "amqp" (amqp.c, RabbitMQ at `[bus]
- * transport_url`, so roles can run in separate processes and hosts). Callers
- * do not change with the backend.
+ * "inproc" (inproc.c, a queue per topic in this process and worker threads
+ * of the topic's own or of a shared pool; the all-in-one default) or "amqp"
+ * (amqp.c, RabbitMQ at `[bus] transport_url`, so roles can run in separate
+ * processes and hosts). Callers do not change with the backend.
  *
  * Messages are JSON objects. The caller's context travels with the message
  * (request ID, user, project) and is restored for the handler, so one request
@@ -31,6 +31,15 @@ const char *nb_bus_transport(void);
 
 /* Registers the handler of topic with nthreads workers. 0/-1. */
 int nb_bus_listen(const char *topic, nb_bus_handler_fn fn, void *opaque, int nthreads);
+/* The same, for one of many topics of this process (a compute host of
+ * thousands of fake ones): on the in-process bus the topic has no thread
+ * of its own; the workers of one pool shared by these topics ([bus]
+ * shared_workers, default 16) run its handler, at most nthreads at once,
+ * its messages taken in order (one at a time with nthreads 1), the topics
+ * in turn. A handler that blocks holds a worker of the pool, so these
+ * handlers must not wait on a call to another such topic. On the AMQP bus
+ * the same as nb_bus_listen. 0/-1. */
+int nb_bus_listen_shared(const char *topic, nb_bus_handler_fn fn, void *opaque, int nthreads);
 
 /* One-way message; steals args. 0, or -1 if the topic has no listener. */
 int nb_bus_cast(const struct nb_ctx *ctx, const char *topic, const char *method, json_t *args);

@@ -204,11 +204,12 @@ static const char *agent_hosts(const struct nb_env *env)
     return env->my_host;
 }
 
-/* Hosts from which one process's agents listen with one worker thread
- * each unless [compute] agent_workers says otherwise: a thread is a
- * process id, and 10,000 fake hosts with two workers each are more
- * threads than this machine kind's pid_max (32,768) leaves to one
- * process. */
+/* Hosts from which one process's agents listen with one worker at a time
+ * each ([compute] agent_workers 1), on the bus's shared pool of workers
+ * ([compute] agent_shared_workers true; on the in-process bus), unless
+ * configured otherwise: a thread is a process id, and 10,000 fake hosts
+ * with two workers each are more threads than this machine kind's pid_max
+ * (32,768) leaves to one process; with one each they were 10,000 stacks. */
 #define MANY_AGENTS 100
 
 /* Starts one agent per host the driver serves. */
@@ -224,6 +225,8 @@ static int start_agents(struct nb_env *env, struct nb_virt_driver **drv_out)
         nhosts += *p == ',';
     if (nhosts > MANY_AGENTS && !nb_conf_str("compute", "agent_workers", NULL))
         nb_conf_set("compute", "agent_workers", "1");
+    if (nhosts > MANY_AGENTS && !nb_conf_str("compute", "agent_shared_workers", NULL))
+        nb_conf_set("compute", "agent_shared_workers", "true");
     char *copy = strdup(agent_hosts(env)), *save = NULL;
     int rc = 0;
     for (char *h = strtok_r(copy, ", ", &save); h && rc == 0; h = strtok_r(NULL, ", ", &save))

@@ -25,7 +25,9 @@
 #include "compute/virt/driver.h"
 
 /* Starts the agent of host on drv: listens on "compute.<host>" ([compute]
- * agent_workers threads, default 2; builds run on threads of their own,
+ * agent_workers threads, default 2, or with [compute] agent_shared_workers
+ * = true at most that many at once of the bus's shared pool,
+ * nb_bus_listen_shared; builds run on threads of their own,
  * [DEFAULT] max_concurrent_builds at a time, builds.c), registers the service and compute
  * node and reports inventory (retried by the periodic thread if the
  * conductor is not there yet), and joins the periodic work. env->db is not

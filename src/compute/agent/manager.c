@@ -716,8 +716,10 @@ int nb_compute_agent_start(struct nb_env *env, struct nb_virt_driver *drv, const
     nb_agent_builds_open();
     nb_agent_lm_open();
     nb_agent_builds_recover(a); /* its list is read before this run takes builds */
-    if (nb_bus_listen(a->topic, nb_agent_handle, a,
-                      (int)nb_conf_int("compute", "agent_workers", 2)) < 0) {
+    int workers = (int)nb_conf_int("compute", "agent_workers", 2);
+    if ((nb_conf_bool("compute", "agent_shared_workers", false)
+             ? nb_bus_listen_shared(a->topic, nb_agent_handle, a, workers)
+             : nb_bus_listen(a->topic, nb_agent_handle, a, workers)) < 0) {
         NB_ERROR(LOG_AGENT, &ctx, NULL, "cannot listen on topic %s", a->topic);
         pthread_mutex_destroy(&a->ilocks_lock);
         free(a);
