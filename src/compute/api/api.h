@@ -61,6 +61,9 @@ json_t *nb_keypair_get(struct nb_ctx *ctx, const char *user_id, const char *name
  * an aggregate it is in, else [DEFAULT] default_availability_zone ("nova").
  * Returns a malloc'd string. */
 char *nb_host_availability_zone(struct nb_ctx *ctx, const char *host);
+/* The same for each host of hosts (an array of names) in one query:
+ * {host: zone}. New ref, or NULL after a database error. */
+json_t *nb_hosts_availability_zones(struct nb_ctx *ctx, json_t *hosts);
 /* True if zone is the default zone or named by some aggregate. */
 bool nb_availability_zone_exists(struct nb_ctx *ctx, const char *zone);
 /* Server group row by uuid visible to ctx ({"uuid","policy","rules",

@@ -103,6 +103,33 @@ char *nb_host_availability_zone(struct nb_ctx *ctx, const char *host)
     return strdup(z ? z : default_zone());
 }
 
+json_t *nb_hosts_availability_zones(struct nb_ctx *ctx, json_t *hosts)
+{
+    char sql[512];
+    snprintf(sql, sizeof(sql),
+             "SELECT h.host AS host, m.value AS zone FROM aggregate_hosts h "
+             "JOIN aggregates a ON a.id = h.aggregate_id AND a.deleted = 0 "
+             "JOIN aggregate_metadata m ON m.aggregate_id = a.id AND "
+             "m.key = 'availability_zone' WHERE h.host IN (SELECT value FROM %s) ORDER BY a.id",
+             nb_db_json_each(env->db));
+    _cleanup_json_ json_t *rows = nb_db_rows(env->db, ctx, sql, "j", hosts);
+    if (!rows)
+        return NULL;
+    json_t *map = json_object();
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        const char *host = nb_json_str(r, "host"), *zone = nb_json_str(r, "zone");
+        if (host && !json_object_get(map, host)) /* the first aggregate's, as above */
+            json_object_set_new(map, host, json_string(zone ? zone : default_zone()));
+    }
+    json_array_foreach (hosts, i, r) {
+        if (json_is_string(r) && !json_object_get(map, json_string_value(r)))
+            json_object_set_new(map, json_string_value(r), json_string(default_zone()));
+    }
+    return map;
+}
+
 /* Every live service with its zone set ("zone" key added). New ref or NULL. */
 static json_t *services_with_zones(struct nb_ctx *ctx)
 {

@@ -478,15 +478,16 @@ static int load_services(struct nb_ctx *ctx, struct page_data *d, json_t *hosts)
     return 0;
 }
 
-static void load_zones(struct nb_ctx *ctx, struct page_data *d, json_t *hosts)
+static int load_zones(struct nb_ctx *ctx, struct page_data *d, json_t *hosts)
 {
-    size_t i;
-    json_t *r;
-    json_array_foreach (hosts, i, r) {
-        char *az = nb_host_availability_zone(ctx, json_string_value(r));
-        json_object_set_new(d->zones, json_string_value(r), json_string(az ? az : ""));
-        free(az);
-    }
+    if (!json_array_size(hosts))
+        return 0;
+    json_t *zones = nb_hosts_availability_zones(ctx, hosts);
+    if (!zones)
+        return -1;
+    json_decref(d->zones);
+    d->zones = zones;
+    return 0;
 }
 
 /* Loads what the views of rows need from other tables into d (which the
@@ -509,8 +510,8 @@ static int load_page_data(struct nb_ctx *ctx, json_t *rows, const struct nb_srv_
         goto out;
     if (o->show_sec_grp && !(d->sec_groups = nb_network_instances_sg_names(ctx, k.uuids)))
         goto out;
-    if (o->show_az)
-        load_zones(ctx, d, k.hosts);
+    if (o->show_az && load_zones(ctx, d, k.hosts) < 0)
+        goto out;
     rc = 0;
 out:
     page_keys_free(&k);

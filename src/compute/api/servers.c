@@ -681,8 +681,66 @@ static int sql_filter(struct nb_ctx *ctx, struct list_req *l, struct nb_srv_sql 
     return 0;
 }
 
-/* Builds the SELECT for the filters in l.opts; regex filters go to l.regs. */
-static int build_list_sql(struct nb_ctx *ctx, struct list_req *l, struct nb_srv_sql *q)
+/* Appends v, a column value of the marker row, as a literal (integers) or
+ * a bound argument (text). */
+static void sql_value(struct nb_srv_sql *q, const json_t *v)
+{
+    if (json_is_integer(v)) {
+        nb_srv_sql_add(q, "%lld", (long long)json_integer_value(v));
+    } else if (json_is_real(v)) {
+        nb_srv_sql_add(q, "%.17g", json_real_value(v));
+    } else {
+        nb_srv_sql_arg(q, json_string_value(v));
+    }
+}
+
+/* " AND (rows after marker in the sort order)": Nova's paginate_query as
+ * cmp_sort orders (NULLs first ascending), i.e. for keys k1..kn
+ *   (k1 after m1) OR (k1 = m1 AND k2 after m2) OR …
+ * where "after" is > ascending, < descending (and IS NOT NULL ascending
+ * after a NULL, OR IS NULL descending after a value). The list always ends
+ * with id, so the order is total and the page is exactly the one the
+ * in-memory check of select_page keeps, but with LIMIT in SQL. */
+static void sql_after_marker(struct nb_srv_sql *q, const struct list_req *l, const json_t *marker)
+{
+    nb_srv_sql_add(q, " AND (");
+    size_t n = json_array_size(l->sort_keys);
+    for (size_t i = 0; i < n; i++) {
+        nb_srv_sql_add(q, "%s(", i ? " OR " : "");
+        for (size_t j = 0; j <= i; j++) {
+            const char *k = json_string_value(json_array_get(l->sort_keys, j));
+            const json_t *m = json_object_get(marker, k);
+            bool null = !m || json_is_null(m);
+            if (j)
+                nb_srv_sql_add(q, " AND ");
+            if (j < i) {
+                if (null) {
+                    nb_srv_sql_add(q, "%s IS NULL", k);
+                } else {
+                    nb_srv_sql_add(q, "%s = ", k);
+                    sql_value(q, m);
+                }
+                continue;
+            }
+            bool asc = !strcmp(json_string_value(json_array_get(l->sort_dirs, j)), "asc");
+            if (null) {
+                nb_srv_sql_add(q, asc ? "%s IS NOT NULL" : "0 = 1", k);
+            } else {
+                nb_srv_sql_add(q, asc ? "%s > " : "(%s < ", k);
+                sql_value(q, m);
+                if (!asc)
+                    nb_srv_sql_add(q, " OR %s IS NULL)", k);
+            }
+        }
+        nb_srv_sql_add(q, ")");
+    }
+    nb_srv_sql_add(q, ")");
+}
+
+/* Builds the SELECT for the filters in l.opts; regex filters go to l.regs.
+ * Without regex filters the marker and the limit are applied in SQL. */
+static int build_list_sql(struct nb_ctx *ctx, struct list_req *l, const json_t *marker,
+                          struct nb_srv_sql *q)
 {
     nb_srv_sql_add(q, "SELECT " LIST_COLUMNS " FROM instances WHERE 1 = 1");
     const char *key;
@@ -693,6 +751,8 @@ static int build_list_sql(struct nb_ctx *ctx, struct list_req *l, struct nb_srv_
         if (f && last && sql_filter(ctx, l, q, f, key, vals, last) < 0)
             return -1;
     }
+    if (marker && !l->nregs)
+        sql_after_marker(q, l, marker);
     nb_srv_sql_add(q, " ORDER BY ");
     size_t i;
     json_t *v;
@@ -702,7 +762,7 @@ static int build_list_sql(struct nb_ctx *ctx, struct list_req *l, struct nb_srv_
         nb_srv_sql_add(q, "%s%s %s", i ? ", " : "", json_string_value(v),
                        !strcmp(dir, "asc") ? "ASC" : "DESC");
     }
-    if (!l->nregs && !l->marker)
+    if (!l->nregs)
         nb_srv_sql_add(q, " LIMIT %lld", l->limit);
     return 0;
 }
@@ -760,26 +820,31 @@ static bool regex_match(const struct list_req *l, const json_t *row)
     return true;
 }
 
-/* The page: rows filtered by the in-memory filters, after the marker, at
- * most limit. New array or NULL. */
-static json_t *select_page(struct nb_ctx *ctx, struct list_req *l, json_t *rows)
+/* The marker's row (*out NULL without a marker). 0, or -1 (400 when the
+ * caller may not see it or there is none). */
+static int load_marker(struct nb_ctx *ctx, const struct list_req *l, json_t **out)
 {
-    json_t *marker_row = NULL;
-    if (l->marker) {
-        marker_row =
-            nb_db_row(nb_srv_db(), ctx, "SELECT * FROM instances WHERE uuid = ?", "s", l->marker);
-        if (!marker_row && nb_ctx_failed(ctx))
-            return NULL;
-        if (marker_row && !ctx->is_admin &&
-            strcmp(nb_json_str(marker_row, "project_id"), ctx->project_id) != 0) {
-            json_decref(marker_row);
-            marker_row = NULL;
-        }
-        if (!marker_row) {
-            nb_error(ctx, 400, NULL, "marker [%s] not found", l->marker);
-            return NULL;
-        }
+    *out = NULL;
+    if (!l->marker)
+        return 0;
+    json_t *row =
+        nb_db_row(nb_srv_db(), ctx, "SELECT * FROM instances WHERE uuid = ?", "s", l->marker);
+    if (!row && nb_ctx_failed(ctx))
+        return -1;
+    if (row && !ctx->is_admin && strcmp(nb_json_str(row, "project_id"), ctx->project_id) != 0) {
+        json_decref(row);
+        row = NULL;
     }
+    if (!row)
+        return nb_error(ctx, 400, NULL, "marker [%s] not found", l->marker);
+    *out = row;
+    return 0;
+}
+
+/* The page: rows filtered by the in-memory filters, after the marker, at
+ * most limit. New array. */
+static json_t *select_page(const struct list_req *l, json_t *rows, const json_t *marker_row)
+{
     json_t *page = json_array();
     size_t i;
     json_t *r;
@@ -792,7 +857,6 @@ static json_t *select_page(struct nb_ctx *ctx, struct list_req *l, json_t *rows)
             continue;
         json_array_append(page, r);
     }
-    json_decref(marker_row);
     return page;
 }
 
@@ -804,17 +868,17 @@ static int list_servers(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
     struct list_req l;
     struct nb_srv_sql q;
     nb_srv_sql_init(&q);
-    json_t *rows = NULL, *page = NULL;
+    json_t *rows = NULL, *page = NULL, *marker = NULL;
     int rc = -1;
-    if (parse_list_request(ctx, req, detail, &l) < 0 || build_list_sql(ctx, &l, &q) < 0)
+    if (parse_list_request(ctx, req, detail, &l) < 0 || load_marker(ctx, &l, &marker) < 0 ||
+        build_list_sql(ctx, &l, marker, &q) < 0)
         goto out;
     if (l.empty || l.limit == 0) {
         rows = json_array();
     } else if (!(rows = nb_srv_sql_rows(ctx, &q))) {
         goto out;
     }
-    if (!(page = select_page(ctx, &l, rows)))
-        goto out;
+    page = select_page(&l, rows, marker);
     struct nb_srv_buf b;
     nb_srv_buf_init(&b);
     nb_srv_buf_lit(&b, "{\"servers\":[");
@@ -852,6 +916,7 @@ out:
     nb_srv_sql_free(&q);
     json_decref(rows);
     json_decref(page);
+    json_decref(marker);
     return rc;
 }
 
