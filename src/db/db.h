@@ -9,11 +9,8 @@
  *
  * Thread-safety: one connection guarded by a recursive mutex. A transaction
  * (nb_db_begin … nb_db_commit/rollback) holds the mutex, so statements made by
- * the same thread inside it see and extend it, and other threads' writes wait; a
- * begin inside it is a savepoint (see nb_db_begin). Reading statements outside
- * the caller's transaction run on a few read connections beside it (SQLite's
- * WAL): they see the last committed state, not another thread's transaction
- * in progress, as on MariaDB.
+ * the same thread inside it see and extend it, and other threads wait; a
+ * begin inside it is a savepoint (see nb_db_begin).
  * Prepared statements are cached per SQL text.
  *
  * Errors: functions return -1/NULL, log the SQLite message, and record a 500

@@ -7,15 +7,7 @@
  * from the others. A begin of the thread that already holds a transaction
  * opens a savepoint (the mutex is taken once more and released by the
  * matching commit/rollback). Prepared statements are cached by SQL text in a small
- * hash table and reset after use.
- *
- * Reads outside a transaction of the calling thread run on one of a few
- * more connections (NB_DB_READERS, each with its own mutex and statement
- * cache), so that concurrent requests read at once: WAL lets readers run
- * beside the writer, and each statement reads the last committed state
- * (what a thread committed it reads back), as on MariaDB's pool. A
- * statement that writes (sqlite3_stmt_readonly false) and every statement
- * of a thread inside its transaction use the main connection. */
+ * hash table and reset after use. */
 #include "db/db.h"
 #include "common/json.h"
 #include "common/log.h"
@@ -29,8 +21,6 @@
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdarg.h>
-#include <stdatomic.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,16 +33,6 @@ struct cached {
     sqlite3_stmt *st;
 };
 
-/* Read connections; none for an in-memory database (each connection
- * would have its own). */
-#define NB_DB_READERS 4
-
-struct reader {
-    sqlite3 *conn;
-    pthread_mutex_t lock;
-    struct cached cache[CACHE_SIZE]; /* writing statements too: prepared to learn they write */
-};
-
 struct nb_db {
     struct nb_maria *maria; /* MariaDB (mariadb.h) instead of SQLite when set */
     sqlite3 *conn;
@@ -60,22 +40,8 @@ struct nb_db {
     pthread_t tx_owner;
     int tx_depth; /* 0: none; 1: the BEGIN; n > 1: savepoints sp_2 .. sp_n */
     double tx_t0; /* when the outermost transaction began (nb_time_mono) */
-    /* tx_thread: &tl_thread_id of the thread holding the transaction, 0 for
-     * none; set and cleared by that thread only, so a thread reading its
-     * own address there is inside its transaction */
-    _Atomic(uintptr_t) tx_thread;
     struct cached cache[CACHE_SIZE];
-    struct reader *readers;
-    int nreaders;
-    atomic_uint next_reader;
 };
-
-static _Thread_local char tl_thread_id;
-
-static bool in_own_tx(const struct nb_db *db)
-{
-    return atomic_load_explicit(&db->tx_thread, memory_order_relaxed) == (uintptr_t)&tl_thread_id;
-}
 
 static void db_lock(struct nb_db *db)
 {
@@ -103,42 +69,6 @@ static struct nb_db *open_mariadb(const char *url)
     return db;
 }
 
-/* The read connections of db at path (none when one fails to open: all
- * statements then use the main connection). */
-static void open_readers(struct nb_db *db, const char *path)
-{
-    if (!*path || !strcmp(path, ":memory:") || strstr(path, "mode=memory"))
-        return;
-    struct reader *r = calloc(NB_DB_READERS, sizeof(*r));
-    int n = 0;
-    for (; r && n < NB_DB_READERS; n++) {
-        if (sqlite3_open_v2(path, &r[n].conn, SQLITE_OPEN_READWRITE | SQLITE_OPEN_FULLMUTEX,
-                            NULL) != SQLITE_OK) {
-            NB_WARN("nubo.db", NULL, NULL, "cannot open a read connection to %s: %s", path,
-                    r[n].conn ? sqlite3_errmsg(r[n].conn) : "out of memory");
-            sqlite3_close(r[n].conn);
-            break;
-        }
-        sqlite3_busy_timeout(r[n].conn, 10000);
-        /* the main connection's page cache size: a cold or smaller one makes full scans (a sort
-         * on an unindexed key) read the file again */
-        sqlite3_exec(r[n].conn,
-                     "PRAGMA query_only=ON; PRAGMA temp_store=MEMORY; PRAGMA cache_size=-65536;",
-                     NULL, NULL, NULL);
-        pthread_mutex_init(&r[n].lock, NULL);
-    }
-    if (r && n == NB_DB_READERS) {
-        db->readers = r;
-        db->nreaders = n;
-        return;
-    }
-    for (int i = 0; r && i < n; i++) {
-        sqlite3_close(r[i].conn);
-        pthread_mutex_destroy(&r[i].lock);
-    }
-    free(r);
-}
-
 struct nb_db *nb_db_open(const char *path)
 {
     if (nb_db_url_is_mariadb(path))
@@ -163,7 +93,6 @@ struct nb_db *nb_db_open(const char *path)
                  "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA foreign_keys=ON;"
                  "PRAGMA temp_store=MEMORY; PRAGMA cache_size=-65536;",
                  NULL, NULL, NULL);
-    open_readers(db, path);
     return db;
 }
 
@@ -180,15 +109,6 @@ void nb_db_close(struct nb_db *db)
         sqlite3_finalize(db->cache[i].st);
         free(db->cache[i].sql);
     }
-    for (int r = 0; r < db->nreaders; r++) {
-        for (int i = 0; i < CACHE_SIZE; i++) {
-            sqlite3_finalize(db->readers[r].cache[i].st);
-            free(db->readers[r].cache[i].sql);
-        }
-        sqlite3_close(db->readers[r].conn);
-        pthread_mutex_destroy(&db->readers[r].lock);
-    }
-    free(db->readers);
     sqlite3_close(db->conn);
     pthread_mutex_destroy(&db->lock);
     free(db);
@@ -202,32 +122,38 @@ static unsigned hash_sql(const char *s)
     return h;
 }
 
-/* Returns a reset, cached statement for sql on conn (its lock held), or
- * NULL. */
-static sqlite3_stmt *prepare(sqlite3 *conn, struct cached *cache, struct nb_ctx *ctx,
-                             const char *sql)
+/* Returns a reset, cached statement for sql (lock held), or NULL. */
+static sqlite3_stmt *prepare(struct nb_db *db, struct nb_ctx *ctx, const char *sql)
 {
     unsigned h = hash_sql(sql) % CACHE_SIZE;
-    struct cached *c = NULL;
     for (unsigned probe = 0; probe < 8; probe++) {
-        c = &cache[(h + probe) % CACHE_SIZE];
+        struct cached *c = &db->cache[(h + probe) % CACHE_SIZE];
         if (c->sql && strcmp(c->sql, sql) == 0) {
             sqlite3_reset(c->st);
             sqlite3_clear_bindings(c->st);
             return c->st;
         }
-        if (!c->sql)
-            break;
+        if (!c->sql) {
+            if (sqlite3_prepare_v3(db->conn, sql, -1, SQLITE_PREPARE_PERSISTENT, &c->st, NULL) !=
+                SQLITE_OK) {
+                NB_ERROR("nubo.db", ctx, NULL, "SQL prepare failed: %s: %s",
+                         sqlite3_errmsg(db->conn), sql);
+                nb_error(ctx, 500, NULL, "Database error.");
+                c->st = NULL;
+                return NULL;
+            }
+            c->sql = strdup(sql);
+            return c->st;
+        }
     }
-    if (c->sql) {
-        /* Cache neighbourhood full: evict the home slot. */
-        c = &cache[h];
-        sqlite3_finalize(c->st);
-        free(c->sql);
-        c->sql = NULL;
-    }
-    if (sqlite3_prepare_v3(conn, sql, -1, SQLITE_PREPARE_PERSISTENT, &c->st, NULL) != SQLITE_OK) {
-        NB_ERROR("nubo.db", ctx, NULL, "SQL prepare failed: %s: %s", sqlite3_errmsg(conn), sql);
+    /* Cache neighbourhood full: evict the home slot. */
+    struct cached *c = &db->cache[h];
+    sqlite3_finalize(c->st);
+    free(c->sql);
+    c->sql = NULL;
+    if (sqlite3_prepare_v3(db->conn, sql, -1, SQLITE_PREPARE_PERSISTENT, &c->st, NULL) !=
+        SQLITE_OK) {
+        NB_ERROR("nubo.db", ctx, NULL, "SQL prepare failed: %s: %s", sqlite3_errmsg(db->conn), sql);
         nb_error(ctx, 500, NULL, "Database error.");
         c->st = NULL;
         return NULL;
@@ -236,7 +162,7 @@ static sqlite3_stmt *prepare(sqlite3 *conn, struct cached *cache, struct nb_ctx 
     return c->st;
 }
 
-static int bind_args(sqlite3 *conn, struct nb_ctx *ctx, sqlite3_stmt *st, const char *types,
+static int bind_args(struct nb_db *db, struct nb_ctx *ctx, sqlite3_stmt *st, const char *types,
                      va_list ap)
 {
     int n = types ? (int)strlen(types) : 0;
@@ -270,7 +196,7 @@ static int bind_args(sqlite3 *conn, struct nb_ctx *ctx, sqlite3_stmt *st, const 
         default: assert(!"bad type character in db call");
         }
         if (rc != SQLITE_OK) {
-            NB_ERROR("nubo.db", ctx, NULL, "bind failed: %s", sqlite3_errmsg(conn));
+            NB_ERROR("nubo.db", ctx, NULL, "bind failed: %s", sqlite3_errmsg(db->conn));
             return nb_error(ctx, 500, NULL, "Database error.");
         }
     }
@@ -299,22 +225,27 @@ static json_t *row_object(sqlite3_stmt *st)
     return o;
 }
 
-static int step_error(sqlite3 *conn, struct nb_ctx *ctx, sqlite3_stmt *st, int rc)
+static int step_error(struct nb_db *db, struct nb_ctx *ctx, sqlite3_stmt *st, int rc)
 {
-    int ext = sqlite3_extended_errcode(conn);
-    NB_ERROR("nubo.db", ctx, NULL, "SQL failed (%d): %s: %s", ext, sqlite3_errmsg(conn),
+    int ext = sqlite3_extended_errcode(db->conn);
+    NB_ERROR("nubo.db", ctx, NULL, "SQL failed (%d): %s: %s", ext, sqlite3_errmsg(db->conn),
              sqlite3_sql(st));
     if ((rc & 0xff) == SQLITE_CONSTRAINT)
-        return nb_error(ctx, 409, NULL, "Conflict: %s", sqlite3_errmsg(conn));
+        return nb_error(ctx, 409, NULL, "Conflict: %s", sqlite3_errmsg(db->conn));
     return nb_error(ctx, 500, NULL, "Database error.");
 }
 
-/* Steps st (prepared on conn, its lock held) to its end, appending each
- * row to rows when non-NULL (up to max_rows, 0 = all); resets it. The rows
- * changed, or -1. */
-static int step_all(sqlite3 *conn, struct nb_ctx *ctx, sqlite3_stmt *st, json_t *rows, int max_rows)
+/* Runs sql; when rows is non-NULL appends each row (up to max_rows, 0 = all). */
+static int run(struct nb_db *db, struct nb_ctx *ctx, json_t *rows, int max_rows, const char *sql,
+               const char *types, va_list ap)
 {
+    if (db->maria)
+        return nb_maria_run(db->maria, ctx, rows, max_rows, sql, types, ap);
+    db_lock(db);
     int ret = -1;
+    sqlite3_stmt *st = prepare(db, ctx, sql);
+    if (!st || bind_args(db, ctx, st, types, ap) < 0)
+        goto cleanup;
     for (;;) {
         int rc = sqlite3_step(st);
         if (rc == SQLITE_ROW) {
@@ -326,70 +257,12 @@ static int step_all(sqlite3 *conn, struct nb_ctx *ctx, sqlite3_stmt *st, json_t 
         }
         if (rc == SQLITE_DONE)
             break;
-        step_error(conn, ctx, st, rc);
-        goto out;
+        step_error(db, ctx, st, rc);
+        goto cleanup;
     }
-    ret = sqlite3_changes(conn);
-out:
-    sqlite3_reset(st);
-    return ret;
-}
-
-/* A read connection, locked: the first free one (so that under light load
- * the first stays the one with warm caches), else the next one in turn. */
-static struct reader *lock_reader(struct nb_db *db)
-{
-    for (int i = 0; i < db->nreaders; i++) {
-        struct reader *r = &db->readers[i];
-        if (pthread_mutex_trylock(&r->lock) == 0)
-            return r;
-    }
-    unsigned next = atomic_fetch_add_explicit(&db->next_reader, 1, memory_order_relaxed);
-    struct reader *r = &db->readers[next % (unsigned)db->nreaders];
-    pthread_mutex_lock(&r->lock);
-    return r;
-}
-
-/* run() on a read connection: 1 when sql writes (then nothing was run:
- * the caller runs it on the main connection), else run()'s result. */
-static int run_read(struct nb_db *db, struct nb_ctx *ctx, json_t *rows, int max_rows,
-                    const char *sql, const char *types, va_list ap)
-{
-    struct reader *r = lock_reader(db);
-    int ret = -1;
-    sqlite3_stmt *st = prepare(r->conn, r->cache, ctx, sql);
-    if (st && !sqlite3_stmt_readonly(st)) {
-        ret = 1;
-    } else if (st) {
-        if (bind_args(r->conn, ctx, st, types, ap) == 0)
-            ret = step_all(r->conn, ctx, st, rows, max_rows) < 0 ? -1 : 0; /* changed none */
-        else
-            sqlite3_reset(st);
-    }
-    pthread_mutex_unlock(&r->lock);
-    return ret;
-}
-
-/* Runs sql; when rows is non-NULL appends each row (up to max_rows, 0 = all). */
-static int run(struct nb_db *db, struct nb_ctx *ctx, json_t *rows, int max_rows, const char *sql,
-               const char *types, va_list ap)
-{
-    if (db->maria)
-        return nb_maria_run(db->maria, ctx, rows, max_rows, sql, types, ap);
-    if (db->nreaders && !in_own_tx(db)) {
-        va_list aq;
-        va_copy(aq, ap);
-        int rc = run_read(db, ctx, rows, max_rows, sql, types, aq);
-        va_end(aq);
-        if (rc != 1)
-            return rc;
-    }
-    db_lock(db);
-    int ret = -1;
-    sqlite3_stmt *st = prepare(db->conn, db->cache, ctx, sql);
-    if (st && bind_args(db->conn, ctx, st, types, ap) == 0)
-        ret = step_all(db->conn, ctx, st, rows, max_rows);
-    else if (st)
+    ret = sqlite3_changes(db->conn);
+cleanup:
+    if (st)
         sqlite3_reset(st);
     db_unlock(db);
     return ret;
@@ -494,7 +367,6 @@ int nb_db_begin(struct nb_db *db, struct nb_ctx *ctx)
     }
     if (!db->tx_depth++) {
         db->tx_owner = pthread_self();
-        atomic_store(&db->tx_thread, (uintptr_t)&tl_thread_id);
         db->tx_t0 = nb_time_mono();
     }
     return 0;
@@ -522,8 +394,7 @@ int nb_db_commit(struct nb_db *db, struct nb_ctx *ctx)
         nb_metrics_observe(NB_M_DB_TRANSACTION_SECONDS, nb_time_mono() - db->tx_t0,
                            (const char *const[]){rc == 0 ? "commit" : "failed_commit"});
     }
-    if (!--db->tx_depth)
-        atomic_store(&db->tx_thread, 0);
+    db->tx_depth--;
     db_unlock(db);
     return rc == 0 ? 0 : nb_error(ctx, 500, NULL, "Database error.");
 }
@@ -551,8 +422,7 @@ void nb_db_rollback(struct nb_db *db)
     if (db->tx_depth == 1)
         nb_metrics_observe(NB_M_DB_TRANSACTION_SECONDS, nb_time_mono() - db->tx_t0,
                            (const char *const[]){"rollback"});
-    if (!--db->tx_depth)
-        atomic_store(&db->tx_thread, 0);
+    db->tx_depth--;
     db_unlock(db);
 }
 
