@@ -567,7 +567,8 @@ def test_scheduler_sees_one_host_enabled_and_another_disabled(fresh_cloud):
     disabled, as after a maintenance: the next boot goes to fake-2, even with
     a host cache kept for a minute (the same number of services disabled is
     not the same services disabled). Before, such a boot found no valid host
-    (seen as a failed live migration in `nubo host drain`)."""
+    (seen as a failed live migration in `nubo host drain`). Then fake-2 joins
+    a new zone and a boot into that zone lands there."""
     c = fresh_cloud("--fake-hosts", "2", "--set", "scheduler.host_cache_ms=60000")
     c.cli("compute", "service", "set", "--disable", "fake-2", "nova-compute", parse=False)
     first = boot(c)
@@ -576,3 +577,12 @@ def test_scheduler_sees_one_host_enabled_and_another_disabled(fresh_cloud):
     c.cli("compute", "service", "set", "--disable", "fake-1", "nova-compute", parse=False)
     second = boot(c)
     assert (second["status"], second["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", "fake-2"), second
+    # a host added to a zone is in it for the next boot, cache or not (before,
+    # the boot found no valid host until the cache aged: Tempest's
+    # test_aggregate_add_host_create_server_with_az)
+    c.cli("aggregate", "create", "--zone", "az-x", unique("agg"), parse=False)
+    aggs = c.cli("aggregate", "list", "-f", "json")
+    c.cli("aggregate", "add", "host", aggs[0]["ID"], "fake-2", parse=False)
+    third = c.cli("server", "create", "--flavor", "m1.tiny", "--image", "cirros", "--wait",
+                  "--availability-zone", "az-x", unique("mig"), "-f", "json")
+    assert (third["status"], third["OS-EXT-SRV-ATTR:host"]) == ("ACTIVE", "fake-2"), third

@@ -44,6 +44,9 @@
 #define NO_HOST_FILTERS "No valid host was found. There are not enough hosts available."
 
 /* A consistent snapshot of the compute hosts, shared by requests. */
+/* services_key(): counts and sums of services and aggregates */
+#define SERVICES_KEY_LEN 192
+
 struct host_cache {
     int refs;
     double built; /* nb_time_mono() */
@@ -51,10 +54,10 @@ struct host_cache {
     struct nb_host_state *hosts;
     double *heartbeat; /* last_seen_up (or created_at) per host, -1 = never */
     bool *forced_down;
-    json_t *by_rp;         /* {rp_uuid: index} */
-    json_t *keep;          /* owns the JSON the host states borrow */
-    json_t *parsed;        /* {text: value} of keep_json, alike hosts share */
-    char services_key[64]; /* services_key() when built */
+    json_t *by_rp;                       /* {rp_uuid: index} */
+    json_t *keep;                        /* owns the JSON the host states borrow */
+    json_t *parsed;                      /* {text: value} of keep_json, alike hosts share */
+    char services_key[SERVICES_KEY_LEN]; /* services_key() when built */
 };
 
 struct scheduler {
@@ -306,13 +309,15 @@ static struct host_cache *cache_build(struct scheduler *s, struct nb_ctx *ctx)
 }
 
 /* A fingerprint of which services are disabled and forced down (their
- * count, and the count, sum and sum of squares of the ids of each kind),
- * into key: a service disabled, enabled or forced down through the API
- * changes it, so that no request is scheduled on the states from before
- * (heartbeats leave it alone). Counts alone are not enough: enabling one
- * host and disabling another (nubo host drain after a maintenance) leaves
- * them as they were. */
-static void services_key(struct scheduler *s, struct nb_ctx *ctx, char key[64])
+ * count, and the count, sum and sum of squares of the ids of each kind)
+ * and of the aggregates (their count, ids and last update, which a rename
+ * or a metadata change sets; their hosts' count and a sum over aggregate
+ * ids and host names), into key: a service disabled, enabled or forced
+ * down, or a host added to an aggregate or a zone, changes it, so that no
+ * request is scheduled on the states from before (heartbeats leave it
+ * alone). Counts alone are not enough: enabling one host and disabling
+ * another (nubo host drain after a maintenance) leaves them as they were. */
+static void services_key(struct scheduler *s, struct nb_ctx *ctx, char key[SERVICES_KEY_LEN])
 {
     struct nb_ctx sub;
     nb_ctx_child(&sub, ctx);
@@ -320,13 +325,21 @@ static void services_key(struct scheduler *s, struct nb_ctx *ctx, char key[64])
         s->env->db, &sub,
         "SELECT COUNT(*) AS n, SUM(disabled) AS d, SUM(disabled * id) AS di, "
         "SUM(disabled * id * id) AS dq, SUM(forced_down) AS f, SUM(forced_down * id) AS fi, "
-        "SUM(forced_down * id * id) AS fq FROM services WHERE deleted = 0",
+        "SUM(forced_down * id * id) AS fq, "
+        "(SELECT COUNT(*) FROM aggregates) AS an, (SELECT SUM(id) FROM aggregates) AS ai, "
+        "(SELECT MAX(updated_at) FROM aggregates) AS au, "
+        "(SELECT COUNT(*) FROM aggregate_hosts) AS hn, "
+        "(SELECT SUM(aggregate_id * (LENGTH(host) + 1)) FROM aggregate_hosts) AS hs "
+        "FROM services WHERE deleted = 0",
         "");
-    snprintf(key, 64, "%lld/%lld/%llx/%llx/%lld/%llx/%llx", nb_json_int(r, "n", -1),
-             nb_json_int(r, "d", -1), (unsigned long long)nb_json_int(r, "di", -1),
+    snprintf(key, SERVICES_KEY_LEN, "%lld/%lld/%llx/%llx/%lld/%llx/%llx/%lld/%lld/%s/%lld/%lld",
+             nb_json_int(r, "n", -1), nb_json_int(r, "d", -1),
+             (unsigned long long)nb_json_int(r, "di", -1),
              (unsigned long long)nb_json_int(r, "dq", -1), nb_json_int(r, "f", -1),
              (unsigned long long)nb_json_int(r, "fi", -1),
-             (unsigned long long)nb_json_int(r, "fq", -1));
+             (unsigned long long)nb_json_int(r, "fq", -1), nb_json_int(r, "an", -1),
+             nb_json_int(r, "ai", 0), nb_json_str(r, "au") ? nb_json_str(r, "au") : "-",
+             nb_json_int(r, "hn", -1), nb_json_int(r, "hs", 0));
 }
 
 /* A snapshot no older than [scheduler] host_cache_ms, or one a little
@@ -336,7 +349,7 @@ static void services_key(struct scheduler *s, struct nb_ctx *ctx, char key[64])
 static struct host_cache *cache_get(struct scheduler *s, struct nb_ctx *ctx)
 {
     double max_age = (double)nb_conf_int("scheduler", "host_cache_ms", 500) / 1000.0;
-    char key[64];
+    char key[SERVICES_KEY_LEN];
     services_key(s, ctx, key);
     pthread_mutex_lock(&s->cache_lock);
     struct host_cache *c = s->cache;
