@@ -197,6 +197,13 @@ static int do_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
     const char *given = json_is_string(pv) && *json_string_value(pv) ? json_string_value(pv) : NULL;
     const char *pool = given ? given : nb_conf_str("neutron", "default_floating_pool", "nova");
     char id[NB_UUID_LEN];
+    /* a pool that is no string names no network */
+    bool truthy = json_is_true(pv) || (json_is_integer(pv) && json_integer_value(pv)) ||
+                  (json_is_real(pv) && json_real_value(pv) != 0) ||
+                  (json_is_array(pv) && json_array_size(pv)) ||
+                  (json_is_object(pv) && json_object_size(pv));
+    if (truthy)
+        return nb_error(ctx, 404, NULL, "Floating IP pool not found.");
     if (pool_id(ctx, pool, id) < 0)
         return -1;
     _cleanup_json_ json_t *nbody = json_pack("{s:s}", "floating_network_id", id);
