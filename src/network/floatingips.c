@@ -22,6 +22,7 @@
 #include "common/util.h"
 #include "db/db.h"
 #include "network/floatingips.h"
+#include "network/network.h"
 #include "network/network_int.h"
 
 #include <stdio.h>
@@ -412,17 +413,28 @@ static json_t *create_one(struct nb_ctx *ctx, json_t *body)
     return fip_view(ctx, row);
 }
 
+json_t *nb_network_fip_create(struct nb_ctx *ctx, json_t *body)
+{
+    if (nb_net_check_attrs(ctx, body, fip_attrs, true) < 0 || nb_db_begin(nb_net_env->db, ctx) < 0)
+        return NULL;
+    json_t *v = create_one(ctx, body);
+    if (!v) {
+        nb_db_rollback(nb_net_env->db);
+        return NULL;
+    }
+    if (nb_db_commit(nb_net_env->db, ctx) < 0) {
+        json_decref(v);
+        return NULL;
+    }
+    changed(ctx, NULL, nb_json_str(body, "port_id"), "floating IP created");
+    return v;
+}
+
 static int fip_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
     json_t *body = nb_net_body(ctx, req, "floatingip");
-    if (!body || nb_net_check_attrs(ctx, body, fip_attrs, true) < 0)
-        return -1;
-    _cleanup_json_ json_t *items = json_pack("[O]", body);
-    if (nb_net_create_respond(ctx, req, resp, "floatingip", "floatingips", items, false,
-                              create_one) < 0)
-        return -1;
-    changed(ctx, NULL, nb_json_str(body, "port_id"), "floating IP created");
-    return 0;
+    json_t *v = body ? nb_network_fip_create(ctx, body) : NULL;
+    return v ? nb_net_show_respond(req, resp, 201, "floatingip", v) : -1;
 }
 
 /* --- list, show ------------------------------------------------------------------- */
@@ -457,58 +469,77 @@ static bool tags_match(struct nb_req *req, const json_t *view)
     return true;
 }
 
-static int fip_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+json_t *nb_network_fip_list(struct nb_ctx *ctx, const char *project_id)
 {
-    bool all = ctx->is_admin || ctx->system;
+    if (!project_id && !(ctx->is_admin || ctx->system))
+        project_id = ctx->project_id;
     _cleanup_json_ json_t *rows =
-        all ? nb_db_rows(nb_net_env->db, ctx, "SELECT * FROM floatingips ORDER BY rowid", "")
+        !project_id
+            ? nb_db_rows(nb_net_env->db, ctx, "SELECT * FROM floatingips ORDER BY rowid", "")
             : nb_db_rows(nb_net_env->db, ctx,
                          "SELECT * FROM floatingips WHERE project_id = ? ORDER BY rowid", "s",
-                         ctx->project_id);
+                         project_id);
     if (!rows)
-        return -1;
+        return NULL;
     json_t *views = json_array();
     size_t i;
     json_t *row;
-    json_array_foreach (rows, i, row) {
-        json_t *v = fip_view(ctx, row);
+    json_array_foreach (rows, i, row)
+        json_array_append_new(views, fip_view(ctx, row));
+    return views;
+}
+
+static int fip_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    _cleanup_json_ json_t *all = nb_network_fip_list(ctx, NULL);
+    if (!all)
+        return -1;
+    json_t *views = json_array();
+    size_t i;
+    json_t *v;
+    json_array_foreach (all, i, v)
         if (tags_match(req, v))
-            json_array_append_new(views, v);
-        else
-            json_decref(v);
-    }
+            json_array_append(views, v);
     return nb_net_list_respond(ctx, req, resp, "floatingips", views);
+}
+
+json_t *nb_network_fip_show(struct nb_ctx *ctx, const char *id)
+{
+    _cleanup_json_ json_t *row = fip_load(ctx, id);
+    return row ? fip_view(ctx, row) : NULL;
 }
 
 static int fip_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    _cleanup_json_ json_t *row = fip_load(ctx, nb_req_param(req, "floatingip_id"));
-    if (!row)
-        return -1;
-    return nb_net_show_respond(req, resp, 200, "floatingip", fip_view(ctx, row));
+    json_t *v = nb_network_fip_show(ctx, nb_req_param(req, "floatingip_id"));
+    return v ? nb_net_show_respond(req, resp, 200, "floatingip", v) : -1;
+}
+
+json_t *nb_network_fip_pools(struct nb_ctx *ctx)
+{
+    return nb_db_rows(nb_net_env->db, ctx,
+                      "SELECT id, name FROM networks WHERE router_external = 1 ORDER BY rowid", "");
 }
 
 /* --- update, delete ----------------------------------------------------------------- */
 
-static int fip_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+json_t *nb_network_fip_update(struct nb_ctx *ctx, const char *id, json_t *body)
 {
-    const char *id = nb_req_param(req, "floatingip_id");
-    json_t *body = nb_net_body(ctx, req, "floatingip");
-    if (!body || nb_net_check_attrs(ctx, body, fip_attrs, false) < 0)
-        return -1;
+    if (nb_net_check_attrs(ctx, body, fip_attrs, false) < 0)
+        return NULL;
     struct nb_db *db = nb_net_env->db;
     if (nb_db_begin(db, ctx) < 0)
-        return -1;
+        return NULL;
     _cleanup_json_ json_t *row = fip_load(ctx, id);
     _cleanup_free_ char *old_port =
         row && nb_json_str(row, "fixed_port_id") ? strdup(nb_json_str(row, "fixed_port_id")) : NULL;
     if (!row || resolve_assoc(ctx, body, row) < 0 ||
         write_assoc(ctx, row, nb_json_str(body, "description")) < 0) {
         nb_db_rollback(db);
-        return -1;
+        return NULL;
     }
     if (nb_db_commit(db, ctx) < 0)
-        return -1;
+        return NULL;
     const char *new_port = nb_json_str(row, "fixed_port_id");
     if ((old_port != NULL) != (new_port != NULL) ||
         (old_port && new_port && strcmp(old_port, new_port)))
@@ -517,14 +548,18 @@ static int fip_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *re
                 new_port ? "associated with" : "disassociated from",
                 new_port ? new_port : old_port);
     changed(ctx, old_port, new_port, "floating IP updated");
-    json_decref(row);
-    row = fip_load(ctx, id);
-    return row ? nb_net_show_respond(req, resp, 200, "floatingip", fip_view(ctx, row)) : -1;
+    return nb_network_fip_show(ctx, id);
 }
 
-static int fip_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+static int fip_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    const char *id = nb_req_param(req, "floatingip_id");
+    json_t *body = nb_net_body(ctx, req, "floatingip");
+    json_t *v = body ? nb_network_fip_update(ctx, nb_req_param(req, "floatingip_id"), body) : NULL;
+    return v ? nb_net_show_respond(req, resp, 200, "floatingip", v) : -1;
+}
+
+int nb_network_fip_delete(struct nb_ctx *ctx, const char *id)
+{
     _cleanup_json_ json_t *row = fip_load(ctx, id);
     if (!row)
         return -1;
@@ -535,6 +570,13 @@ static int fip_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *re
     NB_INFO(FIP_LOG, ctx, NULL, "deleted floating IP %s (%s)", id,
             nb_json_str(row, "floating_ip_address"));
     changed(ctx, nb_json_str(row, "fixed_port_id"), NULL, "floating IP deleted");
+    return 0;
+}
+
+static int fip_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    if (nb_network_fip_delete(ctx, nb_req_param(req, "floatingip_id")) < 0)
+        return -1;
     return nb_resp_empty(resp, 204);
 }
 

@@ -224,4 +224,20 @@ json_t *nb_network_instances_sg_names(struct nb_ctx *ctx, const json_t *uuids);
 int nb_network_instance_sg_change(struct nb_ctx *ctx, const char *instance_uuid, const char *sg_id,
                                   bool add);
 
+/* --- floating IPs for the compute API's proxy (floatingips.c) -----------
+ * Each runs as the matching /v2.0/floatingips call on behalf of ctx (same
+ * checks, same errors recorded once with nb_error) and returns Neutron's
+ * view (with "port_details"); new references, NULL after nb_error. */
+/* The floating IPs of project_id (NULL: those ctx sees, every project's
+ * for an admin), in creation order. */
+json_t *nb_network_fip_list(struct nb_ctx *ctx, const char *project_id);
+json_t *nb_network_fip_show(struct nb_ctx *ctx, const char *id);
+/* body: the request's "floatingip" object (may be amended). */
+json_t *nb_network_fip_create(struct nb_ctx *ctx, json_t *body);
+json_t *nb_network_fip_update(struct nb_ctx *ctx, const char *id, json_t *body);
+int nb_network_fip_delete(struct nb_ctx *ctx, const char *id);
+/* The external networks (router:external), Nova's floating IP pools:
+ * [{"id", "name"}] in creation order. */
+json_t *nb_network_fip_pools(struct nb_ctx *ctx);
+
 #endif

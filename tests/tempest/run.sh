@@ -117,6 +117,10 @@ else
   # own networks plus the shared ones)
   public_net=$(osc network create --external --project service public -f value -c id) &&
     osc subnet create --network public --subnet-range 172.24.4.0/24 public-subnet >/dev/null || exit 1
+  # devstack's router1 joins "private" to it: the servers' floating IPs (os-floating-ips and
+  # addFloatingIp tests) need a router from their subnet to the floating network
+  osc router create router1 >/dev/null && osc router set --external-gateway public router1 &&
+    osc router add subnet router1 private-subnet || exit 1
 fi
 
 /usr/bin/tempest init --workspace-path "$WS.workspace.yaml" --name nubo "$WS/tempest" >/dev/null

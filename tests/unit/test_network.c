@@ -298,7 +298,8 @@ static const char *P1 = "p1p1p1p1p1p1p1p1p1p1p1p1p1p1p1p1";
 /* projects of the compute-contract test, which must see no other network */
 static const char *P3 = "p3p3p3p3p3p3p3p3p3p3p3p3p3p3p3p3",
                   *P4 = "p4p4p4p4p4p4p4p4p4p4p4p4p4p4p4p4",
-                  *P5 = "p5p5p5p5p5p5p5p5p5p5p5p5p5p5p5p5";
+                  *P5 = "p5p5p5p5p5p5p5p5p5p5p5p5p5p5p5p5",
+                  *P6 = "p6p6p6p6p6p6p6p6p6p6p6p6p6p6p6p6";
 
 /* A network with one subnet of cidr (pools: text or NULL). Writes ids. */
 static void make_net(const char *project, bool shared, const char *cidr, const char *pools_text,
@@ -761,6 +762,62 @@ static void test_instance_security_groups(void **state)
     assert_int_equal(nb_network_deallocate_for_instance(&ctx, inst), 0);
 }
 
+/* The compute proxy's view of floating IPs: the pools (external
+ * networks), allocate, list by project, show, release. Runs last: an
+ * external network is every project's to see. */
+static void test_floating_ips_for_compute(void **state)
+{
+    (void)state;
+    struct nb_ctx ctx;
+    admin_ctx(&ctx, P1);
+    json_t *nb = json_pack("{s:s, s:b}", "name", "public", "router:external", 1);
+    json_t *net = nb_net_network_create(&ctx, nb);
+    json_decref(nb);
+    assert_non_null(net);
+    const char *net_id = nb_json_str(net, "id");
+    json_t *sb = json_pack("{s:s, s:s, s:i}", "network_id", net_id, "cidr", "198.51.100.0/29",
+                           "ip_version", 4);
+    json_decref(nb_net_subnet_create(&ctx, sb));
+    json_decref(sb);
+
+    user_ctx(&ctx, P6);
+    json_t *pools = nb_network_fip_pools(&ctx);
+    assert_int_equal(json_array_size(pools), 1);
+    assert_string_equal(nb_json_str(json_array_get(pools, 0), "name"), "public");
+    assert_string_equal(nb_json_str(json_array_get(pools, 0), "id"), net_id);
+    json_decref(pools);
+    json_t *body = json_pack("{s:s}", "floating_network_id", net_id);
+    json_t *fip = nb_network_fip_create(&ctx, body);
+    json_decref(body);
+    assert_non_null(fip);
+    const char *id = nb_json_str(fip, "id");
+    assert_string_equal(nb_json_str(fip, "project_id"), P6);
+    assert_true(json_is_null(json_object_get(fip, "port_details")));
+    json_t *list = nb_network_fip_list(&ctx, P6);
+    assert_int_equal(json_array_size(list), 1);
+    assert_string_equal(nb_json_str(json_array_get(list, 0), "id"), id);
+    json_decref(list);
+    json_t *shown = nb_network_fip_show(&ctx, id);
+    assert_true(json_equal(shown, fip));
+    json_decref(shown);
+
+    struct nb_ctx other;
+    user_ctx(&other, P5);
+    list = nb_network_fip_list(&other, NULL);
+    assert_int_equal(json_array_size(list), 0);
+    json_decref(list);
+    assert_null(nb_network_fip_show(&other, id));
+    assert_int_equal(other.err_status, 404);
+    user_ctx(&other, P5);
+    assert_int_equal(nb_network_fip_delete(&other, id), -1);
+
+    assert_int_equal(nb_network_fip_delete(&ctx, id), 0);
+    assert_null(nb_network_fip_show(&ctx, id));
+    assert_int_equal(ctx.err_status, 404);
+    json_decref(fip);
+    json_decref(net);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -803,6 +860,7 @@ int main(void)
         cmocka_unit_test(test_eui64),
         cmocka_unit_test(test_auto_address_subnets),
         cmocka_unit_test(test_instance_security_groups),
+        cmocka_unit_test(test_floating_ips_for_compute),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -16,6 +16,7 @@
 #include "compute/api/block_devices.h"
 #include "compute/api/instances.h"
 #include "compute/api/quotas.h"
+#include "compute/api/server_actions.h"
 #include "compute/api/server_create.h"
 #include "compute/api/server_views.h"
 #include "compute/api/validate.h"
@@ -175,6 +176,7 @@ static int setup_db(void **state)
     nb_compute_servers_init(&env);
     nb_compute_quotas_init(&env);
     nb_compute_limits_init(&env);
+    nb_compute_server_actions_init(&env);
     nb_compute_server_ips_init(&env);
     nb_compute_images_init(&env);
     nb_compute_versions_init(&env);
@@ -761,6 +763,45 @@ static void test_image_bdms_merge(void **state)
     json_decref(image);
 }
 
+/* addFloatingIp / removeFloatingIp: gone at 2.44, Nova's schema before
+ * the server is looked up; the fixed addresses of a network_info. */
+static void test_floating_ip_actions(void **state)
+{
+    (void)state;
+    int st;
+    const char *act = "/compute/v2.1/servers/00000000-0000-0000-0000-000000000001/action";
+    json_t *j = call("POST", "member:pA:u1", "2.44", act,
+                     "{\"addFloatingIp\": {\"address\": \"192.0.2.1\"}}", &st);
+    assert_int_equal(st, 404);
+    assert_message(j, "itemNotFound", "The resource could not be found.");
+    json_decref(j);
+    j = call("POST", "member:pA:u1", "2.43", act, "{\"addFloatingIp\": {}}", &st);
+    assert_int_equal(st, 400);
+    assert_non_null(strstr(nb_json_str(json_object_get(j, "badRequest"), "message"),
+                           "'address' is a required property"));
+    json_decref(j);
+    j = call("POST", "member:pA:u1", "2.43", act, "{\"addFloatingIp\": {\"address\": \"x\"}}", &st);
+    assert_int_equal(st, 400);
+    json_decref(j);
+    j = call("POST", "member:pA:u1", "2.1",
+             "/compute/v2.1/servers/00000000-0000-0000-0000-00000000dead/action",
+             "{\"removeFloatingIp\": {\"address\": \"192.0.2.1\", \"fixed_address\": "
+             "\"10.0.0.2\"}}",
+             &st);
+    assert_int_equal(st, 400); /* the schema answers before the lookup */
+    json_decref(j);
+    json_t *nw = nb_json_parse(
+        "[{\"network\": {\"subnets\": [{\"ips\": [{\"address\": \"fd00::5\", \"type\": "
+        "\"fixed\"}]}, {\"ips\": [{\"address\": \"10.0.0.5\", \"type\": \"fixed\"}]}]}}, "
+        "{\"network\": {\"subnets\": [{\"ips\": [{\"address\": \"10.1.0.7\"}]}]}}]");
+    json_t *ips = nb_srv_fixed_ips(nw);
+    json_t *want = nb_json_parse("[\"fd00::5\", \"10.0.0.5\", \"10.1.0.7\"]");
+    assert_true(json_equal(ips, want));
+    json_decref(want);
+    json_decref(ips);
+    json_decref(nw);
+}
+
 int main(void)
 {
     const struct CMUnitTest pure[] = {
@@ -776,6 +817,7 @@ int main(void)
         cmocka_unit_test(test_quota_and_limits),
         cmocka_unit_test(test_destroy_instance),
         cmocka_unit_test(test_flavor_create_refused_after_id),
+        cmocka_unit_test(test_floating_ip_actions),
     };
     int failed = cmocka_run_group_tests_name("servers-logic", pure, NULL, NULL);
     failed += cmocka_run_group_tests_name("servers-db", with_db, setup_db, teardown_db);

@@ -31,6 +31,7 @@ int nb_compute_api_init(struct nb_env *env)
         nb_compute_server_external_events_init,
         nb_compute_images_init,
         nb_compute_security_groups_init,
+        nb_compute_floating_ips_init,
         nb_compute_simple_tenant_usage_init,
         nb_compute_instance_usage_audit_log_init,
     };

@@ -575,6 +575,8 @@ static const struct {
     {"evacuate", nb_srv_check_evacuate, NULL, NULL, nb_srv_evacuate},
     {"addSecurityGroup", NULL, nb_srv_add_security_group, NULL, NULL},
     {"removeSecurityGroup", NULL, nb_srv_remove_security_group, NULL, NULL},
+    {"addFloatingIp", nb_srv_check_add_floating_ip, nb_srv_add_floating_ip, NULL, NULL},
+    {"removeFloatingIp", nb_srv_check_remove_floating_ip, nb_srv_remove_floating_ip, NULL, NULL},
 };
 
 /* Nova's other server actions: known, but not available in nubo yet. */
@@ -591,8 +593,6 @@ static const char *const not_yet[] = {"addFixedIp",
                                       "os-getSPICEConsole",
                                       "os-getRDPConsole",
                                       "os-getSerialConsole",
-                                      "addFloatingIp",
-                                      "removeFloatingIp",
                                       "injectNetworkInfo",
                                       "forceDelete",
                                       "restore",

@@ -28,6 +28,17 @@ extern const char *const nb_srv_none_only[];
 int nb_srv_add_security_group(struct nb_ctx *ctx, json_t *inst, json_t *args);
 int nb_srv_remove_security_group(struct nb_ctx *ctx, json_t *inst, json_t *args);
 
+/* The addFloatingIp / removeFloatingIp actions (floating_ips.c): their
+ * body checks (a 404 from 2.44, then Nova's schema) and their work. 0/-1
+ * after nb_error. */
+int nb_srv_check_add_floating_ip(struct nb_ctx *ctx, json_t *args);
+int nb_srv_check_remove_floating_ip(struct nb_ctx *ctx, json_t *args);
+int nb_srv_add_floating_ip(struct nb_ctx *ctx, json_t *inst, json_t *args);
+int nb_srv_remove_floating_ip(struct nb_ctx *ctx, json_t *inst, json_t *args);
+/* The fixed addresses of a network_info list in VIF order (Nova's
+ * NetworkInfo.fixed_ips()): a new array of strings. */
+json_t *nb_srv_fixed_ips(const json_t *network_info);
+
 /* Whether v (NULL read as "") is in the NULL-terminated set. */
 bool nb_srv_in_set(const char *v, const char *const *set);
 
