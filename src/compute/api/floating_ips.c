@@ -19,6 +19,7 @@
 #include "common/util.h"
 #include "compute/api/api.h"
 #include "compute/api/instances.h"
+#include "compute/api/proxy.h"
 #include "compute/api/server_actions.h"
 #include "compute/api/server_addresses.h"
 #include "compute/api/validate.h"
@@ -29,39 +30,13 @@
 #include <string.h>
 
 #define FIP_RULE "os_compute_api:os-floating-ips:"
-/* Nova's MAX_PROXY_API_SUPPORT_VERSION (2.35) and the actions' last (2.43). */
-#define PROXY_MAX_MINOR 35
+/* The actions' last microversion (2.43). */
 #define ACTION_MAX_MINOR 43
-
-static int check_version(struct nb_ctx *ctx, int max_minor)
-{
-    if (nb_ctx_mv_ge(ctx, 2, max_minor + 1))
-        return nb_error(ctx, 404, NULL, "The resource could not be found.");
-    return 0;
-}
 
 static int policy(struct nb_ctx *ctx, const char *what, bool read, const char *project)
 {
-    char rule[96];
-    snprintf(rule, sizeof(rule), FIP_RULE "%s", what);
-    return nb_srv_policy(
-        ctx, rule, read ? nb_srv_is_reader_of(ctx, project) : nb_srv_is_member_of(ctx, project));
+    return nb_proxy_policy(ctx, FIP_RULE, what, read, project);
 }
-
-/* Neutron's errors carry Neutron's names; Nova answers in its own dialect
- * (itemNotFound, badRequest, …): the name goes, status and message stay. */
-static int nova_err(struct nb_ctx *ctx, int rc)
-{
-    if (rc < 0 && nb_ctx_failed(ctx) && *nb_ctx_error_name(ctx) && nb_ctx_status(ctx) < 500)
-        nb_srv_error_as(ctx, nb_ctx_status(ctx), NULL);
-    return rc;
-}
-
-#define NOVA_ROUTE(name)                                                                           \
-    static int h_##name(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)              \
-    {                                                                                              \
-        return nova_err(ctx, do_##name(ctx, req, resp));                                           \
-    }
 
 /* --- views ------------------------------------------------------------------ */
 
@@ -130,7 +105,8 @@ static json_t *fip_by_address(struct nb_ctx *ctx, const char *address)
 static int do_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
     (void)req;
-    if (check_version(ctx, PROXY_MAX_MINOR) < 0 || policy(ctx, "list", true, ctx->project_id) < 0)
+    if (nb_proxy_check_version(ctx, NB_PROXY_MAX_MINOR) < 0 ||
+        policy(ctx, "list", true, ctx->project_id) < 0)
         return -1;
     _cleanup_json_ json_t *fips = nb_network_fip_list(ctx, ctx->project_id);
     _cleanup_json_ json_t *pools = fips ? nb_network_fip_pools(ctx) : NULL;
@@ -158,7 +134,8 @@ static json_t *path_fip(struct nb_ctx *ctx, struct nb_req *req)
 
 static int do_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (check_version(ctx, PROXY_MAX_MINOR) < 0 || policy(ctx, "show", true, ctx->project_id) < 0)
+    if (nb_proxy_check_version(ctx, NB_PROXY_MAX_MINOR) < 0 ||
+        policy(ctx, "show", true, ctx->project_id) < 0)
         return -1;
     _cleanup_json_ json_t *fip = path_fip(ctx, req);
     return fip ? respond_one(ctx, resp, 200, fip) : -1;
@@ -190,7 +167,7 @@ static int pool_id(struct nb_ctx *ctx, const char *name_or_id, char *id)
 
 static int do_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (check_version(ctx, PROXY_MAX_MINOR) < 0 ||
+    if (nb_proxy_check_version(ctx, NB_PROXY_MAX_MINOR) < 0 ||
         policy(ctx, "create", false, ctx->project_id) < 0)
         return -1;
     json_t *body = req->json, *pv = json_is_object(body) ? json_object_get(body, "pool") : NULL;
@@ -227,7 +204,7 @@ static int do_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
 
 static int do_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (check_version(ctx, PROXY_MAX_MINOR) < 0 ||
+    if (nb_proxy_check_version(ctx, NB_PROXY_MAX_MINOR) < 0 ||
         policy(ctx, "delete", false, ctx->project_id) < 0)
         return -1;
     _cleanup_json_ json_t *fip = path_fip(ctx, req);
@@ -243,7 +220,7 @@ static int do_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
 static int do_pools(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
     (void)req;
-    if (check_version(ctx, PROXY_MAX_MINOR) < 0 ||
+    if (nb_proxy_check_version(ctx, NB_PROXY_MAX_MINOR) < 0 ||
         nb_srv_policy(ctx, "os_compute_api:os-floating-ip-pools", true) < 0)
         return -1;
     _cleanup_json_ json_t *pools = nb_network_fip_pools(ctx);
@@ -262,7 +239,7 @@ static int do_pools(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp
 
 static int check_action(struct nb_ctx *ctx, const char *action, const json_t *args, bool add)
 {
-    if (check_version(ctx, ACTION_MAX_MINOR) < 0)
+    if (nb_proxy_check_version(ctx, ACTION_MAX_MINOR) < 0)
         return -1;
     if (!json_is_object(args))
         return nb_srv_bad(ctx, action, args, "is not of type 'object'");
@@ -425,19 +402,19 @@ static int remove_floating_ip(struct nb_ctx *ctx, json_t *inst, json_t *args)
 
 int nb_srv_add_floating_ip(struct nb_ctx *ctx, json_t *inst, json_t *args)
 {
-    return nova_err(ctx, add_floating_ip(ctx, inst, args));
+    return nb_proxy_nova_err(ctx, add_floating_ip(ctx, inst, args));
 }
 
 int nb_srv_remove_floating_ip(struct nb_ctx *ctx, json_t *inst, json_t *args)
 {
-    return nova_err(ctx, remove_floating_ip(ctx, inst, args));
+    return nb_proxy_nova_err(ctx, remove_floating_ip(ctx, inst, args));
 }
 
-NOVA_ROUTE(list)
-NOVA_ROUTE(show)
-NOVA_ROUTE(create)
-NOVA_ROUTE(delete)
-NOVA_ROUTE(pools)
+NB_PROXY_ROUTE(list)
+NB_PROXY_ROUTE(show)
+NB_PROXY_ROUTE(create)
+NB_PROXY_ROUTE(delete)
+NB_PROXY_ROUTE(pools)
 
 int nb_compute_floating_ips_init(struct nb_env *env)
 {

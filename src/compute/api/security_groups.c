@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "compute/api/api.h"
 #include "compute/api/instances.h"
+#include "compute/api/proxy.h"
 #include "compute/api/links.h"
 #include "compute/api/server_actions.h"
 #include "compute/api/validate.h"
@@ -34,22 +35,10 @@
 #include <strings.h>
 
 #define SG_RULE "os_compute_api:os-security-groups:"
-/* Nova's MAX_PROXY_API_SUPPORT_VERSION: 2.35. */
-#define PROXY_MAX_MINOR 35
-
-static int check_version(struct nb_ctx *ctx)
-{
-    if (nb_ctx_mv_ge(ctx, 2, PROXY_MAX_MINOR + 1))
-        return nb_error(ctx, 404, NULL, "The resource could not be found.");
-    return 0;
-}
 
 static int policy(struct nb_ctx *ctx, const char *what, bool read, const char *project)
 {
-    char rule[96];
-    snprintf(rule, sizeof(rule), SG_RULE "%s", what);
-    return nb_srv_policy(
-        ctx, rule, read ? nb_srv_is_reader_of(ctx, project) : nb_srv_is_member_of(ctx, project));
+    return nb_proxy_policy(ctx, SG_RULE, what, read, project);
 }
 
 /* security_group_api.validate_id. 0/-1 (400). */
@@ -59,23 +48,6 @@ static int validate_id(struct nb_ctx *ctx, const char *id)
         return nb_error(ctx, 400, NULL, "Security group id should be uuid");
     return 0;
 }
-
-/* Neutron's errors carry Neutron's names (SecurityGroupNotFound, …); Nova
- * answers them in its own dialect (itemNotFound, badRequest, …), so the
- * name goes and the status and message stay. rc passes through. */
-static int nova_err(struct nb_ctx *ctx, int rc)
-{
-    if (rc < 0 && nb_ctx_failed(ctx) && *nb_ctx_error_name(ctx) && nb_ctx_status(ctx) < 500)
-        nb_srv_error_as(ctx, nb_ctx_status(ctx), NULL);
-    return rc;
-}
-
-/* Each route's handler: its do_ function in Nova's error dialect. */
-#define NOVA_ROUTE(name)                                                                           \
-    static int h_##name(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)              \
-    {                                                                                              \
-        return nova_err(ctx, do_##name(ctx, req, resp));                                           \
-    }
 
 /* --- views ------------------------------------------------------------------ */
 
@@ -233,8 +205,9 @@ static int int_param(struct nb_ctx *ctx, struct nb_req *req, const char *name, l
 static int do_list(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
     long long offset, limit;
-    if (check_version(ctx) < 0 || policy(ctx, "get", true, ctx->project_id) < 0 ||
-        int_param(ctx, req, "limit", &limit) < 0 || int_param(ctx, req, "offset", &offset) < 0)
+    if (nb_proxy_check_version(ctx, NB_PROXY_MAX_MINOR) < 0 ||
+        policy(ctx, "get", true, ctx->project_id) < 0 || int_param(ctx, req, "limit", &limit) < 0 ||
+        int_param(ctx, req, "offset", &offset) < 0)
         return -1;
     _cleanup_json_ json_t *groups =
         nb_network_sg_list(ctx, ctx->is_admin && nb_req_query(req, "all_tenants"));
@@ -263,7 +236,8 @@ static json_t *path_group(struct nb_ctx *ctx, struct nb_req *req)
 
 static int do_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (check_version(ctx) < 0 || policy(ctx, "show", true, ctx->project_id) < 0)
+    if (nb_proxy_check_version(ctx, NB_PROXY_MAX_MINOR) < 0 ||
+        policy(ctx, "show", true, ctx->project_id) < 0)
         return -1;
     _cleanup_json_ json_t *g = path_group(ctx, req);
     if (!g)
@@ -273,7 +247,8 @@ static int do_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 
 static int do_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (check_version(ctx) < 0 || policy(ctx, "create", false, ctx->project_id) < 0)
+    if (nb_proxy_check_version(ctx, NB_PROXY_MAX_MINOR) < 0 ||
+        policy(ctx, "create", false, ctx->project_id) < 0)
         return -1;
     json_t *sg = from_body(ctx, req, "security_group");
     if (!sg)
@@ -290,7 +265,8 @@ static int do_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
 
 static int do_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (check_version(ctx) < 0 || policy(ctx, "update", false, ctx->project_id) < 0)
+    if (nb_proxy_check_version(ctx, NB_PROXY_MAX_MINOR) < 0 ||
+        policy(ctx, "update", false, ctx->project_id) < 0)
         return -1;
     _cleanup_json_ json_t *g = path_group(ctx, req);
     if (!g)
@@ -310,7 +286,8 @@ static int do_update(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *res
 
 static int do_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (check_version(ctx) < 0 || policy(ctx, "delete", false, ctx->project_id) < 0)
+    if (nb_proxy_check_version(ctx, NB_PROXY_MAX_MINOR) < 0 ||
+        policy(ctx, "delete", false, ctx->project_id) < 0)
         return -1;
     _cleanup_json_ json_t *g = path_group(ctx, req);
     if (!g)
@@ -556,7 +533,8 @@ fail:
 
 static int do_rule_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (check_version(ctx) < 0 || policy(ctx, "rule:create", false, ctx->project_id) < 0)
+    if (nb_proxy_check_version(ctx, NB_PROXY_MAX_MINOR) < 0 ||
+        policy(ctx, "rule:create", false, ctx->project_id) < 0)
         return -1;
     json_t *body = from_body(ctx, req, "security_group_rule");
     if (!body)
@@ -579,7 +557,8 @@ static int do_rule_create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
 
 static int do_rule_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
 {
-    if (check_version(ctx) < 0 || policy(ctx, "rule:delete", false, ctx->project_id) < 0)
+    if (nb_proxy_check_version(ctx, NB_PROXY_MAX_MINOR) < 0 ||
+        policy(ctx, "rule:delete", false, ctx->project_id) < 0)
         return -1;
     const char *id = nb_req_param(req, "security_group_rule_id");
     if (validate_id(ctx, id) < 0)
@@ -656,22 +635,22 @@ static int change_group(struct nb_ctx *ctx, json_t *inst, json_t *args, bool add
 
 int nb_srv_add_security_group(struct nb_ctx *ctx, json_t *inst, json_t *args)
 {
-    return nova_err(ctx, change_group(ctx, inst, args, true));
+    return nb_proxy_nova_err(ctx, change_group(ctx, inst, args, true));
 }
 
 int nb_srv_remove_security_group(struct nb_ctx *ctx, json_t *inst, json_t *args)
 {
-    return nova_err(ctx, change_group(ctx, inst, args, false));
+    return nb_proxy_nova_err(ctx, change_group(ctx, inst, args, false));
 }
 
-NOVA_ROUTE(list)
-NOVA_ROUTE(show)
-NOVA_ROUTE(create)
-NOVA_ROUTE(update)
-NOVA_ROUTE(delete)
-NOVA_ROUTE(rule_create)
-NOVA_ROUTE(rule_delete)
-NOVA_ROUTE(server_groups)
+NB_PROXY_ROUTE(list)
+NB_PROXY_ROUTE(show)
+NB_PROXY_ROUTE(create)
+NB_PROXY_ROUTE(update)
+NB_PROXY_ROUTE(delete)
+NB_PROXY_ROUTE(rule_create)
+NB_PROXY_ROUTE(rule_delete)
+NB_PROXY_ROUTE(server_groups)
 
 int nb_compute_security_groups_init(struct nb_env *env)
 {
