@@ -415,17 +415,11 @@ static json_t *create_one(struct nb_ctx *ctx, json_t *body)
 
 json_t *nb_network_fip_create(struct nb_ctx *ctx, json_t *body)
 {
-    if (nb_net_check_attrs(ctx, body, fip_attrs, true) < 0 || nb_db_begin(nb_net_env->db, ctx) < 0)
+    if (nb_net_check_attrs(ctx, body, fip_attrs, true) < 0)
         return NULL;
-    json_t *v = create_one(ctx, body);
-    if (!v) {
-        nb_db_rollback(nb_net_env->db);
+    json_t *v = nb_net_create_in_tx(ctx, body, create_one);
+    if (!v)
         return NULL;
-    }
-    if (nb_db_commit(nb_net_env->db, ctx) < 0) {
-        json_decref(v);
-        return NULL;
-    }
     changed(ctx, NULL, nb_json_str(body, "port_id"), "floating IP created");
     return v;
 }

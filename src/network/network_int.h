@@ -197,6 +197,12 @@ struct nb_net_attr {
 int nb_net_check_attrs(struct nb_ctx *ctx, json_t *body, const struct nb_net_attr *attrs,
                        bool create);
 
+/* create(ctx, body) in a transaction of its own: committed when it gives a
+ * view, rolled back when it fails. The view (new ref), or NULL after
+ * nb_error. */
+json_t *nb_net_create_in_tx(struct nb_ctx *ctx, json_t *body,
+                            json_t *(*create)(struct nb_ctx *ctx, json_t *body));
+
 /* Neutron's attribute validators. Each returns NULL when valid, else the
  * reason text (static or into buf[256]), worded as neutron_lib's. */
 const char *nb_net_validate_mac(const char *s, char *buf);

@@ -724,19 +724,9 @@ static json_t *create_one(struct nb_ctx *ctx, json_t *body)
 
 json_t *nb_net_port_create(struct nb_ctx *ctx, json_t *body)
 {
-    if (nb_net_check_attrs(ctx, body, port_attrs, true) < 0 || prepare_groups(ctx, body) < 0 ||
-        nb_db_begin(nb_net_env->db, ctx) < 0)
+    if (nb_net_check_attrs(ctx, body, port_attrs, true) < 0 || prepare_groups(ctx, body) < 0)
         return NULL;
-    json_t *v = create_one(ctx, body);
-    if (!v) {
-        nb_db_rollback(nb_net_env->db);
-        return NULL;
-    }
-    if (nb_db_commit(nb_net_env->db, ctx) < 0) {
-        json_decref(v);
-        return NULL;
-    }
-    return v;
+    return nb_net_create_in_tx(ctx, body, create_one);
 }
 
 int nb_net_port_set_device(struct nb_ctx *ctx, const char *port_id, const char *device_id,

@@ -344,19 +344,9 @@ static json_t *create_one(struct nb_ctx *ctx, json_t *body)
 
 json_t *nb_net_subnet_create(struct nb_ctx *ctx, json_t *body)
 {
-    if (nb_net_check_attrs(ctx, body, subnet_attrs, true) < 0 ||
-        nb_db_begin(nb_net_env->db, ctx) < 0)
+    if (nb_net_check_attrs(ctx, body, subnet_attrs, true) < 0)
         return NULL;
-    json_t *v = create_one(ctx, body);
-    if (!v) {
-        nb_db_rollback(nb_net_env->db);
-        return NULL;
-    }
-    if (nb_db_commit(nb_net_env->db, ctx) < 0) {
-        json_decref(v);
-        return NULL;
-    }
-    return v;
+    return nb_net_create_in_tx(ctx, body, create_one);
 }
 
 static int create(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)

@@ -13,6 +13,7 @@
 #include "common/json.h"
 #include "common/pyrepr.h"
 #include "common/util.h"
+#include "db/db.h"
 #include "network/network_int.h"
 
 #include <ctype.h>
@@ -243,4 +244,21 @@ int nb_net_check_attrs(struct nb_ctx *ctx, json_t *body, const struct nb_net_att
                             a->name, why);
     }
     return 0;
+}
+
+json_t *nb_net_create_in_tx(struct nb_ctx *ctx, json_t *body,
+                            json_t *(*create)(struct nb_ctx *ctx, json_t *body))
+{
+    if (nb_db_begin(nb_net_env->db, ctx) < 0)
+        return NULL;
+    json_t *v = create(ctx, body);
+    if (!v) {
+        nb_db_rollback(nb_net_env->db);
+        return NULL;
+    }
+    if (nb_db_commit(nb_net_env->db, ctx) < 0) {
+        json_decref(v);
+        return NULL;
+    }
+    return v;
 }
