@@ -484,6 +484,16 @@ def test_fresh_serve_builds_on_a_host_whose_queue_the_broker_lost(split, broker)
         "GET", "/compute/v2.1/servers/%s" % sid, token=c._token)[0] == 404, 60)
     assert agent.stop() == 0, agent.tail()
     del split.computes["bf-c"]
+    # bf-c leaves the cloud as a decommissioned host does: a stopped agent's
+    # service stays up until its heartbeats lapse, and builds the next tests
+    # send there would wait in its queue for an agent that never comes back
+    mv = {"OpenStack-API-Version": "compute 2.53"}
+    st, _, data = c.request("GET", "/compute/v2.1/os-services?binary=nova-compute&host=bf-c",
+                            token=c._token, headers=mv)
+    assert st == 200 and len(data["services"]) == 1, (st, data)
+    st, _, data = c.request("DELETE", "/compute/v2.1/os-services/%s" % data["services"][0]["id"],
+                            token=c._token, headers=mv)
+    assert st == 204, (st, data)
 
 
 def test_compute_agent_killed_mid_spawn_and_started_again(split):
