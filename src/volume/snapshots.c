@@ -171,6 +171,29 @@ static int snapshots_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp
     return nb_resp_json(resp, 200, json_pack("{s:o}", "snapshot", snapshot_view(ctx, row, true)));
 }
 
+/* For the compute API's proxy (volume.h). */
+json_t *nb_volume_snapshot_show_for(struct nb_ctx *ctx, const char *snapshot_id)
+{
+    _cleanup_json_ json_t *row = nb_vol_snapshot_load(ctx, snapshot_id);
+    return row ? snapshot_view(ctx, row, false) : NULL;
+}
+
+json_t *nb_volume_snapshot_list_for(struct nb_ctx *ctx)
+{
+    _cleanup_json_ json_t *rows = nb_db_rows(nb_vol_env->db, ctx,
+                                             "SELECT * FROM snapshots WHERE deleted = 0 AND "
+                                             "project_id = ? ORDER BY created_at DESC, id DESC",
+                                             "s", ctx->project_id);
+    if (!rows)
+        return NULL;
+    json_t *list = json_array();
+    size_t i;
+    json_t *row;
+    json_array_foreach (rows, i, row)
+        json_array_append_new(list, snapshot_view(ctx, row, false));
+    return list;
+}
+
 /* --- create ------------------------------------------------------------------------ */
 
 /* Cinder's checks of the volume to snapshot: available, or in-use with
@@ -424,13 +447,11 @@ static int remove_overlay(struct nb_ctx *ctx, const json_t *snap, const char *sh
         ctx, share, nb_json_str(json_array_get(chain, k), "provider_location"), backing, higher);
 }
 
-static int snapshots_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+/* Deletes snap (a row ctx may see); a failure to remove its files leaves
+ * it error_deleting and is no error of the request. 0/-1. */
+static int delete_snapshot(struct nb_ctx *ctx, const json_t *snap)
 {
-    const char *id = nb_req_param(req, "snapshot_id");
-    _cleanup_json_ json_t *snap = nb_vol_begin_load(ctx, req, resp, "snapshot_id",
-                                                    nb_vol_snapshot_load, "volume:delete_snapshot");
-    if (!snap)
-        return -1;
+    const char *id = nb_json_str(snap, "id");
     const char *vid = nb_json_str(snap, "volume_id");
     struct nb_ctx sys;
     nb_ctx_init_system(&sys, ctx->request_id);
@@ -489,7 +510,22 @@ static int snapshots_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
                  nb_ctx_message(&work));
     }
     nb_vol_chain_unlock();
+    return 0;
+}
+
+static int snapshots_delete(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *resp)
+{
+    _cleanup_json_ json_t *snap = nb_vol_begin_load(ctx, req, resp, "snapshot_id",
+                                                    nb_vol_snapshot_load, "volume:delete_snapshot");
+    if (!snap || delete_snapshot(ctx, snap) < 0)
+        return -1;
     return nb_resp_empty(resp, 202);
+}
+
+int nb_volume_snapshot_delete_for(struct nb_ctx *ctx, const char *snapshot_id)
+{
+    _cleanup_json_ json_t *snap = nb_vol_snapshot_load(ctx, snapshot_id);
+    return snap ? delete_snapshot(ctx, snap) : -1;
 }
 
 /* --- metadata (metadata.c) -------------------------------------------------------- */

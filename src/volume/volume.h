@@ -73,6 +73,23 @@ int nb_volume_delete_for(struct nb_ctx *ctx, const char *volume_id);
 int nb_volume_snapshot_for(struct nb_ctx *ctx, const char *volume_id, const char *name,
                            const char *description, bool force, char snap_id_out[37]);
 
+/* For Nova's proxy APIs (os-volumes, os-snapshots): Cinder's views (v3,
+ * as GET /volumes/{id} and GET /snapshots/{id} show them at ctx's version,
+ * without the extensions' attributes; a volume's "attachments" are its
+ * attached records, {"server_id", "device", ...}). show: the live volume
+ * or snapshot ctx may see (new reference), or NULL after 404 as
+ * nb_volume_lookup. list: those of ctx's project, newest first (a new
+ * array), or NULL after a database error. */
+json_t *nb_volume_show_for(struct nb_ctx *ctx, const char *volume_id);
+json_t *nb_volume_list_for(struct nb_ctx *ctx);
+json_t *nb_volume_snapshot_show_for(struct nb_ctx *ctx, const char *snapshot_id);
+json_t *nb_volume_snapshot_list_for(struct nb_ctx *ctx);
+/* Deletes a snapshot as DELETE /snapshots/{id} does: its volume must be
+ * available or error (unless it is a standalone copy) and the snapshot
+ * available or error. 0, or -1 after nb_error (400, 404); a failure to
+ * remove its files leaves it error_deleting (0). */
+int nb_volume_snapshot_delete_for(struct nb_ctx *ctx, const char *snapshot_id);
+
 /* The volume's format as Cinder keeps it: admin metadata "format" ("raw" |
  * "qcow2": the real format of its active file). The volume service sets it
  * at every create and whenever a snapshot changes the active file; the

@@ -374,6 +374,29 @@ static int volumes_show(struct nb_ctx *ctx, struct nb_req *req, struct nb_resp *
                                   volume_detail(ctx, row, VIEW_EXTENSIONS | VIEW_ADMIN_METADATA)));
 }
 
+/* For the compute API's proxy (volume.h). */
+json_t *nb_volume_show_for(struct nb_ctx *ctx, const char *volume_id)
+{
+    _cleanup_json_ json_t *row = nb_vol_load(ctx, volume_id);
+    return row ? volume_detail(ctx, row, VIEW_ADMIN_METADATA) : NULL;
+}
+
+json_t *nb_volume_list_for(struct nb_ctx *ctx)
+{
+    _cleanup_json_ json_t *rows = nb_db_rows(nb_vol_env->db, ctx,
+                                             "SELECT * FROM volumes WHERE deleted = 0 AND "
+                                             "project_id = ? ORDER BY created_at DESC, id DESC",
+                                             "s", ctx->project_id);
+    if (!rows)
+        return NULL;
+    json_t *list = json_array();
+    size_t i;
+    json_t *row;
+    json_array_foreach (rows, i, row)
+        json_array_append_new(list, volume_detail(ctx, row, VIEW_ADMIN_METADATA));
+    return list;
+}
+
 /* --- create ---------------------------------------------------------------------- */
 
 /* Size as Cinder accepts it: an integer or a string of digits, > 0. Writes

@@ -137,7 +137,7 @@ def world(cloud):
     w.params = {
         "network_id": net, "subnet_id": sub, "port_id": port, "security_group_id": sg,
         "security_group_rule_id": rule, "router_id": router, "subnetpool_id": pool,
-        "floatingip_id": fip, "port_forwarding_id": str(uuid.uuid4()),
+        "floatingip_id": fip, "floating_ip_id": fip, "port_forwarding_id": str(uuid.uuid4()),
         "volume_id": vol, "snapshot_id": snap, "image_id": img["id"], "server_id": srv["server"]["id"],
         "group_id": group, "flavor_id": flavor, "aggregate_id": agg, "domain_id": domain,
         "user_id": scratch_user, "role_id": scratch_role, "uuid": rp["uuid"],

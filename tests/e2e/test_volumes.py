@@ -571,3 +571,53 @@ def test_name_and_description_limits(cloud):
     st, _, body = cloud.request("GET", base + "/volumes/" + vid, token=tok)
     assert body["volume"]["description"] == "d" * 255
     assert cloud.request("DELETE", base + "/volumes/" + vid, token=tok)[0] == 202
+
+
+def test_nova_volume_proxy(cloud):
+    """Nova's os-volumes / os-snapshots proxy (gone from 2.36)."""
+    token = cloud.token()
+
+    def nova(method, path, body=None, mv="2.35"):
+        st, _, b = cloud.request(method, "/compute/v2.1" + path, body=body, token=token,
+                                 headers={"OpenStack-API-Version": "compute " + mv})
+        return st, b
+
+    name = unique("nvol")
+    st, b = nova("POST", "/os-volumes", {"volume": {"size": 1, "display_name": name,
+                                                    "metadata": {"k": "v"}}})
+    assert st == 200, b
+    v = b["volume"]
+    assert (v["displayName"], v["size"], v["status"], v["metadata"]) == (name, 1, "available",
+                                                                         {"k": "v"})
+    assert v["attachments"] == [{}] and v["availabilityZone"] == "nova"
+    assert set(v) == {"id", "status", "size", "availabilityZone", "createdAt", "attachments",
+                      "displayName", "displayDescription", "volumeType", "snapshotId",
+                      "metadata"}
+    st, b = nova("GET", "/os-volumes/" + v["id"])
+    assert st == 200 and b["volume"] == v
+    st, b = nova("GET", "/os-volumes/detail?limit=1")
+    assert st == 200 and len(b["volumes"]) == 1
+    st, b = nova("GET", "/os-volumes")
+    assert st == 200 and v["id"] in [x["id"] for x in b["volumes"]]
+    st, b = nova("POST", "/os-volumes", {"volume": {"size": 0}})
+    assert st == 400 and "badRequest" in b
+    st, b = nova("POST", "/os-snapshots", {"snapshot": {"volume_id": v["id"],
+                                                        "display_name": "s1"}})
+    assert st == 200, b
+    s = b["snapshot"]
+    assert (s["volumeId"], s["size"], s["status"], s["displayName"]) == (v["id"], 1, "available",
+                                                                         "s1")
+    st, b = nova("GET", "/os-snapshots/detail")
+    assert st == 200 and s["id"] in [x["id"] for x in b["snapshots"]]
+    st, b = nova("GET", "/os-snapshots/" + s["id"])
+    assert st == 200 and b["snapshot"] == s
+    # gone from 2.36
+    for path in ("/os-volumes", "/os-volumes/" + v["id"], "/os-snapshots"):
+        st, b = nova("GET", path, mv="2.36")
+        assert st == 404 and b["itemNotFound"]["message"] == "The resource could not be found."
+    assert nova("DELETE", "/os-snapshots/" + s["id"])[0] == 202
+    assert nova("GET", "/os-snapshots/" + s["id"])[0] == 404
+    assert nova("DELETE", "/os-volumes/" + v["id"])[0] == 202
+    st, b = nova("GET", "/os-volumes/" + v["id"])
+    assert st == 404 and b == {"itemNotFound": {
+        "code": 404, "message": "Volume %s could not be found." % v["id"]}}

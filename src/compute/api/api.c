@@ -32,6 +32,7 @@ int nb_compute_api_init(struct nb_env *env)
         nb_compute_images_init,
         nb_compute_security_groups_init,
         nb_compute_floating_ips_init,
+        nb_compute_os_volumes_init,
         nb_compute_simple_tenant_usage_init,
         nb_compute_instance_usage_audit_log_init,
     };

@@ -49,6 +49,7 @@ int nb_compute_server_external_events_init(struct nb_env *env);
 int nb_compute_images_init(struct nb_env *env);
 int nb_compute_security_groups_init(struct nb_env *env);
 int nb_compute_floating_ips_init(struct nb_env *env);
+int nb_compute_os_volumes_init(struct nb_env *env);
 int nb_compute_simple_tenant_usage_init(struct nb_env *env);
 int nb_compute_instance_usage_audit_log_init(struct nb_env *env);
 
