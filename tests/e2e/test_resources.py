@@ -57,6 +57,21 @@ def test_services_and_hypervisors(cloud):
     assert stats["count"] == 3 and stats["vcpus"] > 0 and stats["memory_mb"] > 0
 
 
+
+def test_hosts_and_extensions(cloud):
+    hosts = cloud.cli("host", "list", "-f", "json")
+    comp = sorted(h["Host Name"] for h in hosts if h["Service"] == "compute")
+    assert comp == ["fake-1", "fake-2", "fake-3"]
+    assert {h["Zone"] for h in hosts if h["Service"] == "compute"} == {"nova"}
+    assert [h for h in cloud.cli("host", "list", "--zone", "nova", "-f", "json")
+            if h["Service"] == "compute"] and not cloud.cli("host", "list", "--zone", "xxx", "-f", "json")
+    rows = cloud.cli("host", "show", "fake-1", "-f", "json")
+    assert [r["Project"] for r in rows][:3] == ["(total)", "(used_now)", "(used_max)"]
+    assert rows[0]["CPU"] > 0 and rows[0]["Memory MB"] > 0
+    assert cloud.cli("host", "show", "nonexistent", check=False).returncode != 0
+    exts = cloud.cli("extension", "list", "--compute", "-f", "json")
+    assert "os-hosts" in {e["Alias"] for e in exts} and "Hosts" in {e["Name"] for e in exts}
+
 def test_service_disable_enable(fresh_cloud):
     c = fresh_cloud()
     c.cli("compute", "service", "set", "--disable", "--disable-reason", "maintenance",

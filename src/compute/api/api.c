@@ -17,6 +17,8 @@ int nb_compute_api_init(struct nb_env *env)
         nb_compute_server_groups_init,
         nb_compute_services_init,
         nb_compute_hypervisors_init,
+        nb_compute_hosts_init,
+        nb_compute_extensions_init,
         nb_compute_servers_init,
         nb_compute_server_actions_init,
         nb_compute_server_metadata_init,

@@ -34,6 +34,8 @@ int nb_compute_aggregates_init(struct nb_env *env);
 int nb_compute_server_groups_init(struct nb_env *env);
 int nb_compute_services_init(struct nb_env *env);
 int nb_compute_hypervisors_init(struct nb_env *env);
+int nb_compute_hosts_init(struct nb_env *env);
+int nb_compute_extensions_init(struct nb_env *env);
 int nb_compute_servers_init(struct nb_env *env);
 int nb_compute_server_actions_init(struct nb_env *env);
 int nb_compute_server_metadata_init(struct nb_env *env);
