@@ -144,7 +144,7 @@ def world(cloud):
         "target_project_id": w.demo, "key": "k1", "tag": "t1", "member_id": w.other,
         "resource_class": "VCPU", "name": "CUSTOM_POL", "keypair_name": "pol-nokey",
         "consumer_uuid": random, "service_id": random, "attachment_id": random,
-        "message_id": random, "migration_id": 1, "agent_id": random,
+        "message_id": random, "migration_id": 1, "agent_id": random, "host_name": "fake-1",
     }
     w.projects = {w.reader: w.demo, w.member: w.demo, w.foreign: w.other, a: w.admin_project}
     w.own_user = {w.reader: w.users["pol-reader"], w.member: w.users["pol-member"],
