@@ -270,6 +270,31 @@ def test_console_of_a_server_without_host_is_409(cloud):
     assert p.returncode != 0 and "is not ready" in p.stderr
 
 
+
+def test_diagnostics(cloud):
+    """GET /servers/{id}/diagnostics from the fake driver through the
+    agent: the free-form dict before 2.48, the standard shape from 2.48,
+    admin only, 409 when the guest is not running (Nova's messages)."""
+    sid = boot(cloud)["id"]
+    path = "/compute/v2.1/servers/%s/diagnostics" % sid
+    st, _, body = cloud.request("GET", path, token=token(cloud))
+    assert st == 200 and body["memory"] == 524288 and "cpu0_time" in body, body
+    st, _, body = cloud.request("GET", path, token=token(cloud),
+                                headers={"OpenStack-API-Version": "compute 2.48"})
+    assert st == 200 and body["state"] == "running" and body["driver"] == "libvirt", body
+    assert body["num_cpus"] == len(body["cpu_details"]) == 1
+    assert body["num_disks"] == len(body["disk_details"]) and body["num_nics"] == 1
+    assert set(body["memory_details"]) == {"maximum", "used"}
+    d = cloud.cli("server", "show", "--diagnostics", sid, "-f", "json")
+    assert d["memory"] == 524288, d
+    st, _, body = cloud.request("GET", path, token=token(cloud, "nubo-demo"))
+    assert st in (403, 404), body
+    assert action(cloud, sid, "os-stop")[0] == 202
+    wait(cloud, sid, ("SHUTOFF",))
+    st, _, body = cloud.request("GET", path, token=token(cloud))
+    assert st == 409 and body["conflictingRequest"]["message"] == (
+        "Cannot 'get_diagnostics' instance %s while it is in power state shutdown" % sid), body
+
 def guests_file(c, host):
     return os.path.join(c.state_dir, "fake", "%s.json" % host)
 

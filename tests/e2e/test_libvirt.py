@@ -227,6 +227,17 @@ def test_boot_reads_config_drive_and_virsh_shows_it(lvcloud):
                           check=True, capture_output=True, text=True).stdout
     assert '"format": "qcow2"' in info and "_base" in info
     assert '"virtual-size": %d' % (1 << 30) in info  # m1.tiny root disk
+    # diagnostics: libvirt's counters (GetInfo, vCPUs, block stats)
+    st, _, d = c.request("GET", "/compute/v2.1/servers/%s/diagnostics" % sid,
+                         token=c.token("nubo"), headers={"OpenStack-API-Version": "compute 2.48"})
+    assert st == 200 and d["state"] == "running" and d["hypervisor"] == "qemu", d
+    assert d["config_drive"] is True and d["num_disks"] == len(d["disk_details"]) >= 2, d
+    assert d["memory_details"]["maximum"] == 512 and d["cpu_details"][0]["time"] > 0, d
+    assert d["disk_details"][0]["read_bytes"] > 0, d
+    st, _, d = c.request("GET", "/compute/v2.1/servers/%s/diagnostics" % sid,
+                         token=c.token("nubo"))
+    assert st == 200 and d["memory"] == 512 * 1024 and d["cpu0_time"] > 0, d
+    assert d["vda_read"] > 0, d
     # the spawn time is in the compute log, as Nova writes it
     assert re.search(r"\[instance: %s\] Took [0-9.]+ seconds to spawn the instance on the "
                      r"hypervisor" % sid, c.log("compute"))

@@ -169,6 +169,36 @@ def test_limits_and_quotas(cloud):
     assert q["instances"] == 10 or {"Resource": "instances", "Limit": 10} in q
 
 
+
+def test_quota_class_default_is_every_projects_default(cloud):
+    """PUT /os-quota-class-sets/default (openstack quota set --class) sets
+    what GET /os-quota-sets/{project}/defaults and the project's limits
+    then report (Nova's DB quota driver); key_pairs, which no other test
+    counts, and put back after."""
+    tok = cloud.token("nubo")
+    cloud.cli("quota", "set", "--class", "--key-pairs", "150", "default")
+    try:
+        st, _, body = cloud.request("GET", "/compute/v2.1/os-quota-class-sets/default", token=tok)
+        assert st == 200 and body["quota_class_set"]["key_pairs"] == 150, body
+        assert body["quota_class_set"]["id"] == "default"
+        assert "server_groups" not in body["quota_class_set"]  # before 2.50
+        demo = cloud.cli("project", "show", "demo", "-f", "json")["id"]
+        st, _, body = cloud.request("GET", "/compute/v2.1/os-quota-sets/%s/defaults" % demo,
+                                    token=tok)
+        assert st == 200 and body["quota_set"]["key_pairs"] == 150, body
+        q = cloud.cli("quota", "show", "demo", "-f", "json")
+        assert q["key-pairs"] == 150 or {"Resource": "key-pairs", "Limit": 150} in q, q
+        st, _, body = cloud.request("PUT", "/compute/v2.1/os-quota-class-sets/default", token=tok,
+                                    headers={"OpenStack-API-Version": "compute 2.57"},
+                                    body={"quota_class_set": {"injected_files": 7}})
+        assert st == 400 and "'injected_files' was unexpected" in body["badRequest"]["message"]
+        st, _, _ = cloud.request("PUT", "/compute/v2.1/os-quota-class-sets/default",
+                                 token=cloud.token("nubo-demo"),
+                                 body={"quota_class_set": {"key_pairs": 7}})
+        assert st == 403
+    finally:
+        cloud.cli("quota", "set", "--class", "--key-pairs", "100", "default")
+
 def test_hypervisor_disk_used_leaves_out_volume_roots(fresh_cloud):
     """A boot-from-volume root is no local disk: `hypervisor stats show`
     and the per-hypervisor local_gb_used (2.1) count only the image-backed

@@ -339,6 +339,48 @@ static json_t *console_output(struct agent *a, struct nb_ctx *ctx, json_t *args)
     return json_pack("{s:s}", "output", console_tail(text, length));
 }
 
+/* Nova's power_state.STATE_MAP names. */
+static const char *power_state_name(int s)
+{
+    switch (s) {
+    case NB_POWER_RUNNING: return "running";
+    case NB_POWER_PAUSED: return "paused";
+    case NB_POWER_SHUTDOWN: return "shutdown";
+    case NB_POWER_CRASHED: return "crashed";
+    case NB_POWER_SUSPENDED: return "suspended";
+    default: return "pending";
+    }
+}
+
+/* Nova's get_diagnostics / get_instance_diagnostics: only a running guest
+ * (409 with its power state otherwise); a driver without diagnostics is
+ * NotImplementedError (501); a missing guest is 404. */
+static json_t *diagnostics(struct agent *a, struct nb_ctx *ctx, json_t *args)
+{
+    const char *uuid = nb_json_str(args, "uuid");
+    if (!a->drv->ops->diagnostics)
+        return json_pack("{s:s, s:i}", "error", "The virt driver does not provide diagnostics.",
+                         "code", 501);
+    struct nb_ctx dctx;
+    nb_ctx_child(&dctx, ctx);
+    struct nb_guest_info gi = {0};
+    if (!uuid || a->drv->ops->get_info(a->drv, &dctx, a->host, uuid, &gi) < 0)
+        return json_pack("{s:s, s:i}", "error",
+                         nb_ctx_failed(&dctx) ? nb_ctx_message(&dctx) : "No such guest.", "code",
+                         404);
+    if (gi.power_state != NB_POWER_RUNNING)
+        return json_pack("{s:s, s:i, s:s}", "error", "The guest is not running.", "code", 409,
+                         "state", power_state_name(gi.power_state));
+    NB_INFO(LOG_AGENT, ctx, uuid, "Retrieving diagnostics");
+    json_t *d = a->drv->ops->diagnostics(a->drv, &dctx, a->host, uuid,
+                                         json_is_true(json_object_get(args, "standard")));
+    if (!d)
+        return json_pack("{s:s, s:i}", "error",
+                         nb_ctx_failed(&dctx) ? nb_ctx_message(&dctx) : "No diagnostics.", "code",
+                         nb_ctx_failed(&dctx) ? nb_ctx_status(&dctx) : 404);
+    return json_pack("{s:o}", "diagnostics", d);
+}
+
 /* uptime(1)'s line for the host (os-hypervisors uptime): the agent runs on
  * the host, so the host's /proc is read. A JSON string, or null. */
 static json_t *host_uptime(void)
@@ -460,6 +502,12 @@ static json_t *rpc_console_output(void *a, struct nb_ctx *ctx, const char *metho
     return console_output(a, ctx, args);
 }
 
+static json_t *rpc_diagnostics(void *a, struct nb_ctx *ctx, const char *method, json_t *args)
+{
+    (void)method;
+    return diagnostics(a, ctx, args);
+}
+
 static json_t *rpc_guest_info(void *opaque, struct nb_ctx *ctx, const char *method, json_t *args)
 {
     (void)method;
@@ -503,6 +551,7 @@ static const struct nb_bus_method methods[] = {
     {NB_COMPUTE_DESTROY_GUEST, NB_BUS_CAST, rpc_destroy_guest},
     {NB_COMPUTE_EXTERNAL_INSTANCE_EVENT, NB_BUS_CAST, rpc_external_event},
     {NB_COMPUTE_GET_CONSOLE_OUTPUT, NB_BUS_CALL, rpc_console_output},
+    {NB_COMPUTE_GET_DIAGNOSTICS, NB_BUS_CALL, rpc_diagnostics},
     {NB_COMPUTE_GUEST_INFO, NB_BUS_CALL, rpc_guest_info},
     {NB_COMPUTE_GET_HOST_UPTIME, NB_BUS_CALL, rpc_host_uptime},
     {NB_COMPUTE_PING, NB_BUS_CALL, rpc_ping},

@@ -30,6 +30,8 @@ int nb_compute_api_init(struct nb_env *env)
         nb_compute_server_ips_init,
         nb_compute_server_interfaces_init,
         nb_compute_server_password_init,
+        nb_compute_quota_classes_init,
+        nb_compute_server_diagnostics_init,
         nb_compute_server_external_events_init,
         nb_compute_images_init,
         nb_compute_security_groups_init,

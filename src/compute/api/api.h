@@ -47,6 +47,8 @@ int nb_compute_volume_attachments_init(struct nb_env *env);
 int nb_compute_server_ips_init(struct nb_env *env);
 int nb_compute_server_interfaces_init(struct nb_env *env);
 int nb_compute_server_password_init(struct nb_env *env);
+int nb_compute_quota_classes_init(struct nb_env *env);
+int nb_compute_server_diagnostics_init(struct nb_env *env);
 int nb_compute_server_external_events_init(struct nb_env *env);
 int nb_compute_images_init(struct nb_env *env);
 int nb_compute_security_groups_init(struct nb_env *env);

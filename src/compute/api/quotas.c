@@ -66,11 +66,32 @@ long long nb_quota_default(enum nb_quota_res r)
     return nb_conf_int("quota", resources[r].option, (long)resources[r].def);
 }
 
-int nb_quota_limits(struct nb_ctx *ctx, const char *project_id, const char *user_id,
-                    long long limits[NB_Q_COUNT])
+int nb_quota_class_limits(struct nb_ctx *ctx, const char *class_name, long long limits[NB_Q_COUNT])
 {
     for (int i = 0; i < NB_Q_COUNT; i++)
         limits[i] = nb_quota_default(i);
+    json_t *rows = nb_db_rows(nb_srv_db(), ctx,
+                              "SELECT resource, hard_limit FROM quota_classes WHERE "
+                              "class_name = ?",
+                              "s", class_name);
+    if (!rows)
+        return -1;
+    size_t i;
+    json_t *r;
+    json_array_foreach (rows, i, r) {
+        int k = nb_quota_index(nb_json_str(r, "resource"));
+        if (k >= 0)
+            limits[k] = nb_json_int(r, "hard_limit", limits[k]);
+    }
+    json_decref(rows);
+    return 0;
+}
+
+int nb_quota_limits(struct nb_ctx *ctx, const char *project_id, const char *user_id,
+                    long long limits[NB_Q_COUNT])
+{
+    if (nb_quota_class_limits(ctx, "default", limits) < 0)
+        return -1;
     json_t *rows = nb_db_rows(nb_srv_db(), ctx,
                               "SELECT resource, hard_limit, user_id FROM quotas WHERE "
                               "project_id = ? AND (user_id IS NULL OR user_id = ?) "
@@ -322,13 +343,12 @@ static int h_quota_defaults(struct nb_ctx *ctx, struct nb_req *req, struct nb_re
     if (verify_project(ctx, id) < 0)
         return -1;
     long long lim[NB_Q_COUNT];
-    for (int i = 0; i < NB_Q_COUNT; i++)
-        lim[i] = nb_quota_default(i);
+    if (nb_quota_class_limits(ctx, "default", lim) < 0)
+        return -1;
     return nb_resp_json(resp, 200, quota_set(ctx, id, lim, NULL));
 }
 
-/* Checks one value of the update body: integer or "^-?[0-9]+$", -1..2^31-1. */
-static int quota_value(struct nb_ctx *ctx, const char *key, json_t *v, long long *out)
+int nb_quota_value(struct nb_ctx *ctx, const char *key, json_t *v, long long *out)
 {
     long long n;
     if (json_is_integer(v)) {
@@ -355,7 +375,7 @@ static int quota_value(struct nb_ctx *ctx, const char *key, json_t *v, long long
 
 /* Reads the update body quota_set: only the keys the schema allows at
  * ctx's microversion, "force" a boolean, each limit checked by
- * quota_value; vals[k]/set[k] get the limits given (an empty string sets
+ * nb_quota_value; vals[k]/set[k] get the limits given (an empty string sets
  * none). 0, or -1 after the 400. */
 static int quota_update_values(struct nb_ctx *ctx, json_t *qs, long long *vals, bool *set)
 {
@@ -380,7 +400,7 @@ static int quota_update_values(struct nb_ctx *ctx, json_t *qs, long long *vals, 
             continue;
         }
         long long x = 0;
-        if (quota_value(ctx, key, v, &x) < 0)
+        if (nb_quota_value(ctx, key, v, &x) < 0)
             return -1;
         int k = nb_quota_index(key);
         if (k >= 0 && !(json_is_string(v) && json_string_length(v) == 0)) {

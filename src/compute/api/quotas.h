@@ -35,8 +35,15 @@ const char *nb_quota_name(enum nb_quota_res r);
 int nb_quota_index(const char *name);
 /* Default limit of r: [quota] option, else Nova's default (-1 unlimited). */
 long long nb_quota_default(enum nb_quota_res r);
+/* Limits of quota class class_name as Nova's get_class_quotas: its rows of
+ * table quota_classes, else the [quota] defaults (class "default": the
+ * defaults of every project, DbQuotaDriver.get_defaults). 0/-1. */
+int nb_quota_class_limits(struct nb_ctx *ctx, const char *class_name, long long limits[NB_Q_COUNT]);
+/* One limit of an update body (os-quota-sets, os-quota-class-sets):
+ * integer or "^-?[0-9]+$", -1..2^31-1. 0 with *out, or -1 after the 400. */
+int nb_quota_value(struct nb_ctx *ctx, const char *key, json_t *v, long long *out);
 /* Limits of a project (user_id NULL) or of a user in it: table quotas,
- * then [quota] defaults. 0/-1. */
+ * then the defaults (class "default", then [quota]). 0/-1. */
 int nb_quota_limits(struct nb_ctx *ctx, const char *project_id, const char *user_id,
                     long long limits[NB_Q_COUNT]);
 /* Usages (in_use) as Nova counts them for the quota API and limits:

@@ -114,6 +114,13 @@ json_t *nb_compute_get_console_output(struct nb_ctx *ctx, const char *host, cons
                 timeout_ms);
 }
 
+json_t *nb_compute_get_diagnostics(struct nb_ctx *ctx, const char *host, const char *uuid,
+                                   bool standard, int timeout_ms)
+{
+    return call(ctx, host, NB_COMPUTE_GET_DIAGNOSTICS,
+                json_pack("{s:s, s:b}", "uuid", uuid, "standard", standard), timeout_ms);
+}
+
 int nb_compute_guest_info(struct nb_ctx *ctx, const char *host, const char *uuid, int timeout_ms,
                           bool *found, int *power_state)
 {

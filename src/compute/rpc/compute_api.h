@@ -41,6 +41,7 @@
 #define NB_COMPUTE_SNAPSHOT_INSTANCE "snapshot_instance"
 #define NB_COMPUTE_DESTROY_GUEST "destroy_guest"
 #define NB_COMPUTE_GET_CONSOLE_OUTPUT "get_console_output"
+#define NB_COMPUTE_GET_DIAGNOSTICS "get_diagnostics"
 #define NB_COMPUTE_GUEST_INFO "guest_info"
 #define NB_COMPUTE_GET_HOST_UPTIME "get_host_uptime"
 #define NB_COMPUTE_PING "ping"
@@ -117,6 +118,13 @@ int nb_compute_destroy_guest(struct nb_ctx *ctx, const char *host, const char *u
  * says. */
 json_t *nb_compute_get_console_output(struct nb_ctx *ctx, const char *host, const char *uuid,
                                       long long length, int timeout_ms);
+
+/* get_diagnostics (call, API -> agent, as Nova's get_diagnostics and
+ * get_instance_diagnostics) {"uuid", "standard": bool}: the driver's
+ * figures of a running guest. Reply {"diagnostics": {…}} or {"error",
+ * "code": 404|409|501, "state": power state name (with 409)}. */
+json_t *nb_compute_get_diagnostics(struct nb_ctx *ctx, const char *host, const char *uuid,
+                                   bool standard, int timeout_ms);
 
 /* guest_info (call) {"uuid"} -> {"found", "power_state"}: 0 with *found
  * and *power_state (NB_POWER_NOSTATE when not found) set, or -1 when the

@@ -111,6 +111,15 @@ struct nb_virt_ops {
     /* Serial console text (malloc'd) or NULL. */
     char *(*console_log)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
                          const char *uuid);
+    /* Diagnostics of a guest (optional, may be NULL: the agent then answers
+     * 501): standard, Nova's 2.48 Diagnostics shape {"state", "driver",
+     * "hypervisor", "hypervisor_os", "uptime", "config_drive", "num_cpus",
+     * "num_disks", "num_nics", "memory_details", "cpu_details",
+     * "nic_details", "disk_details"}; else the older free-form dict as
+     * Nova's libvirt driver builds it ("cpu0_time", "memory", "vda_read",
+     * …). A new JSON object, or NULL with the error on ctx. */
+    json_t *(*diagnostics)(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                           const char *uuid, bool standard);
     /* Volumes (optional, may be NULL: the agent then answers 501). bdm is a
      * block_device_mapping row as in instance["block_device_mapping"]:
      * "connection_info" is the NFS connection_info as JSON text (already

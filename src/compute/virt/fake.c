@@ -567,6 +567,58 @@ static char *fake_console_log(struct nb_virt_driver *drv, struct nb_ctx *ctx, co
     return out;
 }
 
+/* Fixed figures of a running guest, the way Nova's fake driver has them:
+ * one vCPU, 512 MiB, one NIC, a root disk and one disk per volume. */
+static json_t *fake_diag_of(json_t *g, bool standard)
+{
+    size_t vols = json_object_size(json_object_get(g, "volumes"));
+    if (!standard) {
+        json_t *d =
+            json_pack("{s:I, s:i, s:i, s:i, s:i, s:i, s:i}", "cpu0_time", (json_int_t)17300000000,
+                      "memory", 524288, "vda_errors", -1, "vda_read", 262144, "vda_read_req", 112,
+                      "vda_write", 5778432, "vda_write_req", 488);
+        json_t *n = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i}", "vnet0_rx", 2070139,
+                              "vnet0_rx_drop", 0, "vnet0_rx_errors", 0, "vnet0_rx_packets", 26701,
+                              "vnet0_tx", 140208, "vnet0_tx_drop", 0, "vnet0_tx_errors", 0,
+                              "vnet0_tx_packets", 662);
+        json_object_update(d, n);
+        json_decref(n);
+        return d;
+    }
+    json_t *disks = json_array();
+    for (size_t i = 0; i < 1 + vols; i++)
+        json_array_append_new(disks, json_pack("{s:i, s:i, s:i, s:i, s:i}", "read_bytes", 262144,
+                                               "read_requests", 112, "write_bytes", 5778432,
+                                               "write_requests", 488, "errors_count", 0));
+    return json_pack(
+        "{s:s, s:s, s:s, s:s, s:i, s:b, s:i, s:I, s:i, s:{s:i, s:i}, s:[{s:i, s:I, s:i}],"
+        " s:[{s:s, s:i, s:i, s:i, s:i, s:n, s:i, s:i, s:i, s:i, s:n}], s:o}",
+        "state", "running", "driver", "libvirt", "hypervisor", "kvm", "hypervisor_os", "linux",
+        "uptime", 46664, "config_drive", 0, "num_cpus", 1, "num_disks", (json_int_t)(1 + vols),
+        "num_nics", 1, "memory_details", "maximum", 512, "used", 0, "cpu_details", "id", 0, "time",
+        (json_int_t)17300000000, "utilisation", 15, "nic_details", "mac_address",
+        "fa:16:3e:00:00:01", "rx_octets", 2070139, "rx_errors", 0, "rx_drop", 0, "rx_packets",
+        26701, "rx_rate", "tx_octets", 140208, "tx_errors", 0, "tx_drop", 0, "tx_packets", 662,
+        "tx_rate", "disk_details", disks);
+}
+
+static json_t *fake_diagnostics(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                                const char *uuid, bool standard)
+{
+    struct fake_priv *p = drv->priv;
+    pthread_mutex_lock(&p->lock);
+    json_t *out = NULL;
+    struct fake_host *h = get_host_guests(p, ctx, host);
+    json_t *g = h && uuid ? json_object_get(h->guests, uuid) : NULL;
+    if (h && !g)
+        nb_error(ctx, 404, NULL, "Fake driver: no guest %s on host %s.", uuid ? uuid : "(null)",
+                 host);
+    if (g)
+        out = fake_diag_of(g, standard);
+    pthread_mutex_unlock(&p->lock);
+    return out;
+}
+
 /* The guest of instance on host (lock held), or NULL with 404 recorded. */
 static json_t *get_guest(struct fake_priv *p, struct nb_ctx *ctx, const char *host,
                          json_t *instance, struct fake_host **hp)
@@ -891,6 +943,7 @@ static const struct nb_virt_ops fake_ops = {
     .suspend = fake_suspend,
     .resume = fake_resume,
     .console_log = fake_console_log,
+    .diagnostics = fake_diagnostics,
     .attach_volume = fake_attach_volume,
     .detach_volume = fake_detach_volume,
     .snapshot = fake_snapshot,

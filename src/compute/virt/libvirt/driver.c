@@ -115,6 +115,13 @@ static char *op_console_log(struct nb_virt_driver *drv, struct nb_ctx *ctx, cons
     return lv_console_log(LV(drv), ctx, uuid);
 }
 
+static json_t *op_diagnostics(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
+                              const char *uuid, bool standard)
+{
+    (void)host;
+    return lv_diagnostics(LV(drv), ctx, uuid, standard);
+}
+
 static int op_attach_volume(struct nb_virt_driver *drv, struct nb_ctx *ctx, const char *host,
                             json_t *inst, const json_t *bdm)
 {
@@ -309,6 +316,7 @@ static const struct nb_virt_ops lv_ops = {
     .get_info = op_get_info,
     .list = op_list,
     .console_log = op_console_log,
+    .diagnostics = op_diagnostics,
     .attach_volume = op_attach_volume,
     .detach_volume = op_detach_volume,
     .snapshot = op_snapshot,

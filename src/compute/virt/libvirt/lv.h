@@ -123,6 +123,9 @@ int lv_resume(struct lv *lv, struct nb_ctx *ctx, json_t *inst);
 int lv_get_info(struct lv *lv, struct nb_ctx *ctx, const char *uuid, struct nb_guest_info *info);
 json_t *lv_list(struct lv *lv, struct nb_ctx *ctx);
 char *lv_console_log(struct lv *lv, struct nb_ctx *ctx, const char *uuid);
+/* diag.c: a guest's diagnostics (driver.h's diagnostics op). New JSON
+ * object, or NULL with the error on ctx. */
+json_t *lv_diagnostics(struct lv *lv, struct nb_ctx *ctx, const char *uuid, bool standard);
 /* The domain XML inst starts with now under virt_type and cpu: its local
  * disk (instances/<uuid>/disk, as disk.info says) or boot volume, its
  * volumes (vols), its config drive, its console. New string, or NULL with
