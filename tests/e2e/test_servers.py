@@ -4,8 +4,6 @@ import datetime
 import re
 import time
 
-import pytest
-
 from conftest import unique
 
 

@@ -8,9 +8,7 @@ import json
 import os
 import subprocess
 
-import pytest
-
-from conftest import CliError, unique
+from conftest import unique
 
 
 def qemu_img(*args):
