@@ -157,6 +157,7 @@ class Lab:
 
 def _start_in(p, netns):
     p.out = open(p.out_path, "ab")
+    p.out_at = p.out.tell()  # as Proc.start: wait_ready reads what this start wrote
     p.p = subprocess.Popen(["ip", "netns", "exec", netns, NUBO_BIN] + p.args, stdout=p.out,
                            stderr=subprocess.STDOUT)
     return p

@@ -145,6 +145,7 @@ def world(cloud):
         "resource_class": "VCPU", "name": "CUSTOM_POL", "keypair_name": "pol-nokey",
         "consumer_uuid": random, "service_id": random, "attachment_id": random,
         "message_id": random, "migration_id": 1, "agent_id": random, "host_name": "fake-1",
+        "id": "default",
     }
     w.projects = {w.reader: w.demo, w.member: w.demo, w.foreign: w.other, a: w.admin_project}
     w.own_user = {w.reader: w.users["pol-reader"], w.member: w.users["pol-member"],
